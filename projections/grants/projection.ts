@@ -1,0 +1,118 @@
+import type { Migration } from '../../shared/db/migrations.ts';
+import type { Pool, PoolClient } from '../../shared/db/pool.ts';
+import { grantDecider, type Grant } from '../../shared/domain/grants/decider.ts';
+import type { GrantEvent } from '../../shared/domain/grants/events.ts';
+import { GRANT_EVENT_TYPES } from '../../shared/domain/grants/events.ts';
+import type { RecordedEvent } from '../../shared/eventstore/port.ts';
+import type { Projection } from '../runner.ts';
+
+export const grantsReadModelMigrations: Migration[] = [
+  {
+    id: 'rm-grants-001',
+    sql: `
+      CREATE TABLE rm_grants (
+        id uuid PRIMARY KEY,
+        campaign_id text,
+        operator_id text NOT NULL,
+        provider_id text NOT NULL,
+        game_id text NOT NULL,
+        player_ref text NOT NULL,
+        spins int NOT NULL,
+        bet_amount_minor bigint NOT NULL,
+        currency text NOT NULL,
+        external_ref text,
+        status text NOT NULL,
+        idempotency_key text NOT NULL,
+        expires_at text,
+        last_error text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        version bigint NOT NULL
+      );
+      CREATE INDEX rm_grants_list_idx ON rm_grants (operator_id, created_at DESC);
+    `,
+  },
+];
+
+/** Writes the grant as of stream revision `version` (a row already at that revision or later is kept). */
+export async function writeGrantRow(db: Pool | PoolClient, g: Grant, version: number): Promise<void> {
+  await db.query(
+    `INSERT INTO rm_grants (id, campaign_id, operator_id, provider_id, game_id, player_ref, spins, bet_amount_minor, currency, external_ref,
+       status, idempotency_key, expires_at, last_error, created_at, updated_at, version)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+     ON CONFLICT (id) DO UPDATE SET external_ref = EXCLUDED.external_ref, status = EXCLUDED.status, last_error = EXCLUDED.last_error,
+       updated_at = EXCLUDED.updated_at, version = EXCLUDED.version
+     WHERE rm_grants.version < EXCLUDED.version`,
+    [g.id, g.campaignId ?? null, g.operatorId, g.providerId, g.gameId, g.playerRef, g.spins, g.betAmountMinor, g.currency, g.externalRef ?? null,
+      g.status, g.idempotencyKey, g.expiresAt ?? null, g.lastError ?? null, g.createdAt, g.updatedAt, version],
+  );
+}
+
+interface GrantRow {
+  id: string;
+  campaign_id: string | null;
+  operator_id: string;
+  provider_id: string;
+  game_id: string;
+  player_ref: string;
+  spins: number;
+  bet_amount_minor: string;
+  currency: string;
+  external_ref: string | null;
+  status: Grant['status'];
+  idempotency_key: string;
+  expires_at: string | null;
+  last_error: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export function rowToGrant(r: GrantRow): Grant {
+  return {
+    id: r.id,
+    ...(r.campaign_id !== null ? { campaignId: r.campaign_id } : {}),
+    operatorId: r.operator_id,
+    providerId: r.provider_id,
+    gameId: r.game_id,
+    playerRef: r.player_ref,
+    spins: r.spins,
+    betAmountMinor: Number(r.bet_amount_minor),
+    currency: r.currency,
+    ...(r.external_ref !== null ? { externalRef: r.external_ref } : {}),
+    status: r.status,
+    idempotencyKey: r.idempotency_key,
+    ...(r.expires_at !== null ? { expiresAt: r.expires_at } : {}),
+    ...(r.last_error !== null ? { lastError: r.last_error } : {}),
+    createdAt: r.created_at.toISOString(),
+    updatedAt: r.updated_at.toISOString(),
+  };
+}
+
+export async function listGrants(db: Pool, operatorId: string, playerRef: string | undefined): Promise<Grant[]> {
+  const { rows } = await db.query<GrantRow>(
+    `SELECT * FROM rm_grants WHERE operator_id = $1 AND ($2::text IS NULL OR player_ref = $2) ORDER BY created_at DESC, id DESC`,
+    [operatorId, playerRef ?? null],
+  );
+  return rows.map(rowToGrant);
+}
+
+/** Free-spin grants per operator, newest first: the list operators read. */
+export const grantsProjection: Projection = {
+  name: 'grants',
+  tables: [{ name: 'rm_grants', key: ['id'] }],
+  eventTypes: GRANT_EVENT_TYPES,
+  async apply(events: RecordedEvent[], tx: PoolClient) {
+    for (const recorded of events) {
+      const event = recorded as unknown as GrantEvent;
+      // Later events carry no grant fields: fold them onto the row as stored.
+      const current = event.type === 'GrantRequested'
+        ? undefined
+        : (await tx.query<GrantRow>('SELECT * FROM rm_grants WHERE id = $1', [recorded.streamId.slice('grant|'.length)])).rows[0];
+      const next = grantDecider.evolve(current ? rowToGrant(current) : undefined, event, recorded);
+      if (next) await writeGrantRow(tx, next, recorded.revision);
+    }
+  },
+  async reset(tx: PoolClient) {
+    await tx.query('DELETE FROM rm_grants');
+  },
+};

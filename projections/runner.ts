@@ -1,0 +1,290 @@
+import pg from 'pg';
+import type { Migration } from '../shared/db/migrations.ts';
+import { withTransaction, type Pool, type PoolClient } from '../shared/db/pool.ts';
+import { comparePositions, START, type EventStore, type Position, type RecordedEvent } from '../shared/eventstore/port.ts';
+import type { Logger } from '../shared/logger.ts';
+
+export const projectionMigrations: Migration[] = [
+  {
+    id: 'projections-001',
+    sql: `
+      CREATE TABLE projection_checkpoints (
+        name text PRIMARY KEY,
+        position text NOT NULL,
+        events_applied bigint NOT NULL DEFAULT 0,
+        last_event_at timestamptz,
+        updated_at timestamptz NOT NULL DEFAULT now()
+      );
+    `,
+  },
+];
+
+/** A read model table and its key columns (rows are compared and reported by key). */
+export interface ReadModelTable {
+  name: string;
+  key: string[];
+}
+
+/** A read model: a name and a handler that writes its Postgres rows for a batch of events. */
+export interface Projection {
+  name: string;
+  /**
+   * Its tables, written only by apply() and always by unqualified name: an audit rebuild runs apply()
+   * with search_path pointing at a scratch schema holding tables of the same shape.
+   */
+  tables: ReadModelTable[];
+  /** The event types it reads; a batch with none of them only moves the checkpoint. */
+  eventTypes: ReadonlySet<string>;
+  /**
+   * Applies the batch's events of its types, in log order, inside the runner's transaction. Must
+   * depend only on the events and the rows, so a rebuild gives the same rows.
+   */
+  apply(events: RecordedEvent[], tx: PoolClient): Promise<void>;
+  /** Deletes every row of the read model (a rebuild starts from here and replays the whole log). */
+  reset(tx: PoolClient): Promise<void>;
+}
+
+/** A projection whose events are handled one by one. */
+export function perEvent(
+  name: string,
+  tables: ReadModelTable[],
+  eventTypes: Iterable<string>,
+  handle: (event: RecordedEvent, tx: PoolClient) => Promise<void>,
+  reset: (tx: PoolClient) => Promise<void>,
+): Projection {
+  return {
+    name,
+    tables,
+    eventTypes: new Set(eventTypes),
+    async apply(events, tx) {
+      for (const e of events) await handle(e, tx);
+    },
+    reset,
+  };
+}
+
+export interface ProjectionLag {
+  name: string;
+  position: Position;
+  /** Events in the log after the checkpoint (counted up to LAG_COUNT_CAP). */
+  eventsBehind: number;
+  /** Age of the oldest event not yet applied; 0 when caught up. */
+  msBehind: number;
+  /** Whether this process's runner owns the projection (only from a runner). */
+  owned?: boolean;
+}
+
+/** How far a projection's checkpoint is behind the log, from any process (no runner needed). */
+export async function projectionLag(pool: Pool, store: EventStore, name: string): Promise<ProjectionLag> {
+  const position = await readCheckpoint(pool, name);
+  const pending = await store.readAll({ from: position, maxCount: LAG_COUNT_CAP });
+  const oldest = pending[0];
+  return { name, position, eventsBehind: pending.length, msBehind: oldest ? Math.max(0, Date.now() - oldest.createdAt.getTime()) : 0 };
+}
+
+const LOCK_CLASS = 7281003;
+const LAG_COUNT_CAP = 10_000;
+
+/**
+ * Waits (bounded) until a projection has applied the event at `position`, so a caller can answer with
+ * what the read model will show. Returns false on timeout (no projector running, or it is far behind).
+ */
+export async function waitForProjection(pool: Pool, name: string, position: Position, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { rows } = await pool.query<{ position: string }>('SELECT position FROM projection_checkpoints WHERE name = $1', [name]);
+    if (rows[0] && comparePositions(rows[0].position, position) >= 0) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+export class CheckpointMovedError extends Error {
+  override name = 'CheckpointMovedError';
+}
+
+export async function readCheckpoint(db: Pool | PoolClient, name: string): Promise<Position> {
+  const { rows } = await db.query<{ position: string }>('SELECT position FROM projection_checkpoints WHERE name = $1', [name]);
+  if (rows[0]) return rows[0].position;
+  await db.query(`INSERT INTO projection_checkpoints (name, position) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, [name, START]);
+  return readCheckpoint(db, name);
+}
+
+/**
+ * Applies one batch and moves the checkpoint in the same transaction, by compare-and-set: if the
+ * checkpoint is no longer where this batch started, someone else applied it and nothing is written.
+ */
+export async function applyBatch(pool: Pool, projection: Projection, from: Position, events: RecordedEvent[]): Promise<Position> {
+  const last = events[events.length - 1];
+  if (!last) return from;
+  const relevant = events.filter((e) => projection.eventTypes.has(e.type));
+  const client = await pool.connect();
+  try {
+    // Nothing to write: moving the checkpoint is a single statement, no transaction needed.
+    if (relevant.length > 0) {
+      await client.query('BEGIN');
+      await projection.apply(relevant, client);
+    }
+    const moved = await client.query(
+      `UPDATE projection_checkpoints
+       SET position = $3, events_applied = events_applied + $4, last_event_at = $5, updated_at = now()
+       WHERE name = $1 AND position = $2`,
+      [projection.name, from, last.position, events.length, last.createdAt],
+    );
+    if (moved.rowCount !== 1) throw new CheckpointMovedError(`projection ${projection.name}: checkpoint moved away from ${from}`);
+    if (relevant.length > 0) await client.query('COMMIT');
+    return last.position;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+export interface RunnerOptions {
+  batchSize?: number;
+  /** How often a standby runner retries taking ownership. */
+  lockRetryMs?: number;
+  /**
+   * After a wake-up, how long to let events gather before reading them: one transaction for many
+   * events instead of one per append. It is the read models' added lag.
+   */
+  gatherMs?: number;
+  logger?: Logger;
+}
+
+/**
+ * Runs one projection. Exactly one runner across all processes owns a projection at a time (a
+ * session advisory lock on a dedicated connection); the others stand by and take over when the
+ * owner's connection goes away. The compare-and-set checkpoint is the second line of defence: even a
+ * runner that lost its lock without noticing cannot apply a batch twice.
+ */
+export class ProjectionRunner {
+  private readonly controller = new AbortController();
+  private lockClient: pg.Client | undefined;
+  private loop: Promise<void> | undefined;
+  private owned = false;
+  private readonly batchSize: number;
+  private readonly lockRetryMs: number;
+  private readonly gatherMs: number;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly connectionString: string,
+    private readonly store: EventStore,
+    readonly projection: Projection,
+    private readonly options: RunnerOptions = {},
+  ) {
+    this.batchSize = options.batchSize ?? 200;
+    this.lockRetryMs = options.lockRetryMs ?? 1000;
+    this.gatherMs = options.gatherMs ?? 25;
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Stops taking new batches, lets the batch in flight commit, releases ownership. */
+  async stop(): Promise<void> {
+    this.controller.abort();
+    await this.loop;
+    await this.releaseLock();
+  }
+
+  isOwner(): boolean {
+    return this.owned;
+  }
+
+  async lag(): Promise<ProjectionLag> {
+    return { ...(await projectionLag(this.pool, this.store, this.projection.name)), owned: this.owned };
+  }
+
+  private get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.signal.aborted) {
+      try {
+        if (!(await this.acquireLock())) {
+          await sleep(this.lockRetryMs, this.signal);
+          continue;
+        }
+        await this.follow();
+      } catch (err) {
+        this.options.logger?.error({ err, projection: this.projection.name }, 'projection runner failed; retrying');
+        await this.releaseLock();
+        await sleep(this.lockRetryMs, this.signal);
+      }
+    }
+  }
+
+  private async follow(): Promise<void> {
+    while (!this.signal.aborted && this.owned) {
+      const seq = this.store.appendSeq();
+      // Read from the stored checkpoint, not a remembered one: a rebuild may have reset it.
+      const position = await readCheckpoint(this.pool, this.projection.name);
+      const events = await this.store.readAll({ from: position, maxCount: this.batchSize });
+      if (events.length > 0) await applyBatch(this.pool, this.projection, position, events);
+      if (events.length < this.batchSize) {
+        await this.store.waitForAppend(seq, events.length === 0 ? 100 : 10, this.signal);
+        if (this.gatherMs > 0) await sleep(this.gatherMs, this.signal);
+      }
+    }
+  }
+
+  private async acquireLock(): Promise<boolean> {
+    const client = new pg.Client({ connectionString: this.connectionString });
+    client.on('error', () => undefined);
+    await client.connect();
+    const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [LOCK_CLASS, this.projection.name]);
+    if (!rows[0]?.ok) {
+      await client.end();
+      return false;
+    }
+    // Losing this connection loses the lock: stop applying and compete for it again.
+    client.on('end', () => {
+      if (this.lockClient === client) {
+        this.owned = false;
+        this.lockClient = undefined;
+      }
+    });
+    this.lockClient = client;
+    this.owned = true;
+    this.options.logger?.info({ projection: this.projection.name }, 'projection owned by this runner');
+    return true;
+  }
+
+  private async releaseLock(): Promise<void> {
+    const client = this.lockClient;
+    this.lockClient = undefined;
+    this.owned = false;
+    await client?.end().catch(() => undefined);
+  }
+}
+
+/** Replays the whole log into a projection from zero: rows deleted and checkpoint reset in one transaction. */
+export async function resetProjection(pool: Pool, projection: Projection): Promise<void> {
+  await withTransaction(pool, async (client) => {
+    await projection.reset(client);
+    await client.query(
+      `INSERT INTO projection_checkpoints (name, position) VALUES ($1, $2)
+       ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position, events_applied = 0, last_event_at = NULL, updated_at = now()`,
+      [projection.name, START],
+    );
+  });
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Signed call to the service, as contract section 3 describes (for trying the API by hand).
+#   SW_URL=http://localhost:8080 SW_ID=op-1 SW_SECRET=operator-secret scripts/signed-curl.sh POST /v1/operator/players/kick '{"playerRef":"p1"}'
+# Set SW_KIND=provider to sign as a provider (X-Provider-Id). Extra curl options may follow the body.
+set -euo pipefail
+method=${1:?method}; target=${2:?path}; body=${3:-}; shift $(( $# < 3 ? $# : 3 ))
+url=${SW_URL:-http://localhost:8080}; id=${SW_ID:-op-1}; secret=${SW_SECRET:-operator-secret}
+header=X-Operator-Id; [ "${SW_KIND:-operator}" = provider ] && header=X-Provider-Id
+path=${target%%\?*}   # calls to the service sign the path only
+ts=$(date +%s); nonce=$(openssl rand -hex 12)
+hash=$(printf '%s' "$body" | sha256sum | cut -d' ' -f1)
+sig=$(printf '%s\n%s\n%s\n%s\n%s' "$ts" "$nonce" "$method" "$path" "$hash" | openssl dgst -sha256 -hmac "$secret" -hex | sed 's/^.* //')
+args=(-sS -X "$method" "$url$target" -H "$header: $id" -H "X-Timestamp: $ts" -H "X-Nonce: $nonce" -H "X-Signature: $sig")
+[ -n "$body" ] && args+=(-H 'content-type: application/json' --data-binary "$body")
+curl "${args[@]}" "$@"
+echo

@@ -1,0 +1,63 @@
+import { randomUUID } from 'node:crypto';
+import { Router } from 'express';
+import { z } from 'zod';
+import { ADMIN_SESSION, PLATFORM_PROVIDER, roundStream, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import { notFound } from '../../shared/errors.ts';
+import { parseOr400 } from '../../shared/http/validate.ts';
+import type { ServiceContext } from '../context.ts';
+import { submitTransaction, type LedgerDeps } from '../ledger/submit.ts';
+
+export const adjustmentBody = z.object({
+  operatorId: z.string().min(1),
+  playerRef: z.string().min(1).max(255),
+  amount: z.number().int().positive().refine(Number.isSafeInteger, 'expected a positive safe integer'),
+  currency: z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code'),
+  direction: z.enum(['DEBIT', 'CREDIT']),
+  /** Optional: a retry with the same id is answered from the first (idempotent). Generated when omitted. */
+  transactionId: z.string().min(1).max(200).optional(),
+  gameId: z.string().max(200).optional(),
+  reason: z.string().min(1).max(1000),
+});
+
+/** POST /v1/admin/adjustments: a manual balance correction, dispatched and retried like a WIN. */
+export function adjustmentRoutes(ctx: ServiceContext, ledger: LedgerDeps): Router {
+  const router = Router();
+  router.post('/adjustments', async (req, res) => {
+    const body = parseOr400(adjustmentBody, req.body);
+    if (!ctx.catalog.snapshot().operators.has(body.operatorId)) throw notFound('operator not found');
+    const transactionId = body.transactionId ?? `adj-${randomUUID()}`;
+    const roundId = `adjustment:${transactionId}`;
+    const request: TransactionRequest = {
+      transactionId,
+      sessionToken: ADMIN_SESSION,
+      type: 'ADJUSTMENT',
+      roundId,
+      roundComplete: false,
+      playerRef: body.playerRef,
+      amount: body.amount,
+      currency: body.currency,
+      gameId: body.gameId ?? '',
+      direction: body.direction,
+      metadata: { reason: body.reason },
+    };
+    const tx = await submitTransaction(ledger, {
+      request,
+      registryKey: PLATFORM_PROVIDER,
+      providerId: PLATFORM_PROVIDER,
+      operatorId: body.operatorId,
+      origin: 'admin',
+      roundStream: roundStream(PLATFORM_PROVIDER, body.operatorId, roundId),
+      sessionExpired: false,
+    });
+    const status = tx.status === 'applied' ? 200 : tx.status === 'invalid' ? 502 : 202;
+    res.status(status).json({
+      transactionId,
+      status: tx.status,
+      attempts: tx.attempts,
+      ...(tx.reply ? { reply: { status: tx.reply.status, balance: tx.reply.balance } } : {}),
+      ...(tx.lastError ? { lastError: tx.lastError } : {}),
+      retrying: tx.status === 'failed' || tx.status === 'timed_out',
+    });
+  });
+  return router;
+}

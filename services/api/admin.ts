@@ -1,0 +1,22 @@
+import { Router } from 'express';
+import { allProjections } from '../../projections/index.ts';
+import { projectionLag } from '../../projections/runner.ts';
+import type { ServiceContext } from '../context.ts';
+
+/** /v1/admin: platform-admin operations (bearer ADMIN_TOKEN, applied by the caller). */
+export function adminRouter(ctx: ServiceContext): Router {
+  const router = Router();
+
+  router.put('/catalog', async (req, res) => {
+    await ctx.catalog.apply(req.body);
+    const snap = ctx.catalog.snapshot();
+    res.json({ providers: snap.providers.size, games: snap.games.size, operators: snap.operators.size, campaigns: snap.campaigns.size });
+  });
+
+  /** How far behind the log each read model is (events and the age of the oldest one not yet applied). */
+  router.get('/projections', async (_req, res) => {
+    res.json({ projections: await Promise.all(allProjections().map((p) => projectionLag(ctx.pool, ctx.eventStore, p.name))) });
+  });
+
+  return router;
+}

@@ -1,0 +1,73 @@
+import { randomUUID } from 'node:crypto';
+import express, { type Express } from 'express';
+import { pinoHttp } from 'pino-http';
+import { adminAuth } from '../../shared/http/admin-auth.ts';
+import { jsonFromRaw, rawBody, BODY_LIMIT } from '../../shared/http/body.ts';
+import { errorRenderer, renderNotFound } from '../../shared/http/errors.ts';
+import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
+import { signatureVerifier } from '../../shared/http/verify.ts';
+import { requestContext } from '../../shared/logger.ts';
+import type { ServiceContext } from '../context.ts';
+import { adminRouter } from './admin.ts';
+import { healthRouter } from './health.ts';
+
+/** Routes per audience; each audience is authenticated before any of its handlers runs. */
+export interface AudienceRouters {
+  operator?: express.Router[];
+  provider?: express.Router[];
+  admin?: express.Router[];
+  audit?: express.Router[];
+}
+
+export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+
+  app.use((req, res, next) => {
+    const given = req.headers['x-request-id'];
+    const reqId = typeof given === 'string' && /^[\w.-]{1,64}$/.test(given) ? given : randomUUID();
+    res.setHeader('X-Request-Id', reqId);
+    requestContext.run({ reqId }, next);
+  });
+  app.use(
+    pinoHttp({
+      logger: ctx.logger,
+      genReqId: (_req, res) => String(res.getHeader('X-Request-Id')),
+      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+      autoLogging: { ignore: (req) => req.url === '/healthz' || req.url === '/readyz' },
+    }),
+  );
+
+  app.use(healthRouter(ctx));
+
+  const catalog = () => ctx.catalog.snapshot();
+  const window = ctx.config.signatureWindowSeconds;
+
+  const operator = express.Router();
+  operator.use(
+    rawBody,
+    signatureVerifier({ kind: 'operator', catalog, redis: ctx.redis, windowSeconds: window }),
+    operatorRateLimit(ctx.redis, catalog),
+    jsonFromRaw,
+    ...(routers.operator ?? []),
+  );
+  app.use('/v1/operator', operator);
+
+  const provider = express.Router();
+  provider.use(
+    rawBody,
+    signatureVerifier({ kind: 'provider', catalog, redis: ctx.redis, windowSeconds: window }),
+    jsonFromRaw,
+    ...(routers.provider ?? []),
+  );
+  app.use('/v1/wallet', provider);
+
+  const bearer = adminAuth(ctx.config.adminToken);
+  app.use('/v1/admin', bearer, express.json({ limit: BODY_LIMIT, type: () => true }), adminRouter(ctx), ...(routers.admin ?? []));
+  app.use('/v1/audit', bearer, ...(routers.audit ?? []));
+
+  app.use(renderNotFound);
+  app.use(errorRenderer(ctx.logger));
+  return app;
+}

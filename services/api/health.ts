@@ -1,0 +1,33 @@
+import { Router } from 'express';
+import type { ServiceContext } from '../context.ts';
+
+const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
+  Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error('timeout')), ms).unref())]);
+
+export function healthRouter(ctx: ServiceContext): Router {
+  const router = Router();
+  router.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  router.get('/readyz', async (_req, res) => {
+    const checks: Record<string, () => Promise<unknown>> = {
+      postgres: () => ctx.pool.query('SELECT 1'),
+      redis: () => ctx.redis.ping(),
+      eventstore: () => ctx.eventStore.ping(),
+    };
+    const results = await Promise.all(
+      Object.entries(checks).map(async ([name, check]) => {
+        try {
+          await withTimeout(check(), 2000);
+          return undefined;
+        } catch {
+          return name;
+        }
+      }),
+    );
+    const down = results.filter((n): n is string => n !== undefined);
+    if (down.length > 0) res.status(503).json({ error: `not ready: ${down.join(', ')} unavailable`, down });
+    else res.json({ status: 'ready' });
+  });
+  return router;
+}

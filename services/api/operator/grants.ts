@@ -1,0 +1,219 @@
+import { Router, type Request } from 'express';
+import { z } from 'zod';
+import { grantsProjection, listGrants } from '../../../projections/grants/projection.ts';
+import { waitForProjection } from '../../../projections/runner.ts';
+import type { Position } from '../../../shared/eventstore/port.ts';
+import type { Campaign, Provider } from '../../../shared/catalog/schema.ts';
+import { decideCancelOutcome, decideIssue, decideIssueOutcome, grantDecider, type Grant, type GrantState } from '../../../shared/domain/grants/decider.ts';
+import { grantIdFor, grantStream, type GrantRequested } from '../../../shared/domain/grants/events.ts';
+import { AppError, badRequest, forbidden, notFound } from '../../../shared/errors.ts';
+import { handleCommand, readState } from '../../../shared/eventstore/command.ts';
+import { signedCall, type OutboundResult } from '../../../shared/http/outbound.ts';
+import { parseOr400 } from '../../../shared/http/validate.ts';
+import type { ServiceContext } from '../../context.ts';
+import { CURRENCY } from './schemas.ts';
+import { callingOperator } from './sessions.ts';
+
+export const issueGrantBody = z.object({
+  playerRef: z.string().min(1).max(255),
+  idempotencyKey: z.string().min(1).max(255),
+  campaignId: z.string().min(1).max(200).optional(),
+  gameId: z.string().min(1).max(200).optional(),
+  spins: z.number().int().positive().optional(),
+  betAmountMinor: z.number().int().nonnegative().refine(Number.isSafeInteger, 'expected a non-negative safe integer').optional(),
+  currency: z.string().optional(),
+  expiresAt: z.iso.datetime({ offset: true }).optional(),
+});
+type IssueGrantBody = z.infer<typeof issueGrantBody>;
+
+const grantIdParam = z.uuid({ message: 'expected a UUID' });
+const listQuery = z.object({ playerRef: z.string().min(1).max(255).optional() });
+
+/** What the grant is for: from the campaign when one is named, else from the request. */
+function grantTerms(ctx: ServiceContext, operatorId: string, body: IssueGrantBody): { gameId: string; spins: number; betAmountMinor: number; currency: string; provider: Provider } {
+  let terms: { gameId: string; spins: number; betAmountMinor: number; currency: string };
+  if (body.campaignId !== undefined) {
+    const campaign: Campaign | undefined = ctx.catalog.snapshot().campaigns.get(body.campaignId);
+    if (!campaign) throw notFound('campaign not found');
+    const now = ctx.now().getTime();
+    const started = campaign.validFrom === undefined || Date.parse(campaign.validFrom) <= now;
+    const notEnded = campaign.validUntil === undefined || now <= Date.parse(campaign.validUntil);
+    if (!campaign.active || !started || !notEnded) throw badRequest('campaignId: the campaign is inactive or outside its validity window');
+    terms = { gameId: campaign.gameId, spins: campaign.spins, betAmountMinor: campaign.betAmountMinor, currency: campaign.currency };
+  } else {
+    if (body.gameId === undefined) throw badRequest('gameId: required when campaignId is omitted');
+    if (body.spins === undefined) throw badRequest('spins: required (a positive integer) when campaignId is omitted');
+    if (body.currency === undefined) throw badRequest('currency: required when campaignId is omitted');
+    terms = { gameId: body.gameId, spins: body.spins, betAmountMinor: body.betAmountMinor ?? 0, currency: body.currency };
+  }
+  const entry = ctx.catalog.snapshot().games.get(terms.gameId);
+  if (!entry) throw notFound('game not found');
+  const operator = ctx.catalog.snapshot().operators.get(operatorId);
+  if (!operator?.visibleGames.includes(terms.gameId)) throw forbidden('game not visible to this operator');
+  if (!CURRENCY.test(terms.currency)) throw badRequest('currency: expected an upper-case ISO-4217 code');
+  if (!entry.provider.currencies.includes(terms.currency)) throw badRequest(`currency: ${terms.currency} is not supported by this game's provider`);
+  return { ...terms, provider: entry.provider };
+}
+
+const describe = (r: OutboundResult): string =>
+  r.kind === 'timeout' ? 'provider did not answer in time' : r.kind === 'unreachable' ? `provider unreachable: ${r.error}` : `provider answered ${r.status}`;
+
+function externalRefOf(r: OutboundResult): string | undefined {
+  if (r.kind !== 'response' || r.status !== 200) return undefined;
+  try {
+    const ref = (JSON.parse(r.body) as { externalRef?: unknown }).externalRef;
+    return typeof ref === 'string' && ref.length > 0 ? ref : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function grantRoutes(ctx: ServiceContext): Router {
+  const router = Router();
+
+  const load = async (id: string) => readState(ctx.eventStore, grantStream(id), grantDecider);
+
+  /** The caller's grant, or 404: another operator's grant behaves as nonexistent. */
+  const ownGrant = async (req: Request): Promise<{ grant: Grant; revision: number }> => {
+    const operator = callingOperator(ctx, req);
+    const id = parseOr400(grantIdParam, req.params.id, 'id');
+    const { state, revision } = await load(id);
+    if (!state || state.operatorId !== operator.id) throw notFound('grant not found');
+    return { grant: state, revision };
+  };
+
+  /**
+   * Read-your-writes for lists: answer once the grants read model has applied this change (bounded:
+   * without a running projector the answer is not held back for long).
+   */
+  const visible = async (state: GrantState, position: Position | undefined): Promise<Grant> => {
+    if (!state) throw new Error('grant state missing after append');
+    if (position !== undefined) await waitForProjection(ctx.pool, grantsProjection.name, position, 3000);
+    return state;
+  };
+
+  /** Calls the provider to issue the batch (requestRef = grant id, so a repeat is deduplicated there) and records the outcome. */
+  const issueAtProvider = async (grant: Grant, revision: number): Promise<Grant> => {
+    const provider = ctx.catalog.snapshot().providers.get(grant.providerId);
+    const result: OutboundResult = provider
+      ? await signedCall({
+          baseUrl: provider.apiBaseUrl,
+          pathAndQuery: '/v1/free-spins/grants',
+          method: 'POST',
+          body: {
+            requestRef: grant.id,
+            operatorId: grant.operatorId,
+            playerRef: grant.playerRef,
+            gameId: grant.gameId,
+            spins: grant.spins,
+            betAmountMinor: grant.betAmountMinor,
+            currency: grant.currency,
+            ...(grant.expiresAt !== undefined ? { expiresAt: grant.expiresAt } : {}),
+          },
+          secret: provider.secret,
+          timeoutMs: provider.timeoutMs,
+        })
+      : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
+    const externalRef = externalRefOf(result);
+    const outcome = externalRef ? { externalRef } : { error: result.kind === 'response' && result.status === 200 ? 'provider answered 200 without an externalRef' : describe(result) };
+    const { next, position } = await handleCommand(
+      ctx.eventStore,
+      grantStream(grant.id),
+      grantDecider,
+      (s) => ({ events: decideIssueOutcome(s, outcome, ctx.now()), result: undefined }),
+      { known: { state: grant, revision } },
+    );
+    return visible(next, position);
+  };
+
+  /**
+   * A repeat of a key: the original grant, once it has left pending. A grant still pending after the
+   * provider's timeout was abandoned by a process that died mid-call; this request finishes it (the
+   * provider deduplicates on requestRef, so the batch is never issued twice).
+   */
+  const settled = async (id: string): Promise<Grant> => {
+    let { state, revision } = await load(id);
+    const provider = state ? ctx.catalog.snapshot().providers.get(state.providerId) : undefined;
+    const deadline = Date.parse(state?.createdAt ?? new Date().toISOString()) + (provider?.timeoutMs ?? 5000) + 2000;
+    while (state?.status === 'pending' && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+      ({ state, revision } = await load(id));
+    }
+    if (!state) throw new AppError(500, 'grant vanished');
+    return state.status === 'pending' ? issueAtProvider(state, revision) : state;
+  };
+
+  router.post('/free-spins/grants', async (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const body = parseOr400(issueGrantBody, req.body);
+    const id = grantIdFor(operator.id, body.idempotencyKey);
+    // The key is the identity: a repeat gets the original grant, whatever its status and whatever the body says now.
+    if ((await load(id)).state) {
+      res.status(200).json(await settled(id));
+      return;
+    }
+    const terms = grantTerms(ctx, operator.id, body);
+    const data: GrantRequested['data'] = {
+      grantId: id,
+      operatorId: operator.id,
+      providerId: terms.provider.id,
+      gameId: terms.gameId,
+      playerRef: body.playerRef,
+      spins: terms.spins,
+      betAmountMinor: terms.betAmountMinor,
+      currency: terms.currency,
+      idempotencyKey: body.idempotencyKey,
+      ...(body.campaignId !== undefined ? { campaignId: body.campaignId } : {}),
+      ...(body.expiresAt !== undefined ? { expiresAt: body.expiresAt } : {}),
+      requestedAt: ctx.now().toISOString(),
+    };
+    // Appended only if the grant's stream does not exist: of concurrent requests with one key, one creates it.
+    const created = await handleCommand(ctx.eventStore, grantStream(id), grantDecider, (s) => ({ events: decideIssue(s, data), result: undefined }));
+    if (created.events.length === 0) {
+      res.status(200).json(await settled(id));
+      return;
+    }
+    const grant = await issueAtProvider(created.next!, created.revision);
+    if (grant.status === 'failed') throw new AppError(502, `provider call failed: ${grant.lastError ?? 'unknown error'}`);
+    res.status(201).json(grant);
+  });
+
+  router.get('/free-spins/grants', async (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const { playerRef } = parseOr400(listQuery, req.query, 'query');
+    res.json(await listGrants(ctx.pool, operator.id, playerRef));
+  });
+
+  router.get('/free-spins/grants/:id', async (req, res) => {
+    res.json((await ownGrant(req)).grant);
+  });
+
+  router.post('/free-spins/grants/:id/cancel', async (req, res) => {
+    const { grant, revision } = await ownGrant(req);
+    if (grant.status !== 'active') throw badRequest(`grant not cancellable: it is ${grant.status}`);
+    const provider = ctx.catalog.snapshot().providers.get(grant.providerId);
+    const result: OutboundResult = provider
+      ? await signedCall({
+          baseUrl: provider.apiBaseUrl,
+          pathAndQuery: `/v1/free-spins/grants/${encodeURIComponent(grant.externalRef ?? '')}/cancel`,
+          method: 'POST',
+          body: { requestRef: grant.id },
+          secret: provider.secret,
+          timeoutMs: provider.timeoutMs,
+        })
+      : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
+    const ok = result.kind === 'response' && result.status === 200;
+    const { next, position } = await handleCommand(
+      ctx.eventStore,
+      grantStream(grant.id),
+      grantDecider,
+      (s) => ({ events: decideCancelOutcome(s, ok ? { ok: true } : { error: describe(result) }, ctx.now()), result: undefined }),
+      { known: { state: grant, revision } },
+    );
+    const updated = await visible(next, position);
+    if (!ok && updated.status === 'active') throw new AppError(502, `provider cancel failed: ${describe(result)}; the grant stays active, retry the cancel`);
+    res.json(updated);
+  });
+
+  return router;
+}

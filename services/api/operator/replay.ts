@@ -1,0 +1,44 @@
+import { randomUUID } from 'node:crypto';
+import { Router } from 'express';
+import { SignJWT } from 'jose';
+import { z } from 'zod';
+import { roundDecider } from '../../../shared/domain/rounds/decider.ts';
+import { roundStream } from '../../../shared/domain/rounds/events.ts';
+import { badRequest, notFound } from '../../../shared/errors.ts';
+import { fold } from '../../../shared/eventstore/command.ts';
+import { parseOr400 } from '../../../shared/http/validate.ts';
+import type { ServiceContext } from '../../context.ts';
+import { callingOperator } from './sessions.ts';
+
+const replayBody = z.object({ roundId: z.string().min(1).max(255), gameId: z.string().min(1).max(200) });
+
+const appendQuery = (base: string, key: string, value: string): string => {
+  const sep = !base.includes('?') ? '?' : base.endsWith('?') || base.endsWith('&') ? '' : '&';
+  return `${base}${sep}${key}=${encodeURIComponent(value)}`;
+};
+
+/** POST /v1/operator/rounds/replay (API document 4.1.4, contract section 6). */
+export function replayRoutes(ctx: ServiceContext): Router {
+  const router = Router();
+  router.post('/rounds/replay', async (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const { roundId, gameId } = parseOr400(replayBody, req.body);
+    const entry = ctx.catalog.snapshot().games.get(gameId);
+    if (!entry) throw notFound('round not found');
+    if (entry.game.replayBaseUrl === '') throw badRequest('gameId: this game does not support round replay');
+    // Read from the round's own stream, so a round the provider just wrote is found at once.
+    const state = fold(roundDecider, await ctx.eventStore.readStream(roundStream(entry.provider.id, operator.id, roundId)));
+    // Another operator's round, another game's round and no round at all look the same, on purpose.
+    if (state.txs.size === 0 || state.gameId !== gameId) throw notFound('round not found');
+    const iat = Math.floor(ctx.now().getTime() / 1000);
+    const token = await new SignJWT({ purpose: 'round-replay', operatorId: operator.id, gameId, roundId })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setAudience(entry.provider.id)
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + ctx.config.replayLinkTtlSeconds)
+      .setJti(randomUUID())
+      .sign(new TextEncoder().encode(entry.provider.secret));
+    res.json({ replayUrl: appendQuery(entry.game.replayBaseUrl, 'token', token) });
+  });
+  return router;
+}

@@ -1,0 +1,162 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Router, type Request } from 'express';
+import type { Game, Operator, Provider } from '../../../shared/catalog/schema.ts';
+import { decideRevoke, decideStart, playerSessionsDecider } from '../../../shared/domain/sessions/decider.ts';
+import { playerSessionsStream } from '../../../shared/domain/sessions/events.ts';
+import { recordSessionToken } from '../../../shared/domain/sessions/lookup.ts';
+import { AppError, badRequest, forbidden, notFound } from '../../../shared/errors.ts';
+import { handleCommand } from '../../../shared/eventstore/command.ts';
+import { signedCall } from '../../../shared/http/outbound.ts';
+import { parseOr400 } from '../../../shared/http/validate.ts';
+import type { ServiceContext } from '../../context.ts';
+import { CURRENCY, kickBody, launchBody, type LaunchBody } from './schemas.ts';
+
+export interface GameSummary {
+  gameId: string;
+  name: string;
+  provider: string;
+  currencies: string[];
+  supportedLanguages: string[];
+  launchBaseUrl: string;
+  replayBaseUrl: string;
+}
+
+export const gameSummary = (game: Game, provider: Provider): GameSummary => ({
+  gameId: game.id,
+  name: game.name,
+  provider: provider.id,
+  currencies: provider.currencies,
+  supportedLanguages: provider.supportedLanguages,
+  launchBaseUrl: game.launchBaseUrl,
+  replayBaseUrl: game.replayBaseUrl,
+});
+
+/** The operator the signature check proved; every operator route is scoped to it. */
+export function callingOperator(ctx: ServiceContext, req: Request): Operator {
+  const operator = req.caller?.kind === 'operator' ? ctx.catalog.snapshot().operators.get(req.caller.id) : undefined;
+  if (!operator) throw new AppError(401, 'invalid signature');
+  return operator;
+}
+
+const isHttpUrl = (v: string): boolean => {
+  try {
+    const u = new URL(v);
+    return u.protocol === 'http:' || u.protocol === 'https:';
+  } catch {
+    return false;
+  }
+};
+
+/** launchBaseUrl plus token, language and lobby, each URL-encoded, joined with ? or & as the base requires. */
+export function buildLaunchUrl(base: string, params: { token: string; language?: string | undefined; lobby?: string | undefined }): string {
+  const hash = base.indexOf('#');
+  const [head, fragment] = hash === -1 ? [base, ''] : [base.slice(0, hash), base.slice(hash)];
+  const query = Object.entries(params)
+    .filter((kv): kv is [string, string] => kv[1] !== undefined)
+    .map(([k, v]) => `${k}=${encodeURIComponent(v)}`)
+    .join('&');
+  const sep = !head.includes('?') ? '?' : head.endsWith('?') || head.endsWith('&') ? '' : '&';
+  return `${head}${sep}${query}${fragment}`;
+}
+
+/** Contract section 4's order: shape, game exists, visibility (REAL), currency / language / lobby, blocklist. */
+function checkLaunch(ctx: ServiceContext, operator: Operator, body: LaunchBody): { game: Game; provider: Provider } {
+  const entry = ctx.catalog.snapshot().games.get(body.gameId);
+  if (!entry) throw notFound('game not found');
+  if (body.mode === 'REAL' && !operator.visibleGames.includes(body.gameId)) throw notFound('game not found');
+  const { game, provider } = entry;
+  if (!CURRENCY.test(body.currency)) throw badRequest('currency: expected an upper-case ISO-4217 code');
+  if (!provider.currencies.includes(body.currency)) throw badRequest(`currency: ${body.currency} is not supported by this game`);
+  if (body.language !== undefined && !provider.supportedLanguages.includes(body.language)) {
+    throw badRequest(`language: ${body.language} is not supported by this game`);
+  }
+  if (body.lobbyUrl !== undefined && !isHttpUrl(body.lobbyUrl)) throw badRequest('lobbyUrl: expected an absolute http(s) URL');
+  // Generic on purpose: the reason is not disclosed to the operator's client.
+  if (operator.blockedPlayers.includes(body.playerRef)) throw forbidden('launch blocked');
+  return { game, provider };
+}
+
+export function sessionRoutes(ctx: ServiceContext): Router {
+  const router = Router();
+
+  router.get('/games', (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const games = ctx.catalog.snapshot().games;
+    const visible = operator.visibleGames.flatMap((id) => {
+      const entry = games.get(id);
+      return entry ? [gameSummary(entry.game, entry.provider)] : [];
+    });
+    res.json(visible);
+  });
+
+  router.post('/games/launch', async (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const body = parseOr400(launchBody, req.body);
+    const { game, provider } = checkLaunch(ctx, operator, body);
+    const token = randomBytes(24).toString('base64url'); // 192 random bits, URL-safe
+    const { events, result: started } = decideStart({
+      type: 'StartSession',
+      data: {
+        token,
+        operatorId: operator.id,
+        playerRef: body.playerRef,
+        providerId: provider.id,
+        gameId: game.id,
+        currency: body.currency,
+        ...(body.language !== undefined ? { language: body.language } : {}),
+        ...(body.lobbyUrl !== undefined ? { lobbyUrl: body.lobbyUrl } : {}),
+        demo: body.mode === 'DEMO',
+      },
+      now: ctx.now(),
+      ttlSeconds: ctx.config.sessionTtlSeconds,
+    });
+    // A launch depends on no earlier history, so it appends at any revision; a kick racing it
+    // conflicts on its own expected revision and decides again, seeing this session.
+    const appended = await ctx.eventStore.append(
+      playerSessionsStream(operator.id, body.playerRef),
+      events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data })),
+      'any',
+    );
+    await recordSessionToken(ctx.pool, started, appended.nextRevision);
+    res.json({ launchUrl: buildLaunchUrl(game.launchBaseUrl, { token, language: body.language, lobby: body.lobbyUrl }), sessionToken: token });
+  });
+
+  router.post('/players/kick', async (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const { playerRef } = parseOr400(kickBody, req.body);
+    const { result: ended } = await handleCommand(ctx.eventStore, playerSessionsStream(operator.id, playerRef), playerSessionsDecider, (state) =>
+      decideRevoke(state, { type: 'RevokeSessions', operatorId: operator.id, playerRef, now: ctx.now() }),
+    );
+    res.json({ revokedCount: ended.length });
+    notifyProviders(ctx, operator.id, playerRef, ended);
+  });
+
+  return router;
+}
+
+/**
+ * Tells each provider whose sessions a kick ended, so an open game client can close early. Best
+ * effort, after the answer: a provider that fails or hangs changes nothing (each call is bounded by
+ * the provider's timeoutMs).
+ */
+function notifyProviders(ctx: ServiceContext, operatorId: string, playerRef: string, ended: Array<{ token: string; providerId: string }>): void {
+  const byProvider = new Map<string, string[]>();
+  for (const s of ended) byProvider.set(s.providerId, [...(byProvider.get(s.providerId) ?? []), s.token]);
+  for (const [providerId, sessionTokens] of byProvider) {
+    const provider = ctx.catalog.snapshot().providers.get(providerId);
+    if (!provider) continue;
+    ctx.background.track(
+      signedCall({
+        baseUrl: provider.apiBaseUrl,
+        pathAndQuery: '/v1/sessions/revoke',
+        method: 'POST',
+        body: { operatorId, playerRef, sessionTokens },
+        secret: provider.secret,
+        timeoutMs: provider.timeoutMs,
+      }).then((r) => {
+        const ok = r.kind === 'response' && r.status === 200;
+        ctx.logger[ok ? 'info' : 'warn']({ providerId, outcome: r.kind === 'response' ? r.status : r.kind }, 'provider told of revoked sessions');
+      }),
+    );
+  }
+}

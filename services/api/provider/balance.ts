@@ -1,0 +1,36 @@
+import { Router } from 'express';
+import { z } from 'zod';
+import { resolveSession } from '../../../shared/domain/sessions/lookup.ts';
+import { AppError, badRequest } from '../../../shared/errors.ts';
+import { signedCall } from '../../../shared/http/outbound.ts';
+import { parseOr400 } from '../../../shared/http/validate.ts';
+import type { ServiceContext } from '../../context.ts';
+
+const balanceBody = z.object({ sessionToken: z.string().min(1).max(512) });
+
+export const invalidSession = () => new AppError(401, 'invalid session');
+
+/** POST /v1/wallet/balance: forwarded live to the operator's wallet, its answer returned verbatim. */
+export function balanceRoutes(ctx: ServiceContext): Router {
+  const router = Router();
+  router.post('/balance', async (req, res) => {
+    const { sessionToken } = parseOr400(balanceBody, req.body);
+    const resolved = await resolveSession(ctx.pool, ctx.eventStore, sessionToken, req.caller!.id, ctx.now());
+    if (!resolved.ok || resolved.session.expired) throw invalidSession();
+    const session = resolved.session;
+    if (session.demo) throw badRequest('demo session: demo play never reaches the operator wallet');
+    const operator = ctx.catalog.snapshot().operators.get(session.operatorId);
+    if (!operator) throw invalidSession();
+    const result = await signedCall({
+      baseUrl: operator.walletUrl,
+      pathAndQuery: `/v1/wallet/balance?playerRef=${encodeURIComponent(session.playerRef)}`,
+      method: 'GET',
+      secret: operator.secret,
+      timeoutMs: operator.walletTimeoutMs,
+    });
+    if (result.kind === 'timeout') throw new AppError(504, 'wallet timeout');
+    if (result.kind === 'unreachable') throw new AppError(502, 'wallet unreachable');
+    res.status(result.status).type(result.contentType ?? 'application/json').send(result.body);
+  });
+  return router;
+}

@@ -1,0 +1,44 @@
+import { z } from 'zod';
+import { STALE_ROLLBACK_PREFIX } from '../../../shared/domain/rounds/events.ts';
+
+export const METADATA_MAX_BYTES = 8 * 1024;
+
+const metadata = z
+  .custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), 'expected a JSON object')
+  .refine((v) => Buffer.byteLength(JSON.stringify(v), 'utf8') <= METADATA_MAX_BYTES, `must be at most ${METADATA_MAX_BYTES} bytes of JSON`);
+
+/** TransactionRequest (API document 2.10) as a provider submits it. */
+export const transactionBody = z
+  .strictObject({
+    transactionId: z.string().min(1).max(255),
+    sessionToken: z.string().min(1).max(512),
+    type: z.enum(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']),
+    roundId: z.string().min(1).max(255),
+    roundComplete: z.boolean().optional(),
+    originalTransactionId: z.string().min(1).max(255).optional(),
+    playerRef: z.string().min(1).max(255),
+    amount: z.number().int().nonnegative().refine(Number.isSafeInteger, 'expected a non-negative safe integer'),
+    currency: z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code'),
+    gameId: z.string().min(1).max(200),
+    direction: z.enum(['DEBIT', 'CREDIT']).optional(),
+    metadata: metadata.optional(),
+  })
+  .superRefine((b, ctx) => {
+    // Reserved for the stale-round reconciler: a provider using it could pre-empt a refund.
+    if (b.transactionId.startsWith(STALE_ROLLBACK_PREFIX)) {
+      ctx.addIssue({ code: 'custom', path: ['transactionId'], message: `the prefix ${STALE_ROLLBACK_PREFIX} is reserved` });
+    }
+    if ((b.type === 'BET' || b.type === 'WIN') && b.roundComplete === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['roundComplete'], message: `required for a ${b.type}` });
+    }
+    if (b.type === 'ROLLBACK' && b.originalTransactionId === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['originalTransactionId'], message: 'required for a ROLLBACK' });
+    }
+    if (b.type !== 'ROLLBACK' && b.originalTransactionId !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['originalTransactionId'], message: 'allowed only on a ROLLBACK' });
+    }
+    if (b.type !== 'ADJUSTMENT' && b.direction !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['direction'], message: 'allowed only on an ADJUSTMENT' });
+    }
+  });
+export type TransactionBody = z.infer<typeof transactionBody>;

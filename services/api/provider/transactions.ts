@@ -1,0 +1,58 @@
+import { Router } from 'express';
+import type { TransactionRequest } from '../../../shared/domain/rounds/events.ts';
+import { roundStream } from '../../../shared/domain/rounds/events.ts';
+import { resolveSession } from '../../../shared/domain/sessions/lookup.ts';
+import { badRequest } from '../../../shared/errors.ts';
+import { parseOr400 } from '../../../shared/http/validate.ts';
+import { replyFor, submitTransaction, type LedgerDeps } from '../../ledger/submit.ts';
+import type { ServiceContext } from '../../context.ts';
+import { invalidSession } from './balance.ts';
+import { transactionBody, type TransactionBody } from './schemas.ts';
+
+/** The wallet body, fields in one fixed order, exactly as the operator's wallet will receive it. */
+export function toWalletRequest(b: TransactionBody): TransactionRequest {
+  return {
+    transactionId: b.transactionId,
+    sessionToken: b.sessionToken,
+    type: b.type,
+    roundId: b.roundId,
+    roundComplete: b.roundComplete ?? false,
+    ...(b.originalTransactionId !== undefined ? { originalTransactionId: b.originalTransactionId } : {}),
+    playerRef: b.playerRef,
+    amount: b.amount,
+    currency: b.currency,
+    gameId: b.gameId,
+    ...(b.direction !== undefined ? { direction: b.direction } : {}),
+    ...(b.metadata !== undefined ? { metadata: b.metadata } : {}),
+  };
+}
+
+/** POST /v1/wallet/transaction (contract section 5). */
+export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Router {
+  const router = Router();
+  router.post('/transaction', async (req, res) => {
+    const body = parseOr400(transactionBody, req.body);
+    if (body.type === 'ADJUSTMENT') throw badRequest('type: ADJUSTMENT is platform-internal and cannot be submitted by a provider');
+    const providerId = req.caller!.id;
+    const resolved = await resolveSession(ctx.pool, ctx.eventStore, body.sessionToken, providerId, ctx.now());
+    if (!resolved.ok) throw invalidSession();
+    const session = resolved.session;
+    for (const field of ['playerRef', 'gameId', 'currency'] as const) {
+      if (body[field] !== session[field]) throw badRequest(`${field}: does not match the session`);
+    }
+    if (session.demo) throw badRequest('demo session: demo play never reaches the operator wallet');
+
+    const tx = await submitTransaction(ledger, {
+      request: toWalletRequest(body),
+      registryKey: providerId,
+      providerId,
+      operatorId: session.operatorId,
+      origin: 'provider',
+      roundStream: roundStream(providerId, session.operatorId, body.roundId),
+      sessionExpired: session.expired,
+    });
+    const reply = replyFor(tx);
+    res.status(reply.status).type('application/json').send(reply.body);
+  });
+  return router;
+}

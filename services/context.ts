@@ -1,0 +1,21 @@
+import type { Redis } from 'ioredis';
+import type { BackgroundTasks } from '../shared/background.ts';
+import type { CatalogStore } from '../shared/catalog/store.ts';
+import type { Config } from '../shared/config.ts';
+import type { Pool } from '../shared/db/pool.ts';
+import type { EventStore } from '../shared/eventstore/port.ts';
+import type { Logger } from '../shared/logger.ts';
+
+/** What every role of a process shares: built once at start by services/service.ts. */
+export interface ServiceContext {
+  config: Config;
+  logger: Logger;
+  pool: Pool;
+  /** Fails fast when Redis is unreachable (no offline queue), for request paths. */
+  redis: Redis;
+  eventStore: EventStore;
+  catalog: CatalogStore;
+  background: BackgroundTasks;
+  /** The clock; tests may move it. */
+  now: () => Date;
+}

@@ -1,0 +1,192 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { CatalogStore } from '../../shared/catalog/store.ts';
+import { decideDeadLetter, decideOutcome, isFinal, roundDecider, type RoundState, type TxState, type WalletOutcome } from '../../shared/domain/rounds/decider.ts';
+import type { WalletReply } from '../../shared/domain/rounds/events.ts';
+import { handleCommand, readState } from '../../shared/eventstore/command.ts';
+import type { EventStore } from '../../shared/eventstore/port.ts';
+import { signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
+import type { Logger } from '../../shared/logger.ts';
+import type { Pool } from '../../shared/db/pool.ts';
+import { leaseHeld, releaseLease, renewLease, takeLease } from './registry.ts';
+
+export interface DispatchDeps {
+  pool: Pool;
+  eventStore: EventStore;
+  catalog: CatalogStore;
+  logger: Logger;
+  now: () => Date;
+}
+
+/** Where a transaction lives: its round stream and its id. */
+export interface TxRef {
+  roundStream: string;
+  transactionId: string;
+}
+
+/** BullMQ job id of a transaction: a hash, because ids may hold ':' (stale-rollback:…), which BullMQ refuses. */
+export const txKey = (ref: TxRef): string => createHash('sha256').update(`${ref.roundStream}\n${ref.transactionId}`).digest('hex').slice(0, 40);
+
+export interface RoundSnapshot {
+  state: RoundState;
+  revision: number;
+}
+
+export const readRound = (store: EventStore, roundStream: string): Promise<RoundSnapshot> => readState(store, roundStream, roundDecider);
+
+export async function readTx(store: EventStore, ref: TxRef): Promise<TxState | undefined> {
+  return (await readRound(store, ref.roundStream)).state.txs.get(ref.transactionId);
+}
+
+/** A lease outlives the wallet call it covers by this much; a holder that died frees it after that. */
+export const leaseTtl = (walletTimeoutMs: number): number => walletTimeoutMs + 5000;
+export const leaseToken = (): string => randomBytes(12).toString('hex');
+
+export const walletTimeoutOf = (deps: DispatchDeps, operatorId: string): number => deps.catalog.snapshot().operators.get(operatorId)?.walletTimeoutMs ?? 5000;
+
+/** The wallet's answer as the domain sees it (API document 3.3). */
+export function classify(result: OutboundResult): WalletOutcome {
+  switch (result.kind) {
+    case 'timeout':
+      return { kind: 'timed_out' };
+    case 'unreachable':
+      return { kind: 'failed', detail: `wallet unreachable: ${result.error}` };
+    case 'response': {
+      if (result.status !== 200) return { kind: 'failed', detail: `wallet answered ${result.status}`, httpStatus: result.status };
+      const reply = parseReply(result.body);
+      return reply ? { kind: 'reply', reply } : { kind: 'failed', detail: 'wallet answered 200 without a valid TransactionResponse', httpStatus: 200 };
+    }
+    default: {
+      const unknown: never = result;
+      return unknown;
+    }
+  }
+}
+
+function parseReply(body: string): WalletReply | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  const { status, balance } = parsed as { status?: unknown; balance?: unknown };
+  if ((status !== 'OK' && status !== 'DECLINED') || typeof balance !== 'number' || !Number.isSafeInteger(balance)) return undefined;
+  return { status, balance, body };
+}
+
+/** The dispatch lease a caller holds: its key, token and when it was taken (Date.now()). */
+export interface HeldLease {
+  registryKey: string;
+  token: string;
+  takenAt: number;
+}
+
+/**
+ * Whether a transaction may be sent to the wallet (again). A BET that has been rolled back never is,
+ * not even one that was never sent (its process died): a wallet that refunded nothing for it would
+ * debit it for good, and nothing could refund it afterwards. Nor is a BET tried again once its round is
+ * complete (its first attempt still goes: a BET with roundComplete completes its own round).
+ */
+export function mayAttempt(round: RoundState, tx: TxState): boolean {
+  if (isFinal(tx.status)) return false;
+  if (tx.request.type === 'BET' && (tx.rolledBackBy !== undefined || (round.completed && tx.attempts > 0))) return false;
+  return true;
+}
+
+/**
+ * Calls the wallet once with the stored body and records the outcome. The caller holds the lease and
+ * passes the round as it just read it. Returns the transaction unchanged when it may not be attempted,
+ * or when the lease was lost meanwhile (another holder is attempting it).
+ */
+export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, lease: HeldLease): Promise<TxState> {
+  let tx = round.state.txs.get(ref.transactionId);
+  if (!tx) throw new Error(`transaction ${ref.transactionId} is not recorded in ${ref.roundStream}`);
+  if (!mayAttempt(round.state, tx)) return tx;
+  if (tx.request.type === 'ROLLBACK' && tx.request.originalTransactionId) {
+    const waited = await untilBetAttemptDone(deps, { roundStream: ref.roundStream, transactionId: tx.request.originalTransactionId });
+    if (waited) {
+      round = await readRound(deps.eventStore, ref.roundStream);
+      tx = round.state.txs.get(ref.transactionId)!;
+      if (!mayAttempt(round.state, tx)) return tx;
+    }
+  }
+  const operator = deps.catalog.snapshot().operators.get(tx.operatorId);
+  const timeoutMs = operator?.walletTimeoutMs ?? 5000;
+  // The lease must outlast the whole call. Taken just now (the usual case) it does; after a wait (a
+  // ROLLBACK behind its BET, a slow record) it is renewed, and a holder that lost it does not call.
+  const remaining = lease.takenAt + leaseTtl(timeoutMs) - Date.now();
+  if (remaining < timeoutMs + 1000 && !(await renewLease(deps.pool, lease.registryKey, ref.transactionId, lease.token, leaseTtl(timeoutMs)))) return tx;
+  const number = tx.attempts + 1;
+  const result: OutboundResult = operator
+    ? await signedCall({
+        baseUrl: operator.walletUrl,
+        pathAndQuery: '/v1/wallet/transaction',
+        method: 'POST',
+        rawBody: tx.walletBody,
+        secret: operator.secret,
+        timeoutMs: operator.walletTimeoutMs,
+      })
+    : { kind: 'unreachable', error: `operator ${tx.operatorId} is not in the catalog` };
+  const outcome = classify(result);
+  const { next } = await handleCommand(
+    deps.eventStore,
+    ref.roundStream,
+    roundDecider,
+    (s) => ({ events: decideOutcome(s, ref.transactionId, number, outcome, deps.now()), result: undefined }),
+    { known: round },
+  );
+  deps.logger.debug({ transactionId: ref.transactionId, attempt: number, outcome: outcome.kind === 'reply' ? outcome.reply.status : outcome.kind }, 'wallet attempt');
+  return next.txs.get(ref.transactionId) ?? tx;
+}
+
+/**
+ * A ROLLBACK must not reach the wallet before the BET it reverses: a wallet that has not seen the bet
+ * refunds nothing, and the bet arriving afterwards would debit for good. So it waits (bounded by the
+ * wallet timeout) while an attempt of the bet is under way: its first one, or a resubmission's holding
+ * the bet's lease. Returns whether it waited.
+ */
+async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef): Promise<boolean> {
+  let tx = await readTx(deps.eventStore, bet);
+  if (!tx) return false;
+  const inFlight = async (t: TxState) => t.status === 'recorded' || (!isFinal(t.status) && (await leaseHeld(deps.pool, t.providerId, bet.transactionId)));
+  const deadline = Date.now() + walletTimeoutOf(deps, tx.operatorId) + 1000;
+  let waited = false;
+  while (tx && (await inFlight(tx)) && Date.now() < deadline) {
+    waited = true;
+    await new Promise((r) => setTimeout(r, 5));
+    tx = await readTx(deps.eventStore, bet);
+  }
+  return waited;
+}
+
+/**
+ * The worker's attempt: under the transaction's dispatch lease (one wallet call at a time per
+ * transaction, across every process), re-read, and call the wallet unless settled for good.
+ * Returns undefined when another process holds the lease (it is attempting right now).
+ */
+export async function dispatch(deps: DispatchDeps, ref: TxRef, known: TxState): Promise<TxState | undefined> {
+  const token = leaseToken();
+  const takenAt = Date.now();
+  if (!(await takeLease(deps.pool, known.providerId, ref.transactionId, token, leaseTtl(walletTimeoutOf(deps, known.operatorId))))) return undefined;
+  try {
+    return await attemptWallet(deps, ref, await readRound(deps.eventStore, ref.roundStream), { registryKey: known.providerId, token, takenAt });
+  } finally {
+    await releaseLease(deps.pool, known.providerId, ref.transactionId, token);
+  }
+}
+
+/**
+ * Stops retrying: records the dead letter (kept, visible to auditors), under the lease so that no
+ * attempt is in flight whose reply would then go unrecorded. False when an attempt holds the lease.
+ */
+export async function deadLetter(deps: DispatchDeps, ref: TxRef, known: TxState): Promise<boolean> {
+  const token = leaseToken();
+  if (!(await takeLease(deps.pool, known.providerId, ref.transactionId, token, leaseTtl(walletTimeoutOf(deps, known.operatorId))))) return false;
+  try {
+    await handleCommand(deps.eventStore, ref.roundStream, roundDecider, (s) => ({ events: decideDeadLetter(s, ref.transactionId, deps.now()), result: undefined }));
+    return true;
+  } finally {
+    await releaseLease(deps.pool, known.providerId, ref.transactionId, token);
+  }
+}

@@ -1,0 +1,135 @@
+import type { Queue } from 'bullmq';
+import { contentHash } from '../../shared/canonical.ts';
+import type { Pool } from '../../shared/db/pool.ts';
+import { decideRecord, isCredit, isFinal, roundDecider, type RecordDecision, type TxState } from '../../shared/domain/rounds/decider.ts';
+import type { Origin, TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import { AppError, conflict } from '../../shared/errors.ts';
+import { handleCommand } from '../../shared/eventstore/command.ts';
+import { attemptWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease, type RoundSnapshot } from './dispatch.ts';
+import { enqueueRetry, type DispatchJob } from './queue.ts';
+import { claimTransaction, releaseClaim, releaseLease, type Claim } from './registry.ts';
+
+export interface LedgerDeps extends DispatchDeps {
+  pool: Pool;
+  queue: Queue<DispatchJob> | undefined;
+  retryDelayMs: number;
+}
+
+export interface Submission {
+  request: TransactionRequest;
+  /** Registry namespace: the provider, or 'platform' for adjustments. */
+  registryKey: string;
+  providerId: string;
+  operatorId: string;
+  origin: Origin;
+  roundStream: string;
+  sessionExpired: boolean;
+}
+
+/**
+ * Records a transaction (write-ahead), makes a wallet attempt, records its outcome, and hands an
+ * unsettled credit to the retry queue. Everything happens under the transaction's dispatch lease (on
+ * its registry row), so identical concurrent submissions queue behind the first and are answered from
+ * what it recorded.
+ * A resubmission of identical content is answered from the stored outcome without calling the wallet
+ * again; only a transaction whose last attempt failed is attempted again. Different content under a
+ * used transactionId is 409.
+ */
+export async function submitTransaction(deps: LedgerDeps, sub: Submission): Promise<TxState> {
+  const txId = sub.request.transactionId;
+  const hash = contentHash(sub.request);
+  const mine = { contentHash: hash, roundStream: sub.roundStream };
+  const walletTimeoutMs = walletTimeoutOf(deps, sub.operatorId);
+  const token = leaseToken();
+  const deadline = Date.now() + leaseTtl(walletTimeoutMs) + 1000;
+  let pause = 5;
+  for (;;) {
+    // Claim and lease in one statement, the round read beside it.
+    const takenAt = Date.now();
+    const [claim, round] = await Promise.all([
+      claimTransaction(deps.pool, sub.registryKey, txId, mine, token, leaseTtl(walletTimeoutMs)),
+      readRound(deps.eventStore, sub.roundStream),
+    ]);
+    if (claim.entry.contentHash !== hash || claim.entry.roundStream !== sub.roundStream) throw conflict('transactionId already used with different content');
+    if (claim.leased) return underLease(deps, sub, claim, round, { registryKey: sub.registryKey, token, takenAt });
+    // Another submission (or the worker) is attempting it: its outcome is usually the answer.
+    const held = round.state.txs.get(txId);
+    if (held && isFinal(held.status)) return held;
+    if (Date.now() > deadline) {
+      if (held) return held;
+      throw new AppError(504, 'transaction still in progress; resubmit to get its outcome');
+    }
+    await new Promise((r) => setTimeout(r, pause));
+    pause = Math.min(pause * 2, 100);
+  }
+}
+
+async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, read: RoundSnapshot, lease: HeldLease): Promise<TxState> {
+  const { token } = lease;
+  const txId = sub.request.transactionId;
+  let settled = false;
+  try {
+    let decision: RecordDecision;
+    let round: RoundSnapshot;
+    try {
+      const recorded = await handleCommand(
+        deps.eventStore,
+        sub.roundStream,
+        roundDecider,
+        (state) => {
+          // Idempotency comes before the round rules: a resubmission is answered even after its round completed.
+          // Expiry only refuses new records (decideRecord answers an existing one first).
+          const d = decideRecord(state, { ...sub, contentHash: claim.entry.contentHash, now: deps.now(), sessionExpired: sub.sessionExpired });
+          return { events: d.kind === 'record' ? d.events : [], result: d };
+        },
+        { known: read },
+      );
+      decision = recorded.result;
+      round = { state: recorded.next, revision: recorded.revision };
+    } catch (err) {
+      // A refusal recorded nothing: free the id for a valid submission. Any other failure may have
+      // recorded it (the append committed, the answer was lost), so the claim stays.
+      if (claim.inserted && err instanceof AppError && err.status < 500) {
+        await releaseClaim(deps.pool, sub.registryKey, txId, token);
+        settled = true;
+      }
+      throw err;
+    }
+    let tx = decision.kind === 'existing' ? decision.tx : round.state.txs.get(txId)!;
+    tx = await attemptWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease);
+    if (isCredit(tx.request.type) && !isFinal(tx.status)) {
+      await enqueueRetry(deps.queue, { roundStream: sub.roundStream, transactionId: txId }, deps.retryDelayMs).catch((err: unknown) =>
+        // The recovery sweep finds it from Postgres; nothing is lost.
+        deps.logger.warn({ err, transactionId: txId }, 'could not enqueue wallet retry'),
+      );
+    }
+    // Settled for good: nobody needs the lease again (waiters read the outcome), so it is left to lapse.
+    settled = isFinal(tx.status);
+    return tx;
+  } finally {
+    if (!settled) await releaseLease(deps.pool, sub.registryKey, txId, token);
+  }
+}
+
+/** How a transaction's state is answered to whoever submitted it (contract section 5). */
+export function replyFor(tx: TxState): { status: number; body: string } {
+  switch (tx.status) {
+    case 'applied':
+    case 'declined':
+      return { status: 200, body: tx.reply!.body };
+    case 'invalid':
+      return { status: 502, body: JSON.stringify({ error: `wallet answered DECLINED to a ${tx.request.type}` }) };
+    case 'failed':
+      return { status: 502, body: JSON.stringify({ error: 'wallet call failed' }) };
+    case 'timed_out':
+      return { status: 504, body: JSON.stringify({ error: 'wallet timeout' }) };
+    case 'dead':
+      return { status: 502, body: JSON.stringify({ error: 'wallet never accepted the transaction; retries stopped' }) };
+    case 'recorded':
+      return { status: 504, body: JSON.stringify({ error: 'transaction still in progress; resubmit to get its outcome' }) };
+    default: {
+      const unknown: never = tx.status;
+      return unknown;
+    }
+  }
+}

@@ -1,0 +1,159 @@
+import type { Pool } from '../../shared/db/pool.ts';
+import { isFinal, outstandingBets, roundDecider } from '../../shared/domain/rounds/decider.ts';
+import { RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import { AppError } from '../../shared/errors.ts';
+import { handleCommand } from '../../shared/eventstore/command.ts';
+import { signedCall } from '../../shared/http/outbound.ts';
+import type { Logger } from '../../shared/logger.ts';
+import { readRound } from '../ledger/dispatch.ts';
+import { submitTransaction, type LedgerDeps } from '../ledger/submit.ts';
+
+export interface ReconcilerDeps extends LedgerDeps {
+  pool: Pool;
+  staleAfterSeconds: number;
+  intervalSeconds: number;
+}
+
+export interface SweepResult {
+  roundsClosed: number;
+  rollbacks: number;
+}
+
+const SWEEP_LOCK = 7281004;
+
+/**
+ * One sweep: rounds with outstanding bets and no transaction for staleAfterSeconds are force-closed.
+ * Candidates come from the rounds read model; each is confirmed against its own stream before anything
+ * is sent. Each outstanding bet gets a best-effort balance call, then a ROLLBACK with the deterministic
+ * id `stale-rollback:<bet id>`, submitted like any credit (recorded, dispatched, retried until the wallet
+ * accepts it). An advisory lock keeps a sweep single across reconciler processes; the deterministic id
+ * makes a repeat harmless anyway (it is answered from what was recorded).
+ */
+export async function sweepStaleRounds(deps: ReconcilerDeps): Promise<SweepResult> {
+  const client = await deps.pool.connect();
+  const result: SweepResult = { roundsClosed: 0, rollbacks: 0 };
+  try {
+    const { rows: lock } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [SWEEP_LOCK]);
+    if (!lock[0]?.ok) return result;
+    try {
+      // Stale open rounds, and rounds this reconciler closed whose rollbacks are not all recorded yet
+      // (a process that died between closing and rolling back).
+      const { rows } = await client.query<{ round_stream: string }>(
+        `SELECT round_stream FROM rm_rounds
+         WHERE outstanding_bets > 0
+           AND ((status = 'open' AND last_activity_at < now() - $1 * interval '1 second') OR force_closed)
+         ORDER BY last_activity_at LIMIT 500`,
+        [deps.staleAfterSeconds],
+      );
+      for (const { round_stream } of rows) {
+        try {
+          const n = await closeRound(deps, round_stream);
+          if (n !== undefined) {
+            result.roundsClosed += 1;
+            result.rollbacks += n;
+          }
+        } catch (err) {
+          deps.logger.error({ err, roundStream: round_stream }, 'could not close stale round; next sweep retries');
+        }
+      }
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [SWEEP_LOCK]);
+    }
+  } finally {
+    client.release();
+  }
+  return result;
+}
+
+/**
+ * Closes a stale round, then rolls back its outstanding bets; undefined when it is not stale after all.
+ * Closing comes first, decided at the revision read (so a BET or WIN that arrives meanwhile either
+ * lands before the close, making the round not stale, or is refused with 409 after it): nothing can
+ * join the round while its bets are being refunded.
+ */
+async function closeRound(deps: ReconcilerDeps, roundStream: string): Promise<number | undefined> {
+  const closed = await handleCommand(deps.eventStore, roundStream, roundDecider, (s) => {
+    const last = s.lastActivityAt ? Date.parse(s.lastActivityAt) : 0;
+    const stale = !s.completed && deps.now().getTime() - last >= deps.staleAfterSeconds * 1000;
+    const bets = outstandingBets(s);
+    return {
+      events: stale && bets.length > 0 ? [{ type: 'RoundForceClosed' as const, data: { closedAt: deps.now().toISOString(), rolledBack: bets.map((b) => b.request.transactionId) } }] : [],
+      result: stale && bets.length > 0,
+    };
+  });
+  // Closed now, or closed by an earlier sweep that did not finish its rollbacks.
+  if (!closed.result && !closed.state.forceClosed) return undefined;
+  const bets = outstandingBets(closed.next);
+  for (const bet of bets) {
+    const b = bet.request;
+    await balanceCheck(deps, bet.operatorId, b.playerRef);
+    const request: TransactionRequest = {
+      transactionId: `${STALE_ROLLBACK_PREFIX}${b.transactionId}`,
+      sessionToken: RECONCILER_SESSION,
+      type: 'ROLLBACK',
+      roundId: b.roundId,
+      roundComplete: false,
+      originalTransactionId: b.transactionId,
+      playerRef: b.playerRef,
+      amount: b.amount,
+      currency: b.currency,
+      gameId: b.gameId,
+    };
+    try {
+      const tx = await submitTransaction(deps, {
+        request,
+        registryKey: bet.providerId,
+        providerId: bet.providerId,
+        operatorId: bet.operatorId,
+        origin: 'reconciler',
+        roundStream,
+        sessionExpired: false,
+      });
+      deps.logger.info({ roundStream, bet: b.transactionId, status: tx.status, settled: isFinal(tx.status) }, 'stale bet rolled back');
+    } catch (err) {
+      if (!(err instanceof AppError && err.status === 409)) throw err;
+      // Only fine if the bet was in fact rolled back meanwhile (by the provider); anything else is a fault to surface.
+      const after = (await readRound(deps.eventStore, roundStream)).state.txs.get(b.transactionId);
+      if (after?.rolledBackBy === undefined) throw err;
+    }
+  }
+  return bets.length;
+}
+
+/** Best effort (API document 4.2 rule 5b): failure, timeout or an odd reply changes nothing. */
+async function balanceCheck(deps: ReconcilerDeps, operatorId: string, playerRef: string): Promise<void> {
+  const operator = deps.catalog.snapshot().operators.get(operatorId);
+  if (!operator) return;
+  const r = await signedCall({
+    baseUrl: operator.walletUrl,
+    pathAndQuery: `/v1/wallet/balance?playerRef=${encodeURIComponent(playerRef)}`,
+    method: 'GET',
+    secret: operator.secret,
+    timeoutMs: operator.walletTimeoutMs,
+  });
+  deps.logger.info({ operatorId, playerRef, outcome: r.kind === 'response' ? r.status : r.kind }, 'stale round: balance before rollback');
+}
+
+export interface RunningReconciler {
+  sweep(): Promise<SweepResult>;
+  close(): Promise<void>;
+}
+
+export function startReconcilerRole(deps: ReconcilerDeps, logger: Logger): RunningReconciler {
+  let running: Promise<unknown> = Promise.resolve();
+  const tick = () => {
+    running = sweepStaleRounds(deps)
+      .then((r) => {
+        if (r.roundsClosed > 0) logger.info(r, 'stale rounds closed');
+      })
+      .catch((err: unknown) => logger.error({ err }, 'reconciler sweep failed'));
+  };
+  const timer = setInterval(tick, deps.intervalSeconds * 1000);
+  return {
+    sweep: () => sweepStaleRounds(deps),
+    async close() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

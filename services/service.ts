@@ -1,0 +1,205 @@
+import { readFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
+import { allProjections, readModelMigrations } from '../projections/index.ts';
+import { projectionMigrations, ProjectionRunner } from '../projections/runner.ts';
+import { BackgroundTasks } from '../shared/background.ts';
+import { CatalogError, CatalogStore, catalogMigrations } from '../shared/catalog/store.ts';
+import type { Config } from '../shared/config.ts';
+import { migrate, type Migration } from '../shared/db/migrations.ts';
+import { createPool, ensureDatabase } from '../shared/db/pool.ts';
+import { AppError } from '../shared/errors.ts';
+import { sessionLookupMigrations } from '../shared/domain/sessions/lookup.ts';
+import { createEventStore } from '../shared/eventstore/index.ts';
+import { eventStoreMigrations } from '../shared/eventstore/postgres.ts';
+import { createLogger, type Logger } from '../shared/logger.ts';
+import { createApp } from './api/app.ts';
+import { sessionRoutes } from './api/operator/sessions.ts';
+import { balanceRoutes } from './api/provider/balance.ts';
+import { transactionRoutes } from './api/provider/transactions.ts';
+import { replayRoutes } from './api/operator/replay.ts';
+import { grantRoutes } from './api/operator/grants.ts';
+import { adjustmentRoutes } from './api/adjustments.ts';
+import { auditRoutes } from './api/audit.ts';
+import { registryMigrations } from './ledger/registry.ts';
+import { bullConnection, createDispatchQueue } from './ledger/queue.ts';
+import type { LedgerDeps } from './ledger/submit.ts';
+import { startWorkerRole, type RunningWorker } from './worker/worker.ts';
+import { startReconcilerRole, type RunningReconciler } from './reconciler/reconciler.ts';
+import type { ServiceContext } from './context.ts';
+
+export const allMigrations: Migration[] = [
+  ...eventStoreMigrations,
+  ...catalogMigrations,
+  ...projectionMigrations,
+  ...sessionLookupMigrations,
+  ...registryMigrations,
+  ...readModelMigrations,
+];
+
+export interface RunningService {
+  ctx: ServiceContext;
+  /** Base URL of the API when the api role runs. */
+  url: string | undefined;
+  runners: ProjectionRunner[];
+  worker: RunningWorker | undefined;
+  reconciler: RunningReconciler | undefined;
+  stop(): Promise<void>;
+}
+
+export class StartupError extends Error {
+  override name = 'StartupError';
+}
+
+/** Redis for request paths: a command fails at once while Redis is unreachable instead of queueing. */
+export function createRequestRedis(url: string, logger: Logger): Redis {
+  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2000 });
+  let lastLog = 0;
+  redis.on('error', (err: Error) => {
+    if (Date.now() - lastLog > 10_000) {
+      lastLog = Date.now();
+      logger.warn({ err: err.message }, 'redis unavailable');
+    }
+  });
+  return redis;
+}
+
+async function retry<T>(what: string, logger: Logger, fn: () => Promise<T>, attempts = 30): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= attempts) throw new StartupError(`${what}: ${(err as Error).message}`);
+      logger.warn({ err: (err as Error).message, attempt: i }, `${what} failed; retrying`);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
+/** Builds everything the configured roles need and starts them. */
+export async function startService(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<RunningService> {
+  const pool = createPool(config.databaseUrl, 20);
+  await retry('database migration', logger, async () => {
+    await ensureDatabase(config.databaseUrl);
+    await migrate(pool, allMigrations);
+  });
+  const eventStore = await createEventStore(config.eventStore, pool, config.databaseUrl);
+  const catalog = new CatalogStore(pool, config.databaseUrl, (err) => logger.error({ err }, 'catalog reload failed'));
+  await catalog.start();
+  if (config.catalogFile) {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(await readFile(config.catalogFile, 'utf8'));
+    } catch (err) {
+      throw new StartupError(`CATALOG_FILE ${config.catalogFile}: ${(err as Error).message}`);
+    }
+    try {
+      await catalog.apply(raw);
+    } catch (err) {
+      if (err instanceof AppError || err instanceof CatalogError) throw new StartupError(`CATALOG_FILE ${config.catalogFile}: ${err.message}`);
+      throw err;
+    }
+    logger.info({ file: config.catalogFile }, 'catalog applied');
+  }
+  const redis = createRequestRedis(config.redisUrl, logger);
+  // Requests fail fast while Redis is unreachable; do not open the doors before the first connection is
+  // up (or has failed: then /readyz says so and requests get 503 until it is back).
+  await new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      redis.off('ready', done);
+      redis.off('error', done);
+      resolve();
+    };
+    const timer = setTimeout(done, 3000);
+    if (redis.status === 'ready') done();
+    redis.once('ready', done);
+    redis.once('error', done);
+  });
+  const ctx: ServiceContext = { config, logger, pool, redis, eventStore, catalog, background: new BackgroundTasks(), now: () => new Date() };
+
+  const runners: ProjectionRunner[] = [];
+  if (config.roles.includes('projector')) {
+    for (const projection of allProjections()) {
+      const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger });
+      runner.start();
+      runners.push(runner);
+    }
+  }
+
+  const queueConnection = bullConnection(config.redisUrl, false);
+  const queue = createDispatchQueue(queueConnection);
+  queue.on('error', (err) => logger.warn({ err: err.message }, 'dispatch queue error'));
+  const ledger: LedgerDeps = { ...ctx, queue, retryDelayMs: config.dispatchBackoffBaseMs };
+
+  let worker: RunningWorker | undefined;
+  if (config.roles.includes('worker')) {
+    worker = startWorkerRole(
+      {
+        ...ctx,
+        queue,
+        redisUrl: config.redisUrl,
+        retryWindowSeconds: config.dispatchRetryWindowSeconds,
+        backoffBaseMs: config.dispatchBackoffBaseMs,
+        backoffMaxMs: config.dispatchBackoffMaxMs,
+        sweepSeconds: config.recoverySweepSeconds,
+      },
+      logger,
+    );
+  }
+
+  const reconciler = config.roles.includes('reconciler')
+    ? startReconcilerRole({ ...ledger, staleAfterSeconds: config.staleRoundAfterSeconds, intervalSeconds: config.reconcileIntervalSeconds }, logger)
+    : undefined;
+
+  let server: http.Server | undefined;
+  let url: string | undefined;
+  if (config.roles.includes('api')) {
+    server = http.createServer(
+      createApp(ctx, {
+        operator: [sessionRoutes(ctx), replayRoutes(ctx), grantRoutes(ctx)],
+        provider: [balanceRoutes(ctx), transactionRoutes(ctx, ledger)],
+        admin: [adjustmentRoutes(ctx, ledger)],
+        audit: [auditRoutes(ctx)],
+      }),
+    );
+    server.keepAliveTimeout = 65_000;
+    await new Promise<void>((resolve, reject) => {
+      server!.once('error', reject);
+      server!.listen(config.port, '0.0.0.0', () => resolve());
+    });
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+  logger.info({ roles: config.roles, url, eventStore: eventStore.kind }, 'service started');
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      logger.info('stopping: no new requests, finishing those in flight');
+      if (server) {
+        const closed = new Promise<void>((resolve) => server!.close(() => resolve()));
+        // close() ends the connections idle now; a keep-alive connection whose request finishes later
+        // would hold shutdown open until its idle timeout, so keep ending them while requests drain.
+        const sweeper = setInterval(() => server!.closeIdleConnections(), 50);
+        const force = setTimeout(() => server!.closeAllConnections(), 20_000);
+        server.closeIdleConnections();
+        await closed;
+        clearInterval(sweeper);
+        clearTimeout(force);
+      }
+      await reconciler?.close();
+      await worker?.close();
+      await Promise.all(runners.map((r) => r.stop()));
+      await ctx.background.drain();
+      await queue.close();
+      queueConnection.disconnect();
+      await catalog.close();
+      await eventStore.close();
+      redis.disconnect();
+      await pool.end();
+      logger.info('stopped');
+    })());
+
+  return { ctx, url, runners, worker, reconciler, stop };
+}

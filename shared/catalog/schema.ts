@@ -1,0 +1,74 @@
+import { z } from 'zod';
+
+const id = z.string().min(1).max(200);
+const currency = z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code such as "EUR"');
+const httpUrl = z
+  .string()
+  .refine((v) => /^https?:$/.test(safeProtocol(v)), 'expected an absolute http(s) URL');
+
+function safeProtocol(v: string): string {
+  try {
+    return new URL(v).protocol;
+  } catch {
+    return '';
+  }
+}
+
+export const gameSchema = z.strictObject({
+  id,
+  name: z.string().min(1),
+  launchBaseUrl: httpUrl,
+  replayBaseUrl: z.union([z.literal(''), httpUrl]),
+});
+
+export const providerSchema = z.strictObject({
+  id,
+  name: z.string().min(1),
+  apiBaseUrl: httpUrl,
+  secret: z.string().min(1),
+  timeoutMs: z.number().int().positive().default(5000),
+  currencies: z.array(currency).min(1),
+  supportedLanguages: z.array(z.string().min(1)).default([]),
+  games: z.array(gameSchema).default([]),
+});
+
+export const operatorSchema = z.strictObject({
+  id,
+  name: z.string().min(1),
+  secret: z.string().min(1),
+  walletUrl: httpUrl,
+  walletTimeoutMs: z.number().int().positive().default(5000),
+  rateLimit: z
+    .strictObject({ limit: z.number().int().positive(), windowSeconds: z.number().int().positive() })
+    .default({ limit: 100, windowSeconds: 1 }),
+  visibleGames: z.array(id).default([]),
+  blockedPlayers: z.array(z.string().min(1)).default([]),
+});
+
+export const campaignSchema = z.strictObject({
+  id,
+  gameId: id,
+  spins: z.number().int().positive(),
+  betAmountMinor: z.number().int().nonnegative(),
+  currency,
+  active: z.boolean(),
+  validFrom: z.iso.datetime({ offset: true }).optional(),
+  validUntil: z.iso.datetime({ offset: true }).optional(),
+});
+
+export const catalogSchema = z.strictObject({
+  providers: z.array(providerSchema).default([]),
+  operators: z.array(operatorSchema).default([]),
+  campaigns: z.array(campaignSchema).default([]),
+});
+
+export type Game = z.infer<typeof gameSchema>;
+export type Provider = z.infer<typeof providerSchema>;
+export type Operator = z.infer<typeof operatorSchema>;
+export type Campaign = z.infer<typeof campaignSchema>;
+export type CatalogInput = z.infer<typeof catalogSchema>;
+
+/** "providers[0].games[1].launchBaseUrl" from a zod issue path. */
+export function formatPath(path: readonly PropertyKey[]): string {
+  return path.reduce<string>((acc, key) => (typeof key === 'number' ? `${acc}[${key}]` : acc ? `${acc}.${String(key)}` : String(key)), '');
+}

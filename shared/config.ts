@@ -1,0 +1,113 @@
+import { userInfo } from 'node:os';
+import { z } from 'zod';
+
+export const ROLE_NAMES = ['api', 'worker', 'projector', 'reconciler'] as const;
+export type Role = (typeof ROLE_NAMES)[number];
+
+const positiveInt = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+
+const rolesSchema = z
+  .string()
+  .default(ROLE_NAMES.join(','))
+  .transform((raw, ctx) => {
+    const roles = raw.split(',').map((r) => r.trim()).filter((r) => r.length > 0);
+    const unknown = roles.filter((r) => !(ROLE_NAMES as readonly string[]).includes(r));
+    if (unknown.length > 0 || roles.length === 0) {
+      ctx.addIssue({ code: 'custom', message: `expected a comma list of ${ROLE_NAMES.join(', ')}; got "${raw}"` });
+      return z.NEVER;
+    }
+    return [...new Set(roles)] as Role[];
+  });
+
+const eventStoreSchema = z
+  .string()
+  .default('postgres')
+  .refine((v) => v === 'postgres' || v.startsWith('esdb://') || v.startsWith('esdb+discover://') || v.startsWith('kurrentdb://'), {
+    message: 'expected "postgres" or an EventStoreDB connection string (esdb://host:2113?tls=false)',
+  });
+
+const envSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL').default('postgres://127.0.0.1:5432/ledger'),
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'expected a redis:// URL').default('redis://127.0.0.1:6379'),
+  EVENT_STORE: eventStoreSchema,
+  CATALOG_FILE: z.string().min(1).optional(),
+  ROLES: rolesSchema,
+  STALE_ROUND_AFTER_SECONDS: positiveInt(3600),
+  RECONCILE_INTERVAL_SECONDS: positiveInt(60),
+  SESSION_TTL_SECONDS: positiveInt(14400),
+  REPLAY_LINK_TTL_SECONDS: positiveInt(900),
+  SIGNATURE_WINDOW_SECONDS: positiveInt(300),
+  ADMIN_TOKEN: z.string().min(1).optional(),
+  // Not in the contract: tuning of wallet retries and recovery (defaults are the contract's 1 s and 24 h).
+  DISPATCH_BACKOFF_BASE_MS: positiveInt(1000),
+  DISPATCH_BACKOFF_MAX_MS: positiveInt(600_000),
+  DISPATCH_RETRY_WINDOW_SECONDS: positiveInt(86_400),
+  RECOVERY_SWEEP_SECONDS: positiveInt(10),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export interface Config {
+  port: number;
+  databaseUrl: string;
+  redisUrl: string;
+  eventStore: string;
+  catalogFile: string | undefined;
+  roles: Role[];
+  staleRoundAfterSeconds: number;
+  reconcileIntervalSeconds: number;
+  sessionTtlSeconds: number;
+  replayLinkTtlSeconds: number;
+  signatureWindowSeconds: number;
+  adminToken: string | undefined;
+  dispatchBackoffBaseMs: number;
+  dispatchBackoffMaxMs: number;
+  dispatchRetryWindowSeconds: number;
+  recoverySweepSeconds: number;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Parses the environment; throws a ConfigError naming every bad variable. Empty strings count as unset. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
+  }
+  const e = parsed.data;
+  return {
+    port: e.PORT,
+    databaseUrl: withDefaultUser(e.DATABASE_URL, env),
+    redisUrl: e.REDIS_URL,
+    eventStore: e.EVENT_STORE,
+    catalogFile: e.CATALOG_FILE,
+    roles: e.ROLES,
+    staleRoundAfterSeconds: e.STALE_ROUND_AFTER_SECONDS,
+    reconcileIntervalSeconds: e.RECONCILE_INTERVAL_SECONDS,
+    sessionTtlSeconds: e.SESSION_TTL_SECONDS,
+    replayLinkTtlSeconds: e.REPLAY_LINK_TTL_SECONDS,
+    signatureWindowSeconds: e.SIGNATURE_WINDOW_SECONDS,
+    adminToken: e.ADMIN_TOKEN,
+    dispatchBackoffBaseMs: e.DISPATCH_BACKOFF_BASE_MS,
+    dispatchBackoffMaxMs: e.DISPATCH_BACKOFF_MAX_MS,
+    dispatchRetryWindowSeconds: e.DISPATCH_RETRY_WINDOW_SECONDS,
+    recoverySweepSeconds: e.RECOVERY_SWEEP_SECONDS,
+    logLevel: e.LOG_LEVEL,
+  };
+}
+
+/**
+ * libpq connects as the OS user when the URL names none; node-pg only looks at $USER, which is not
+ * always set (containers, CI). Fill the user in the libpq way so the default URL works everywhere.
+ */
+function withDefaultUser(url: string, env: NodeJS.ProcessEnv): string {
+  const parsed = new URL(url);
+  if (parsed.username) return url;
+  parsed.username = env.PGUSER || env.USER || userInfo().username;
+  return parsed.toString();
+}

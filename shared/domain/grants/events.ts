@@ -1,0 +1,51 @@
+import { createHash } from 'node:crypto';
+import type { DomainEvent } from '../../eventstore/command.ts';
+
+export type GrantRequested = DomainEvent<
+  'GrantRequested',
+  {
+    grantId: string;
+    operatorId: string;
+    providerId: string;
+    gameId: string;
+    playerRef: string;
+    spins: number;
+    betAmountMinor: number;
+    currency: string;
+    idempotencyKey: string;
+    campaignId?: string;
+    expiresAt?: string;
+    requestedAt: string;
+  }
+>;
+export type GrantActivated = DomainEvent<'GrantActivated', { externalRef: string; activatedAt: string }>;
+export type GrantFailed = DomainEvent<'GrantFailed', { lastError: string; failedAt: string }>;
+export type GrantCancelled = DomainEvent<'GrantCancelled', { cancelledAt: string }>;
+export type GrantCancelFailed = DomainEvent<'GrantCancelFailed', { error: string; failedAt: string }>;
+
+export type GrantEvent = GrantRequested | GrantActivated | GrantFailed | GrantCancelled | GrantCancelFailed;
+
+export const GRANT_EVENT_TYPES: ReadonlySet<string> = new Set<GrantEvent['type']>([
+  'GrantRequested',
+  'GrantActivated',
+  'GrantFailed',
+  'GrantCancelled',
+  'GrantCancelFailed',
+]);
+
+export const grantStream = (grantId: string): string => `grant|${grantId}`;
+
+const GRANT_NAMESPACE = 'seamless-wallet-ledger/free-spin-grant';
+
+/**
+ * The grant id follows from (operator, idempotencyKey) (a name-based UUID, RFC 4122 version 5 layout),
+ * so the grant's own stream is the idempotency record: the first request creates it, every repeat
+ * finds it, across processes and restarts.
+ */
+export function grantIdFor(operatorId: string, idempotencyKey: string): string {
+  const h = createHash('sha1').update(`${GRANT_NAMESPACE}\n${operatorId}\n${idempotencyKey}`).digest();
+  h[6] = (h[6]! & 0x0f) | 0x50;
+  h[8] = (h[8]! & 0x3f) | 0x80;
+  const hex = h.subarray(0, 16).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}

@@ -1,0 +1,104 @@
+import type { DomainEvent } from '../../eventstore/command.ts';
+
+export type TransactionType = 'BET' | 'WIN' | 'ROLLBACK' | 'ADJUSTMENT';
+
+/** The body the operator's wallet receives (API document 2.10); stored once and resent identically on every retry. */
+export interface TransactionRequest {
+  transactionId: string;
+  sessionToken: string;
+  type: TransactionType;
+  roundId: string;
+  roundComplete: boolean;
+  originalTransactionId?: string;
+  playerRef: string;
+  amount: number;
+  currency: string;
+  gameId: string;
+  direction?: 'DEBIT' | 'CREDIT';
+  metadata?: Record<string, unknown>;
+}
+
+/** What the wallet answered with 200 (API document 2.12), parsed, plus its exact text for verbatim replies. */
+export interface WalletReply {
+  status: 'OK' | 'DECLINED';
+  balance: number;
+  body: string;
+}
+
+/** Who submitted it: a provider, the stale-round reconciler, or the platform admin (adjustments). */
+export type Origin = 'provider' | 'reconciler' | 'admin';
+
+/** Write-ahead: recorded before the wallet is called, so a crash before the outcome leaves something to act on. */
+export type TransactionRecorded = DomainEvent<
+  'TransactionRecorded',
+  {
+    providerId: string;
+    operatorId: string;
+    origin: Origin;
+    request: TransactionRequest;
+    /** The exact JSON text sent to the wallet on every attempt (byte-identical retries). */
+    walletBody: string;
+    contentHash: string;
+    recordedAt: string;
+  }
+>;
+
+/** The wallet answered 200 with a valid reply: applied (OK), declined (DECLINED on a BET) or invalid (DECLINED on anything else). */
+export type TransactionSettled = DomainEvent<
+  'TransactionSettled',
+  {
+    transactionId: string;
+    outcome: 'applied' | 'declined' | 'invalid';
+    reply: WalletReply;
+    attempt: number;
+    settledAt: string;
+  }
+>;
+
+/** An attempt that did not settle: non-200, unusable reply, unreachable, or no reply in time. */
+export type TransactionAttemptFailed = DomainEvent<
+  'TransactionAttemptFailed',
+  {
+    transactionId: string;
+    outcome: 'failed' | 'timed_out';
+    detail: string;
+    httpStatus?: number;
+    attempt: number;
+    failedAt: string;
+  }
+>;
+
+/** Retries stopped (24 h by default); the transaction is kept and visible to auditors. */
+export type TransactionDeadLettered = DomainEvent<
+  'TransactionDeadLettered',
+  { transactionId: string; attempts: number; lastError: string; deadLetteredAt: string }
+>;
+
+/** The reconciler closed a stale round after rolling back its outstanding bets. */
+export type RoundForceClosed = DomainEvent<'RoundForceClosed', { closedAt: string; rolledBack: string[] }>;
+
+export type RoundEvent =
+  | TransactionRecorded
+  | TransactionSettled
+  | TransactionAttemptFailed
+  | TransactionDeadLettered
+  | RoundForceClosed;
+
+export const ROUND_EVENT_TYPES: ReadonlySet<string> = new Set<RoundEvent['type']>([
+  'TransactionRecorded',
+  'TransactionSettled',
+  'TransactionAttemptFailed',
+  'TransactionDeadLettered',
+  'RoundForceClosed',
+]);
+
+/** A roundId is unique only within (provider, operator). */
+export function roundStream(providerId: string, operatorId: string, roundId: string): string {
+  return `round|${encodeURIComponent(providerId)}|${encodeURIComponent(operatorId)}|${encodeURIComponent(roundId)}`;
+}
+
+export const STALE_ROLLBACK_PREFIX = 'stale-rollback:';
+export const RECONCILER_SESSION = 'system:stale-round-reconciler';
+export const ADMIN_SESSION = 'system:admin-adjustment';
+/** Registry key for transactions the platform itself originates (adjustments). */
+export const PLATFORM_PROVIDER = 'platform';

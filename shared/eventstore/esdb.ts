@@ -1,0 +1,350 @@
+import {
+  ANY,
+  BACKWARDS,
+  END,
+  EventStoreDBClient,
+  FORWARDS,
+  NO_STREAM,
+  START as ESDB_START,
+  StreamNotFoundError,
+  WrongExpectedVersionError,
+  excludeSystemEvents,
+  jsonEvent,
+  type AllStreamRecordedEvent,
+  type AllStreamSubscription,
+  type AppendResult as EsdbAppendResult,
+  type AppendExpectedRevision,
+  type Position as EsdbPosition,
+  type ResolvedEvent,
+} from '@eventstore/db-client';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../logger.ts';
+import {
+  START,
+  WrongExpectedRevisionError,
+  pollingSubscription,
+  type AppendResult,
+  type EventStore,
+  type ExpectedRevision,
+  type JsonObject,
+  type NewEvent,
+  type Position,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+  type RecordedEvent,
+  type SubscribeOptions,
+} from './port.ts';
+
+export interface EsdbEventStoreOptions {
+  /** Where the live notification subscription reports its drops; they are retried either way. */
+  logger?: Pick<Logger, 'warn'>;
+}
+
+const DEFAULT_PAGE_SIZE = 500;
+/** Raw events fetched per round trip when system events have to be filtered out client-side. */
+const MIN_RAW_BATCH = 64;
+const PING_TIMEOUT_MS = 2_000;
+const LIVE_RESTART_DELAY_MS = 1_000;
+
+export function createEsdbEventStore(connectionString: string, options: EsdbEventStoreOptions = {}): EventStore {
+  return new EsdbEventStore(EventStoreDBClient.connectionString(connectionString), options.logger);
+}
+
+type AnyRecordedEvent = NonNullable<ResolvedEvent['event']> | AllStreamRecordedEvent;
+
+class EsdbEventStore implements EventStore {
+  readonly kind = 'esdb' as const;
+
+  private seq = 0;
+  private readonly waiters = new Set<{ afterSeq: number; wake(): void }>();
+  private liveStarted = false;
+  private live: AllStreamSubscription | undefined;
+  private readonly closing = new AbortController();
+
+  constructor(
+    private readonly client: EventStoreDBClient,
+    private readonly logger: Pick<Logger, 'warn'> | undefined,
+  ) {}
+
+  async append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
+    if (events.length === 0) return this.appendNothing(streamId, expectedRevision);
+    let result: EsdbAppendResult;
+    try {
+      result = await this.client.appendToStream(
+        streamId,
+        events.map((e) => jsonEvent({ id: e.id, type: e.type, data: e.data, metadata: e.metadata ?? {} })),
+        { expectedRevision: toEsdbExpected(expectedRevision) },
+      );
+    } catch (err) {
+      if (err instanceof WrongExpectedVersionError) {
+        const actual = err.actualVersion === NO_STREAM ? -1 : Number(err.actualVersion);
+        throw new WrongExpectedRevisionError(streamId, expectedRevision, actual);
+      }
+      throw err;
+    }
+    if (!result.success) {
+      // Only with throwOnAppendFailure=false in the connection string; the revision it reports is not
+      // reliable in this client's batch append, so ask the stream.
+      const [lastEvent] = await this.readLast(streamId);
+      throw new WrongExpectedRevisionError(streamId, expectedRevision, lastEvent ? lastEvent.revision : -1);
+    }
+    this.bump();
+    const nextRevision = Number(result.nextExpectedRevision);
+    // The server answers with the write's commit position as both commit and prepare, which is not the
+    // last event's $all position when the batch holds several events, nor on an idempotent repeat
+    // (EventStore's RequestManager/Managers/WriteEvents.cs). Reading the event back is exact.
+    return { nextRevision, position: await this.positionOfRevision(streamId, nextRevision) };
+  }
+
+  async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
+    const out: RecordedEvent[] = [];
+    try {
+      const read = this.client.readStream(streamId, {
+        direction: FORWARDS,
+        fromRevision: options.fromRevision === undefined ? ESDB_START : BigInt(options.fromRevision),
+        ...(options.maxCount === undefined ? {} : { maxCount: options.maxCount }),
+      });
+      for await (const resolved of read) {
+        if (resolved.event) out.push(toRecorded(resolved.event));
+      }
+    } catch (err) {
+      if (err instanceof StreamNotFoundError) return [];
+      throw err;
+    }
+    return out;
+  }
+
+  /**
+   * $all is read forwards from `from`, which ESDB treats as inclusive, so anything at or before it is
+   * dropped. readAll of this client version takes no server-side filter, so system events are dropped
+   * here and the read goes on until `maxCount` events are found or the end of the log is reached:
+   * returning a short page that is not the end would let the caller park on a run of system events.
+   */
+  async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+    const maxCount = options.maxCount ?? DEFAULT_PAGE_SIZE;
+    const out: RecordedEvent[] = [];
+    if (maxCount <= 0) return out;
+    let last = parsePosition(options.from ?? START);
+    for (;;) {
+      const batch = Math.max(maxCount - out.length + 1, MIN_RAW_BATCH);
+      const before = last;
+      let raw = 0;
+      const read = this.client.readAll({ direction: FORWARDS, fromPosition: last ?? ESDB_START, maxCount: batch });
+      for await (const resolved of read) {
+        raw++;
+        const event = resolved.event;
+        if (!event) continue;
+        if (last && comparePositions(event.position, last) <= 0) continue;
+        last = event.position;
+        if (out.length < maxCount && !isSystemEvent(event)) out.push(toRecorded(event));
+      }
+      if (out.length >= maxCount || raw < batch || last === before) return out;
+    }
+  }
+
+  subscribeAll(options: SubscribeOptions = {}): AsyncIterable<RecordedEvent> {
+    return pollingSubscription(this, options);
+  }
+
+  appendSeq(): number {
+    this.startLive();
+    return this.seq;
+  }
+
+  waitForAppend(afterSeq: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    this.startLive();
+    if (this.seq > afterSeq || signal?.aborted || this.closing.signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const waiter = {
+        afterSeq,
+        wake: () => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', waiter.wake);
+          this.waiters.delete(waiter);
+          resolve();
+        },
+      };
+      const timer = setTimeout(waiter.wake, timeoutMs);
+      signal?.addEventListener('abort', waiter.wake, { once: true });
+      this.waiters.add(waiter);
+    });
+  }
+
+  async headPosition(): Promise<Position> {
+    let last: EsdbPosition | undefined;
+    for (;;) {
+      const before = last;
+      let raw = 0;
+      const read = this.client.readAll({ direction: BACKWARDS, fromPosition: last ?? END, maxCount: MIN_RAW_BATCH });
+      for await (const resolved of read) {
+        raw++;
+        const event = resolved.event;
+        if (!event) continue;
+        if (last && comparePositions(event.position, last) >= 0) continue;
+        last = event.position;
+        if (!isSystemEvent(event)) {
+          await read.cancel();
+          return formatPosition(event.position);
+        }
+      }
+      if (raw < MIN_RAW_BATCH || last === before) return START;
+    }
+  }
+
+  async ping(): Promise<void> {
+    // Reads run with an infinite gRPC deadline in this client (the `deadline` option is ignored), so the
+    // bound is ours.
+    const read = this.client.readAll({ direction: BACKWARDS, fromPosition: END, maxCount: 1 });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        void read.cancel().catch(() => undefined);
+        reject(new Error(`EventStoreDB did not answer within ${PING_TIMEOUT_MS} ms`));
+      }, PING_TIMEOUT_MS);
+    });
+    const drain = (async () => {
+      for await (const _ of read) {
+        // one event at most; only the round trip matters
+      }
+    })();
+    try {
+      await Promise.race([drain, timeout]);
+    } finally {
+      clearTimeout(timer);
+      drain.catch(() => undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closing.signal.aborted) return;
+    this.closing.abort();
+    for (const waiter of [...this.waiters]) waiter.wake();
+    const live = this.live;
+    this.live = undefined;
+    if (live) {
+      await live.unsubscribe().catch(() => undefined);
+      // A cancelled gRPC call does not end the subscription stream; destroying it ends the for-await.
+      live.destroy();
+    }
+    await this.client.dispose();
+  }
+
+  /** The empty append still checks the expected revision, like the Postgres adapter's. */
+  private async appendNothing(streamId: string, expected: ExpectedRevision): Promise<AppendResult> {
+    const [lastEvent] = await this.readLast(streamId);
+    const actual = lastEvent ? lastEvent.revision : -1;
+    if ((expected === 'no_stream' && actual !== -1) || (typeof expected === 'number' && expected !== actual)) {
+      throw new WrongExpectedRevisionError(streamId, expected, actual);
+    }
+    return { nextRevision: actual, position: lastEvent ? lastEvent.position : START };
+  }
+
+  private async readLast(streamId: string): Promise<RecordedEvent[]> {
+    try {
+      const out: RecordedEvent[] = [];
+      for await (const resolved of this.client.readStream(streamId, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
+        if (resolved.event) out.push(toRecorded(resolved.event));
+      }
+      return out;
+    } catch (err) {
+      if (err instanceof StreamNotFoundError) return [];
+      throw err;
+    }
+  }
+
+  private async positionOfRevision(streamId: string, revision: number): Promise<Position> {
+    const [event] = await this.readStream(streamId, { fromRevision: revision, maxCount: 1 });
+    return event ? event.position : this.headPosition();
+  }
+
+  private bump(): void {
+    this.seq++;
+    for (const waiter of [...this.waiters]) if (this.seq > waiter.afterSeq) waiter.wake();
+  }
+
+  private startLive(): void {
+    if (this.liveStarted || this.closing.signal.aborted) return;
+    this.liveStarted = true;
+    void this.runLive();
+  }
+
+  /** One live subscription per store, only to count appends; readers re-read with readAll. */
+  private async runLive(): Promise<void> {
+    const closed = this.closing.signal;
+    while (!closed.aborted) {
+      const sub = this.client.subscribeToAll({ fromPosition: END, filter: excludeSystemEvents() });
+      this.live = sub;
+      try {
+        for await (const _ of sub) this.bump();
+        if (!closed.aborted) this.logger?.warn('EventStoreDB live subscription ended; restarting');
+      } catch (err) {
+        if (closed.aborted) break;
+        this.logger?.warn({ err }, 'EventStoreDB live subscription dropped; restarting');
+      } finally {
+        if (this.live === sub) this.live = undefined;
+      }
+      if (closed.aborted) break;
+      await sleep(LIVE_RESTART_DELAY_MS, undefined, { signal: closed }).catch(() => undefined);
+      // Appends may have landed while no subscription was listening: let waiters re-read.
+      this.bump();
+    }
+  }
+}
+
+function toEsdbExpected(expected: ExpectedRevision): AppendExpectedRevision {
+  if (expected === 'no_stream') return NO_STREAM;
+  if (expected === 'any') return ANY;
+  return BigInt(expected);
+}
+
+function isSystemEvent(event: AnyRecordedEvent): boolean {
+  return event.type.startsWith('$') || event.streamId.startsWith('$');
+}
+
+function toRecorded(event: AnyRecordedEvent): RecordedEvent {
+  if (!event.position) {
+    throw new Error(`EventStoreDB returned event ${event.id} without a log position (server older than 22.6?)`);
+  }
+  return {
+    id: event.id,
+    streamId: event.streamId,
+    revision: Number(event.revision),
+    type: event.type,
+    data: toJsonObject(event.data) ?? {},
+    metadata: toJsonObject(event.metadata) ?? {},
+    position: formatPosition(event.position),
+    createdAt: event.created,
+  };
+}
+
+/** JSON events arrive parsed by the client; binary ones are parsed here. Non-objects are wrapped, not dropped. */
+function toJsonObject(value: unknown): JsonObject | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (value instanceof Uint8Array) {
+    if (value.length === 0) return undefined;
+    try {
+      return toJsonObject(JSON.parse(Buffer.from(value).toString('utf8')) as unknown);
+    } catch {
+      return { value: Buffer.from(value).toString('base64') };
+    }
+  }
+  if (typeof value === 'object' && !Array.isArray(value)) return value as JsonObject;
+  return { value };
+}
+
+function formatPosition(position: EsdbPosition): Position {
+  return `${position.commit.toString(10)}.${position.prepare.toString(10)}`;
+}
+
+function parsePosition(position: Position): EsdbPosition | undefined {
+  if (position === START) return undefined;
+  const match = /^(\d+)\.(\d+)$/.exec(position);
+  if (!match?.[1] || !match[2]) throw new Error(`not an EventStoreDB position: "${position}"`);
+  return { commit: BigInt(match[1]), prepare: BigInt(match[2]) };
+}
+
+function comparePositions(a: EsdbPosition, b: EsdbPosition): number {
+  if (a.commit !== b.commit) return a.commit < b.commit ? -1 : 1;
+  if (a.prepare !== b.prepare) return a.prepare < b.prepare ? -1 : 1;
+  return 0;
+}

@@ -1,0 +1,157 @@
+/**
+ * The event store port. Two adapters implement it (Postgres, EventStoreDB) and both must pass
+ * test/eventstore/contract.ts. Everything the rest of the system knows about event storage is here.
+ */
+
+export type JsonObject = { [key: string]: unknown };
+
+/** What a caller appends. `id` makes the append idempotent: the same ids appended again are a no-op. */
+export interface NewEvent<T extends string = string, D extends JsonObject = JsonObject> {
+  id: string; // UUID
+  type: T;
+  data: D;
+  metadata?: JsonObject;
+}
+
+/**
+ * An opaque, totally ordered cursor into the global log, as a string. Adapters define its form
+ * (Postgres: "<xid>.<global position>", EventStoreDB: "<commit>.<prepare>"); callers only store it and
+ * hand it back. START means "before the first event".
+ */
+export type Position = string;
+export const START: Position = 'start';
+
+/** Orders two positions of one log (both adapters write them as "<number>.<number>"). */
+export function comparePositions(a: Position, b: Position): number {
+  if (a === b) return 0;
+  if (a === START) return -1;
+  if (b === START) return 1;
+  const [a1, a2] = a.split('.').map(BigInt) as [bigint, bigint];
+  const [b1, b2] = b.split('.').map(BigInt) as [bigint, bigint];
+  return a1 !== b1 ? (a1 < b1 ? -1 : 1) : a2 === b2 ? 0 : a2 < b2 ? -1 : 1;
+}
+
+export interface RecordedEvent<T extends string = string, D extends JsonObject = JsonObject> {
+  id: string;
+  streamId: string;
+  /** 0-based revision of the event in its stream. */
+  revision: number;
+  type: T;
+  data: D;
+  metadata: JsonObject;
+  /** Cursor in the global log; reading from it returns the events strictly after this one. */
+  position: Position;
+  createdAt: Date;
+}
+
+/** 'no_stream': the stream must not exist; 'any': no check; a number: the stream's last revision must equal it. */
+export type ExpectedRevision = 'no_stream' | 'any' | number;
+
+export interface AppendResult {
+  /** Revision of the last event now in the stream (the one appended, or the one already there on an idempotent repeat). */
+  nextRevision: number;
+  /** Global position of the last event appended. */
+  position: Position;
+}
+
+export class WrongExpectedRevisionError extends Error {
+  override name = 'WrongExpectedRevisionError';
+  constructor(
+    readonly streamId: string,
+    readonly expected: ExpectedRevision,
+    /** -1 when the stream does not exist. */
+    readonly actual: number,
+  ) {
+    super(`stream ${streamId}: expected revision ${String(expected)}, actual ${actual}`);
+  }
+}
+
+export interface ReadStreamOptions {
+  fromRevision?: number;
+  maxCount?: number;
+}
+
+export interface ReadAllOptions {
+  /** Exclusive: events strictly after this position. Defaults to START. */
+  from?: Position;
+  maxCount?: number;
+}
+
+export interface SubscribeOptions {
+  /** Exclusive, like ReadAllOptions.from. */
+  from?: Position;
+  /** Ends the iteration when aborted. */
+  signal?: AbortSignal;
+}
+
+export interface EventStore {
+  readonly kind: 'postgres' | 'esdb';
+  /**
+   * Appends atomically: all events or none. Throws WrongExpectedRevisionError on a revision conflict.
+   * Appending events whose ids are already in the stream, in the same order, succeeds without writing.
+   */
+  append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult>;
+  /** The stream's events in revision order; [] when it does not exist. */
+  readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
+  /**
+   * The global log after `from`, in commit order. Never skips an event that commits later than one
+   * already returned: an event is returned only once every event that could sort before it is visible.
+   */
+  readAll(options?: ReadAllOptions): Promise<RecordedEvent[]>;
+  /** Every event after `from`, one at a time, in readAll order, then live ones as they commit. */
+  subscribeAll(options?: SubscribeOptions): AsyncIterable<RecordedEvent>;
+  /**
+   * A counter of append notifications this process has seen. Take it before a read, then
+   * waitForAppend(seq) cannot miss an append that lands between the read and the wait.
+   */
+  appendSeq(): number;
+  /**
+   * Resolves once appendSeq() > afterSeq, after timeoutMs, or on abort. A wake-up hint only:
+   * callers re-read with readAll.
+   */
+  waitForAppend(afterSeq: number, timeoutMs: number, signal?: AbortSignal): Promise<void>;
+  /** Position of the newest event readAll can return now, or START when the log is empty. */
+  headPosition(): Promise<Position>;
+  /** Throws if the store cannot be reached (used by /readyz). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * subscribeAll built from readAll + waitForAppend, shared by the adapters: pages through the log,
+ * yielding one event at a time (the consumer's await is the back-pressure), and sleeps on the
+ * adapter's wake-up when caught up.
+ */
+export async function* pollingSubscription(
+  store: Pick<EventStore, 'readAll' | 'appendSeq' | 'waitForAppend'>,
+  options: SubscribeOptions = {},
+  pageSize = 500,
+): AsyncGenerator<RecordedEvent> {
+  let from = options.from ?? START;
+  const signal = options.signal;
+  while (!signal?.aborted) {
+    const seq = store.appendSeq();
+    const page = await store.readAll({ from, maxCount: pageSize });
+    for (const event of page) {
+      if (signal?.aborted) return;
+      yield event;
+      from = event.position;
+    }
+    if (page.length < pageSize) await waitForMore(store, seq, page.length === 0, signal);
+  }
+}
+
+/**
+ * Sleeps until the store signals an append. The fallback poll is what catches an append whose
+ * notification was lost (a dropped LISTEN connection) or that was not yet readable when notified
+ * (Postgres holds events back while an older transaction is still open). The
+ * poll keeps that delay to ~100 ms at the cost of a cheap indexed query per idle tick.
+ */
+export async function waitForMore(
+  store: Pick<EventStore, 'waitForAppend'>,
+  seq: number,
+  emptyRead: boolean,
+  signal?: AbortSignal,
+): Promise<void> {
+  await store.waitForAppend(seq, emptyRead ? 100 : 10, signal);
+}

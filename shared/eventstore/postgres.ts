@@ -1,0 +1,314 @@
+import { PgListener } from '../db/listener.ts';
+import type { Migration } from '../db/migrations.ts';
+import { isUniqueViolation, type Pool } from '../db/pool.ts';
+import {
+  pollingSubscription,
+  START,
+  WrongExpectedRevisionError,
+  type AppendResult,
+  type EventStore,
+  type ExpectedRevision,
+  type JsonObject,
+  type NewEvent,
+  type Position,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+  type RecordedEvent,
+  type SubscribeOptions,
+} from './port.ts';
+
+/**
+ * Events carry the id of the transaction that wrote them (xid8). A reader orders by
+ * (transaction_id, global_position) and only reads rows whose transaction is older than the oldest
+ * one still running (pg_snapshot_xmin): a transaction that took a lower global_position but commits
+ * late can then never be passed over. This is emmett's approach (see STYLE.md).
+ */
+export const eventStoreMigrations: Migration[] = [
+  {
+    id: 'eventstore-001',
+    sql: `
+      CREATE TABLE es_streams (
+        stream_id text PRIMARY KEY,
+        revision bigint NOT NULL
+      );
+      CREATE TABLE es_events (
+        global_position bigserial PRIMARY KEY,
+        transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
+        stream_id text NOT NULL,
+        revision bigint NOT NULL,
+        event_id uuid NOT NULL,
+        type text NOT NULL,
+        data jsonb NOT NULL,
+        metadata jsonb NOT NULL DEFAULT '{}'::jsonb,
+        created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+        CONSTRAINT es_events_stream_revision_key UNIQUE (stream_id, revision),
+        CONSTRAINT es_events_event_id_key UNIQUE (event_id)
+      );
+      CREATE UNIQUE INDEX es_events_order_idx ON es_events (transaction_id, global_position);
+    `,
+  },
+  {
+    // The whole append in one round trip: lock (or create) the stream row, check the expected revision,
+    // insert the events, move the revision. p_expected: -1 = no stream; NULL = any. It does not NOTIFY:
+    // that would serialise every appending commit on Postgres's notify-queue lock; the store notifies
+    // after commit instead, coalesced (notifyAppended).
+    id: 'eventstore-002-append-function',
+    sql: `
+      CREATE FUNCTION es_append(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
+      RETURNS TABLE (next_revision bigint, last_position text) LANGUAGE plpgsql AS $$
+      DECLARE
+        v_current bigint;
+        v_last bigint;
+      BEGIN
+        INSERT INTO es_streams AS s (stream_id, revision) VALUES (p_stream, -1)
+          ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision
+          RETURNING s.revision INTO v_current;
+        IF p_expected IS NOT NULL AND v_current <> p_expected THEN
+          RAISE EXCEPTION 'wrong expected revision' USING ERRCODE = 'P0001', DETAIL = v_current::text, HINT = 'es_wrong_expected_revision';
+        END IF;
+        WITH ins AS (
+          INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
+          SELECT p_stream, v_current + x.o, x.id, x.t, x.d, x.m
+          FROM unnest(p_ids, p_types, p_data, p_meta) WITH ORDINALITY AS x(id, t, d, m, o)
+          ORDER BY x.o
+          RETURNING global_position
+        )
+        SELECT max(global_position) INTO v_last FROM ins;
+        UPDATE es_streams SET revision = v_current + cardinality(p_ids) WHERE stream_id = p_stream;
+        RETURN QUERY SELECT v_current + cardinality(p_ids), pg_current_xact_id()::text || '.' || v_last::text;
+      END
+      $$;
+    `,
+  },
+];
+
+const NOTIFY_CHANNEL = 'es_appended';
+/** At most one notification per this many ms per process, however many appends it made. */
+const NOTIFY_COALESCE_MS = 5;
+
+interface EventRow {
+  global_position: string;
+  transaction_id: string;
+  stream_id: string;
+  revision: string;
+  event_id: string;
+  type: string;
+  data: JsonObject;
+  metadata: JsonObject;
+  created_at: Date;
+}
+
+const COLUMNS = 'global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type, data, metadata, created_at';
+
+function toRecorded(row: EventRow): RecordedEvent {
+  return {
+    id: row.event_id,
+    streamId: row.stream_id,
+    revision: Number(row.revision),
+    type: row.type,
+    data: row.data,
+    metadata: row.metadata,
+    position: `${row.transaction_id}.${row.global_position}`,
+    createdAt: row.created_at,
+  };
+}
+
+export function parsePgPosition(position: Position): { xid: string; pos: string } {
+  if (position === START) return { xid: '0', pos: '0' };
+  const m = /^(\d+)\.(\d+)$/.exec(position);
+  if (!m) throw new Error(`invalid position "${position}"`);
+  return { xid: m[1]!, pos: m[2]! };
+}
+
+function positionKey(position: Position): [bigint, bigint] {
+  const { xid, pos } = parsePgPosition(position);
+  return [BigInt(xid), BigInt(pos)];
+}
+
+const after = (a: [bigint, bigint], b: [bigint, bigint]) => a[0] > b[0] || (a[0] === b[0] && a[1] > b[1]);
+
+export class PostgresEventStore implements EventStore {
+  readonly kind = 'postgres' as const;
+  private seq = 0;
+  private waiters = new Set<() => void>();
+  private readonly listener: PgListener;
+  private notifyTimer: NodeJS.Timeout | undefined;
+  /** Rows readAll dropped because they did not sort after the cursor (see readAll); should stay 0. */
+  outOfOrderRowsDropped = 0;
+
+  constructor(
+    private readonly pool: Pool,
+    connectionString: string,
+  ) {
+    // Every wake-up (a notification, or a reconnect after notifications may have been lost) makes
+    // waiters re-read.
+    this.listener = new PgListener(connectionString, NOTIFY_CHANNEL, () => this.bump());
+  }
+
+  async append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
+    if (events.length === 0) throw new Error('append needs at least one event');
+    try {
+      const result = await this.tryAppend(streamId, events, expectedRevision);
+      this.notifyAppended();
+      return result;
+    } catch (err) {
+      const conflict = err instanceof WrongExpectedRevisionError;
+      if (!conflict && !isUniqueViolation(err, 'es_events_event_id_key')) throw err;
+      // A repeat of an append that already happened is a success, not a conflict.
+      const previous = await this.findPreviousAppend(streamId, events);
+      if (previous) return previous;
+      if (conflict) throw err;
+      throw new WrongExpectedRevisionError(streamId, expectedRevision, await this.currentRevision(streamId));
+    }
+  }
+
+  private async tryAppend(streamId: string, events: NewEvent[], expected: ExpectedRevision): Promise<AppendResult> {
+    try {
+      const { rows } = await this.pool.query<{ next_revision: string; last_position: string }>({
+        // Named: prepared once per connection, so Postgres does not parse and plan it on every append.
+        name: 'es_append',
+        text: 'SELECT next_revision, last_position FROM es_append($1, $2, $3::uuid[], $4::text[], $5::jsonb[], $6::jsonb[])',
+        values: [
+          streamId,
+          expected === 'any' ? null : expected === 'no_stream' ? -1 : expected,
+          events.map((e) => e.id),
+          events.map((e) => e.type),
+          events.map((e) => JSON.stringify(e.data)),
+          events.map((e) => JSON.stringify(e.metadata ?? {})),
+        ],
+      });
+      return { nextRevision: Number(rows[0]!.next_revision), position: rows[0]!.last_position };
+    } catch (err) {
+      const e = err as { code?: string; hint?: string; detail?: string };
+      if (e.code === 'P0001' && e.hint === 'es_wrong_expected_revision') throw new WrongExpectedRevisionError(streamId, expected, Number(e.detail));
+      throw err;
+    }
+  }
+
+  /** The earlier append of exactly these events to this stream, if there was one. */
+  private async findPreviousAppend(streamId: string, events: NewEvent[]): Promise<AppendResult | undefined> {
+    const { rows } = await this.pool.query<EventRow>(
+      `SELECT ${COLUMNS} FROM es_events WHERE event_id = ANY($1::uuid[]) ORDER BY revision`,
+      [events.map((e) => e.id)],
+    );
+    if (rows.length !== events.length) return undefined;
+    const sameOrder = rows.every(
+      (r, i) => r.stream_id === streamId && r.event_id === events[i]!.id && (i === 0 || Number(r.revision) === Number(rows[i - 1]!.revision) + 1),
+    );
+    if (!sameOrder) return undefined;
+    const last = rows[rows.length - 1]!;
+    return { nextRevision: Number(last.revision), position: `${last.transaction_id}.${last.global_position}` };
+  }
+
+  private async currentRevision(streamId: string): Promise<number> {
+    const { rows } = await this.pool.query<{ revision: string }>('SELECT revision FROM es_streams WHERE stream_id = $1', [streamId]);
+    return rows[0] ? Number(rows[0].revision) : -1;
+  }
+
+  async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
+    const { rows } = await this.pool.query<EventRow>({
+      name: 'es_read_stream',
+      text: `SELECT ${COLUMNS} FROM es_events WHERE stream_id = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
+      values: [streamId, options.fromRevision ?? 0, options.maxCount ?? null],
+    });
+    return rows.map(toRecorded);
+  }
+
+  async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+    const { xid, pos } = parsePgPosition(options.from ?? START);
+    const { rows } = await this.pool.query<EventRow>({
+      name: 'es_read_all',
+      text: `SELECT ${COLUMNS} FROM es_events
+       WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
+         AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY transaction_id, global_position
+       LIMIT $3`,
+      values: [xid, pos, options.maxCount ?? 1000],
+    });
+    // The query already returns only rows after the cursor, in order. This guard makes "never twice"
+    // independent of the query plan: a row that does not sort strictly after the previous one can only
+    // be a repeat, so it is dropped and counted rather than delivered again.
+    const events: RecordedEvent[] = [];
+    let last = positionKey(options.from ?? START);
+    for (const row of rows) {
+      const key: [bigint, bigint] = [BigInt(row.transaction_id), BigInt(row.global_position)];
+      if (!after(key, last)) {
+        this.outOfOrderRowsDropped += 1;
+        continue;
+      }
+      last = key;
+      events.push(toRecorded(row));
+    }
+    return events;
+  }
+
+  subscribeAll(options: SubscribeOptions = {}): AsyncIterable<RecordedEvent> {
+    void this.listener.start();
+    return pollingSubscription(this, options);
+  }
+
+  appendSeq(): number {
+    void this.listener.start();
+    return this.seq;
+  }
+
+  waitForAppend(afterSeq: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    void this.listener.start();
+    if (this.seq > afterSeq || signal?.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        this.waiters.delete(wake);
+        resolve();
+      };
+      const wake = () => {
+        if (this.seq > afterSeq) done();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      signal?.addEventListener('abort', done, { once: true });
+      this.waiters.add(wake);
+    });
+  }
+
+  async headPosition(): Promise<Position> {
+    const { rows } = await this.pool.query<{ transaction_id: string; global_position: string }>(
+      `SELECT transaction_id::text AS transaction_id, global_position FROM es_events
+       WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY transaction_id DESC, global_position DESC LIMIT 1`,
+    );
+    return rows[0] ? `${rows[0].transaction_id}.${rows[0].global_position}` : START;
+  }
+
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1 FROM es_events LIMIT 1');
+  }
+
+  async close(): Promise<void> {
+    if (this.notifyTimer) {
+      clearTimeout(this.notifyTimer);
+      this.notifyTimer = undefined;
+      await this.pool.query('SELECT pg_notify($1, $2)', [NOTIFY_CHANNEL, '']).catch(() => undefined);
+    }
+    await this.listener.close();
+    this.bump();
+  }
+
+  /**
+   * Tells subscribers in every process that the log grew: this process's at once, the others through
+   * one NOTIFY per few milliseconds (sent after the commit, so the events are there to read). A lost
+   * notification costs at most the subscribers' fallback poll.
+   */
+  private notifyAppended(): void {
+    this.bump();
+    this.notifyTimer ??= setTimeout(() => {
+      this.notifyTimer = undefined;
+      this.pool.query('SELECT pg_notify($1, $2)', [NOTIFY_CHANNEL, '']).catch(() => undefined);
+    }, NOTIFY_COALESCE_MS);
+  }
+
+  private bump(): void {
+    this.seq += 1;
+    for (const w of [...this.waiters]) w();
+  }
+}

@@ -1,0 +1,50 @@
+import type { ErrorRequestHandler, Request, Response } from 'express';
+import type { Logger } from 'pino';
+import { AppError } from '../errors.ts';
+import { InvalidSignature } from './verify.ts';
+
+interface BodyParserError {
+  type?: string;
+  status?: number;
+}
+
+/**
+ * Renders every error in the documented form: `{"error": "..."}`, except the plain-text 401 of a bad
+ * signature. A 500 says nothing about what failed; the log has it.
+ */
+export function errorRenderer(logger: Logger): ErrorRequestHandler {
+  return (err: unknown, req: Request, res: Response, _next) => {
+    if (res.headersSent) {
+      req.socket.destroy();
+      return;
+    }
+    if (err instanceof InvalidSignature) {
+      res.status(401).type('text/plain').send('invalid signature');
+      return;
+    }
+    if (err instanceof AppError) {
+      res.set(err.headers).status(err.status).json({ error: err.message });
+      return;
+    }
+    const bp = err as BodyParserError;
+    if (bp.type === 'entity.too.large') {
+      res.status(413).json({ error: 'request body too large' });
+      return;
+    }
+    if (bp.type === 'entity.parse.failed' || bp.type === 'encoding.unsupported' || bp.type === 'charset.unsupported') {
+      res.status(400).json({ error: 'request body is not valid JSON' });
+      return;
+    }
+    if (typeof bp.status === 'number' && bp.status >= 400 && bp.status < 500) {
+      res.status(bp.status).json({ error: 'bad request' });
+      return;
+    }
+    logger.error({ err }, 'unhandled error');
+    res.status(500).json({ error: 'internal error' });
+  };
+}
+
+export function renderNotFound(_req: Request, res: Response): void {
+  res.status(404).json({ error: 'not found' });
+}
+

@@ -1,0 +1,70 @@
+import { randomBytes } from 'node:crypto';
+import { Agent, errors as undiciErrors, request } from 'undici';
+import { HEADER, sign } from './signature.ts';
+
+/** Keep-alive connection pools shared by every outbound call of the process (wallets, providers). */
+const agent = new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 128 });
+
+export interface OutboundRequest {
+  baseUrl: string;
+  /** Path plus query string, exactly as sent: it is what gets signed (contract section 3). */
+  pathAndQuery: string;
+  method: 'GET' | 'POST';
+  body?: unknown;
+  /** The exact JSON text to send instead of serialising `body` (a stored wallet body, byte for byte). */
+  rawBody?: string;
+  secret: string;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+export type OutboundResult =
+  | { kind: 'response'; status: number; body: string; contentType: string | undefined }
+  | { kind: 'timeout' }
+  | { kind: 'unreachable'; error: string };
+
+/** Joins a base URL (which may carry a path prefix) and a path-and-query. */
+export function joinUrl(baseUrl: string, pathAndQuery: string): URL {
+  const base = new URL(baseUrl);
+  const prefix = base.pathname.replace(/\/+$/, '');
+  return new URL(prefix + pathAndQuery, base.origin);
+}
+
+/**
+ * One signed call made by the service: fresh timestamp, nonce and signature over path plus query,
+ * bounded by timeoutMs for the whole exchange. Never throws for network trouble: a timeout and an
+ * unreachable peer are results the caller decides about.
+ */
+export async function signedCall(req: OutboundRequest): Promise<OutboundResult> {
+  const url = joinUrl(req.baseUrl, req.pathAndQuery);
+  const target = url.pathname + url.search;
+  const body = req.rawBody ?? (req.body === undefined ? '' : JSON.stringify(req.body));
+  const hasBody = body !== '';
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const nonce = randomBytes(16).toString('hex');
+  const signature = sign(req.secret, { timestamp, nonce, method: req.method, target, body });
+  const timeout = AbortSignal.timeout(req.timeoutMs);
+  const signal = req.signal ? AbortSignal.any([timeout, req.signal]) : timeout;
+  try {
+    const res = await request(url, {
+      method: req.method,
+      dispatcher: agent,
+      signal,
+      headers: {
+        [HEADER.timestamp]: timestamp,
+        [HEADER.nonce]: nonce,
+        [HEADER.signature]: signature,
+        ...(hasBody ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(hasBody ? { body } : {}),
+    });
+    const text = await res.body.text();
+    const ct = res.headers['content-type'];
+    return { kind: 'response', status: res.statusCode, body: text, contentType: Array.isArray(ct) ? ct[0] : ct };
+  } catch (err) {
+    if (timeout.aborted || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
+      return { kind: 'timeout' };
+    }
+    return { kind: 'unreachable', error: (err as Error).message };
+  }
+}

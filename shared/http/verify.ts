@@ -1,0 +1,80 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Redis } from 'ioredis';
+import type { CatalogSnapshot } from '../catalog/store.ts';
+import { AppError, unavailable } from '../errors.ts';
+import { HEADER, MAX_NONCE_LENGTH, signatureMatches } from './signature.ts';
+
+export type CallerKind = 'operator' | 'provider';
+
+export interface Caller {
+  kind: CallerKind;
+  id: string;
+}
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    /** The exact bytes received, kept for the signature check. */
+    rawBody?: Buffer;
+    /** Set by the signature check once the request is proven to come from this catalog entry. */
+    caller?: Caller;
+  }
+}
+
+export interface VerifierOptions {
+  kind: CallerKind;
+  catalog: () => CatalogSnapshot;
+  redis: Redis;
+  windowSeconds: number;
+  now?: () => number;
+}
+
+/** Plain-text 401 of contract section 3: the signature check runs before any handler. */
+export class InvalidSignature extends AppError {
+  constructor() {
+    super(401, 'invalid signature');
+  }
+}
+
+const header = (req: Request, name: string): string | undefined => {
+  const v = req.headers[name];
+  return typeof v === 'string' ? v : undefined;
+};
+
+/**
+ * Contract section 3, in its order: nonce shape (400), signature (401 plain text), replay (401).
+ * The nonce is recorded only after the signature proved valid, so a forged request cannot burn it;
+ * if Redis cannot record it the request is refused (503), never let through unchecked.
+ */
+export function signatureVerifier(options: VerifierOptions): RequestHandler {
+  const idHeader = options.kind === 'operator' ? HEADER.operatorId : HEADER.providerId;
+  const now = options.now ?? (() => Date.now());
+  return async (req: Request, _res: Response, next: NextFunction) => {
+    const nonce = header(req, HEADER.nonce);
+    if (nonce === undefined || nonce.length === 0 || nonce.length > MAX_NONCE_LENGTH) {
+      throw new AppError(400, 'invalid nonce');
+    }
+    const callerId = header(req, idHeader);
+    const timestamp = header(req, HEADER.timestamp);
+    const signature = header(req, HEADER.signature);
+    if (callerId === undefined || timestamp === undefined || signature === undefined || !/^\d{1,12}$/.test(timestamp)) {
+      throw new InvalidSignature();
+    }
+    const snapshot = options.catalog();
+    const secret = options.kind === 'operator' ? snapshot.operators.get(callerId)?.secret : snapshot.providers.get(callerId)?.secret;
+    if (secret === undefined) throw new InvalidSignature();
+    if (Math.abs(Math.floor(now() / 1000) - Number(timestamp)) > options.windowSeconds) throw new InvalidSignature();
+    const target = req.originalUrl.split('?')[0]!;
+    const input = { timestamp, nonce, method: req.method, target, body: req.rawBody ?? Buffer.alloc(0) };
+    if (!signatureMatches(secret, input, signature)) throw new InvalidSignature();
+
+    let fresh: string | null;
+    try {
+      fresh = await options.redis.set(`nonce:${options.kind}:${callerId}:${nonce}`, '1', 'EX', options.windowSeconds * 2, 'NX');
+    } catch {
+      throw unavailable('service unavailable');
+    }
+    if (fresh !== 'OK') throw new AppError(401, 'replayed request');
+    req.caller = { kind: options.kind, id: callerId };
+    next();
+  };
+}

@@ -1,0 +1,245 @@
+/**
+ * npm run bench: BET+WIN rounds through the ledger and through a bare forwarder (signature check and
+ * forward, no ledger) against the same fast wallet, each in its own process. Prints throughput at
+ * saturation and latency percentiles at fixed offered rates, and the ratios the targets are about.
+ *   --seconds N     length of each fixed-rate phase (default 10)
+ *   --rates a,b     offered transactions per second (default 100,500,1000)
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import { Pool as HttpPool } from 'undici';
+import { sign } from '../../shared/http/signature.ts';
+import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+import { claimTestRedis } from '../helpers/redis.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const arg = (name: string, fallback: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1]! : fallback;
+};
+const SECONDS = Number(arg('seconds', '10'));
+const RATES = arg('rates', '100,500,1000').split(',').map(Number);
+const SATURATION_SECONDS = 6;
+const PLAYERS = 200;
+
+function start(script: string, env: Record<string, string>, readyPattern: RegExp): Promise<{ child: ChildProcess; line: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${script} did not start:\n${out}`)), 30_000);
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      const m = readyPattern.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout!.off('data', onData);
+        child.stdout!.resume();
+        child.stderr!.resume();
+        resolve({ child, line: m[1] ?? m[0] });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    child.once('exit', (code) => reject(new Error(`${script} exited ${code}:\n${out}`)));
+  });
+}
+
+interface Target {
+  name: string;
+  pool: HttpPool;
+  sessions: Array<{ token: string; playerRef: string }>;
+}
+
+async function post(pool: HttpPool, pathName: string, body: unknown, as: { kind: 'operator' | 'provider'; id: string; secret: string }) {
+  const raw = JSON.stringify(body);
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const nonce = randomUUID();
+  const signature = sign(as.secret, { timestamp, nonce, method: 'POST', target: pathName, body: raw });
+  const res = await pool.request({
+    path: pathName,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', [as.kind === 'operator' ? 'x-operator-id' : 'x-provider-id']: as.id, 'x-timestamp': timestamp, 'x-nonce': nonce, 'x-signature': signature },
+    body: raw,
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, text };
+}
+
+/** One round: a BET, then the WIN that completes it. Records each transaction's latency in ms. */
+async function round(t: Target, latencies: number[], errors: { n: number }, scheduledAt?: number): Promise<void> {
+  const s = t.sessions[Math.floor(Math.random() * t.sessions.length)]!;
+  const roundId = randomUUID();
+  const base = { sessionToken: s.token, roundId, playerRef: s.playerRef, currency: 'EUR', gameId: 'fruit-1' };
+  let from = scheduledAt ?? performance.now();
+  for (const tx of [
+    { ...base, transactionId: randomUUID(), type: 'BET', roundComplete: false, amount: 100 },
+    { ...base, transactionId: randomUUID(), type: 'WIN', roundComplete: true, amount: 150 },
+  ]) {
+    const r = await post(t.pool, '/v1/wallet/transaction', tx, PROV_A).catch(() => ({ status: 0, text: '' }));
+    const now = performance.now();
+    latencies.push(now - from);
+    if (r.status !== 200) errors.n++;
+    from = now;
+  }
+}
+
+const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN);
+
+interface PhaseResult {
+  throughput: number;
+  p50: number;
+  p95: number;
+  p99: number;
+  errors: number;
+  count: number;
+}
+
+async function saturate(t: Target, seconds: number, concurrency: number): Promise<PhaseResult> {
+  const latencies: number[] = [];
+  const errors = { n: 0 };
+  const end = performance.now() + seconds * 1000;
+  const begin = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (performance.now() < end) await round(t, latencies, errors);
+  }));
+  return summarize(latencies, errors.n, (performance.now() - begin) / 1000);
+}
+
+/** Open loop: rounds start on schedule whatever the latency, so slow answers cannot hide (no coordinated omission). */
+async function fixedRate(t: Target, txPerSecond: number, seconds: number): Promise<PhaseResult> {
+  const latencies: number[] = [];
+  const errors = { n: 0 };
+  const roundsPerMs = txPerSecond / 2 / 1000;
+  const begin = performance.now();
+  const inflight: Promise<void>[] = [];
+  let started = 0;
+  while (performance.now() - begin < seconds * 1000) {
+    const due = Math.floor((performance.now() - begin) * roundsPerMs);
+    for (; started < due; started++) inflight.push(round(t, latencies, errors, begin + started / roundsPerMs));
+    await new Promise((r) => setTimeout(r, 1)); // a 1 ms tick: starts every round that is due, without spinning the CPU
+  }
+  await Promise.all(inflight);
+  return summarize(latencies, errors.n, (performance.now() - begin) / 1000);
+}
+
+function summarize(latencies: number[], errors: number, seconds: number): PhaseResult {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  return { throughput: latencies.length / seconds, p50: pct(sorted, 50), p95: pct(sorted, 95), p99: pct(sorted, 99), errors, count: latencies.length };
+}
+
+const fmt = (r: PhaseResult) =>
+  `${r.throughput.toFixed(0).padStart(6)} tx/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p95 ${r.p95.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms  errors ${r.errors}/${r.count}`;
+
+async function freePort(): Promise<number> {
+  const net = await import('node:net');
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitHealthy(url: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+async function main() {
+  const db = await createTestDatabase('bench');
+  const redis = await claimTestRedis();
+  const children: ChildProcess[] = [];
+  try {
+    const wallet = await start('test/bench/wallet-server.ts', { WALLET_SECRET: OP1.secret }, /(http:\/\/[\d.:]+)/);
+    children.push(wallet.child);
+    const catalog = testCatalog({ walletUrl: wallet.line, walletTimeoutMs: 5000, rateLimit: { limit: 1_000_000, windowSeconds: 1 } });
+
+    const port = await freePort();
+    const ledgerUrl = `http://127.0.0.1:${port}`;
+    const ledger = spawn(process.execPath, [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []), '--import', 'tsx', 'services/main.ts'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: 'warn', ROLES: process.env.BENCH_ROLES ?? 'api,worker,projector', ADMIN_TOKEN: 'bench' },
+      stdio: 'ignore',
+    });
+    children.push(ledger);
+    await waitHealthy(ledgerUrl);
+    const put = await fetch(`${ledgerUrl}/v1/admin/catalog`, { method: 'PUT', headers: { authorization: 'Bearer bench', 'content-type': 'application/json' }, body: JSON.stringify(catalog) });
+    if (!put.ok) throw new Error(`catalog: ${put.status}`);
+
+    const forwarder = await start('test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog) }, /(http:\/\/[\d.:]+)/);
+    children.push(forwarder.child);
+
+    const ledgerPool = new HttpPool(ledgerUrl, { connections: 128, pipelining: 1 });
+    const forwarderPool = new HttpPool(forwarder.line, { connections: 128, pipelining: 1 });
+    const sessions: Target['sessions'] = [];
+    for (let i = 0; i < PLAYERS; i++) {
+      const playerRef = `bench-${i}`;
+      const r = await post(ledgerPool, '/v1/operator/games/launch', { playerRef, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, OP1);
+      sessions.push({ token: (JSON.parse(r.text) as { sessionToken: string }).sessionToken, playerRef });
+    }
+    const only = process.argv.includes('--ledger-only') ? ['ledger'] : ['forwarder', 'ledger'];
+    const targets: Target[] = [
+      { name: 'forwarder', pool: forwarderPool, sessions },
+      { name: 'ledger', pool: ledgerPool, sessions },
+    ].filter((t) => only.includes(t.name));
+
+    console.log(`seamless-wallet ledger benchmark: ${os.cpus().length} cores, node ${process.version}, BET+WIN rounds, ${PLAYERS} players`);
+    console.log('warm-up ...');
+    for (const t of targets) await saturate(t, 2, 16);
+
+    console.log(`\nsaturation (closed loop, 64 concurrent rounds, ${SATURATION_SECONDS} s each)`);
+    const sat: Record<string, PhaseResult> = {};
+    for (const t of targets) {
+      sat[t.name] = await saturate(t, SATURATION_SECONDS, 64);
+      console.log(`  ${t.name.padEnd(10)} ${fmt(sat[t.name]!)}`);
+    }
+    if (sat.forwarder && sat.ledger) {
+      const ratio = sat.ledger.throughput / sat.forwarder.throughput;
+      console.log(`  ledger / forwarder throughput: ${(ratio * 100).toFixed(0)} %   (target >= 50 %)`);
+    }
+
+    const fixed: Array<{ rate: number; forwarder: PhaseResult; ledger: PhaseResult }> = [];
+    for (const rate of RATES) {
+      console.log(`\noffered ${rate} tx/s (open loop, ${SECONDS} s each)`);
+      const row = { rate } as { rate: number; forwarder: PhaseResult; ledger: PhaseResult };
+      for (const t of targets) {
+        row[t.name as 'forwarder' | 'ledger'] = await fixedRate(t, rate, SECONDS);
+        console.log(`  ${t.name.padEnd(10)} ${fmt(row[t.name as 'forwarder' | 'ledger'])}`);
+      }
+      if (row.forwarder && row.ledger) console.log(
+        `  added by the ledger: p50 ${(row.ledger.p50 - row.forwarder.p50).toFixed(2)} ms (target <= 3), p99 ${(row.ledger.p99 - row.forwarder.p99).toFixed(2)} ms (target <= 15)`,
+      );
+      fixed.push(row);
+    }
+
+    // Nothing lost: every transaction the ledger answered is in the history, settled.
+    const pg = (await import('pg')).default;
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    const { rows } = await client.query<{ recorded: string; applied: string }>(
+      `SELECT count(*) FILTER (WHERE type = 'TransactionRecorded') AS recorded, count(*) FILTER (WHERE type = 'TransactionSettled') AS applied FROM es_events`,
+    );
+    await client.end();
+    console.log(`\nledger history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.applied} settled`);
+    await ledgerPool.close();
+    await forwarderPool.close();
+  } finally {
+    for (const c of children) c.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    await db.drop();
+    await redis.release();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

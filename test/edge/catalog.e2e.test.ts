@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningService } from '../../services/service.ts';
+import { testCatalog } from '../helpers/catalog.ts';
+import { ADMIN_TOKEN, createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
+import { toTestResponse } from '../helpers/signing.ts';
+
+describe('catalog through PUT /v1/admin/catalog (contract section 2)', () => {
+  let env: TestEnv;
+  let a: RunningService & { url: string };
+  let b: RunningService & { url: string };
+
+  const put = async (svc: { url: string }, body: unknown, token: string | null = ADMIN_TOKEN) =>
+    toTestResponse<{ error?: string }>(
+      await fetch(`${svc.url}/v1/admin/catalog`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+      }),
+    );
+
+  beforeAll(async () => {
+    env = await createTestEnv('catalog');
+    a = await startInProcess(env, { ROLES: 'api' });
+    b = await startInProcess(env, { ROLES: 'api' });
+  });
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    await env?.cleanup();
+  });
+
+  it('refuses a missing or wrong bearer token with 401', async () => {
+    expect((await put(a, testCatalog(), null)).status).toBe(401);
+    const wrong = await put(a, testCatalog(), 'nope');
+    expect(wrong.status).toBe(401);
+    expect(wrong.json).toEqual({ error: 'unauthorized' });
+  });
+
+  it('applies a catalog with defaults filled in, and another API process sees it', async () => {
+    const catalog = testCatalog();
+    const minimal = { id: 'op-min', name: 'Minimal', secret: 's', walletUrl: 'http://127.0.0.1:9100' };
+    const res = await put(a, { ...catalog, operators: [...catalog.operators, minimal] });
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual({ providers: 2, games: 4, operators: 3, campaigns: 3 });
+    expect(a.ctx.catalog.snapshot().operators.get('op-min')).toMatchObject({
+      walletTimeoutMs: 5000,
+      rateLimit: { limit: 100, windowSeconds: 1 },
+      visibleGames: [],
+      blockedPlayers: [],
+    });
+    const deadline = Date.now() + 5000;
+    while (!b.ctx.catalog.snapshot().operators.has('op-min') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(b.ctx.catalog.snapshot().operators.get('op-min')?.name).toBe('Minimal');
+  });
+
+  it('updates entries in place and leaves entries the document does not name', async () => {
+    const res = await put(a, { operators: [{ id: 'op-min', name: 'Renamed', secret: 's2', walletUrl: 'http://127.0.0.1:9101' }] });
+    expect(res.status).toBe(200);
+    const snap = a.ctx.catalog.snapshot();
+    expect(snap.operators.get('op-min')?.name).toBe('Renamed');
+    expect(snap.operators.get('op-1')?.name).toBe('Operator One');
+    expect(snap.games.get('fruit-1')?.provider.id).toBe('studio-a');
+  });
+
+  it.each([
+    ['a currency in lower case', (c: ReturnType<typeof testCatalog>) => void (c.providers[0]!.currencies = ['eur']), 'providers[0].currencies[0]'],
+    ['a relative launch URL', (c: ReturnType<typeof testCatalog>) => void (c.providers[0]!.games[1]!.launchBaseUrl = '/fruit'), 'providers[0].games[1].launchBaseUrl'],
+    ['a missing operator secret', (c: ReturnType<typeof testCatalog>) => void delete (c.operators[1] as { secret?: string }).secret, 'operators[1].secret'],
+    ['a misspelt field', (c: ReturnType<typeof testCatalog>) => void ((c.operators[0] as Record<string, unknown>).blockedPlayer = ['x']), 'operators[0]'],
+    ['a fractional rate limit', (c: ReturnType<typeof testCatalog>) => void (c.operators[0]!.rateLimit = { limit: 1.5, windowSeconds: 1 }), 'operators[0].rateLimit.limit'],
+    ['a visible game that does not exist', (c: ReturnType<typeof testCatalog>) => void c.operators[0]!.visibleGames.push('nope'), 'operators[0].visibleGames[3]'],
+    ['a campaign of an unknown game', (c: ReturnType<typeof testCatalog>) => void (c.campaigns[0]!.gameId = 'nope'), 'campaigns[0].gameId'],
+    ['a campaign date that is not RFC 3339', (c: ReturnType<typeof testCatalog>) => void (c.campaigns[0]!.validFrom = 'tomorrow'), 'campaigns[0].validFrom'],
+    ['a game id claimed by a second provider', (c: ReturnType<typeof testCatalog>) => void c.providers[1]!.games.push({ ...c.providers[0]!.games[0]! }), 'providers[1].games[1].id'],
+  ])('refuses %s with 400 naming the field, applying nothing of the document', async (_label, mutate, field) => {
+    const catalog = testCatalog();
+    catalog.operators[0]!.name = 'Must Not Be Applied';
+    mutate(catalog);
+    const res = await put(a, catalog);
+    expect(res.status).toBe(400);
+    expect(res.json.error).toContain(field);
+    expect(a.ctx.catalog.snapshot().operators.get('op-1')?.name).toBe('Operator One');
+  });
+
+  it('refuses a body that is not JSON with 400', async () => {
+    const res = await put(a, '{"providers": [');
+    expect(res.status).toBe(400);
+    expect(res.json.error).toMatch(/JSON/);
+  });
+});

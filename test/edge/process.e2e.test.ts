@@ -1,0 +1,44 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testCatalog } from '../helpers/catalog.ts';
+import { createTestEnv, spawnService, writeCatalogFile, type TestEnv } from '../helpers/service.ts';
+
+describe('the service process', () => {
+  let env: TestEnv;
+  beforeAll(async () => {
+    env = await createTestEnv('proc');
+  });
+  afterAll(async () => env?.cleanup());
+
+  it('comes up with only DATABASE_URL and REDIS_URL, answers /readyz 200, and exits 0 on SIGTERM', async () => {
+    const svc = await spawnService({ DATABASE_URL: env.db.url, REDIS_URL: env.redis.url, PORT: '0' });
+    const ready = await fetch(`${svc.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready' });
+    expect((await fetch(`${svc.url}/healthz`)).status).toBe(200);
+    expect(await svc.stop('SIGTERM')).toBe(0);
+    expect(svc.output()).toContain('"msg":"stopped"');
+  });
+
+  it('applies CATALOG_FILE at start', async () => {
+    const file = await writeCatalogFile(testCatalog());
+    const svc = await spawnService({ ...env.env(), CATALOG_FILE: file, ROLES: 'api' });
+    expect(svc.output()).toContain('catalog applied');
+    expect(await svc.stop()).toBe(0);
+  });
+
+  it('refuses a CATALOG_FILE that does not match, naming the field, and exits non-zero', async () => {
+    const bad = testCatalog();
+    bad.providers[0]!.games[0]!.replayBaseUrl = 'ftp://x';
+    const file = await writeCatalogFile(bad);
+    const svc = await spawnService({ ...env.env(), CATALOG_FILE: file, ROLES: 'api' }, { waitReady: false });
+    const code = await svc.exited;
+    expect(code).not.toBe(0);
+    expect(svc.output()).toContain('providers[0].games[0].replayBaseUrl');
+  });
+
+  it('refuses a bad environment variable at start, naming it', async () => {
+    const svc = await spawnService({ ...env.env(), SESSION_TTL_SECONDS: 'forever' }, { waitReady: false });
+    expect(await svc.exited).not.toBe(0);
+    expect(svc.output()).toContain('SESSION_TTL_SECONDS');
+  });
+});

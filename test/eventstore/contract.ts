@@ -1,0 +1,247 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  START,
+  WrongExpectedRevisionError,
+  type EventStore,
+  type ExpectedRevision,
+  type NewEvent,
+  type RecordedEvent,
+} from '../../shared/eventstore/port.ts';
+
+export interface ContractFixture {
+  store: EventStore;
+  cleanup(): Promise<void>;
+}
+
+const ev = (type: string, data: Record<string, unknown> = {}, metadata?: Record<string, unknown>): NewEvent => ({
+  id: randomUUID(),
+  type,
+  data,
+  ...(metadata ? { metadata } : {}),
+});
+
+/** readAll is eventually consistent (Postgres holds events back while an older transaction anywhere on the server is open). */
+async function eventually<T>(read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await read();
+    if (done(v) || Date.now() > deadline) return v;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function readAllEvents(store: EventStore, pageSize = 100): Promise<RecordedEvent[]> {
+  const out: RecordedEvent[] = [];
+  let from = START;
+  for (;;) {
+    const page = await store.readAll({ from, maxCount: pageSize });
+    out.push(...page);
+    if (page.length < pageSize) return out;
+    from = page[page.length - 1]!.position;
+  }
+}
+
+/** The behaviour every event store adapter must show. Each `it` uses its own stream names. */
+export function eventStoreContract(name: string, factory: () => Promise<ContractFixture>): void {
+  describe(`event store contract: ${name}`, () => {
+    let fx: ContractFixture;
+    let store: EventStore;
+    const s = (label: string) => `${label}-${randomUUID()}`;
+
+    beforeAll(async () => {
+      fx = await factory();
+      store = fx.store;
+    });
+    afterAll(async () => {
+      await fx?.cleanup();
+    });
+
+    it('appends to a new stream and reads it back in order with data and metadata intact', async () => {
+      const stream = s('round');
+      const events = [ev('BetPlaced', { amount: 100, nested: { a: [1, 2] } }, { reqId: 'r1' }), ev('WinPlaced', { amount: 0 })];
+      const result = await store.append(stream, events, 'no_stream');
+      expect(result.nextRevision).toBe(1);
+      const read = await store.readStream(stream);
+      expect(read.map((e) => [e.id, e.type, e.revision, e.streamId])).toEqual([
+        [events[0]!.id, 'BetPlaced', 0, stream],
+        [events[1]!.id, 'WinPlaced', 1, stream],
+      ]);
+      expect(read[0]!.data).toEqual({ amount: 100, nested: { a: [1, 2] } });
+      expect(read[0]!.metadata).toEqual({ reqId: 'r1' });
+      expect(read[1]!.metadata).toEqual({});
+      expect(read[0]!.createdAt).toBeInstanceOf(Date);
+      expect(read[1]!.position).toBe(result.position);
+    });
+
+    it('reads a missing stream as empty, and honours fromRevision and maxCount', async () => {
+      expect(await store.readStream(s('missing'))).toEqual([]);
+      const stream = s('paged');
+      await store.append(stream, [ev('A'), ev('B'), ev('C'), ev('D')], 'no_stream');
+      const page = await store.readStream(stream, { fromRevision: 1, maxCount: 2 });
+      expect(page.map((e) => e.type)).toEqual(['B', 'C']);
+    });
+
+    it('refuses no_stream on an existing stream and writes nothing', async () => {
+      const stream = s('exists');
+      await store.append(stream, [ev('A')], 'no_stream');
+      const rejected = ev('B');
+      const err = await store.append(stream, [rejected], 'no_stream').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(WrongExpectedRevisionError);
+      expect((err as WrongExpectedRevisionError).actual).toBe(0);
+      expect((await store.readStream(stream)).map((e) => e.id)).not.toContain(rejected.id);
+    });
+
+    it('appends at the exact expected revision and refuses a stale one, all-or-nothing', async () => {
+      const stream = s('exact');
+      await store.append(stream, [ev('A')], 'no_stream');
+      await store.append(stream, [ev('B'), ev('C')], 0);
+      const stale = [ev('X'), ev('Y')];
+      const err = await store.append(stream, stale, 0).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(WrongExpectedRevisionError);
+      expect((err as WrongExpectedRevisionError).actual).toBe(2);
+      const ahead = await store.append(stream, [ev('Z')], 7).catch((e: unknown) => e);
+      expect(ahead).toBeInstanceOf(WrongExpectedRevisionError);
+      const missing = await store.append(s('nope'), [ev('Q')], 3).catch((e: unknown) => e);
+      expect(missing).toBeInstanceOf(WrongExpectedRevisionError);
+      expect((missing as WrongExpectedRevisionError).actual).toBe(-1);
+      expect((await store.readStream(stream)).map((e) => e.type)).toEqual(['A', 'B', 'C']);
+    });
+
+    it("appends with 'any' to new and existing streams", async () => {
+      const stream = s('any');
+      await store.append(stream, [ev('A')], 'any');
+      const r = await store.append(stream, [ev('B')], 'any');
+      expect(r.nextRevision).toBe(1);
+    });
+
+    it('treats the same event ids appended again as already done', async () => {
+      const stream = s('idem');
+      const batch = [ev('A'), ev('B')];
+      const first = await store.append(stream, batch, 'no_stream');
+      const again = await store.append(stream, batch, 'no_stream');
+      expect(again.nextRevision).toBe(first.nextRevision);
+      const anyAgain = await store.append(stream, batch, 'any');
+      expect(anyAgain.nextRevision).toBe(first.nextRevision);
+      expect(await store.readStream(stream)).toHaveLength(2);
+    });
+
+    it('reads the global log after an exclusive position, in commit order, page by page', async () => {
+      const before = await store.headPosition();
+      const a = s('log-a');
+      const b = s('log-b');
+      const written = [ev('1'), ev('2'), ev('3'), ev('4'), ev('5')];
+      await store.append(a, [written[0]!, written[1]!], 'no_stream');
+      await store.append(b, [written[2]!], 'no_stream');
+      await store.append(a, [written[3]!], 1);
+      await store.append(b, [written[4]!], 0);
+      const readPaged = async () => {
+        const ids: string[] = [];
+        let from = before;
+        for (;;) {
+          const page = await store.readAll({ from, maxCount: 2 });
+          ids.push(...page.filter((e) => e.streamId === a || e.streamId === b).map((e) => e.id));
+          if (page.length < 2) return ids;
+          from = page[page.length - 1]!.position;
+        }
+      };
+      const ids = await eventually(readPaged, (v) => v.length >= written.length);
+      expect(ids).toEqual(written.map((e) => e.id));
+      const head = await store.headPosition();
+      const after = await store.readAll({ from: head, maxCount: 10 });
+      expect(after.filter((e) => e.streamId === a || e.streamId === b)).toEqual([]);
+    });
+
+    it('subscribes from a position: history first, then live events, one at a time; abort ends it', async () => {
+      const stream = s('sub');
+      await store.append(stream, [ev('old')], 'no_stream');
+      const from = START;
+      const controller = new AbortController();
+      const seen: string[] = [];
+      const done = (async () => {
+        for await (const e of store.subscribeAll({ from, signal: controller.signal })) {
+          if (e.streamId !== stream) continue;
+          seen.push(e.type);
+          if (seen.length === 3) controller.abort();
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 50));
+      await store.append(stream, [ev('live1')], 0);
+      await store.append(stream, [ev('live2')], 1);
+      await done;
+      expect(seen).toEqual(['old', 'live1', 'live2']);
+    });
+
+    it('under 8 concurrent writers with conflicting expectations, a subscriber sees every committed event exactly once and in stream order', async () => {
+      const WRITERS = 8;
+      const APPENDS = 500;
+      const streams = Array.from({ length: 5 }, (_, i) => s(`hot${i}`));
+      const streamSet = new Set(streams);
+      const start = await store.headPosition();
+
+      const seen: RecordedEvent[] = [];
+      const controller = new AbortController();
+      let expectedTotal = Number.POSITIVE_INFINITY;
+      let notifyCaughtUp: () => void = () => undefined;
+      const caughtUp = new Promise<void>((r) => (notifyCaughtUp = r));
+      const subscriber = (async () => {
+        for await (const e of store.subscribeAll({ from: start, signal: controller.signal })) {
+          if (!streamSet.has(e.streamId)) continue;
+          seen.push(e);
+          if (seen.length >= expectedTotal) notifyCaughtUp();
+        }
+      })();
+
+      const committed = new Set<string>();
+      const rejected = new Set<string>();
+      let conflicts = 0;
+      const writer = async (w: number) => {
+        // Each writer keeps its own (often stale) idea of every stream's revision.
+        const known = new Map<string, ExpectedRevision>();
+        for (let i = 0; i < APPENDS; i++) {
+          const stream = streams[(w + i * (w + 1)) % streams.length]!;
+          const batch = i % 7 === 0 ? [ev('E', { w, i }), ev('E', { w, i, second: true })] : [ev('E', { w, i })];
+          const expected = i % 11 === 0 ? 'any' : (known.get(stream) ?? 'no_stream');
+          try {
+            const r = await store.append(stream, batch, expected);
+            known.set(stream, r.nextRevision);
+            batch.forEach((e) => committed.add(e.id));
+          } catch (err) {
+            if (!(err instanceof WrongExpectedRevisionError)) throw err;
+            conflicts++;
+            known.set(stream, err.actual === -1 ? 'no_stream' : err.actual);
+            batch.forEach((e) => rejected.add(e.id));
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: WRITERS }, (_, w) => writer(w)));
+      expectedTotal = committed.size;
+      if (seen.length >= expectedTotal) notifyCaughtUp();
+      await Promise.race([caughtUp, new Promise((_, rej) => setTimeout(() => rej(new Error(`subscriber saw ${seen.length} of ${expectedTotal}`)), 60_000))]);
+      await new Promise((r) => setTimeout(r, 200)); // anything extra (a duplicate) would arrive now
+      controller.abort();
+      await subscriber;
+
+      expect(conflicts).toBeGreaterThan(0);
+      const ids = seen.map((e) => e.id);
+      if (new Set(ids).size !== ids.length) {
+        const pos = seen.map((e) => e.position);
+        const dupIdx = ids.findIndex((id, i) => ids.indexOf(id) !== i);
+        const first = ids.indexOf(ids[dupIdx]!);
+        console.log('DUP', dupIdx, first, pos.slice(Math.max(0, first - 3), first + 4), pos.slice(dupIdx - 4, dupIdx + 3));
+      }
+      expect(new Set(ids).size).toBe(ids.length); // exactly once
+      expect(new Set(ids)).toEqual(committed);
+      for (const id of rejected) expect(committed.has(id)).toBe(false);
+      for (const stream of streams) {
+        const revisions = seen.filter((e) => e.streamId === stream).map((e) => e.revision);
+        expect(revisions).toEqual(revisions.map((_, i) => i)); // per-stream order, no gaps
+        const stored = await store.readStream(stream);
+        expect(stored.map((e) => e.id)).toEqual(seen.filter((e) => e.streamId === stream).map((e) => e.id));
+      }
+      // The global log reads back identically to what the live subscriber saw.
+      const replay = (await readAllEvents(store, 1000)).filter((e) => streamSet.has(e.streamId)).map((e) => e.id);
+      expect(replay).toEqual(ids);
+    }, 120_000);
+  });
+}

@@ -1,0 +1,110 @@
+import {
+  START,
+  WrongExpectedRevisionError,
+  pollingSubscription,
+  type AppendResult,
+  type EventStore,
+  type ExpectedRevision,
+  type NewEvent,
+  type Position,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+  type RecordedEvent,
+  type SubscribeOptions,
+} from '../../shared/eventstore/port.ts';
+
+const INNER_PAGE = 500;
+
+/**
+ * EventStoreDB has one global log per server, shared by every test file and every earlier run. This view
+ * gives a test what a fresh database would: stream ids are prefixed on the way in and stripped on the way
+ * out, and the global log shows only this namespace's events. `baseline` is the server's head when the
+ * namespace was created; nothing of the namespace can sit before it, so global reads start there.
+ */
+export class NamespacedEventStore implements EventStore {
+  get kind(): EventStore['kind'] {
+    return this.inner.kind;
+  }
+
+  private constructor(
+    private readonly inner: EventStore,
+    readonly prefix: string,
+    private readonly baseline: Position,
+  ) {}
+
+  static async create(inner: EventStore, prefix: string): Promise<NamespacedEventStore> {
+    return new NamespacedEventStore(inner, prefix, await inner.headPosition());
+  }
+
+  async append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
+    try {
+      return await this.inner.append(this.prefix + streamId, events, expectedRevision);
+    } catch (err) {
+      if (err instanceof WrongExpectedRevisionError) {
+        throw new WrongExpectedRevisionError(streamId, err.expected, err.actual);
+      }
+      throw err;
+    }
+  }
+
+  async readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]> {
+    return (await this.inner.readStream(this.prefix + streamId, options)).map((e) => this.strip(e));
+  }
+
+  /** Pages through the shared log until `maxCount` events of this namespace are found or the log ends. */
+  async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+    const maxCount = options.maxCount ?? INNER_PAGE;
+    const out: RecordedEvent[] = [];
+    if (maxCount <= 0) return out;
+    let cursor = !options.from || options.from === START ? this.baseline : options.from;
+    const pageSize = Math.max(maxCount, INNER_PAGE);
+    for (;;) {
+      const page = await this.inner.readAll({ from: cursor, maxCount: pageSize });
+      for (const event of page) {
+        if (event.streamId.startsWith(this.prefix)) {
+          out.push(this.strip(event));
+          if (out.length === maxCount) return out;
+        }
+      }
+      const last = page[page.length - 1];
+      if (page.length < pageSize || !last) return out;
+      cursor = last.position;
+    }
+  }
+
+  subscribeAll(options: SubscribeOptions = {}): AsyncIterable<RecordedEvent> {
+    return pollingSubscription(this, options);
+  }
+
+  appendSeq(): number {
+    return this.inner.appendSeq();
+  }
+
+  waitForAppend(afterSeq: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return this.inner.waitForAppend(afterSeq, timeoutMs, signal);
+  }
+
+  async headPosition(): Promise<Position> {
+    let head = START;
+    let cursor = this.baseline;
+    for (;;) {
+      const page = await this.inner.readAll({ from: cursor, maxCount: INNER_PAGE });
+      for (const event of page) if (event.streamId.startsWith(this.prefix)) head = event.position;
+      const last = page[page.length - 1];
+      if (page.length < INNER_PAGE || !last) return head;
+      cursor = last.position;
+    }
+  }
+
+  ping(): Promise<void> {
+    return this.inner.ping();
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+
+  private strip(event: RecordedEvent): RecordedEvent {
+    return { ...event, streamId: event.streamId.slice(this.prefix.length) };
+  }
+}

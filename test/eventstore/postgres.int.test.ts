@@ -1,0 +1,109 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../../shared/db/migrations.ts';
+import { createPool } from '../../shared/db/pool.ts';
+import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
+import { START, type RecordedEvent } from '../../shared/eventstore/port.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+import { eventStoreContract } from './contract.ts';
+
+async function openStore(label: string) {
+  const db = await createTestDatabase(label);
+  const pool = createPool(db.url, 20);
+  await migrate(pool, eventStoreMigrations);
+  const store = new PostgresEventStore(pool, db.url);
+  return {
+    db,
+    pool,
+    store,
+    async cleanup() {
+      await store.close();
+      await pool.end();
+      await db.drop();
+    },
+  };
+}
+
+eventStoreContract('Postgres', async () => {
+  const fx = await openStore('escontract');
+  return {
+    store: fx.store,
+    async cleanup() {
+      if (fx.store.outOfOrderRowsDropped > 0) console.warn(`readAll dropped ${fx.store.outOfOrderRowsDropped} out-of-order rows`);
+      await fx.cleanup();
+    },
+  };
+});
+
+describe('Postgres event store: late commits', () => {
+  let fx: Awaited<ReturnType<typeof openStore>>;
+  beforeAll(async () => {
+    fx = await openStore('eslate');
+  });
+  afterAll(async () => fx.cleanup());
+
+  it('holds back an event committed after a higher-numbered one, then delivers both exactly once', async () => {
+    const { store, db } = fx;
+    const seen: RecordedEvent[] = [];
+    const controller = new AbortController();
+    const sub = (async () => {
+      for await (const e of store.subscribeAll({ from: START, signal: controller.signal })) {
+        seen.push(e);
+        if (seen.length === 2) controller.abort();
+      }
+    })();
+
+    // A transaction takes the lower global position and stays open...
+    const slow = new pg.Client({ connectionString: db.url });
+    await slow.connect();
+    await slow.query('BEGIN');
+    await slow.query(
+      `INSERT INTO es_events (stream_id, revision, event_id, type, data) VALUES ('slow', 0, $1, 'Slow', '{}')`,
+      [randomUUID()],
+    );
+    // ...while a later one commits.
+    await store.append('fast', [{ id: randomUUID(), type: 'Fast', data: {} }], 'no_stream');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(seen).toEqual([]); // not delivered ahead of the open transaction: delivering it would skip 'Slow'
+    expect(await store.readAll({ from: START })).toEqual([]);
+
+    await slow.query(`INSERT INTO es_streams VALUES ('slow', 0)`);
+    await slow.query('COMMIT');
+    await slow.end();
+    await sub;
+    expect(seen.map((e) => e.type).sort()).toEqual(['Fast', 'Slow']);
+    const all = await store.readAll({ from: START });
+    expect(all.map((e) => e.id)).toEqual(seen.map((e) => e.id));
+  });
+});
+
+describe('Postgres event store: lost notifications', () => {
+  let fx: Awaited<ReturnType<typeof openStore>>;
+  beforeAll(async () => {
+    fx = await openStore('esnotify');
+  });
+  afterAll(async () => fx.cleanup());
+
+  it('still delivers appends made by another process when its LISTEN connection is killed', async () => {
+    const { store, db, pool } = fx;
+    const controller = new AbortController();
+    const seen: string[] = [];
+    const sub = (async () => {
+      for await (const e of store.subscribeAll({ signal: controller.signal })) {
+        seen.push(e.type);
+        if (seen.length === 2) controller.abort();
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 100));
+    await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND query ILIKE 'LISTEN%'`, [db.name]);
+    const other = createPool(db.url, 2);
+    const writer = new PostgresEventStore(other, db.url);
+    await writer.append('x', [{ id: randomUUID(), type: 'One', data: {} }], 'any');
+    await writer.append('x', [{ id: randomUUID(), type: 'Two', data: {} }], 'any');
+    await sub;
+    expect(seen).toEqual(['One', 'Two']);
+    await writer.close();
+    await other.end();
+  });
+});

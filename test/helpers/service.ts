@@ -1,0 +1,98 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../../shared/config.ts';
+import { createLogger } from '../../shared/logger.ts';
+import { startService, type RunningService } from '../../services/service.ts';
+import { createTestDatabase, type TestDatabase } from './db.ts';
+import { claimTestRedis, type TestRedis } from './redis.ts';
+
+export const ADMIN_TOKEN = 'test-admin-token';
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/** A database and a Redis database of one test file's own; every service of the file shares them. */
+export interface TestEnv {
+  db: TestDatabase;
+  redis: TestRedis;
+  env(extra?: Record<string, string>): Record<string, string>;
+  cleanup(): Promise<void>;
+}
+
+export async function createTestEnv(label: string): Promise<TestEnv> {
+  const [db, redis] = await Promise.all([createTestDatabase(label), claimTestRedis()]);
+  return {
+    db,
+    redis,
+    env: (extra = {}) => ({
+      DATABASE_URL: db.url,
+      REDIS_URL: redis.url,
+      ADMIN_TOKEN,
+      PORT: '0',
+      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+      ...extra,
+    }),
+    async cleanup() {
+      await db.drop().catch(() => undefined);
+      await redis.release().catch(() => undefined);
+    },
+  };
+}
+
+/** Runs the service in this process (fast), with the same start-up path as `npm start`. */
+export async function startInProcess(testEnv: TestEnv, extra: Record<string, string> = {}): Promise<RunningService & { url: string }> {
+  const config = loadConfig(testEnv.env(extra));
+  const service = await startService(config, createLogger(config.logLevel));
+  if (!service.url && config.roles.includes('api')) throw new Error('api did not start');
+  return service as RunningService & { url: string };
+}
+
+export async function writeCatalogFile(catalog: unknown): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'catalog-'));
+  const file = path.join(dir, 'catalog.json');
+  await writeFile(file, typeof catalog === 'string' ? catalog : JSON.stringify(catalog));
+  return file;
+}
+
+export interface SpawnedService {
+  url: string;
+  child: ChildProcess;
+  output(): string;
+  /** Sends the signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+/** Runs `services/main.ts` as its own OS process, as `npm start` does, and waits until it listens. */
+export async function spawnService(env: Record<string, string>, opts: { waitReady?: boolean } = {}): Promise<SpawnedService> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
+    cwd: ROOT,
+    // info level: the start-up line carries the URL the test connects to.
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const spawned: SpawnedService = {
+    url: '',
+    child,
+    output: () => out,
+    exited,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+  if (opts.waitReady === false) return spawned;
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const started = /^.*"msg":"service started".*$/m.exec(out);
+    if (started) return { ...spawned, url: /"url":"(http:\/\/[^"]+)"/.exec(started[0])?.[1] ?? '' };
+    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}:\n${out}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`service did not start within 30 s:\n${out}`);
+}

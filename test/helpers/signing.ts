@@ -1,0 +1,63 @@
+import { randomBytes } from 'node:crypto';
+import { sign } from '../../shared/http/signature.ts';
+
+export interface SignedRequestOptions {
+  method?: string;
+  /** Path, optionally with a query string; only the path is signed (calls made to the service). */
+  path: string;
+  body?: unknown;
+  rawBody?: string;
+  as: { kind: 'operator' | 'provider'; id: string; secret: string };
+  nonce?: string;
+  timestamp?: number;
+  /** Override any header after signing (to tamper). */
+  headers?: Record<string, string | undefined>;
+}
+
+export interface TestResponse<T = unknown> {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: T;
+}
+
+export const freshNonce = () => randomBytes(12).toString('hex');
+
+/** Builds the headers and body of a request signed as contract section 3 says a partner signs it. */
+export function signRequest(opts: SignedRequestOptions): { headers: Record<string, string>; body: string | undefined; method: string } {
+  const method = (opts.method ?? (opts.body !== undefined || opts.rawBody !== undefined ? 'POST' : 'GET')).toUpperCase();
+  const body = opts.rawBody ?? (opts.body !== undefined ? JSON.stringify(opts.body) : undefined);
+  const timestamp = String(opts.timestamp ?? Math.floor(Date.now() / 1000));
+  const nonce = opts.nonce ?? freshNonce();
+  const target = opts.path.split('?')[0]!;
+  const signature = sign(opts.as.secret, { timestamp, nonce, method, target, body: body ?? '' });
+  const headers: Record<string, string> = {
+    [opts.as.kind === 'operator' ? 'x-operator-id' : 'x-provider-id']: opts.as.id,
+    'x-timestamp': timestamp,
+    'x-nonce': nonce,
+    'x-signature': signature,
+  };
+  if (body) headers['content-type'] = 'application/json';
+  for (const [k, v] of Object.entries(opts.headers ?? {})) {
+    if (v === undefined) delete headers[k.toLowerCase()];
+    else headers[k.toLowerCase()] = v;
+  }
+  return { headers, body, method };
+}
+
+export async function signedRequest<T = unknown>(baseUrl: string, opts: SignedRequestOptions): Promise<TestResponse<T>> {
+  const { headers, body, method } = signRequest(opts);
+  const res = await fetch(baseUrl + opts.path, { method, headers, ...(body ? { body } : {}) });
+  return toTestResponse<T>(res);
+}
+
+export async function toTestResponse<T>(res: Response): Promise<TestResponse<T>> {
+  const text = await res.text();
+  let json: unknown = undefined;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json: json as T };
+}

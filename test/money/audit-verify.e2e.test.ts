@@ -1,0 +1,100 @@
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OP1 } from '../helpers/catalog.ts';
+import { signedRequest } from '../helpers/signing.ts';
+import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const run = promisify(execFile);
+
+describe('npm run audit -- verify | rebuild', () => {
+  let h: MoneyHarness;
+  beforeAll(async () => {
+    h = await startMoneyHarness('auditverify');
+  });
+  afterAll(async () => h?.close());
+
+  const audit = async (...args: string[]) => {
+    try {
+      const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', ...args], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, LOG_LEVEL: 'silent' },
+      });
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  };
+
+  /** A busy history: rounds with bets, wins, rollbacks, a retried WIN, a decline, kicks and grants. */
+  const traffic = async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const player = `v-${randomUUID().slice(0, 6)}`;
+      const token = await h.launch(player);
+      const base = { sessionToken: token, roundId: `vr-${randomUUID()}`, playerRef: player, currency: 'EUR', gameId: 'fruit-1' };
+      const bet = `vb-${randomUUID()}`;
+      await h.tx({ ...base, transactionId: bet, type: 'BET', roundComplete: false, amount: 10 + i });
+      if (i % 3 === 0) await h.tx({ ...base, transactionId: `vrb-${randomUUID()}`, type: 'ROLLBACK', originalTransactionId: bet, amount: 10 + i });
+      if (i % 4 === 1) h.wallet.script('*', { status: 500, body: {} });
+      await h.tx({ ...base, transactionId: `vw-${randomUUID()}`, type: 'WIN', roundComplete: i % 2 === 0, amount: 5 });
+      if (i % 5 === 0) await signedRequest(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: player }, as: OP1 });
+      if (i % 3 === 1) {
+        await signedRequest(h.svc.url, {
+          path: '/v1/operator/free-spins/grants',
+          body: { playerRef: player, idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 3, currency: 'EUR' },
+          as: OP1,
+        });
+      }
+    }
+  };
+  const caughtUp = () =>
+    h.until(async () => {
+      const lags = await Promise.all(h.svc.runners.map((r) => r.lag()));
+      const { rows } = await h.svc.ctx.pool.query(`SELECT count(*)::int AS n FROM rm_transactions WHERE status IN ('recorded', 'failed')`);
+      return lags.every((l) => l.eventsBehind === 0) && rows[0].n === 0;
+    }, 30_000);
+
+  it('passes on a busy history, with the service running and taking traffic', async () => {
+    await traffic(15);
+    await caughtUp();
+    const [result] = await Promise.all([audit('verify'), traffic(5)]);
+    expect(result.stdout).toContain('sessions: matches');
+    expect(result.stdout).toContain('rounds: matches');
+    expect(result.stdout).toContain('grants: matches');
+    expect(result.code).toBe(0);
+  }, 120_000);
+
+  it('fails after a read-model row is tampered with, naming the row and the field', async () => {
+    await caughtUp();
+    const { rows } = await h.svc.ctx.pool.query(`SELECT round_stream FROM rm_rounds WHERE status = 'completed' LIMIT 1`);
+    const stream = rows[0].round_stream as string;
+    await h.svc.ctx.pool.query(`UPDATE rm_rounds SET outstanding_bets = 42 WHERE round_stream = $1`, [stream]);
+    const { rows: grants } = await h.svc.ctx.pool.query(`SELECT id FROM rm_grants LIMIT 1`);
+    await h.svc.ctx.pool.query(`DELETE FROM rm_grants WHERE id = $1`, [grants[0].id]);
+    const result = await audit('verify');
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain(`rm_rounds round_stream=${stream}: outstanding_bets live=42 rebuilt=0`);
+    expect(result.stdout).toContain(`rm_grants id=${grants[0].id}: missing from the live read model`);
+    expect(result.stdout).toContain('sessions: matches');
+  }, 120_000);
+
+  it('rebuilds the live read models while the service runs; verify then passes and projection carries on', async () => {
+    const [rebuilt] = await Promise.all([audit('rebuild'), traffic(4)]);
+    expect(rebuilt.code).toBe(0);
+    expect(rebuilt.stdout).toContain('rounds: rebuilt from the history');
+    await traffic(2);
+    await caughtUp();
+    const verified = await audit('verify');
+    expect(verified.stdout).not.toContain('differ');
+    expect(verified.code).toBe(0);
+  }, 120_000);
+
+  it('refuses an unknown command or projection with exit code 2', async () => {
+    expect((await audit('explode')).code).toBe(2);
+    expect((await audit('verify', '--projection', 'nope')).code).toBe(2);
+  });
+});

@@ -1,0 +1,71 @@
+import { randomUUID } from 'node:crypto';
+import type { RunningService } from '../../services/service.ts';
+import { OP1, OP2, PROV_A, testCatalog, type TestCatalogOptions } from '../helpers/catalog.ts';
+import { startFakeProvider, startFakeWallet, type FakeProvider, type FakeWallet } from '../helpers/fakes.ts';
+import { createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
+import { signedRequest, type TestResponse } from '../helpers/signing.ts';
+
+export interface MoneyHarness {
+  env: TestEnv;
+  svc: RunningService & { url: string };
+  wallet: FakeWallet;
+  /** Operator two's wallet. */
+  wallet2: FakeWallet;
+  provider: FakeProvider;
+  launch(playerRef?: string, over?: Record<string, unknown>, as?: typeof OP1): Promise<string>;
+  tx(body: Record<string, unknown>, as?: typeof PROV_A): Promise<TestResponse<Record<string, unknown>>>;
+  bet(token: string, over?: Record<string, unknown>): Record<string, unknown>;
+  walletCallsFor(transactionId: string): Array<{ body: unknown; nonce: string | undefined; rawBody: string; signatureValid: boolean }>;
+  until(check: () => Promise<boolean> | boolean, timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startMoneyHarness(label: string, env: Record<string, string> = {}, catalog: TestCatalogOptions = {}): Promise<MoneyHarness> {
+  const testEnv = await createTestEnv(label);
+  const [wallet, wallet2, provider] = await Promise.all([startFakeWallet(OP1.secret), startFakeWallet(OP2.secret), startFakeProvider(PROV_A.secret)]);
+  const svc = await startInProcess(testEnv, { DISPATCH_BACKOFF_BASE_MS: '100', DISPATCH_BACKOFF_MAX_MS: '400', RECOVERY_SWEEP_SECONDS: '1', ...env });
+  await svc.ctx.catalog.apply(testCatalog({ walletUrl: wallet.url, wallet2Url: wallet2.url, providerUrl: provider.url, walletTimeoutMs: 500, ...catalog }));
+  const h: MoneyHarness = {
+    env: testEnv,
+    svc,
+    wallet,
+    wallet2,
+    provider,
+    async launch(playerRef = `p-${randomUUID().slice(0, 8)}`, over = {}, as = OP1) {
+      const res = await signedRequest<{ sessionToken: string }>(svc.url, {
+        path: '/v1/operator/games/launch',
+        body: { playerRef, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL', ...over },
+        as,
+      });
+      if (res.status !== 200) throw new Error(`launch failed: ${res.status} ${res.text}`);
+      return res.json.sessionToken;
+    },
+    tx: (body, as = PROV_A) => signedRequest(svc.url, { path: '/v1/wallet/transaction', body, as }),
+    bet: (token, over = {}) => ({
+      transactionId: `tx-${randomUUID()}`,
+      sessionToken: token,
+      type: 'BET',
+      roundId: `r-${randomUUID()}`,
+      roundComplete: false,
+      playerRef: 'unset',
+      amount: 100,
+      currency: 'EUR',
+      gameId: 'fruit-1',
+      ...over,
+    }),
+    walletCallsFor: (id) => wallet.calls.filter((c) => (c.body as { transactionId?: string } | undefined)?.transactionId === id),
+    async until(check, timeoutMs = 15_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!(await check())) {
+        if (Date.now() > deadline) throw new Error('condition not met in time');
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    },
+    async close() {
+      await svc.stop();
+      await Promise.all([wallet.close(), wallet2.close(), provider.close()]);
+      await testEnv.cleanup();
+    },
+  };
+  return h;
+}

@@ -1,0 +1,121 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { attemptWallet, readRound } from '../../services/ledger/dispatch.ts';
+import { takeLease } from '../../services/ledger/registry.ts';
+import { contentHash } from '../../shared/canonical.ts';
+import { roundStream } from '../../shared/domain/rounds/events.ts';
+import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+
+/** Regressions for money-safety defects found in review; each fails on the code before its fix. */
+describe('money safety', () => {
+  let h: MoneyHarness;
+  beforeAll(async () => {
+    h = await startMoneyHarness('moneysafety', { STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' });
+  });
+  afterAll(async () => h?.close());
+
+  const round = async () => {
+    const playerRef = `ms-${randomUUID().slice(0, 6)}`;
+    const token = await h.launch(playerRef);
+    const roundId = `ms-${randomUUID()}`;
+    const base = { sessionToken: token, roundId, playerRef, currency: 'EUR', gameId: 'fruit-1' };
+    return { playerRef, roundId, base, bet: (id: string, amount = 100) => ({ ...base, transactionId: id, type: 'BET', roundComplete: false, amount }) };
+  };
+
+  it('never sends a BET again once it has been rolled back, even if the provider resubmits it', async () => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-bet`);
+    h.wallet.script(bet.transactionId, { status: 500, body: {} });
+    expect((await h.tx(bet)).status).toBe(502);
+    // The wallet never applied the bet, so the rollback refunds nothing.
+    expect((await h.tx({ ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 })).status).toBe(200);
+    const again = await h.tx(bet);
+    expect(again.status).toBe(502);
+    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(1);
+    expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
+  });
+
+  it('never sends a BET that was recorded but not sent (its process died) once it has been rolled back', async () => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-orphan`);
+    // What a process that died between recording the BET and calling the wallet leaves behind.
+    const request = { ...bet, roundComplete: false };
+    await h.svc.ctx.eventStore.append(roundStream('studio-a', 'op-1', r.roundId), [
+      {
+        id: randomUUID(),
+        type: 'TransactionRecorded',
+        data: { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request, walletBody: JSON.stringify(request), contentHash: contentHash(request), recordedAt: new Date().toISOString() },
+      },
+    ], 'no_stream');
+    expect((await h.tx({ ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 })).status).toBe(200);
+    const again = await h.tx(bet);
+    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(0);
+    expect(again.status).toBe(504); // recorded, never attempted, and never will be: its outcome stays unknown to the wallet
+    expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
+  });
+
+  it('refuses provider transactionIds in the reconciler’s reserved namespace', async () => {
+    const r = await round();
+    const res = await h.tx(r.bet('stale-rollback:something'));
+    expect(res.status).toBe(400);
+    expect(res.json.error).toContain('reserved');
+  });
+
+  it('does not call the wallet when the dispatch lease was lost to another holder', async () => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-bet`);
+    h.wallet.script(bet.transactionId, { status: 500, body: {} });
+    await h.tx(bet);
+    const stream = roundStream('studio-a', 'op-1', r.roundId);
+    // Another holder (a worker, say) has the lease now; ours ('lost-token') lapsed.
+    expect(await takeLease(h.svc.ctx.pool, 'studio-a', bet.transactionId, 'other-holder', 60_000)).toBe(true);
+    const calls = h.walletCallsFor(bet.transactionId).length;
+    const tx = await attemptWallet(h.svc.ctx, { roundStream: stream, transactionId: bet.transactionId }, await readRound(h.svc.ctx.eventStore, stream), {
+      registryKey: 'studio-a',
+      token: 'lost-token',
+      takenAt: Date.now() - 60_000, // taken long ago: it must be renewed, and the renewal finds it lost
+    });
+    expect(tx.status).toBe('failed');
+    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(calls);
+  });
+
+  it('closes a stale round before refunding it: a BET arriving during the refunds is refused, nothing is stranded', async () => {
+    const r = await round();
+    await h.tx(r.bet(`${r.roundId}-b1`, 40));
+    await h.until(async () => {
+      const { rows } = await h.svc.ctx.pool.query(`SELECT last_activity_at FROM rm_rounds WHERE round_id = $1`, [r.roundId]);
+      return rows.length === 1 && Date.now() - (rows[0].last_activity_at as Date).getTime() > 1100;
+    });
+    const stream = roundStream('studio-a', 'op-1', r.roundId);
+    // A slow balance check keeps the refund under way while the late BET arrives.
+    h.wallet.setBalanceReply({ status: 200, body: { balance: 0 }, delayMs: 400 });
+    const sweep = h.svc.reconciler!.sweep();
+    try {
+      await h.until(async () => (await readRound(h.svc.ctx.eventStore, stream)).state.forceClosed);
+      const late = await h.tx(r.bet(`${r.roundId}-late`, 30));
+      expect(late.status).toBe(409);
+    } finally {
+      await sweep;
+      h.wallet.setBalanceReply(undefined);
+    }
+    expect(h.wallet.effects.get(`stale-rollback:${r.roundId}-b1`)).toBe(1);
+    expect(h.walletCallsFor(`${r.roundId}-late`)).toHaveLength(0);
+    expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
+  });
+
+  it('finishes the refunds of a round a reconciler closed and then died on', async () => {
+    const r = await round();
+    await h.tx(r.bet(`${r.roundId}-b1`, 25));
+    // What a reconciler that died right after closing leaves behind.
+    await h.svc.ctx.eventStore.append(roundStream('studio-a', 'op-1', r.roundId), [
+      { id: randomUUID(), type: 'RoundForceClosed', data: { closedAt: new Date().toISOString(), rolledBack: [`${r.roundId}-b1`] } },
+    ], 'any');
+    await h.until(async () => {
+      const { rows } = await h.svc.ctx.pool.query(`SELECT force_closed FROM rm_rounds WHERE round_id = $1`, [r.roundId]);
+      return rows[0]?.force_closed === true;
+    });
+    await h.svc.reconciler!.sweep();
+    expect(h.wallet.effects.get(`stale-rollback:${r.roundId}-b1`)).toBe(1);
+    expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
+  });
+});

@@ -1,0 +1,124 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningService } from '../../services/service.ts';
+import { startInProcess } from '../helpers/service.ts';
+import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+
+describe('stale-round reconciler (API document 4.2 rules 4 and 5b, contract section 6)', () => {
+  let h: MoneyHarness;
+  let second: RunningService;
+  const STALE = { STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' };
+  beforeAll(async () => {
+    h = await startMoneyHarness('reconcile', STALE);
+    second = await startInProcess(h.env, { ...STALE, ROLES: 'reconciler' });
+  });
+  afterAll(async () => {
+    await second?.stop();
+    await h?.close();
+  });
+
+  const openRound = async () => {
+    const playerRef = `st-${randomUUID().slice(0, 6)}`;
+    const token = await h.launch(playerRef);
+    const roundId = `stale-${randomUUID()}`;
+    const base = { sessionToken: token, roundId, playerRef, currency: 'EUR', gameId: 'fruit-1' };
+    const bet = (id: string, amount: number) => ({ ...base, transactionId: id, type: 'BET', roundComplete: false, amount });
+    return { playerRef, token, roundId, base, bet };
+  };
+  const projected = (roundId: string) =>
+    h.until(async () => {
+      const { rows } = await h.svc.ctx.pool.query(`SELECT outstanding_bets, last_activity_at FROM rm_rounds WHERE round_id = $1`, [roundId]);
+      return rows.length === 1 && Date.now() - (rows[0].last_activity_at as Date).getTime() > 1100;
+    });
+  const rollbacksTo = (playerRef: string) =>
+    h.wallet.calls.filter((c) => (c.body as { type?: string; playerRef?: string })?.type === 'ROLLBACK' && (c.body as { playerRef: string }).playerRef === playerRef);
+
+  it('rolls back exactly the outstanding bets with the deterministic id and sentinel session, then closes the round', async () => {
+    const r = await openRound();
+    const ok = `${r.roundId}-ok`;
+    const failed = `${r.roundId}-failed`;
+    const declined = `${r.roundId}-declined`;
+    const undone = `${r.roundId}-undone`;
+    expect((await h.tx(r.bet(ok, 100))).status).toBe(200);
+    h.wallet.script(failed, { status: 500, body: {} });
+    expect((await h.tx(r.bet(failed, 50))).status).toBe(502);
+    h.wallet.script(declined, { status: 200, body: { status: 'DECLINED', balance: 9900 } });
+    expect((await h.tx(r.bet(declined, 70))).json).toMatchObject({ status: 'DECLINED' });
+    await h.tx(r.bet(undone, 30));
+    await h.tx({ ...r.base, transactionId: `${undone}-rb`, type: 'ROLLBACK', originalTransactionId: undone, amount: 30 });
+    await projected(r.roundId);
+
+    const swept = await h.svc.reconciler!.sweep();
+    expect(swept.rollbacks).toBe(2);
+    const rollbacks = rollbacksTo(r.playerRef).filter((c) => (c.body as { sessionToken: string }).sessionToken === 'system:stale-round-reconciler');
+    expect(rollbacks.map((c) => c.body).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))).toEqual(
+      [
+        { transactionId: `stale-rollback:${failed}`, sessionToken: 'system:stale-round-reconciler', type: 'ROLLBACK', roundId: r.roundId, roundComplete: false, originalTransactionId: failed, playerRef: r.playerRef, amount: 50, currency: 'EUR', gameId: 'fruit-1' },
+        { transactionId: `stale-rollback:${ok}`, sessionToken: 'system:stale-round-reconciler', type: 'ROLLBACK', roundId: r.roundId, roundComplete: false, originalTransactionId: ok, playerRef: r.playerRef, amount: 100, currency: 'EUR', gameId: 'fruit-1' },
+      ].sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
+    );
+    expect(rollbacks.every((c) => c.signatureValid)).toBe(true);
+    // A best-effort balance call went first, for the bet's player.
+    const firstRollback = h.wallet.calls.indexOf(rollbacks[0]!);
+    const balance = h.wallet.calls.slice(0, firstRollback).reverse().find((c) => c.method === 'GET');
+    expect(balance?.target).toBe(`/v1/wallet/balance?playerRef=${r.playerRef}`);
+    // The player is made whole for the bet that was applied.
+    expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
+    // The round is closed: a WIN on it is 409.
+    const win = await h.tx({ ...r.base, transactionId: `${r.roundId}-win`, type: 'WIN', roundComplete: true, amount: 10 });
+    expect(win.status).toBe(409);
+    expect(win.json).toEqual({ error: 'round already completed' });
+  });
+
+  it('refunds once however often and from however many reconcilers it is swept', async () => {
+    const r = await openRound();
+    const bet = `${r.roundId}-b`;
+    await h.tx(r.bet(bet, 40));
+    await projected(r.roundId);
+    await Promise.all([h.svc.reconciler!.sweep(), second.reconciler!.sweep(), h.svc.reconciler!.sweep()]);
+    await h.svc.reconciler!.sweep();
+    await second.reconciler!.sweep();
+    expect(h.wallet.effects.get(`stale-rollback:${bet}`)).toBe(1);
+    expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
+  });
+
+  it('does not let a failing or hanging balance call block the rollback', async () => {
+    for (const reply of [{ status: 500, body: {} }, { hang: true as const }]) {
+      const r = await openRound();
+      const bet = `${r.roundId}-b`;
+      await h.tx(r.bet(bet, 25));
+      await projected(r.roundId);
+      h.wallet.setBalanceReply(reply);
+      try {
+        await h.svc.reconciler!.sweep();
+      } finally {
+        h.wallet.setBalanceReply(undefined);
+      }
+      expect(h.wallet.effects.get(`stale-rollback:${bet}`)).toBe(1);
+    }
+  });
+
+  it('leaves completed rounds and fresh rounds alone', async () => {
+    const done = await openRound();
+    await h.tx(done.bet(`${done.roundId}-b`, 10));
+    await h.tx({ ...done.base, transactionId: `${done.roundId}-w`, type: 'WIN', roundComplete: true, amount: 0 });
+    await projected(done.roundId);
+    const fresh = await openRound();
+    await h.tx(fresh.bet(`${fresh.roundId}-b`, 10));
+    const before = h.wallet.calls.length;
+    await h.svc.reconciler!.sweep();
+    expect(rollbacksTo(done.playerRef)).toHaveLength(0);
+    expect(h.wallet.calls.slice(before).filter((c) => (c.body as { playerRef?: string })?.playerRef === fresh.playerRef)).toHaveLength(0);
+  });
+
+  it('retries a stale rollback the wallet refuses, like any credit', async () => {
+    const r = await openRound();
+    const bet = `${r.roundId}-b`;
+    await h.tx(r.bet(bet, 60));
+    await projected(r.roundId);
+    h.wallet.script(`stale-rollback:${bet}`, { status: 500, body: {} }, { status: 500, body: {} });
+    await h.svc.reconciler!.sweep();
+    await h.until(() => h.wallet.effects.get(`stale-rollback:${bet}`) === 1);
+    expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
+  });
+});

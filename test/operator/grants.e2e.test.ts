@@ -1,0 +1,274 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningService } from '../../services/service.ts';
+import type { Grant as GrantRecord } from '../../shared/domain/grants/decider.ts';
+import { grantIdFor, grantStream } from '../../shared/domain/grants/events.ts';
+import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
+import { startFakeProvider, type FakeProvider } from '../helpers/fakes.ts';
+import { createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
+import { signedRequest } from '../helpers/signing.ts';
+
+/** The grant as the API answers it, or an error body. */
+type Grant = GrantRecord & { error?: string };
+
+describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
+  let env: TestEnv;
+  let svc: RunningService & { url: string };
+  let provider: FakeProvider;
+
+  beforeAll(async () => {
+    env = await createTestEnv('grants');
+    provider = await startFakeProvider(PROV_A.secret);
+    svc = await startInProcess(env, { ROLES: 'api,projector' });
+    await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 500 }));
+  });
+  afterAll(async () => {
+    await svc?.stop();
+    await provider?.close();
+    await env?.cleanup();
+  });
+
+  const issue = (body: Record<string, unknown>, as = OP1) => signedRequest<Grant>(svc.url, { path: '/v1/operator/free-spins/grants', body, as });
+  const get = (id: string, as = OP1) => signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}`, as });
+  const list = (query = '', as = OP1) => signedRequest<Grant[]>(svc.url, { path: `/v1/operator/free-spins/grants${query}`, as });
+  const cancel = (id: string, as = OP1) => signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}/cancel`, method: 'POST', as });
+  const direct = (over: Record<string, unknown> = {}) => ({ playerRef: 'fs-p', idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 5, currency: 'EUR', betAmountMinor: 10, ...over });
+  const issueCalls = () => provider.calls.filter((c) => c.target === '/v1/free-spins/grants');
+
+  describe('issue', () => {
+    it('issues an active grant with the provider’s externalRef, 201, after a signed provider call', async () => {
+      const body = direct({ expiresAt: '2026-12-31T23:59:59Z' });
+      const res = await issue(body);
+      expect(res.status).toBe(201);
+      expect(res.json).toMatchObject({
+        operatorId: 'op-1', providerId: 'studio-a', gameId: 'fruit-1', playerRef: 'fs-p', spins: 5, betAmountMinor: 10, currency: 'EUR',
+        status: 'active', idempotencyKey: body.idempotencyKey, expiresAt: '2026-12-31T23:59:59Z',
+      });
+      expect(res.json.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(res.json.externalRef).toMatch(/^ext-/);
+      expect(res.json.lastError).toBeUndefined();
+      const call = issueCalls().at(-1)!;
+      expect(call.signatureValid).toBe(true);
+      expect(call.body).toEqual({ requestRef: res.json.id, operatorId: 'op-1', playerRef: 'fs-p', gameId: 'fruit-1', spins: 5, betAmountMinor: 10, currency: 'EUR', expiresAt: '2026-12-31T23:59:59Z' });
+    });
+
+    it('uses 0 (the wallet default stake) when betAmountMinor is omitted', async () => {
+      const res = await issue(direct({ betAmountMinor: undefined }));
+      expect(res.json.betAmountMinor).toBe(0);
+    });
+
+    it('takes game, spins, stake and currency from a campaign, ignoring the request’s', async () => {
+      const res = await issue({ playerRef: 'fs-c', idempotencyKey: randomUUID(), campaignId: 'welcome-10', gameId: 'gems-2', spins: 99, currency: 'USD' });
+      expect(res.status).toBe(201);
+      expect(res.json).toMatchObject({ campaignId: 'welcome-10', gameId: 'fruit-1', spins: 10, betAmountMinor: 20, currency: 'EUR', status: 'active' });
+    });
+
+    it('records a failed provider call as a failed grant with lastError, answers 502, and consumes the key', async () => {
+      provider.script('/v1/free-spins/grants', { status: 500, body: { error: 'boom' } });
+      const body = direct();
+      const res = await issue(body);
+      expect(res.status).toBe(502);
+      expect(res.json.error).toContain('provider answered 500');
+      const again = await issue(body);
+      expect(again.status).toBe(200);
+      expect(again.json).toMatchObject({ status: 'failed', lastError: 'provider answered 500' });
+      expect(again.json.externalRef).toBeUndefined();
+      const calls = issueCalls().filter((c) => (c.body as { requestRef: string }).requestRef === again.json.id);
+      expect(calls).toHaveLength(1); // the key is consumed: no second batch attempt
+      expect((await issue({ ...body, idempotencyKey: randomUUID() })).status).toBe(201); // a fresh key works
+    });
+
+    it('treats a provider timeout as a failure', async () => {
+      provider.script('/v1/free-spins/grants', { hang: true });
+      const res = await issue(direct());
+      expect(res.status).toBe(502);
+      expect(res.json.error).toContain('did not answer in time');
+    });
+
+    it('answers a repeated key with 200 and the original grant unchanged, calling the provider no second time', async () => {
+      const body = direct();
+      const first = await issue(body);
+      const before = issueCalls().length;
+      const again = await issue({ ...body, spins: 7, gameId: 'gems-2' });
+      expect(again.status).toBe(200);
+      expect(again.json).toEqual(first.json);
+      expect(issueCalls().length).toBe(before);
+    });
+
+    it('five concurrent requests with one key: one grant, one provider call, the same grant in all five answers', async () => {
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-slow' }, delayMs: 150 });
+      const body = direct();
+      const before = issueCalls().length;
+      const answers = await Promise.all(Array.from({ length: 5 }, () => issue(body)));
+      expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 200, 200, 201]);
+      expect(new Set(answers.map((a) => JSON.stringify(a.json))).size).toBe(1);
+      expect(answers[0]!.json).toMatchObject({ status: 'active', externalRef: 'ext-slow' });
+      expect(issueCalls().length - before).toBe(1);
+    });
+
+    it('keeps keys per operator: the same key under two operators is two grants', async () => {
+      const key = randomUUID();
+      const mine = await issue(direct({ idempotencyKey: key }));
+      const theirs = await issue(direct({ idempotencyKey: key }), OP2);
+      expect(theirs.status).toBe(201);
+      expect(theirs.json.id).not.toBe(mine.json.id);
+    });
+
+    it.each([
+      ['playerRef missing', { playerRef: undefined }, 400, 'playerRef'],
+      ['idempotencyKey missing', { idempotencyKey: undefined }, 400, 'idempotencyKey'],
+      ['gameId missing without a campaign', { gameId: undefined }, 400, 'gameId'],
+      ['spins missing without a campaign', { spins: undefined }, 400, 'spins'],
+      ['spins zero', { spins: 0 }, 400, 'spins'],
+      ['spins negative', { spins: -3 }, 400, 'spins'],
+      ['spins fractional', { spins: 1.5 }, 400, 'spins'],
+      ['currency missing without a campaign', { currency: undefined }, 400, 'currency'],
+      ['a currency the provider does not support', { currency: 'GBP' }, 400, 'currency'],
+      ['a lower-case currency', { currency: 'eur' }, 400, 'currency'],
+      ['a negative stake', { betAmountMinor: -1 }, 400, 'betAmountMinor'],
+      ['an expiresAt that is not RFC 3339', { expiresAt: 'next week' }, 400, 'expiresAt'],
+      ['an inactive campaign', { campaignId: 'paused' }, 400, 'campaign'],
+      ['a campaign outside its validity window', { campaignId: 'expired' }, 400, 'campaign'],
+      ['an unknown campaign', { campaignId: 'nope' }, 404, 'campaign'],
+      ['an unknown game', { gameId: 'nope' }, 404, 'game'],
+      ['a game not visible to the operator', { gameId: 'hidden-3' }, 403, 'not visible'],
+    ])('refuses %s', async (_label, over, status, text) => {
+      const before = issueCalls().length;
+      const res = await issue(direct(over));
+      expect(res.status).toBe(status);
+      expect(res.json.error).toContain(text);
+      expect(issueCalls().length).toBe(before);
+    });
+  });
+
+  describe('read', () => {
+    it('returns what POST returned, at once, from get and list (read-your-writes), newest first', async () => {
+      const player = `fs-list-${randomUUID().slice(0, 6)}`;
+      const a = (await issue(direct({ playerRef: player }))).json;
+      const b = (await issue(direct({ playerRef: player }))).json;
+      expect((await get(a.id)).json).toEqual(a);
+      const listed = (await list(`?playerRef=${player}`)).json;
+      expect(listed).toEqual([b, a]);
+      const all = (await list()).json;
+      expect(all.map((g) => g.id)).toEqual(expect.arrayContaining([a.id, b.id]));
+      expect(all.every((g) => g.operatorId === 'op-1')).toBe(true);
+      const times = all.map((g) => g.createdAt);
+      expect([...times].sort().reverse()).toEqual(times);
+    });
+
+    it('answers 400 for an id that is not a UUID, 404 for an unknown one', async () => {
+      const bad = await get('not-a-uuid');
+      expect(bad.status).toBe(400);
+      expect(bad.json.error).toContain('UUID');
+      expect((await get(randomUUID())).status).toBe(404);
+      expect((await cancel('nope')).status).toBe(400);
+    });
+
+    it("hides another operator's grant: 404 on get and cancel, absent from the list", async () => {
+      const theirs = (await issue(direct({ playerRef: 'fs-other' }), OP2)).json;
+      expect((await get(theirs.id)).status).toBe(404);
+      expect((await cancel(theirs.id)).status).toBe(404);
+      expect((await list()).json.map((g) => g.id)).not.toContain(theirs.id);
+      expect((await get(theirs.id, OP2)).json.status).toBe('active');
+    });
+  });
+
+  describe('cancel', () => {
+    it('cancels an active grant through a signed provider call; get and list show it at once', async () => {
+      const g = (await issue(direct())).json;
+      const res = await cancel(g.id);
+      expect(res.status).toBe(200);
+      expect(res.json).toMatchObject({ id: g.id, status: 'cancelled', externalRef: g.externalRef });
+      const call = provider.calls.at(-1)!;
+      expect(call.target).toBe(`/v1/free-spins/grants/${g.externalRef}/cancel`);
+      expect(call.body).toEqual({ requestRef: g.id });
+      expect(call.signatureValid).toBe(true);
+      expect((await get(g.id)).json).toEqual(res.json);
+      expect((await list(`?playerRef=${g.playerRef}`)).json.find((x) => x.id === g.id)).toEqual(res.json);
+    });
+
+    it('keeps the grant active and answers 502 when the provider’s cancel fails or times out; a retry then succeeds', async () => {
+      const g = (await issue(direct())).json;
+      provider.script('/v1/free-spins/grants/', { status: 503, body: {} });
+      const failed = await cancel(g.id);
+      expect(failed.status).toBe(502);
+      expect((await get(g.id)).json.status).toBe('active');
+      provider.script('/v1/free-spins/grants/', { hang: true });
+      expect((await cancel(g.id)).status).toBe(502);
+      expect((await get(g.id)).json.status).toBe('active');
+      const retried = await cancel(g.id);
+      expect(retried.status).toBe(200);
+      expect(retried.json.status).toBe('cancelled');
+    });
+
+    it('refuses to cancel a cancelled or a failed grant with 400, calling nobody', async () => {
+      const g = (await issue(direct())).json;
+      await cancel(g.id);
+      provider.script('/v1/free-spins/grants', { status: 500, body: {} });
+      const key = randomUUID();
+      await issue(direct({ idempotencyKey: key }));
+      const failed = (await issue(direct({ idempotencyKey: key }))).json;
+      const before = provider.calls.length;
+      for (const id of [g.id, failed.id]) {
+        const res = await cancel(id);
+        expect(res.status).toBe(400);
+        expect(res.json.error).toContain('not cancellable');
+      }
+      expect(provider.calls.length).toBe(before);
+    });
+
+    it('two cancels at once end with one cancelled grant', async () => {
+      const g = (await issue(direct())).json;
+      const [a, b] = await Promise.all([cancel(g.id), cancel(g.id)]);
+      expect([a.status, b.status].every((s) => s === 200 || s === 400)).toBe(true);
+      expect((await get(g.id)).json.status).toBe('cancelled');
+    });
+  });
+});
+
+describe('free-spin grants across a restart of the service', () => {
+  let env: TestEnv;
+  let provider: FakeProvider;
+
+  beforeAll(async () => {
+    env = await createTestEnv('grantsrestart');
+    provider = await startFakeProvider(PROV_A.secret);
+  });
+  afterAll(async () => {
+    await provider?.close();
+    await env?.cleanup();
+  });
+
+  it('remembers keys and grants, and finishes a grant a dead process left pending without issuing it twice', async () => {
+    const first = await startInProcess(env, { ROLES: 'api,projector' });
+    await first.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 300 }));
+    const body = { playerRef: 'r-p', idempotencyKey: 'restart-key', gameId: 'fruit-1', spins: 3, currency: 'EUR' };
+    const issued = await signedRequest<Grant>(first.url, { path: '/v1/operator/free-spins/grants', body, as: OP1 });
+    expect(issued.status).toBe(201);
+    // A process that died between recording the request and hearing from the provider left this behind.
+    const orphanKey = { ...body, idempotencyKey: 'orphan-key' };
+    const orphanId = grantIdFor('op-1', 'orphan-key');
+    await first.ctx.eventStore.append(grantStream(orphanId), [{
+      id: randomUUID(),
+      type: 'GrantRequested',
+      data: { grantId: orphanId, operatorId: 'op-1', providerId: 'studio-a', gameId: 'fruit-1', playerRef: 'r-p', spins: 3, betAmountMinor: 0, currency: 'EUR', idempotencyKey: 'orphan-key', requestedAt: new Date(Date.now() - 60_000).toISOString() },
+    }], 'no_stream');
+    await first.stop();
+
+    const second = await startInProcess(env, { ROLES: 'api,projector' });
+    try {
+      const again = await signedRequest<Grant>(second.url, { path: '/v1/operator/free-spins/grants', body, as: OP1 });
+      expect(again.status).toBe(200);
+      expect(again.json).toEqual(issued.json);
+      const finished = await signedRequest<Grant>(second.url, { path: '/v1/operator/free-spins/grants', body: orphanKey, as: OP1 });
+      expect(finished.status).toBe(200);
+      expect(finished.json.status).toBe('active');
+      const refs = provider.calls.filter((c) => c.target === '/v1/free-spins/grants').map((c) => (c.body as { requestRef: string }).requestRef);
+      expect(finished.json.id).toBe(orphanId);
+      expect(refs.filter((r) => r === orphanId)).toHaveLength(1);
+      expect(refs.filter((r) => r === issued.json.id)).toHaveLength(1);
+    } finally {
+      await second.stop();
+    }
+  });
+});

@@ -1,0 +1,173 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { applyBatch, CheckpointMovedError, projectionMigrations, ProjectionRunner, readCheckpoint, resetProjection } from '../../projections/runner.ts';
+import { migrate } from '../../shared/db/migrations.ts';
+import { createPool, type Pool } from '../../shared/db/pool.ts';
+import { START } from '../../shared/eventstore/port.ts';
+import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
+import { TALLY_TABLE_SQL, tallyProjection } from '../fixtures/tally-projection.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('projection runner', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  let store: PostgresEventStore;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('proj');
+    pool = createPool(db.url);
+    await migrate(pool, [...eventStoreMigrations, ...projectionMigrations]);
+    await pool.query(TALLY_TABLE_SQL);
+    store = new PostgresEventStore(pool, db.url);
+  });
+  afterAll(async () => {
+    await store.close();
+    await pool.end();
+    await db.drop();
+  });
+  beforeEach(async () => {
+    // Each test starts from an empty log and read model.
+    await pool.query('TRUNCATE es_events, es_streams, tally, projection_checkpoints');
+  });
+
+  const appendEvents = async (n: number) => {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const id = randomUUID();
+      ids.push(id);
+      await store.append(`s-${i % 7}`, [{ id, type: 'Tick', data: { i } }], 'any');
+    }
+    return ids;
+  };
+
+  /** Every event of the log applied exactly once, in log order. */
+  const expectExactlyOnce = async (ids: string[]) => {
+    const { rows } = await pool.query<{ event_id: string; position: string }>('SELECT event_id, position FROM tally ORDER BY ctid');
+    expect(rows.map((r) => r.event_id).sort()).toEqual([...ids].sort());
+    const log = (await store.readAll({ maxCount: 10_000 })).map((e) => e.id);
+    expect(rows.map((r) => r.event_id)).toEqual(log);
+  };
+
+  it('resumes after a batch fails half-way: the failed batch leaves nothing, nothing is skipped or doubled', async () => {
+    const ids = await appendEvents(50);
+    let failures = 0;
+    let attempt = 0;
+    const runner = new ProjectionRunner(
+      pool,
+      db.url,
+      store,
+      tallyProjection({
+        beforeEach: (e) => {
+          if (e.data.i === 29 && attempt++ === 0) {
+            failures++;
+            throw new Error('crash in the middle of batch 2');
+          }
+        },
+      }),
+      { batchSize: 20, lockRetryMs: 20 },
+    );
+    runner.start();
+    await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 50);
+    await runner.stop();
+    expect(failures).toBe(1);
+    await expectExactlyOnce(ids);
+  });
+
+  it('resumes after its process is killed with SIGKILL in the middle of a batch', async () => {
+    const ids = await appendEvents(150);
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/projection-child.ts'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url },
+      stdio: 'ignore',
+    });
+    const exited = new Promise((r) => child.once('exit', r));
+    // Let it commit a few batches, then kill it while a batch (20 events, 15 ms each) is open.
+    await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount! >= 40);
+    await new Promise((r) => setTimeout(r, 130));
+    child.kill('SIGKILL');
+    await exited;
+
+    // Only whole batches survived, and the checkpoint says exactly how many events they held.
+    const { rows } = await pool.query<{ n: string; applied: string }>(
+      `SELECT (SELECT count(*) FROM tally) AS n, (SELECT events_applied FROM projection_checkpoints WHERE name = 'tally') AS applied`,
+    );
+    expect(Number(rows[0]!.n)).toBe(Number(rows[0]!.applied));
+    expect(Number(rows[0]!.n) % 20).toBe(0);
+    expect(Number(rows[0]!.n)).toBeLessThan(150);
+
+    const runner = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 20, lockRetryMs: 20 });
+    runner.start();
+    await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 150);
+    await runner.stop();
+    await expectExactlyOnce(ids);
+  });
+
+  it('lets exactly one of two runners own the projection, and hands over when the owner stops', async () => {
+    const first = await appendEvents(30);
+    const a = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 7, lockRetryMs: 20 });
+    const b = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 7, lockRetryMs: 20 });
+    a.start();
+    b.start();
+    await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 30);
+    expect([a.isOwner(), b.isOwner()].filter(Boolean)).toHaveLength(1);
+    const [owner, standby] = a.isOwner() ? [a, b] : [b, a];
+    await owner.stop();
+    const second = await appendEvents(20);
+    await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 50);
+    expect(standby.isOwner()).toBe(true);
+    await standby.stop();
+    await expectExactlyOnce([...first, ...second]);
+  });
+
+  it('reports its lag in events and milliseconds behind the head', async () => {
+    await appendEvents(5);
+    const runner = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 50, lockRetryMs: 20 });
+    // The global log is eventually consistent (another transaction on the server can hold it back).
+    await until(async () => (await runner.lag()).eventsBehind === 5);
+    await new Promise((r) => setTimeout(r, 30));
+    const behind = await runner.lag();
+    expect(behind.eventsBehind).toBe(5);
+    expect(behind.msBehind).toBeGreaterThan(0);
+    runner.start();
+    await until(async () => (await runner.lag()).eventsBehind === 0);
+    expect((await runner.lag()).msBehind).toBe(0);
+    await runner.stop();
+  });
+
+  it('rebuilds from zero to the same rows', async () => {
+    const ids = await appendEvents(25);
+    const runner = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 10, lockRetryMs: 20 });
+    runner.start();
+    await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 25);
+    const before = (await pool.query('SELECT event_id, position FROM tally ORDER BY position')).rows;
+    await resetProjection(pool, tallyProjection());
+    await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 25);
+    await runner.stop();
+    expect((await pool.query('SELECT event_id, position FROM tally ORDER BY position')).rows).toEqual(before);
+    await expectExactlyOnce(ids);
+  });
+
+  it('refuses to apply a batch from a checkpoint that has moved (compare-and-set), writing nothing', async () => {
+    await appendEvents(3);
+    let events = await store.readAll({ from: START });
+    // The global log is eventually consistent: wait until all three are readable.
+    await until(async () => (events = await store.readAll({ from: START })).length === 3);
+    const projection = tallyProjection();
+    await readCheckpoint(pool, projection.name);
+    await applyBatch(pool, projection, START, events);
+    await expect(applyBatch(pool, projection, START, events)).rejects.toBeInstanceOf(CheckpointMovedError);
+    expect((await pool.query('SELECT 1 FROM tally')).rowCount).toBe(3);
+  });
+});

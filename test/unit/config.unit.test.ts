@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../shared/config.ts';
+
+describe('configuration (contract section 1)', () => {
+  it('applies the documented defaults', () => {
+    const c = loadConfig({ PGUSER: 'postgres' });
+    expect(c).toMatchObject({
+      port: 8080,
+      databaseUrl: 'postgres://postgres@127.0.0.1:5432/ledger',
+      redisUrl: 'redis://127.0.0.1:6379',
+      eventStore: 'postgres',
+      catalogFile: undefined,
+      roles: ['api', 'worker', 'projector', 'reconciler'],
+      staleRoundAfterSeconds: 3600,
+      reconcileIntervalSeconds: 60,
+      sessionTtlSeconds: 14400,
+      replayLinkTtlSeconds: 900,
+      signatureWindowSeconds: 300,
+      adminToken: undefined,
+      logLevel: 'info',
+    });
+  });
+
+  it('keeps a user named in DATABASE_URL and parses every variable', () => {
+    const c = loadConfig({
+      PORT: '9000',
+      DATABASE_URL: 'postgres://app:pw@db:5432/x',
+      REDIS_URL: 'redis://127.0.0.1:6379/7',
+      EVENT_STORE: 'esdb://127.0.0.1:2113?tls=false',
+      ROLES: 'api, worker',
+      STALE_ROUND_AFTER_SECONDS: '5',
+      ADMIN_TOKEN: 't',
+      LOG_LEVEL: 'debug',
+    });
+    expect(c.port).toBe(9000);
+    expect(c.databaseUrl).toBe('postgres://app:pw@db:5432/x');
+    expect(c.redisUrl).toBe('redis://127.0.0.1:6379/7');
+    expect(c.eventStore).toBe('esdb://127.0.0.1:2113?tls=false');
+    expect(c.roles).toEqual(['api', 'worker']);
+    expect(c.staleRoundAfterSeconds).toBe(5);
+  });
+
+  it.each([
+    ['PORT', 'eighty'],
+    ['PORT', '70000'],
+    ['ROLES', 'api,web'],
+    ['EVENT_STORE', 'mysql'],
+    ['STALE_ROUND_AFTER_SECONDS', '0'],
+    ['SIGNATURE_WINDOW_SECONDS', '1.5'],
+    ['DATABASE_URL', 'mysql://x'],
+    ['LOG_LEVEL', 'loud'],
+  ])('refuses %s=%s with a message naming the variable', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`\\b${name}\\b`));
+  });
+});
