@@ -16,5 +16,7 @@ COPY services/ services/
 USER node
 EXPOSE 8080
 
-# No HEALTHCHECK here: only the api role serves HTTP; compose.yaml checks the api container.
+# Every role listens on PORT (the api its routes, the others /healthz, /readyz and /metrics).
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 CMD ["node", "--import", "tsx", "services/main.ts"]

@@ -5,6 +5,7 @@ import type { Config } from '../shared/config.ts';
 import type { Pool } from '../shared/db/pool.ts';
 import type { EventStore } from '../shared/eventstore/port.ts';
 import type { Logger } from '../shared/logger.ts';
+import type { Metrics } from '../shared/metrics.ts';
 
 /** What every role of a process shares: built once at start by services/service.ts. */
 export interface ServiceContext {
@@ -18,4 +19,6 @@ export interface ServiceContext {
   background: BackgroundTasks;
   /** The clock; tests may move it. */
   now: () => Date;
+  /** This service instance's Prometheus metrics (GET /metrics). */
+  metrics: Metrics;
 }

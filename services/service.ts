@@ -14,7 +14,9 @@ import { sessionLookupMigrations } from '../shared/domain/sessions/lookup.ts';
 import { createEventStore } from '../shared/eventstore/index.ts';
 import { eventStoreMigrations } from '../shared/eventstore/postgres.ts';
 import { createLogger, type Logger } from '../shared/logger.ts';
+import { createMetrics } from '../shared/metrics.ts';
 import { createApp } from './api/app.ts';
+import { createOpsApp } from './api/ops.ts';
 import { sessionRoutes } from './api/operator/sessions.ts';
 import { balanceRoutes } from './api/provider/balance.ts';
 import { transactionRoutes } from './api/provider/transactions.ts';
@@ -42,6 +44,8 @@ export interface RunningService {
   ctx: ServiceContext;
   /** Base URL of the API when the api role runs. */
   url: string | undefined;
+  /** Base URL of this process's port: the API, or without the api role only /healthz, /readyz and /metrics. */
+  httpUrl: string;
   runners: ProjectionRunner[];
   worker: RunningWorker | undefined;
   reconciler: RunningReconciler | undefined;
@@ -117,7 +121,7 @@ export async function startService(config: Config, logger: Logger = createLogger
     redis.once('ready', done);
     redis.once('error', done);
   });
-  const ctx: ServiceContext = { config, logger, pool, redis, eventStore, catalog, background: new BackgroundTasks(), now: () => new Date() };
+  const ctx: ServiceContext = { config, logger, pool, redis, eventStore, catalog, background: new BackgroundTasks(), now: () => new Date(), metrics: createMetrics() };
 
   const runners: ProjectionRunner[] = [];
   if (config.roles.includes('projector')) {
@@ -126,6 +130,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       runner.start();
       runners.push(runner);
     }
+    ctx.metrics.watchReadModels({ pool, runners, operators: () => catalog.snapshot().operators.keys(), logger });
   }
 
   const queueConnection = bullConnection(config.redisUrl, false);
@@ -153,25 +158,25 @@ export async function startService(config: Config, logger: Logger = createLogger
     ? startReconcilerRole({ ...ledger, staleAfterSeconds: config.staleRoundAfterSeconds, intervalSeconds: config.reconcileIntervalSeconds }, logger)
     : undefined;
 
-  let server: http.Server | undefined;
-  let url: string | undefined;
-  if (config.roles.includes('api')) {
-    server = http.createServer(
-      createApp(ctx, {
-        operator: [sessionRoutes(ctx), replayRoutes(ctx), grantRoutes(ctx)],
-        provider: [balanceRoutes(ctx), transactionRoutes(ctx, ledger)],
-        admin: [adjustmentRoutes(ctx, ledger)],
-        audit: [auditRoutes(ctx)],
-      }),
-    );
-    server.keepAliveTimeout = 65_000;
-    await new Promise<void>((resolve, reject) => {
-      server!.once('error', reject);
-      server!.listen(config.port, '0.0.0.0', () => resolve());
-    });
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  }
-  logger.info({ roles: config.roles, url, eventStore: eventStore.kind }, 'service started');
+  // Without the api role the port serves only /healthz, /readyz and /metrics (probes and scraping).
+  const server = http.createServer(
+    config.roles.includes('api')
+      ? createApp(ctx, {
+          operator: [sessionRoutes(ctx), replayRoutes(ctx), grantRoutes(ctx)],
+          provider: [balanceRoutes(ctx), transactionRoutes(ctx, ledger)],
+          admin: [adjustmentRoutes(ctx, ledger)],
+          audit: [auditRoutes(ctx)],
+        })
+      : createOpsApp(ctx),
+  );
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err) => reject(new StartupError(`PORT ${config.port}: ${err.message}`)));
+    server.listen(config.port, '0.0.0.0', () => resolve());
+  });
+  const httpUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const url = config.roles.includes('api') ? httpUrl : undefined;
+  logger.info({ roles: config.roles, url: httpUrl, eventStore: eventStore.kind }, 'service started');
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
@@ -201,5 +206,5 @@ export async function startService(config: Config, logger: Logger = createLogger
       logger.info('stopped');
     })());
 
-  return { ctx, url, runners, worker, reconciler, stop };
+  return { ctx, url, httpUrl, runners, worker, reconciler, stop };
 }

@@ -6,6 +6,7 @@ import { handleCommand, readState } from '../../shared/eventstore/command.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
 import { signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
 import type { Logger } from '../../shared/logger.ts';
+import type { Metrics } from '../../shared/metrics.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { leaseHeld, releaseLease, renewLease, takeLease } from './registry.ts';
 
@@ -15,6 +16,7 @@ export interface DispatchDeps {
   catalog: CatalogStore;
   logger: Logger;
   now: () => Date;
+  metrics?: Metrics;
 }
 
 /** Where a transaction lives: its round stream and its id. */
@@ -118,6 +120,7 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
   const remaining = lease.takenAt + leaseTtl(timeoutMs) - Date.now();
   if (remaining < timeoutMs + 1000 && !(await renewLease(deps.pool, lease.registryKey, ref.transactionId, lease.token, leaseTtl(timeoutMs)))) return tx;
   const number = tx.attempts + 1;
+  const startedAt = performance.now();
   const result: OutboundResult = operator
     ? await signedCall({
         baseUrl: operator.walletUrl,
@@ -129,6 +132,7 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
       })
     : { kind: 'unreachable', error: `operator ${tx.operatorId} is not in the catalog` };
   const outcome = classify(result);
+  if (operator) deps.metrics?.walletTransaction(tx.operatorId, tx.request.type, number, outcome, startedAt);
   const { next } = await handleCommand(
     deps.eventStore,
     ref.roundStream,
@@ -184,7 +188,8 @@ export async function deadLetter(deps: DispatchDeps, ref: TxRef, known: TxState)
   const token = leaseToken();
   if (!(await takeLease(deps.pool, known.providerId, ref.transactionId, token, leaseTtl(walletTimeoutOf(deps, known.operatorId))))) return false;
   try {
-    await handleCommand(deps.eventStore, ref.roundStream, roundDecider, (s) => ({ events: decideDeadLetter(s, ref.transactionId, deps.now()), result: undefined }));
+    const { events } = await handleCommand(deps.eventStore, ref.roundStream, roundDecider, (s) => ({ events: decideDeadLetter(s, ref.transactionId, deps.now()), result: undefined }));
+    if (events.length > 0) deps.metrics?.deadLettered(known.operatorId);
     return true;
   } finally {
     await releaseLease(deps.pool, known.providerId, ref.transactionId, token);

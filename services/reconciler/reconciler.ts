@@ -124,6 +124,7 @@ async function closeRound(deps: ReconcilerDeps, roundStream: string): Promise<nu
 async function balanceCheck(deps: ReconcilerDeps, operatorId: string, playerRef: string): Promise<void> {
   const operator = deps.catalog.snapshot().operators.get(operatorId);
   if (!operator) return;
+  const startedAt = performance.now();
   const r = await signedCall({
     baseUrl: operator.walletUrl,
     pathAndQuery: `/v1/wallet/balance?playerRef=${encodeURIComponent(playerRef)}`,
@@ -131,6 +132,7 @@ async function balanceCheck(deps: ReconcilerDeps, operatorId: string, playerRef:
     secret: operator.secret,
     timeoutMs: operator.walletTimeoutMs,
   });
+  deps.metrics?.walletBalance(operatorId, r, startedAt);
   deps.logger.info({ operatorId, playerRef, outcome: r.kind === 'response' ? r.status : r.kind }, 'stale round: balance before rollback');
 }
 

@@ -6,7 +6,7 @@ import { signedCall } from '../../../shared/http/outbound.ts';
 import { parseOr400 } from '../../../shared/http/validate.ts';
 import type { ServiceContext } from '../../context.ts';
 
-const balanceBody = z.object({ sessionToken: z.string().min(1).max(512) });
+export const balanceBody = z.object({ sessionToken: z.string().min(1).max(512) });
 
 export const invalidSession = () => new AppError(401, 'invalid session');
 
@@ -21,6 +21,7 @@ export function balanceRoutes(ctx: ServiceContext): Router {
     if (session.demo) throw badRequest('demo session: demo play never reaches the operator wallet');
     const operator = ctx.catalog.snapshot().operators.get(session.operatorId);
     if (!operator) throw invalidSession();
+    const startedAt = performance.now();
     const result = await signedCall({
       baseUrl: operator.walletUrl,
       pathAndQuery: `/v1/wallet/balance?playerRef=${encodeURIComponent(session.playerRef)}`,
@@ -28,6 +29,7 @@ export function balanceRoutes(ctx: ServiceContext): Router {
       secret: operator.secret,
       timeoutMs: operator.walletTimeoutMs,
     });
+    ctx.metrics.walletBalance(operator.id, result, startedAt);
     if (result.kind === 'timeout') throw new AppError(504, 'wallet timeout');
     if (result.kind === 'unreachable') throw new AppError(502, 'wallet unreachable');
     res.status(result.status).type(result.contentType ?? 'application/json').send(result.body);

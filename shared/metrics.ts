@@ -1,0 +1,257 @@
+import { performance } from 'node:perf_hooks';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Pool } from './db/pool.ts';
+import type { WalletOutcome } from './domain/rounds/decider.ts';
+import type { TransactionType } from './domain/rounds/events.ts';
+import type { OutboundResult } from './http/outbound.ts';
+import type { Logger } from './logger.ts';
+
+/**
+ * What a wallet call came to. A transaction call ends as API document 3.3 names it (and as the ledger
+ * records it: TxStatus); a balance call is `ok` (200) or fails like one. An unreachable wallet counts
+ * as `failed`, as the ledger records it.
+ */
+export type WalletCallOutcome = 'applied' | 'declined' | 'invalid' | 'failed' | 'timed_out' | 'ok';
+export type WalletCallKind = 'transaction' | 'balance';
+
+/** A projection's lag as its runner reports it (projections/runner.ts). */
+export interface LagSource {
+  isOwner(): boolean;
+  lag(): Promise<{ name: string; eventsBehind: number; msBehind: number }>;
+}
+
+/** Gauges read from Postgres at scrape time: computed at most once per this many ms, whoever scrapes. */
+const READ_MODEL_TTL_MS = 2000;
+/** A scrape does not wait longer than this for them; it answers without them instead. */
+const READ_MODEL_TIMEOUT_MS = 2500;
+
+const METHODS = new Set(['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS']);
+
+/** Process-wide metrics (CPU, memory, event loop, GC) exist once per process, whatever the services in it. */
+let processRegistry: Registry | undefined;
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
+interface ReadModelSnapshot {
+  lag: Array<{ name: string; eventsBehind: number; msBehind: number }>;
+  deadLettered: Map<string, number>;
+}
+
+/**
+ * One service instance's metrics, in a registry of its own (not prom-client's global one), so several
+ * services in one process (tests) keep separate counts. Built by startService, carried on the context.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly walletCalls: Histogram<'operator' | 'kind' | 'outcome'>;
+  private readonly walletRetries: Counter<'operator'>;
+  private readonly deadLetters: Counter<'operator'>;
+  private readonly refusals: Counter<'operator'>;
+  private readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
+  private readModels: (() => Promise<ReadModelSnapshot | undefined>) | undefined;
+
+  constructor() {
+    const registers = [this.registry];
+    this.walletCalls = new Histogram({
+      name: 'wallet_call_duration_seconds',
+      help: 'Calls to operator wallets: time to the answer (or the timeout), by operator, kind (transaction | balance) and outcome',
+      labelNames: ['operator', 'kind', 'outcome'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    this.walletRetries = new Counter({
+      name: 'wallet_retries_total',
+      help: 'Wallet transaction calls after the first for the same transaction (worker retries and resubmissions)',
+      labelNames: ['operator'],
+      registers,
+    });
+    this.deadLetters = new Counter({
+      name: 'wallet_dead_letters_total',
+      help: 'Transactions this process dead-lettered (retries stopped after DISPATCH_RETRY_WINDOW_SECONDS)',
+      labelNames: ['operator'],
+      registers,
+    });
+    this.refusals = new Counter({
+      name: 'rate_limit_refusals_total',
+      help: 'Operator requests refused with 429 by the per-operator rate limit',
+      labelNames: ['operator'],
+      registers,
+    });
+    this.httpRequests = new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP requests answered by this process, by method, route template (unmatched: no route) and status',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    const snapshot = () => this.readModels?.();
+    new Gauge({
+      name: 'projection_lag_events',
+      help: 'Events in the log a projection owned by this process has not applied yet (counted up to 10000)',
+      labelNames: ['projection'],
+      registers,
+      async collect() {
+        const snap = await snapshot();
+        this.reset();
+        for (const l of snap?.lag ?? []) this.set({ projection: l.name }, l.eventsBehind);
+      },
+    });
+    new Gauge({
+      name: 'projection_lag_seconds',
+      help: 'Age of the oldest event a projection owned by this process has not applied yet (0: caught up)',
+      labelNames: ['projection'],
+      registers,
+      async collect() {
+        const snap = await snapshot();
+        this.reset();
+        for (const l of snap?.lag ?? []) this.set({ projection: l.name }, l.msBehind / 1000);
+      },
+    });
+    new Gauge({
+      name: 'wallet_dead_lettered_transactions',
+      help: 'Transactions dead-lettered now, from the rounds read model (database-wide, served by projector processes)',
+      labelNames: ['operator'],
+      registers,
+      async collect() {
+        const snap = await snapshot();
+        this.reset();
+        for (const [operator, n] of snap?.deadLettered ?? []) this.set({ operator }, n);
+      },
+    });
+  }
+
+  /** One wallet transaction call that was made (attempt 1 is the first), timed from `startedAt` (performance.now()). */
+  walletTransaction(operatorId: string, type: TransactionType, attempt: number, outcome: WalletOutcome, startedAt: number): void {
+    this.walletCalls.observe({ operator: operatorId, kind: 'transaction', outcome: transactionOutcome(type, outcome) }, elapsed(startedAt));
+    if (attempt > 1) this.walletRetries.inc({ operator: operatorId });
+  }
+
+  /** One wallet balance call, timed from `startedAt` (performance.now()). */
+  walletBalance(operatorId: string, result: OutboundResult, startedAt: number): void {
+    const outcome: WalletCallOutcome = result.kind === 'timeout' ? 'timed_out' : result.kind === 'response' && result.status === 200 ? 'ok' : 'failed';
+    this.walletCalls.observe({ operator: operatorId, kind: 'balance', outcome }, elapsed(startedAt));
+  }
+
+  deadLettered(operatorId: string): void {
+    this.deadLetters.inc({ operator: operatorId });
+  }
+
+  rateLimitRefused(operatorId: string): void {
+    this.refusals.inc({ operator: operatorId });
+  }
+
+  httpRequest(method: string, route: string, status: number, seconds: number): void {
+    this.httpRequests.observe({ method: METHODS.has(method) ? method : 'other', route, status: String(status) }, seconds);
+  }
+
+  /**
+   * Serves the read-model gauges from this process: lag of the projections its runners own (each
+   * projection is owned by one process, so every lag series comes from exactly one) and dead-lettered
+   * transactions per operator (operators of the catalog with none show 0). Computed on scrape, at most
+   * every READ_MODEL_TTL_MS, and left out of a scrape that would wait for them longer than
+   * READ_MODEL_TIMEOUT_MS.
+   */
+  watchReadModels(opts: { pool: Pool; runners: LagSource[]; operators: () => Iterable<string>; logger: Logger }): void {
+    let computing: Promise<ReadModelSnapshot | undefined> | undefined;
+    let computedAt = 0;
+    const compute = async (): Promise<ReadModelSnapshot | undefined> => {
+      try {
+        const [lag, dead] = await Promise.all([
+          Promise.all(opts.runners.filter((r) => r.isOwner()).map((r) => r.lag())),
+          opts.pool.query<{ operator_id: string; n: number }>(`SELECT operator_id, count(*)::int AS n FROM rm_transactions WHERE status = 'dead' GROUP BY operator_id`),
+        ]);
+        const deadLettered = new Map<string, number>();
+        for (const id of opts.operators()) deadLettered.set(id, 0);
+        for (const r of dead.rows) deadLettered.set(r.operator_id, r.n);
+        return { lag, deadLettered };
+      } catch (err) {
+        opts.logger.warn({ err }, 'metrics: could not read projection lag or dead letters');
+        return undefined;
+      }
+    };
+    this.readModels = () => {
+      if (!computing || Date.now() - computedAt > READ_MODEL_TTL_MS) {
+        computedAt = Date.now();
+        computing = compute();
+      }
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), READ_MODEL_TIMEOUT_MS);
+      });
+      return Promise.race([computing, timeout]).finally(() => clearTimeout(timer));
+    };
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** The Prometheus text exposition: this service's metrics and the process's. */
+  exposition(): Promise<string> {
+    return Registry.merge([processMetrics(), this.registry]).metrics();
+  }
+}
+
+export function createMetrics(): Metrics {
+  return new Metrics();
+}
+
+/** The ledger's reading of a wallet answer (shared/domain/rounds/decider.ts decideOutcome), as a label. */
+function transactionOutcome(type: TransactionType, outcome: WalletOutcome): WalletCallOutcome {
+  switch (outcome.kind) {
+    case 'reply':
+      return outcome.reply.status === 'OK' ? 'applied' : type === 'BET' ? 'declined' : 'invalid';
+    case 'failed':
+      return 'failed';
+    case 'timed_out':
+      return 'timed_out';
+    default: {
+      const unknown: never = outcome;
+      return unknown;
+    }
+  }
+}
+
+const elapsed = (startedAt: number): number => (performance.now() - startedAt) / 1000;
+
+/**
+ * Times every request and labels it with the express route template that matched (mount path plus
+ * route path, e.g. /v1/audit/rounds/:providerId/:operatorId/:roundId), never the raw URL: ids in paths
+ * would make a series per id. A request no route matched (refused by a middleware before it: a bad
+ * signature, the rate limit, an unknown path) is `unmatched`.
+ */
+export function httpMetrics(metrics: Metrics): RequestHandler {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const started = performance.now();
+    let template: string | undefined;
+    let route: unknown;
+    // Express sets req.route when a route matches, while req.baseUrl still holds the mount path (it is
+    // restored on the way out, e.g. when the route's handler throws): take the template at that moment.
+    Object.defineProperty(req, 'route', {
+      configurable: true,
+      enumerable: true,
+      get: () => route,
+      set(value: unknown) {
+        route = value;
+        const path = (value as { path?: unknown } | undefined)?.path;
+        if (path !== undefined) template = req.baseUrl + String(path);
+      },
+    });
+    res.once('finish', () => metrics.httpRequest(req.method, template ?? 'unmatched', res.statusCode, (performance.now() - started) / 1000));
+    next();
+  };
+}
+
+/** GET /metrics: the text exposition (mount it behind the admin bearer check). */
+export function metricsEndpoint(metrics: Metrics): RequestHandler {
+  return async (_req: Request, res: Response) => {
+    const body = await metrics.exposition();
+    res.set('Content-Type', metrics.contentType).send(body);
+  };
+}
