@@ -7,9 +7,11 @@ import { errorRenderer, renderNotFound } from '../../shared/http/errors.ts';
 import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
 import { signatureVerifier } from '../../shared/http/verify.ts';
 import { requestContext } from '../../shared/logger.ts';
+import { httpMetrics, metricsEndpoint } from '../../shared/metrics.ts';
 import type { ServiceContext } from '../context.ts';
 import { adminRouter } from './admin.ts';
 import { healthRouter } from './health.ts';
+import { docsRoutes } from './openapi/docs.ts';
 
 /** Routes per audience; each audience is authenticated before any of its handlers runs. */
 export interface AudienceRouters {
@@ -30,12 +32,13 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
     res.setHeader('X-Request-Id', reqId);
     requestContext.run({ reqId }, next);
   });
+  app.use(httpMetrics(ctx.metrics));
   app.use(
     pinoHttp({
       logger: ctx.logger,
       genReqId: (_req, res) => String(res.getHeader('X-Request-Id')),
       customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
-      autoLogging: { ignore: (req) => req.url === '/healthz' || req.url === '/readyz' },
+      autoLogging: { ignore: (req) => req.url === '/healthz' || req.url === '/readyz' || req.url === '/metrics' },
     }),
   );
 
@@ -48,7 +51,7 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
   operator.use(
     rawBody,
     signatureVerifier({ kind: 'operator', catalog, redis: ctx.redis, windowSeconds: window }),
-    operatorRateLimit(ctx.redis, catalog),
+    operatorRateLimit(ctx.redis, catalog, (operatorId) => ctx.metrics.rateLimitRefused(operatorId)),
     jsonFromRaw,
     ...(routers.operator ?? []),
   );
@@ -66,7 +69,10 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
   const bearer = adminAuth(ctx.config.adminToken);
   app.use('/v1/admin', bearer, express.json({ limit: BODY_LIMIT, type: () => true }), adminRouter(ctx), ...(routers.admin ?? []));
   app.use('/v1/audit', bearer, ...(routers.audit ?? []));
+  // Bearer too: its labels name operators, and this port faces operators and providers.
+  app.get('/metrics', bearer, metricsEndpoint(ctx.metrics));
 
+  app.use(docsRoutes()); // GET /openapi.json and /docs, unauthenticated
   app.use(renderNotFound);
   app.use(errorRenderer(ctx.logger));
   return app;

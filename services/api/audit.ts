@@ -53,8 +53,8 @@ const roundView = (s: RoundState) => ({
 
 const sessionsView = (s: PlayerSessionsState) => ({ openSessions: s.open.map((o) => ({ token: o.token, providerId: o.providerId, expiresAt: o.expiresAt, demo: o.demo })) });
 
-const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) });
-const txQuery = z.object({ status: z.enum(['dead', 'unsettled', 'all']).default('all') });
+export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) });
+export const txQuery = z.object({ status: z.enum(['dead', 'unsettled', 'all']).default('all') });
 
 /** /v1/audit: read-only views of the history of record (bearer ADMIN_TOKEN). */
 export function auditRoutes(ctx: ServiceContext): Router {
@@ -108,13 +108,14 @@ export function auditRoutes(ctx: ServiceContext): Router {
   router.get('/transactions', async (req, res) => {
     const { status } = parseOr400(txQuery, req.query, 'query');
     const statuses = status === 'dead' ? ['dead'] : status === 'unsettled' ? ['recorded', 'failed', 'timed_out'] : ['dead', 'recorded', 'failed', 'timed_out'];
-    const { rows } = await ctx.pool.query(
+    const { rows } = await ctx.pool.query<{ amount: string } & Record<string, unknown>>(
       `SELECT provider_id, operator_id, round_id, round_stream, transaction_id, type, player_ref, amount, currency, status, attempts, last_error,
               recorded_at, dead_lettered_at, updated_at
        FROM rm_transactions WHERE status = ANY($1) ORDER BY recorded_at`,
       [statuses],
     );
-    res.json({ transactions: rows });
+    // bigint arrives as a decimal string; amounts are accepted only as safe integers, so Number() is exact.
+    res.json({ transactions: rows.map((r) => ({ ...r, amount: Number(r.amount) })) });
   });
 
   return router;

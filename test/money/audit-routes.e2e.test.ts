@@ -126,10 +126,14 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
     const token = await h.launch(player);
     h.wallet.script('au-stuck-bet', { status: 503, body: {} });
     await h.tx({ sessionToken: token, roundId: 'au-u', playerRef: player, currency: 'EUR', gameId: 'fruit-1', transactionId: 'au-stuck-bet', type: 'BET', roundComplete: false, amount: 5 });
+    let stuck: { transaction_id: string; status: string; amount: unknown } | undefined;
     await h.until(async () => {
-      const res = await audit<{ transactions: Array<{ transaction_id: string; status: string }> }>('/transactions?status=unsettled');
-      return res.json.transactions.some((t) => t.transaction_id === 'au-stuck-bet' && t.status === 'failed');
+      const res = await audit<{ transactions: Array<{ transaction_id: string; status: string; amount: unknown }> }>('/transactions?status=unsettled');
+      stuck = res.json.transactions.find((t) => t.transaction_id === 'au-stuck-bet' && t.status === 'failed');
+      return stuck !== undefined;
     });
+    // Amounts are integers in minor units everywhere, never strings.
+    expect(stuck!.amount).toBe(5);
     const dead = await audit<{ transactions: unknown[] }>('/transactions?status=dead');
     expect(dead.status).toBe(200);
     expect((await audit('/transactions?status=weird')).status).toBe(400);

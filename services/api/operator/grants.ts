@@ -11,7 +11,7 @@ import { handleCommand, readState } from '../../../shared/eventstore/command.ts'
 import { signedCall, type OutboundResult } from '../../../shared/http/outbound.ts';
 import { parseOr400 } from '../../../shared/http/validate.ts';
 import type { ServiceContext } from '../../context.ts';
-import { CURRENCY } from './schemas.ts';
+import { CURRENCY, type ProviderCancelRequest, type ProviderGrantRequest } from './schemas.ts';
 import { callingOperator } from './sessions.ts';
 
 export const issueGrantBody = z.object({
@@ -26,8 +26,8 @@ export const issueGrantBody = z.object({
 });
 type IssueGrantBody = z.infer<typeof issueGrantBody>;
 
-const grantIdParam = z.uuid({ message: 'expected a UUID' });
-const listQuery = z.object({ playerRef: z.string().min(1).max(255).optional() });
+export const grantIdParam = z.uuid({ message: 'expected a UUID' });
+export const listQuery = z.object({ playerRef: z.string().min(1).max(255).optional() });
 
 /** What the grant is for: from the campaign when one is named, else from the request. */
 function grantTerms(ctx: ServiceContext, operatorId: string, body: IssueGrantBody): { gameId: string; spins: number; betAmountMinor: number; currency: string; provider: Provider } {
@@ -109,7 +109,7 @@ export function grantRoutes(ctx: ServiceContext): Router {
             betAmountMinor: grant.betAmountMinor,
             currency: grant.currency,
             ...(grant.expiresAt !== undefined ? { expiresAt: grant.expiresAt } : {}),
-          },
+          } satisfies ProviderGrantRequest,
           secret: provider.secret,
           timeoutMs: provider.timeoutMs,
         })
@@ -197,7 +197,7 @@ export function grantRoutes(ctx: ServiceContext): Router {
           baseUrl: provider.apiBaseUrl,
           pathAndQuery: `/v1/free-spins/grants/${encodeURIComponent(grant.externalRef ?? '')}/cancel`,
           method: 'POST',
-          body: { requestRef: grant.id },
+          body: { requestRef: grant.id } satisfies ProviderCancelRequest,
           secret: provider.secret,
           timeoutMs: provider.timeoutMs,
         })

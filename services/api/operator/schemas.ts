@@ -16,3 +16,74 @@ export const kickBody = z.object({
 });
 
 export const CURRENCY = /^[A-Z]{3}$/;
+
+// Response bodies and the bodies sent to providers. The OpenAPI document (services/api/openapi) is
+// generated from these, and test/docs checks real responses and outbound calls against them.
+
+export const gameSummarySchema = z.strictObject({
+  gameId: z.string(),
+  name: z.string(),
+  provider: z.string(),
+  currencies: z.array(z.string()),
+  supportedLanguages: z.array(z.string()),
+  launchBaseUrl: z.string(),
+  replayBaseUrl: z.string(),
+});
+export const gameListResponse = z.array(gameSummarySchema);
+
+export const launchResponse = z.strictObject({ launchUrl: z.string(), sessionToken: z.string() });
+
+export const kickResponse = z.strictObject({ revokedCount: z.number().int().nonnegative() });
+
+export const replayResponse = z.strictObject({ replayUrl: z.string() });
+
+export const grantStatusSchema = z.enum(['pending', 'active', 'cancelled', 'failed']);
+
+/** GrantResponseBody (API document 2.7). */
+export const grantSchema = z.strictObject({
+  id: z.uuid(),
+  campaignId: z.string().optional(),
+  operatorId: z.string(),
+  providerId: z.string(),
+  gameId: z.string(),
+  playerRef: z.string(),
+  spins: z.number().int().positive(),
+  betAmountMinor: z.number().int().nonnegative(),
+  currency: z.string(),
+  externalRef: z.string().optional(),
+  status: grantStatusSchema,
+  idempotencyKey: z.string(),
+  expiresAt: z.string().optional(),
+  lastError: z.string().optional(),
+  createdAt: z.iso.datetime(),
+  updatedAt: z.iso.datetime(),
+});
+export const grantListResponse = z.array(grantSchema);
+
+/** POST {apiBaseUrl}/v1/free-spins/grants (contract section 6); requestRef is the grant id. */
+export const providerGrantRequest = z.strictObject({
+  requestRef: z.uuid(),
+  operatorId: z.string(),
+  playerRef: z.string(),
+  gameId: z.string(),
+  spins: z.number().int().positive(),
+  betAmountMinor: z.number().int().nonnegative(),
+  currency: z.string(),
+  expiresAt: z.string().optional(),
+});
+export type ProviderGrantRequest = z.infer<typeof providerGrantRequest>;
+
+/** The provider's answer that counts as success (status 200); other fields are ignored. */
+export const providerGrantResponse = z.looseObject({ externalRef: z.string().min(1) });
+
+/** POST {apiBaseUrl}/v1/free-spins/grants/{externalRef}/cancel. */
+export const providerCancelRequest = z.strictObject({ requestRef: z.uuid() });
+export type ProviderCancelRequest = z.infer<typeof providerCancelRequest>;
+
+/** POST {apiBaseUrl}/v1/sessions/revoke, after a kick (best effort). */
+export const providerRevokeRequest = z.strictObject({
+  operatorId: z.string(),
+  playerRef: z.string(),
+  sessionTokens: z.array(z.string()).min(1),
+});
+export type ProviderRevokeRequest = z.infer<typeof providerRevokeRequest>;

@@ -9,7 +9,7 @@ import { handleCommand } from '../../../shared/eventstore/command.ts';
 import { signedCall } from '../../../shared/http/outbound.ts';
 import { parseOr400 } from '../../../shared/http/validate.ts';
 import type { ServiceContext } from '../../context.ts';
-import { CURRENCY, kickBody, launchBody, type LaunchBody } from './schemas.ts';
+import { CURRENCY, kickBody, launchBody, type LaunchBody, type ProviderRevokeRequest } from './schemas.ts';
 
 export interface GameSummary {
   gameId: string;
@@ -150,7 +150,7 @@ function notifyProviders(ctx: ServiceContext, operatorId: string, playerRef: str
         baseUrl: provider.apiBaseUrl,
         pathAndQuery: '/v1/sessions/revoke',
         method: 'POST',
-        body: { operatorId, playerRef, sessionTokens },
+        body: { operatorId, playerRef, sessionTokens } satisfies ProviderRevokeRequest,
         secret: provider.secret,
         timeoutMs: provider.timeoutMs,
       }).then((r) => {

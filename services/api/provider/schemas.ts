@@ -3,7 +3,8 @@ import { STALE_ROLLBACK_PREFIX } from '../../../shared/domain/rounds/events.ts';
 
 export const METADATA_MAX_BYTES = 8 * 1024;
 
-const metadata = z
+/** Provider-supplied and opaque (API document 2.11): a JSON object of at most 8 KiB. */
+export const transactionMetadata = z
   .custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), 'expected a JSON object')
   .refine((v) => Buffer.byteLength(JSON.stringify(v), 'utf8') <= METADATA_MAX_BYTES, `must be at most ${METADATA_MAX_BYTES} bytes of JSON`);
 
@@ -21,7 +22,7 @@ export const transactionBody = z
     currency: z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code'),
     gameId: z.string().min(1).max(200),
     direction: z.enum(['DEBIT', 'CREDIT']).optional(),
-    metadata: metadata.optional(),
+    metadata: transactionMetadata.optional(),
   })
   .superRefine((b, ctx) => {
     // Reserved for the stale-round reconciler: a provider using it could pre-empt a refund.
@@ -42,3 +43,35 @@ export const transactionBody = z
     }
   });
 export type TransactionBody = z.infer<typeof transactionBody>;
+
+// What the operator's wallet receives and answers (API document 2.10, 2.12, 4.2). The OpenAPI document
+// describes these as the webhooks operators implement; test/docs checks real wallet calls against them.
+
+/**
+ * The body the service sends to POST {walletUrl}/v1/wallet/transaction, identical on every retry. Looser
+ * than transactionBody where the service itself writes: a stale-round rollback's id is
+ * `stale-rollback:<bet id>`, an adjustment without a game has gameId "".
+ */
+export const walletTransactionRequest = z.strictObject({
+  transactionId: z.string().min(1),
+  sessionToken: z.string().min(1),
+  type: z.enum(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']),
+  roundId: z.string().min(1),
+  roundComplete: z.boolean(),
+  originalTransactionId: z.string().min(1).optional(),
+  playerRef: z.string().min(1),
+  amount: z.number().int().nonnegative(),
+  currency: z.string().regex(/^[A-Z]{3}$/),
+  gameId: z.string(),
+  direction: z.enum(['DEBIT', 'CREDIT']).optional(),
+  metadata: transactionMetadata.optional(),
+});
+
+/** TransactionResponse: the wallet's 200 reply, which the provider receives verbatim. */
+export const transactionResponse = z.looseObject({
+  status: z.enum(['OK', 'DECLINED']),
+  balance: z.number().int(),
+});
+
+/** The wallet's answer to GET {walletUrl}/v1/wallet/balance, which the provider receives verbatim. */
+export const balanceResponse = z.looseObject({ balance: z.number().int() });

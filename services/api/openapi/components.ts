@@ -1,0 +1,201 @@
+import { z } from 'zod';
+import { campaignSchema, catalogSchema, gameSchema, operatorSchema, providerSchema } from '../../../shared/catalog/schema.ts';
+import { MAX_NONCE_LENGTH } from '../../../shared/http/signature.ts';
+import { adjustmentBody } from '../adjustments.ts';
+import { issueGrantBody } from '../operator/grants.ts';
+import { replayBody } from '../operator/replay.ts';
+import {
+  gameListResponse,
+  gameSummarySchema,
+  grantListResponse,
+  grantSchema,
+  grantStatusSchema,
+  kickBody,
+  kickResponse,
+  launchBody,
+  launchResponse,
+  providerCancelRequest,
+  providerGrantRequest,
+  providerGrantResponse,
+  providerRevokeRequest,
+  replayResponse,
+} from '../operator/schemas.ts';
+import { balanceBody } from '../provider/balance.ts';
+import { balanceResponse, transactionBody, transactionMetadata, transactionResponse, walletTransactionRequest } from '../provider/schemas.ts';
+import {
+  adjustmentResponse,
+  auditEvent,
+  auditTransactions,
+  catalogCounts,
+  errorBody,
+  eventsPage,
+  grantHistory,
+  healthResponse,
+  invalidSignatureText,
+  notReadyResponse,
+  playerSessionsHistory,
+  projectionsResponse,
+  readyResponse,
+  roundHistory,
+  roundState,
+  streamEvents,
+} from '../schemas.ts';
+import { schemaNames } from './json-schema.ts';
+import type { ResponseSpec } from './spec.ts';
+
+/** Just enough of /openapi.json to tell it apart; the document's own structure is tested in test/docs. */
+export const openApiDocumentSchema = z.looseObject({ openapi: z.string().regex(/^3\.1\.\d+$/), info: z.looseObject({ title: z.string(), version: z.string() }) });
+
+const named: Array<[z.ZodType, string, string?, unknown[]?]> = [
+  [openApiDocumentSchema, 'OpenApiDocument'],
+  // Requests, exactly the schemas the routers validate with.
+  [launchBody, 'LaunchGameRequest', 'LaunchGameRequestBody (API document 2.3). The currency format is checked after the game lookup, as contract section 4 orders the checks.'],
+  [kickBody, 'KickPlayerRequest'],
+  [replayBody, 'RoundReplayRequest'],
+  [issueGrantBody, 'IssueGrantRequest', 'IssueGrantRequestBody (API document 2.7). With campaignId, the game, spins, stake and currency come from the campaign; without it gameId, spins and currency are required.'],
+  [transactionBody, 'ProviderTransactionRequest', 'TransactionRequest (API document 2.10) as a provider submits it. roundComplete is required on BET and WIN; originalTransactionId only (and always) on ROLLBACK; direction only on ADJUSTMENT, which providers may not submit. The prefix `stale-rollback:` is reserved.'],
+  [transactionMetadata, 'TransactionMetadata', 'Opaque to the service, stored and forwarded verbatim (API document 2.11).'],
+  [balanceBody, 'BalanceRequest'],
+  [catalogSchema, 'Catalog', 'The catalog (contract section 2); every entry is inserted or updated. URLs are absolute http(s) URLs; a game id is unique across providers.'],
+  [providerSchema, 'CatalogProvider'],
+  [gameSchema, 'CatalogGame', 'replayBaseUrl may be "" (replay unsupported).'],
+  [operatorSchema, 'CatalogOperator'],
+  [campaignSchema, 'CatalogCampaign'],
+  [adjustmentBody, 'AdjustmentRequest', 'A manual balance correction. transactionId is optional: a retry with the same id is answered from the first; one is generated when omitted.'],
+  // Responses.
+  [errorBody, 'Error', 'Every error body except the plain-text 401 `invalid signature`.'],
+  [gameSummarySchema, 'GameSummary', 'GameSummary (API document 2.2).'],
+  [gameListResponse, 'GameList'],
+  [launchResponse, 'LaunchGameResponse', 'launchUrl is launchBaseUrl plus `token`, `language` and `lobby` (when given), URL-encoded. The token is opaque, URL-safe, with at least 128 random bits.'],
+  [kickResponse, 'KickPlayerResponse', 'revokedCount is 0 when the player had no active session (still a success).'],
+  [replayResponse, 'RoundReplayResponse', 'replayUrl is replayBaseUrl plus `token`, a short-lived HS256 JWT (contract section 6).'],
+  [grantStatusSchema, 'GrantStatus'],
+  [grantSchema, 'Grant', 'GrantResponseBody (API document 2.7).'],
+  [grantListResponse, 'GrantList', 'Newest first.'],
+  [transactionResponse, 'TransactionResponse', "TransactionResponse (API document 2.12): the operator wallet's reply. DECLINED is valid only for a BET.", [{ status: 'OK', balance: 9900 }]],
+  [balanceResponse, 'BalanceResponse', 'Balance in minor units.', [{ balance: 10000 }]],
+  [healthResponse, 'Health'],
+  [readyResponse, 'Ready'],
+  [notReadyResponse, 'NotReady'],
+  [catalogCounts, 'CatalogCounts', 'How many of each the catalog now holds.'],
+  [projectionsResponse, 'ProjectionLags', 'Per read model: the events in the log it has not applied (counted up to 10,000) and the age of the oldest of them.'],
+  [adjustmentResponse, 'AdjustmentResponse'],
+  [auditEvent, 'AuditEvent', 'An event as recorded. position is a cursor in the global log.'],
+  [eventsPage, 'EventsPage', 'Pass `next` as the following `from`.'],
+  [streamEvents, 'StreamEvents'],
+  [roundState, 'RoundState', 'A round as derived from its events.'],
+  [roundHistory, 'RoundHistory'],
+  [playerSessionsHistory, 'PlayerSessionsHistory'],
+  [grantHistory, 'GrantHistory'],
+  [auditTransactions, 'AuditTransactions', 'Rows of the rm_transactions read model, column names as stored; amount is a bigint rendered as a decimal string.'],
+  // What partners receive and answer (webhooks).
+  [walletTransactionRequest, 'WalletTransactionRequest', 'TransactionRequest (API document 2.10) as the operator wallet receives it: roundComplete is always present (false where meaningless). Identical bytes on every retry.'],
+  [providerGrantRequest, 'ProviderGrantRequest', 'requestRef is the grant id: a repeat carries the same requestRef, deduplicate on it.'],
+  [providerGrantResponse, 'ProviderGrantResponse', undefined, [{ externalRef: 'batch-7f3a' }]],
+  [providerCancelRequest, 'ProviderCancelRequest'],
+  [providerRevokeRequest, 'ProviderRevokeRequest'],
+];
+for (const [schema, id, description, examples] of named) {
+  schemaNames.add(schema, { id, ...(description !== undefined ? { description } : {}), ...(examples !== undefined ? { examples } : {}) });
+}
+
+const signingSteps = (who: 'operator' | 'provider'): string => {
+  const idHeader = who === 'operator' ? 'X-Operator-Id' : 'X-Provider-Id';
+  return `Every request carries four headers: \`${idHeader}\` (your catalog id), \`X-Timestamp\` (Unix time in whole seconds), \`X-Nonce\` (1 to ${MAX_NONCE_LENGTH} characters, fresh for every request, retries included) and \`X-Signature\`:
+
+    X-Signature    = lowercase hex of HMAC-SHA256(secret, signing string)
+    signing string = timestamp + "\\n" + nonce + "\\n" + METHOD + "\\n" + target + "\\n" + lowercase hex of SHA-256(raw body bytes)
+
+- \`secret\` is the ${who}'s \`secret\` from the catalog; \`METHOD\` is upper case.
+- With no body, hash the empty string (\`e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\`).
+- The target of a call **to** the service is the **path only**: \`GET /v1/operator/free-spins/grants?playerRef=p1\` signs \`/v1/operator/free-spins/grants\`.
+
+The service checks, in this order, before any handler${who === 'operator' ? ' and before the rate limit' : ''}:
+1. \`X-Nonce\` missing, empty or longer than ${MAX_NONCE_LENGTH} characters: **400** \`{"error":"invalid nonce"}\`.
+2. Unknown or missing \`${idHeader}\`, missing or bad signature, missing timestamp, or a timestamp more than \`SIGNATURE_WINDOW_SECONDS\` (default 300) from the server's clock: **401**, \`text/plain\` body \`invalid signature\`.
+3. The nonce was already used by this caller within the window: **401** \`{"error":"replayed request"}\`. A nonce is recorded only once its signature is valid, so a forged request cannot burn one.
+${
+  who === 'operator'
+    ? '\nThen the per-operator rate limit (catalog `rateLimit`, shared by every instance): **429** `{"error":"rate limit exceeded"}` with `Retry-After` in seconds. Only requests that passed the signature check count.\n'
+    : ''
+}
+Swagger UI's "Try it out" cannot compute the signature; use \`scripts/signed-curl.sh\` or your own signer.`;
+};
+
+export const securitySchemes = {
+  operatorSignature: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Signature',
+    description: `**Operator signature** (contract section 3), for \`/v1/operator/*\`.\n\n${signingSteps('operator')}`,
+  },
+  providerSignature: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Signature',
+    description: `**Provider signature** (contract section 3), for \`/v1/wallet/*\`.\n\n${signingSteps('provider')}`,
+  },
+  adminBearer: {
+    type: 'http',
+    scheme: 'bearer',
+    description:
+      '`Authorization: Bearer <ADMIN_TOKEN>` for `/v1/admin/*`, `/v1/audit/*` and `/metrics`. With `ADMIN_TOKEN` unset these routes always answer 401 `{"error":"unauthorized"}`.',
+  },
+  serviceSignature: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Signature',
+    description: `**The service's signature** on the calls it makes to partners (contract sections 3 and 6). Headers \`X-Timestamp\`, \`X-Nonce\` and \`X-Signature\`, no caller id; the same construction as partners use towards the service, with one difference: the target is the **path plus the query string exactly as sent** (\`/v1/wallet/balance?playerRef=p1\`).
+
+    signing string = timestamp + "\\n" + nonce + "\\n" + METHOD + "\\n" + path?query + "\\n" + lowercase hex of SHA-256(raw body bytes)
+
+Wallet calls are signed with the operator's catalog \`secret\`, provider calls with the provider's. Verify every call (constant-time comparison, timestamp within your window, nonce not seen before) and refuse a bad one with 401 \`text/plain\` \`invalid signature\` or a reused nonce with 401 \`{"error":"replayed request"}\`. A retry repeats the identical body with a fresh nonce, timestamp and signature.`,
+  },
+} as const;
+
+const headerParam = (name: string, description: string, schema: Record<string, unknown>) => ({ name, in: 'header', required: true, description, schema });
+
+export const parameters = {
+  OperatorId: headerParam('X-Operator-Id', "The operator's catalog id (part of the operator signature).", { type: 'string', minLength: 1 }),
+  ProviderId: headerParam('X-Provider-Id', "The provider's catalog id (part of the provider signature).", { type: 'string', minLength: 1 }),
+  Timestamp: headerParam('X-Timestamp', 'Unix time in whole seconds; must be within SIGNATURE_WINDOW_SECONDS (default 300) of the receiver\'s clock.', {
+    type: 'string',
+    pattern: '^[0-9]{1,12}$',
+  }),
+  Nonce: headerParam('X-Nonce', 'Fresh for every request, retries included. Checked first: missing, empty or too long is 400 `invalid nonce`.', {
+    type: 'string',
+    minLength: 1,
+    maxLength: MAX_NONCE_LENGTH,
+  }),
+} as const;
+
+const errorJson = { 'application/json': errorBody };
+
+/** Responses many routes share, under components.responses; the tests resolve them through this map. */
+export const sharedResponses: Record<string, ResponseSpec> = {
+  OperatorUnauthorized: {
+    description:
+      'Signature refused (contract section 3): `text/plain` `invalid signature` for an unknown caller, a missing or bad signature, or a timestamp outside the window; JSON `{"error":"replayed request"}` for a nonce already used.',
+    content: { 'text/plain': invalidSignatureText, ...errorJson },
+  },
+  ProviderUnauthorized: {
+    description:
+      'Signature refused (contract section 3): `text/plain` `invalid signature`, or JSON `{"error":"replayed request"}`. Also JSON `{"error":"invalid session"}`: the session token is unknown, revoked by a kick, belongs to another provider, or has expired (an expired session still settles the rounds it opened: WIN and ROLLBACK are accepted, a BET is not).',
+    content: { 'text/plain': invalidSignatureText, ...errorJson },
+  },
+  AdminUnauthorized: {
+    description: 'Missing or wrong bearer token, or `ADMIN_TOKEN` unset: `{"error":"unauthorized"}`.',
+    content: errorJson,
+  },
+  RateLimited: {
+    description: "The operator's rate limit is exceeded: `{\"error\":\"rate limit exceeded\"}`. Wait `Retry-After` seconds before retrying.",
+    content: errorJson,
+    headers: { 'Retry-After': { description: 'Seconds to wait before retrying (at least 1).', schema: z.string().regex(/^[1-9][0-9]*$/), required: true } },
+  },
+  PayloadTooLarge: { description: 'The body is over 64 KiB: `{"error":"request body too large"}`.', content: errorJson },
+  InternalError: { description: 'Unexpected failure: `{"error":"internal error"}`; nothing more is revealed (the log has it).', content: errorJson },
+  Unavailable: {
+    description: 'Redis could not record the nonce or count the request: `{"error":"service unavailable"}`. Nothing was done; retry with a fresh nonce.',
+    content: errorJson,
+  },
+};

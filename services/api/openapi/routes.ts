@@ -1,0 +1,440 @@
+import { z } from 'zod';
+import { catalogSchema } from '../../../shared/catalog/schema.ts';
+import { adjustmentBody } from '../adjustments.ts';
+import { eventsQuery, txQuery } from '../audit.ts';
+import { grantIdParam, issueGrantBody, listQuery } from '../operator/grants.ts';
+import { replayBody } from '../operator/replay.ts';
+import {
+  gameListResponse,
+  grantListResponse,
+  grantSchema,
+  kickBody,
+  kickResponse,
+  launchBody,
+  launchResponse,
+  replayResponse,
+} from '../operator/schemas.ts';
+import { balanceBody } from '../provider/balance.ts';
+import { balanceResponse, transactionBody, transactionResponse } from '../provider/schemas.ts';
+import {
+  adjustmentResponse,
+  auditTransactions,
+  catalogCounts,
+  errorBody,
+  eventsPage,
+  grantHistory,
+  healthResponse,
+  metricsText,
+  notReadyResponse,
+  playerSessionsHistory,
+  projectionsResponse,
+  readyResponse,
+  roundHistory,
+  streamEvents,
+} from '../schemas.ts';
+import { openApiDocumentSchema } from './components.ts';
+import type { ResponseSpec, Responses, RouteSpec } from './spec.ts';
+
+const json = (schema: z.ZodType, description: string): ResponseSpec => ({ description, content: { 'application/json': schema } });
+const error = (description: string): ResponseSpec => json(errorBody, description);
+const bullets = (lines: string[]): string => lines.map((l) => `- ${l}`).join('\n');
+
+/** 400 of a signed route: the nonce check comes first, then the route's own reasons. */
+const signedBadRequest = (...reasons: string[]): ResponseSpec =>
+  error(
+    bullets([
+      '`invalid nonce`: X-Nonce missing, empty or longer than 64 characters (checked before the signature).',
+      '`request body is not valid JSON`.',
+      ...reasons,
+    ]),
+  );
+
+const operatorErrors: Responses = {
+  401: { shared: 'OperatorUnauthorized' },
+  413: { shared: 'PayloadTooLarge' },
+  429: { shared: 'RateLimited' },
+  500: { shared: 'InternalError' },
+  503: { shared: 'Unavailable' },
+};
+const providerErrors: Responses = {
+  401: { shared: 'ProviderUnauthorized' },
+  413: { shared: 'PayloadTooLarge' },
+  500: { shared: 'InternalError' },
+  503: { shared: 'Unavailable' },
+};
+const adminErrors: Responses = { 401: { shared: 'AdminUnauthorized' }, 413: { shared: 'PayloadTooLarge' }, 500: { shared: 'InternalError' } };
+const auditErrors: Responses = { 401: { shared: 'AdminUnauthorized' }, 500: { shared: 'InternalError' } };
+
+const grantPath = z.object({ id: grantIdParam });
+const grantNotFound = error('`grant not found`: no such grant under your tenant (another operator\'s grant behaves as nonexistent).');
+
+const operatorRoutes: RouteSpec[] = [
+  {
+    method: 'get',
+    path: '/v1/operator/games',
+    audience: 'operator',
+    operationId: 'listGames',
+    tag: 'Operator API',
+    summary: 'List the games visible to your tenant',
+    description: 'The games of the catalog your operator entry lists in `visibleGames` (API document 4.1.2).',
+    responses: { 200: json(gameListResponse, 'GameSummary[] of the visible games.'), 400: signedBadRequest(), ...operatorErrors },
+  },
+  {
+    method: 'post',
+    path: '/v1/operator/games/launch',
+    audience: 'operator',
+    operationId: 'launchGame',
+    tag: 'Operator API',
+    summary: 'Launch a game session for a player',
+    description: `Creates a session (API document 2.8, 4.1.1) and answers the URL to embed in an iframe. Checks, in this order (contract section 4):
+1. body shape (400);
+2. the game exists (404);
+3. REAL mode only: the game is visible to your tenant (404, indistinguishable from a missing game); DEMO skips this check;
+4. currency (an upper-case ISO-4217 code supported by the game's provider), language (in supportedLanguages, when given), lobbyUrl (absolute http(s), when given) (400);
+5. the player is not on your blocklist (403 \`launch blocked\`, the reason is not disclosed).
+
+A DEMO session never reaches your wallet.`,
+    body: { schema: launchBody, example: { playerRef: 'p1', gameId: 'fruit-1', currency: 'EUR', mode: 'REAL', language: 'en', lobbyUrl: 'https://casino.example/lobby' } },
+    responses: {
+      200: json(launchResponse, 'The session was created.'),
+      400: signedBadRequest('a field fails validation, e.g. `currency: expected an upper-case ISO-4217 code`, `language: xx is not supported by this game`, `lobbyUrl: expected an absolute http(s) URL`.'),
+      403: error('`launch blocked`: the player is on your blocklist.'),
+      404: error('`game not found`: no such game, or (REAL mode) not visible to your tenant.'),
+      ...operatorErrors,
+    },
+  },
+  {
+    method: 'post',
+    path: '/v1/operator/players/kick',
+    audience: 'operator',
+    operationId: 'kickPlayer',
+    tag: 'Operator API',
+    summary: "End all of a player's sessions",
+    description:
+      "Ends every active session of playerRef under your tenant, at once (API document 4.1.3): the game client's next wallet call fails with 401. Each affected provider is then told (`POST /v1/sessions/revoke`, see Webhooks), best effort: its failure changes nothing.",
+    body: { schema: kickBody, example: { playerRef: 'p1' } },
+    responses: { 200: json(kickResponse, 'Sessions ended (0 is a success too).'), 400: signedBadRequest('`playerRef: ...`: missing or invalid.'), ...operatorErrors },
+  },
+  {
+    method: 'post',
+    path: '/v1/operator/rounds/replay',
+    audience: 'operator',
+    operationId: 'roundReplayLink',
+    tag: 'Operator API',
+    summary: 'Get a replay link for a round',
+    description:
+      'A link to the provider-hosted replay page (API document 4.1.4). Its token expires after `REPLAY_LINK_TTL_SECONDS` (default 900): request a fresh link every time, do not cache it.',
+    body: { schema: replayBody, example: { roundId: 'r-1', gameId: 'fruit-1' } },
+    responses: {
+      200: json(replayResponse, 'The replay link.'),
+      400: signedBadRequest('roundId or gameId missing or invalid.', "`gameId: this game does not support round replay` (the game's replayBaseUrl is empty)."),
+      404: error('`round not found`: no round with this roundId and gameId under your tenant (another operator\'s or another game\'s round looks the same).'),
+      ...operatorErrors,
+    },
+  },
+  {
+    method: 'post',
+    path: '/v1/operator/free-spins/grants',
+    audience: 'operator',
+    operationId: 'issueGrant',
+    tag: 'Operator API: free spins',
+    summary: 'Issue a free-spin grant',
+    description: `Issues a batch of free spins through the game's provider, synchronously (API document 4.1.5, contract section 4). The game must be visible to your tenant and the currency supported by its provider, as for a launch.
+
+**Idempotency:** the grant is identified by (your operator, idempotencyKey). A new key answers **201** with the grant \`active\`; the same key repeated answers **200** with the original grant unchanged, whatever its status (\`failed\` included), whatever the body says now, and calls the provider no second time. A failed issuance consumes its key: retry with a fresh one.`,
+    body: { schema: issueGrantBody, example: { playerRef: 'p1', idempotencyKey: 'promo-42-p1', campaignId: 'welcome-10' } },
+    responses: {
+      200: json(grantSchema, 'A repeated idempotencyKey: the original grant, unchanged.'),
+      201: json(grantSchema, 'A new grant, issued at the provider: status `active` with its externalRef.'),
+      400: signedBadRequest(
+        'missing or invalid fields (gameId, spins and currency are required without campaignId; spins must be positive).',
+        'a currency that is malformed or not supported by the provider.',
+        'a campaign that is inactive or outside its validity window.',
+      ),
+      403: error('`game not visible to this operator`.'),
+      404: error('`campaign not found` or `game not found`.'),
+      502: error('`provider call failed: ...`: the grant was recorded with status `failed` and lastError; its idempotencyKey is consumed.'),
+      ...operatorErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/operator/free-spins/grants',
+    audience: 'operator',
+    operationId: 'listGrants',
+    tag: 'Operator API: free spins',
+    summary: "List your tenant's grants",
+    description: 'Grants of your tenant, newest first, optionally for one player (API document 4.1.6).',
+    query: listQuery,
+    paramDescriptions: { playerRef: 'Only this player\'s grants. Not part of the signed target.' },
+    responses: { 200: json(grantListResponse, 'Grants, newest first.'), 400: signedBadRequest('`playerRef: ...`: empty or too long.'), ...operatorErrors },
+  },
+  {
+    method: 'get',
+    path: '/v1/operator/free-spins/grants/{id}',
+    audience: 'operator',
+    operationId: 'getGrant',
+    tag: 'Operator API: free spins',
+    summary: 'Read one grant',
+    description: 'One grant of your tenant (API document 4.1.7).',
+    pathParams: grantPath,
+    paramDescriptions: { id: 'The grant id (a UUID).' },
+    responses: { 200: json(grantSchema, 'The grant.'), 400: signedBadRequest('`id: expected a UUID`.'), 404: grantNotFound, ...operatorErrors },
+  },
+  {
+    method: 'post',
+    path: '/v1/operator/free-spins/grants/{id}/cancel',
+    audience: 'operator',
+    operationId: 'cancelGrant',
+    tag: 'Operator API: free spins',
+    summary: 'Cancel an active grant',
+    description:
+      "Cancels the grant at the provider, synchronously (API document 3.1, 4.1.8). No body. Only an `active` grant can be cancelled. When the provider's cancel fails the grant stays `active` (502): retry the cancel.",
+    pathParams: grantPath,
+    paramDescriptions: { id: 'The grant id (a UUID).' },
+    responses: {
+      200: json(grantSchema, 'The grant, now `cancelled`.'),
+      400: signedBadRequest('`id: expected a UUID`.', '`grant not cancellable: it is <status>` (pending, cancelled or failed).'),
+      404: grantNotFound,
+      502: error('`provider cancel failed: ...; the grant stays active, retry the cancel`.'),
+      ...operatorErrors,
+    },
+  },
+];
+
+const providerRoutes: RouteSpec[] = [
+  {
+    method: 'post',
+    path: '/v1/wallet/transaction',
+    audience: 'provider',
+    operationId: 'submitTransaction',
+    tag: 'Provider API',
+    summary: "Submit a BET, WIN or ROLLBACK to the player's operator wallet",
+    description: `The service records the transaction, forwards it to the operator's wallet (\`POST {walletUrl}/v1/wallet/transaction\`, see Webhooks) and answers **200** with the wallet's TransactionResponse **verbatim**, DECLINED included (contract section 5).
+
+- **Idempotent on transactionId:** resubmitting identical content gets the stored reply without a second wallet call, even after the round completed. Different content under a used transactionId is 409.
+- playerRef, gameId and currency must equal the session's; a DEMO session is refused.
+- A failed or timed-out **WIN or ROLLBACK** is retried by the service until the wallet answers 200 (exponential backoff, up to 24 h); resubmit to learn its outcome. A **BET** that failed or timed out is not retried; if its round stays incomplete the reconciler rolls it back.`,
+    body: {
+      schema: transactionBody,
+      example: { transactionId: 'tx-1', sessionToken: '<sessionToken from launch>', type: 'BET', roundId: 'r-1', roundComplete: false, playerRef: 'p1', amount: 100, currency: 'EUR', gameId: 'fruit-1' },
+    },
+    responses: {
+      200: json(transactionResponse, "The operator wallet's reply, verbatim (status OK or DECLINED, balance in minor units)."),
+      400: signedBadRequest(
+        'a field fails validation: amount not a non-negative safe integer, currency not `^[A-Z]{3}$`, metadata not a JSON object or over 8 KiB, ROLLBACK without originalTransactionId, roundComplete missing on a BET or WIN, direction on anything but ADJUSTMENT.',
+        '`type: ADJUSTMENT is platform-internal ...`.',
+        'playerRef, gameId or currency differing from the session.',
+        'a ROLLBACK whose originalTransactionId is not a BET of that round.',
+        'a DEMO session.',
+      ),
+      409: error('transactionId already used with different content; a BET or WIN on a round already completed; a second ROLLBACK of a BET already rolled back.'),
+      502: error('The wallet answered non-200, answered DECLINED to a WIN or ROLLBACK, or retries stopped. A WIN or ROLLBACK stays queued for retry.'),
+      504: error('The wallet did not answer in time (`walletTimeoutMs`), or the transaction is still being attempted: resubmit to get its outcome.'),
+      ...providerErrors,
+    },
+  },
+  {
+    method: 'post',
+    path: '/v1/wallet/balance',
+    audience: 'provider',
+    operationId: 'readBalance',
+    tag: 'Provider API',
+    summary: "Read a player's balance from the operator wallet",
+    description:
+      "Forwarded live to the operator's wallet (`GET {walletUrl}/v1/wallet/balance?playerRef=...`, see Webhooks); the wallet's status and body come back **verbatim** (API document 4.2 rule 5, contract section 5).",
+    body: { schema: balanceBody, example: { sessionToken: '<sessionToken from launch>' } },
+    responses: {
+      200: json(balanceResponse, "The wallet's 200 reply, verbatim."),
+      400: signedBadRequest('`sessionToken: ...`: missing or invalid.', 'a DEMO session.'),
+      502: error('`wallet unreachable`.'),
+      504: error('`wallet timeout`.'),
+      ...providerErrors,
+      default: { description: "Any other status the wallet answered, with the wallet's body, verbatim." },
+    },
+  },
+];
+
+const adminRoutes: RouteSpec[] = [
+  {
+    method: 'put',
+    path: '/v1/admin/catalog',
+    audience: 'admin',
+    operationId: 'loadCatalog',
+    tag: 'Admin',
+    summary: 'Load a catalog',
+    description:
+      'Inserts or updates every provider, game, operator and campaign of the body (contract section 2), in one transaction; entries not in the body stay. Every running instance picks the change up.',
+    body: { schema: catalogSchema },
+    responses: {
+      200: json(catalogCounts, 'Applied; the counts the catalog now holds.'),
+      400: error('The body does not match the catalog shape (the message names the field, e.g. `catalog: operators[0].walletUrl: expected an absolute http(s) URL`), a game id already belongs to another provider, or a visible game or campaign game is unknown. Nothing was applied.'),
+      ...adminErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/admin/projections',
+    audience: 'admin',
+    operationId: 'projectionLag',
+    tag: 'Admin',
+    summary: 'How far each read model is behind the event log',
+    description: 'Per read model: its checkpoint, the events not applied yet (counted up to 10,000) and the age of the oldest of them.',
+    responses: { 200: json(projectionsResponse, 'Lag per read model.'), ...adminErrors },
+  },
+  {
+    method: 'post',
+    path: '/v1/admin/adjustments',
+    audience: 'admin',
+    operationId: 'issueAdjustment',
+    tag: 'Admin',
+    summary: "Issue an ADJUSTMENT to an operator's player",
+    description:
+      "A manual balance correction, sent to the operator's wallet as an ADJUSTMENT (`sessionToken` `system:admin-adjustment`, `metadata.reason`) and retried like a WIN until the wallet accepts it. Idempotent on transactionId.",
+    body: { schema: adjustmentBody, example: { operatorId: 'op-1', playerRef: 'p1', amount: 500, currency: 'EUR', direction: 'CREDIT', reason: 'goodwill credit, ticket 1234' } },
+    responses: {
+      200: json(adjustmentResponse, 'The wallet applied it (status `applied`).'),
+      202: json(adjustmentResponse, 'Recorded, not accepted by the wallet yet; `retrying: true` while the service keeps retrying (it stops after 24 h: status `dead`).'),
+      400: error('A field fails validation (amount must be a positive safe integer, currency `^[A-Z]{3}$`, reason required) or the body is not JSON.'),
+      404: error('`operator not found`.'),
+      409: error('transactionId already used with different content.'),
+      502: json(adjustmentResponse, 'The wallet answered DECLINED, which is invalid for an ADJUSTMENT (status `invalid`).'),
+      504: error('The transaction is still being attempted by another request: resubmit to get its outcome.'),
+      ...adminErrors,
+    },
+  },
+];
+
+const eventLink = 'Events are shown as AuditEvent.';
+const auditRoutes: RouteSpec[] = [
+  {
+    method: 'get',
+    path: '/v1/audit/events',
+    audience: 'admin',
+    operationId: 'readEventLog',
+    tag: 'Audit',
+    summary: 'Read the global event log in order',
+    description: `The log in commit order, strictly after \`from\` (omit it to start at the beginning). It is complete but eventually consistent: an event appears once every older transaction on the server has ended, so a short page means "nothing more yet"; page again from \`next\`. ${eventLink}`,
+    query: eventsQuery,
+    paramDescriptions: { from: 'A position from an earlier page (`next`, or an event\'s `position`).', limit: 'Events per page.' },
+    responses: { 200: json(eventsPage, 'A page of the log.'), 400: error('`limit` out of range, or `from: not a position of this log`.'), ...auditErrors },
+  },
+  {
+    method: 'get',
+    path: '/v1/audit/streams/{streamId}',
+    audience: 'admin',
+    operationId: 'readStream',
+    tag: 'Audit',
+    summary: 'Read one stream',
+    description: `Every event of one stream, e.g. \`player-sessions|op-1|p1\`, \`round|studio-a|op-1|r-1\`, \`grant|<id>\`. ${eventLink}`,
+    pathParams: z.object({ streamId: z.string() }),
+    paramDescriptions: { streamId: 'The stream id, URL-encoded (`|` is `%7C`).' },
+    responses: { 200: json(streamEvents, 'The stream.'), 404: error('`stream not found`: the stream has no events.'), ...auditErrors },
+  },
+  {
+    method: 'get',
+    path: '/v1/audit/rounds/{providerId}/{operatorId}/{roundId}',
+    audience: 'admin',
+    operationId: 'readRoundHistory',
+    tag: 'Audit',
+    summary: "Read one round's full history",
+    description: `Each event of the round with the round as derived after it: completion, outstanding bets, and every transaction with its status, attempts, origin (provider, reconciler, admin), rollback and wallet reply. A roundId is unique only within (provider, operator). ${eventLink}`,
+    pathParams: z.object({ providerId: z.string(), operatorId: z.string(), roundId: z.string() }),
+    responses: { 200: json(roundHistory, 'The history.'), 404: error('`round not found`.'), ...auditErrors },
+  },
+  {
+    method: 'get',
+    path: '/v1/audit/players/{operatorId}/{playerRef}/sessions',
+    audience: 'admin',
+    operationId: 'readPlayerSessions',
+    tag: 'Audit',
+    summary: "Read a player's sessions: launches and kicks",
+    description: `The player's session stream with the open sessions after each event, and the rows of the sessions read model (with \`revoked_at\`). ${eventLink}`,
+    pathParams: z.object({ operatorId: z.string(), playerRef: z.string() }),
+    responses: { 200: json(playerSessionsHistory, 'The history.'), 404: error('`no sessions for this player`.'), ...auditErrors },
+  },
+  {
+    method: 'get',
+    path: '/v1/audit/grants/{id}',
+    audience: 'admin',
+    operationId: 'readGrantHistory',
+    tag: 'Audit',
+    summary: "Read one grant's history",
+    description: `Each event of the grant with the grant after it. ${eventLink}`,
+    pathParams: z.object({ id: z.string() }),
+    paramDescriptions: { id: 'The grant id.' },
+    responses: { 200: json(grantHistory, 'The history.'), 404: error('`grant not found`.'), ...auditErrors },
+  },
+  {
+    method: 'get',
+    path: '/v1/audit/transactions',
+    audience: 'admin',
+    operationId: 'listUnsettledTransactions',
+    tag: 'Audit',
+    summary: 'List dead-lettered and unsettled transactions',
+    description:
+      '`dead`: transactions the wallet never accepted before retries stopped (24 h), kept for auditors. `unsettled`: recorded, failed or timed out, not yet settled. `all`: both. Oldest first.',
+    query: txQuery,
+    responses: { 200: json(auditTransactions, 'The transactions.'), 400: error('`status: ...`: not dead, unsettled or all.'), ...auditErrors },
+  },
+];
+
+const publicRoutes: RouteSpec[] = [
+  {
+    method: 'get',
+    path: '/healthz',
+    audience: 'public',
+    operationId: 'health',
+    tag: 'Health',
+    summary: 'Liveness',
+    description: 'Answers 200 while the process lives.',
+    responses: { 200: json(healthResponse, 'The process lives.') },
+  },
+  {
+    method: 'get',
+    path: '/readyz',
+    audience: 'public',
+    operationId: 'ready',
+    tag: 'Health',
+    summary: 'Readiness',
+    description: 'Answers 200 only when Postgres, Redis and the event store answer (each within 2 s).',
+    responses: { 200: json(readyResponse, 'Ready.'), 503: json(notReadyResponse, 'Not ready: `down` names what did not answer.') },
+  },
+  {
+    method: 'get',
+    path: '/metrics',
+    audience: 'admin',
+    operationId: 'metrics',
+    tag: 'Health',
+    summary: 'Prometheus metrics',
+    description: 'Prometheus text exposition. Bearer ADMIN_TOKEN: its labels name operators.',
+    responses: {
+      200: { description: 'Metrics in the Prometheus text format.', content: { 'text/plain': metricsText } },
+      401: { shared: 'AdminUnauthorized' },
+      500: { shared: 'InternalError' },
+    },
+  },
+  {
+    method: 'get',
+    path: '/openapi.json',
+    audience: 'public',
+    operationId: 'openApiDocument',
+    tag: 'Documentation',
+    summary: 'This document',
+    description: 'The OpenAPI 3.1 document, generated from the schemas the service validates with. Feed it to a client generator.',
+    responses: { 200: json(openApiDocumentSchema, 'The OpenAPI document.') },
+  },
+  {
+    method: 'get',
+    path: '/docs',
+    audience: 'public',
+    operationId: 'docsPage',
+    tag: 'Documentation',
+    summary: 'This page',
+    description: 'Swagger UI over /openapi.json, served by the service itself (no external resources).',
+    responses: { 200: { description: 'An HTML page.', content: { 'text/html': z.string() } } },
+  },
+];
+
+/** Every route the API serves, in the order the document lists them. */
+export const routes: RouteSpec[] = [...operatorRoutes, ...providerRoutes, ...adminRoutes, ...auditRoutes, ...publicRoutes];

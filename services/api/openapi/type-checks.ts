@@ -1,0 +1,25 @@
+import type { z } from 'zod';
+import type { ProjectionLag } from '../../../projections/runner.ts';
+import type { Grant } from '../../../shared/domain/grants/decider.ts';
+import type { TxStatus } from '../../../shared/domain/rounds/decider.ts';
+import type { Origin, TransactionRequest } from '../../../shared/domain/rounds/events.ts';
+import type { GameSummary } from '../operator/sessions.ts';
+import type { gameSummarySchema, grantSchema } from '../operator/schemas.ts';
+import type { walletTransactionRequest } from '../provider/schemas.ts';
+import type { adjustmentResponse, projectionsResponse, roundState } from '../schemas.ts';
+
+// Compile-time ties between the documented schemas and the types the code builds responses and
+// outbound bodies from: a field added to one side only fails `npm run typecheck`.
+
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const same = <A, B>(ok: Same<A, B>): Same<A, B> => ok;
+
+export const schemaTypeChecks = [
+  same<z.infer<typeof grantSchema>, Grant>(true),
+  same<z.infer<typeof gameSummarySchema>, GameSummary>(true),
+  same<z.infer<typeof walletTransactionRequest>, TransactionRequest>(true),
+  same<z.infer<typeof projectionsResponse>['projections'][number], ProjectionLag>(true),
+  same<z.infer<typeof adjustmentResponse>['status'], TxStatus>(true),
+  same<z.infer<typeof roundState>['transactions'][number]['status'], TxStatus>(true),
+  same<z.infer<typeof roundState>['transactions'][number]['origin'], Origin>(true),
+] as const;

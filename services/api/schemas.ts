@@ -1,0 +1,147 @@
+import { z } from 'zod';
+import { grantSchema } from './operator/schemas.ts';
+
+// Response bodies of the health, admin and audit routes, and the error body every route shares. The
+// OpenAPI document (services/api/openapi) is generated from these, and test/docs checks real responses
+// against them. Request schemas stay beside their routers (adjustments.ts, audit.ts, shared/catalog).
+
+/** Every error except the plain-text 401 of a bad signature (shared/http/errors.ts renders it). */
+export const errorBody = z.strictObject({ error: z.string() });
+
+/** The plain-text 401 of contract section 3. */
+export const invalidSignatureText = z.literal('invalid signature');
+
+export const healthResponse = z.strictObject({ status: z.literal('ok') });
+export const readyResponse = z.strictObject({ status: z.literal('ready') });
+export const notReadyResponse = z.strictObject({ error: z.string(), down: z.array(z.enum(['postgres', 'redis', 'eventstore'])).min(1) });
+
+export const catalogCounts = z.strictObject({
+  providers: z.number().int().nonnegative(),
+  games: z.number().int().nonnegative(),
+  operators: z.number().int().nonnegative(),
+  campaigns: z.number().int().nonnegative(),
+});
+
+export const projectionsResponse = z.strictObject({
+  projections: z.array(
+    z.strictObject({
+      name: z.string(),
+      position: z.string(),
+      eventsBehind: z.number().int().nonnegative(),
+      msBehind: z.number().nonnegative(),
+      owned: z.boolean().optional(),
+    }),
+  ),
+});
+
+const txStatus = z.enum(['recorded', 'applied', 'declined', 'invalid', 'failed', 'timed_out', 'dead']);
+const walletReplySummary = z.strictObject({ status: z.enum(['OK', 'DECLINED']), balance: z.number().int() });
+
+export const adjustmentResponse = z.strictObject({
+  transactionId: z.string(),
+  status: txStatus,
+  attempts: z.number().int().nonnegative(),
+  reply: walletReplySummary.optional(),
+  lastError: z.string().optional(),
+  retrying: z.boolean(),
+});
+
+const jsonObject = z.record(z.string(), z.unknown());
+
+export const auditEvent = z.strictObject({
+  position: z.string(),
+  streamId: z.string(),
+  revision: z.number().int().nonnegative(),
+  id: z.string(),
+  type: z.string(),
+  data: jsonObject,
+  metadata: jsonObject,
+  createdAt: z.iso.datetime(),
+});
+
+export const eventsPage = z.strictObject({ events: z.array(auditEvent), next: z.string() });
+
+export const streamEvents = z.strictObject({ streamId: z.string(), events: z.array(auditEvent) });
+
+export const roundState = z.strictObject({
+  completed: z.boolean(),
+  playerRef: z.string().optional(),
+  gameId: z.string().optional(),
+  lastActivityAt: z.iso.datetime().optional(),
+  outstandingBets: z.array(z.string()),
+  transactions: z.array(
+    z.strictObject({
+      transactionId: z.string(),
+      type: z.enum(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']),
+      amount: z.number().int().nonnegative(),
+      origin: z.enum(['provider', 'reconciler', 'admin']),
+      status: txStatus,
+      attempts: z.number().int().nonnegative(),
+      rolledBackBy: z.string().optional(),
+      reply: walletReplySummary.optional(),
+      lastError: z.string().optional(),
+    }),
+  ),
+});
+
+export const roundHistory = z.strictObject({
+  streamId: z.string(),
+  history: z.array(z.strictObject({ event: auditEvent, stateAfter: roundState })),
+});
+
+const nullableTime = z.iso.datetime().nullable();
+
+export const playerSessionsHistory = z.strictObject({
+  history: z.array(
+    z.strictObject({
+      event: auditEvent,
+      stateAfter: z.strictObject({
+        openSessions: z.array(z.strictObject({ token: z.string(), providerId: z.string(), expiresAt: z.iso.datetime(), demo: z.boolean() })),
+      }),
+    }),
+  ),
+  /** rm_sessions rows, column names as stored. */
+  sessions: z.array(
+    z.strictObject({
+      token: z.string(),
+      provider_id: z.string(),
+      game_id: z.string(),
+      currency: z.string(),
+      language: z.string().nullable(),
+      demo: z.boolean(),
+      created_at: z.iso.datetime(),
+      expires_at: z.iso.datetime(),
+      revoked_at: nullableTime,
+    }),
+  ),
+});
+
+export const grantHistory = z.strictObject({
+  history: z.array(z.strictObject({ event: auditEvent, stateAfter: grantSchema })),
+});
+
+export const auditTransactions = z.strictObject({
+  /** rm_transactions rows, column names as stored. */
+  transactions: z.array(
+    z.strictObject({
+      provider_id: z.string(),
+      operator_id: z.string(),
+      round_id: z.string(),
+      round_stream: z.string(),
+      transaction_id: z.string(),
+      type: z.enum(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']),
+      player_ref: z.string(),
+      amount: z.number().int().nonnegative(),
+      currency: z.string(),
+      status: txStatus,
+      attempts: z.number().int().nonnegative(),
+      last_error: z.string().nullable(),
+      recorded_at: z.iso.datetime(),
+      dead_lettered_at: nullableTime,
+      updated_at: z.iso.datetime(),
+    }),
+  ),
+});
+
+/** Prometheus text exposition (GET /metrics). */
+export const metricsText = z.string();

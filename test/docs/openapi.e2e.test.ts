@@ -1,0 +1,268 @@
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { Express } from 'express';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { z } from 'zod';
+import { buildOpenApiDocument, documentedResponse, type OpenApiDocument } from '../../services/api/openapi/document.ts';
+import { routes } from '../../services/api/openapi/routes.ts';
+import { registeredRoutes } from '../../services/api/openapi/walk.ts';
+import { providerCancelRequest, providerGrantRequest, providerRevokeRequest } from '../../services/api/operator/schemas.ts';
+import { walletTransactionRequest } from '../../services/api/provider/schemas.ts';
+import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
+import { ADMIN_TOKEN } from '../helpers/service.ts';
+import { signedRequest, toTestResponse, type SignedRequestOptions, type TestResponse } from '../helpers/signing.ts';
+import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
+
+const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+const key = (method: string, path: string) => `${method.toUpperCase()} ${path}`;
+const isExpressApp = (x: unknown): x is Express => typeof x === 'function' && 'router' in x && typeof (x as { use?: unknown }).use === 'function';
+
+describe('the OpenAPI document matches the running service', () => {
+  let h: MoneyHarness;
+  let app: Express;
+  let served: OpenApiDocument;
+  /** Routes seen answering 2xx and checked against the document. */
+  const succeeded = new Set<string>();
+
+  beforeAll(async () => {
+    // The express app the service really serves, as startService builds it (nothing rebuilt here).
+    const createServer = vi.spyOn(http, 'createServer');
+    try {
+      h = await startMoneyHarness('openapi');
+      app = createServer.mock.calls.map((c) => c[0] as unknown).filter(isExpressApp).at(-1)!;
+    } finally {
+      createServer.mockRestore();
+    }
+    served = (await (await fetch(`${h.svc.url}/openapi.json`)).json()) as OpenApiDocument;
+  });
+  afterAll(async () => h?.close());
+
+  /**
+   * Asserts the status, then that the document lists that status for the route, with this content
+   * type, and that the body (and required headers) parse with the schema the document was made from.
+   */
+  function conforms(method: string, path: string, res: TestResponse, status: number): void {
+    const where = `${key(method, path)} answered ${res.status}`;
+    expect(res.status, `${where}: ${res.text.slice(0, 300)}`).toBe(status);
+    const route = routes.find((r) => r.method === method && r.path === path);
+    if (!route) throw new Error(`${key(method, path)} is not in the route table`);
+    const documented = ((served.paths as Record<string, Record<string, { responses: Record<string, unknown> }>>)[path]?.[method])?.responses;
+    expect(documented?.[String(status)] ?? documented?.default, `${where}, which /openapi.json does not list`).toBeDefined();
+    const spec = documentedResponse(route, status)!;
+    if (spec.content) {
+      const media = (res.headers.get('content-type') ?? '').split(';')[0]!.trim();
+      const schema: z.ZodType | undefined = spec.content[media as keyof typeof spec.content];
+      if (!schema) throw new Error(`${where} with ${media}; documented: ${Object.keys(spec.content).join(', ')}`);
+      const parsed = schema.safeParse(media === 'application/json' ? JSON.parse(res.text) : res.text);
+      expect(parsed.success, `${where}: ${parsed.error?.message ?? ''}\n${res.text.slice(0, 500)}`).toBe(true);
+    }
+    for (const [name, header] of Object.entries(spec.headers ?? {})) {
+      if (header.required) expect(header.schema.safeParse(res.headers.get(name)).success, `${where}: header ${name}`).toBe(true);
+    }
+    if (status < 300) succeeded.add(key(method, path));
+  }
+
+  const op = (opts: Omit<SignedRequestOptions, 'as'> & { as?: SignedRequestOptions['as'] }) => signedRequest(h.svc.url, { ...opts, as: opts.as ?? OP1 });
+  const admin = async (method: string, path: string, body?: unknown, token: string | null = ADMIN_TOKEN) =>
+    toTestResponse(
+      await fetch(h.svc.url + path, {
+        method,
+        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      }),
+    );
+  const plain = async (path: string) => toTestResponse(await fetch(h.svc.url + path));
+  const until = (check: () => Promise<boolean> | boolean) => h.until(check, 10_000);
+
+  it('documents exactly the routes express serves: none undocumented, none phantom', () => {
+    const registered = registeredRoutes(app).map((r) => key(r.method, r.path)).sort();
+    const documented = Object.entries(served.paths as Record<string, Record<string, unknown>>)
+      .flatMap(([path, item]) => Object.keys(item).filter((m) => HTTP_METHODS.includes(m)).map((m) => key(m, path)))
+      .sort();
+    expect(registered.length).toBeGreaterThan(20);
+    expect(registered).toEqual(documented);
+  });
+
+  it('serves the document at /openapi.json without authentication', async () => {
+    const res = await plain('/openapi.json');
+    conforms('get', '/openapi.json', res, 200);
+    expect(served).toEqual(JSON.parse(JSON.stringify(buildOpenApiDocument())));
+  });
+
+  it('health, readiness, metrics and the docs page answer as documented', async () => {
+    conforms('get', '/healthz', await plain('/healthz'), 200);
+    conforms('get', '/readyz', await plain('/readyz'), 200);
+    conforms('get', '/metrics', await admin('GET', '/metrics'), 200);
+    conforms('get', '/metrics', await admin('GET', '/metrics', undefined, null), 401);
+    conforms('get', '/docs', await plain('/docs'), 200);
+  });
+
+  it('operator routes: games, launch, kick, replay, and the signature refusals', async () => {
+    conforms('get', '/v1/operator/games', await op({ path: '/v1/operator/games' }), 200);
+    const launch = (over: Record<string, unknown> = {}, extra: Partial<SignedRequestOptions> = {}) =>
+      op({ path: '/v1/operator/games/launch', body: { playerRef: 'doc-p1', gameId: 'fruit-1', currency: 'EUR', mode: 'REAL', ...over }, ...extra });
+    conforms('post', '/v1/operator/games/launch', await launch({ language: 'de', lobbyUrl: 'https://casino.example/lobby' }), 200);
+    conforms('post', '/v1/operator/games/launch', await launch({ currency: 'eur' }), 400);
+    conforms('post', '/v1/operator/games/launch', await launch({ playerRef: 'player-banned' }), 403);
+    conforms('post', '/v1/operator/games/launch', await launch({ gameId: 'no-such-game' }), 404);
+    // Contract section 3, in its order.
+    conforms('post', '/v1/operator/games/launch', await launch({}, { headers: { 'x-nonce': undefined } }), 400);
+    const badSignature = await launch({}, { headers: { 'x-signature': '0'.repeat(64) } });
+    conforms('post', '/v1/operator/games/launch', badSignature, 401);
+    expect(badSignature.headers.get('content-type')).toMatch(/^text\/plain/);
+    const nonce = `doc-${randomUUID()}`;
+    conforms('post', '/v1/operator/games/launch', await launch({}, { nonce }), 200);
+    const replayed = await launch({}, { nonce });
+    conforms('post', '/v1/operator/games/launch', replayed, 401);
+    expect(replayed.json).toEqual({ error: 'replayed request' });
+    conforms('post', '/v1/operator/players/kick', await op({ path: '/v1/operator/players/kick', rawBody: JSON.stringify({ playerRef: 'x'.repeat(70_000) }) }), 413);
+
+    // A round the provider played, then its replay link.
+    const token = await h.launch('doc-replay');
+    const roundId = `doc-r-${randomUUID()}`;
+    conforms('post', '/v1/wallet/transaction', await h.tx(h.bet(token, { playerRef: 'doc-replay', roundId })), 200);
+    conforms('post', '/v1/operator/rounds/replay', await op({ path: '/v1/operator/rounds/replay', body: { roundId, gameId: 'fruit-1' } }), 200);
+    conforms('post', '/v1/operator/rounds/replay', await op({ path: '/v1/operator/rounds/replay', body: { roundId, gameId: 'gems-2' } }), 400);
+    conforms('post', '/v1/operator/rounds/replay', await op({ path: '/v1/operator/rounds/replay', body: { roundId: 'nope', gameId: 'fruit-1' } }), 404);
+
+    conforms('post', '/v1/operator/players/kick', await op({ path: '/v1/operator/players/kick', body: { playerRef: 'doc-p1' } }), 200);
+    conforms('post', '/v1/operator/players/kick', await op({ path: '/v1/operator/players/kick', body: {} }), 400);
+    // The kick tells the provider, after the answer.
+    await until(() => h.provider.calls.some((c) => c.target === '/v1/sessions/revoke'));
+  });
+
+  it('free-spin routes: issue, repeat, list, read, cancel, and their errors', async () => {
+    const grants = '/v1/operator/free-spins/grants';
+    const body = { playerRef: 'doc-fs', idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 5, currency: 'EUR', expiresAt: '2030-01-01T00:00:00Z' };
+    const created = await op({ path: grants, body });
+    conforms('post', grants, created, 201);
+    conforms('post', grants, await op({ path: grants, body }), 200);
+    conforms('post', grants, await op({ path: grants, body: { playerRef: 'doc-fs', idempotencyKey: randomUUID(), campaignId: 'welcome-10' } }), 201);
+    conforms('post', grants, await op({ path: grants, body: { playerRef: 'doc-fs', idempotencyKey: randomUUID(), campaignId: 'paused' } }), 400);
+    conforms('post', grants, await op({ path: grants, body: { playerRef: 'doc-fs', idempotencyKey: randomUUID(), campaignId: 'nope' } }), 404);
+    conforms('post', grants, await op({ path: grants, body: { ...body, idempotencyKey: randomUUID(), gameId: 'hidden-3' } }), 403);
+    h.provider.script('/v1/free-spins/grants', { status: 500, body: { error: 'down' } });
+    conforms('post', grants, await op({ path: grants, body: { ...body, idempotencyKey: randomUUID() } }), 502);
+
+    conforms('get', grants, await op({ path: `${grants}?playerRef=doc-fs` }), 200);
+    conforms('get', grants, await op({ path: grants }), 200);
+    const id = (created.json as { id: string }).id;
+    conforms('get', `${grants}/{id}`, await op({ path: `${grants}/${id}` }), 200);
+    conforms('get', `${grants}/{id}`, await op({ path: `${grants}/not-a-uuid` }), 400);
+    conforms('get', `${grants}/{id}`, await op({ path: `${grants}/${randomUUID()}` }), 404);
+    conforms('get', `${grants}/{id}`, await op({ path: `${grants}/${id}`, as: OP2 }), 404);
+    conforms('post', `${grants}/{id}/cancel`, await op({ path: `${grants}/${id}/cancel`, method: 'POST' }), 200);
+    conforms('post', `${grants}/{id}/cancel`, await op({ path: `${grants}/${id}/cancel`, method: 'POST' }), 400);
+
+    const auditGrant = await admin('GET', `/v1/audit/grants/${id}`);
+    conforms('get', '/v1/audit/grants/{id}', auditGrant, 200);
+    conforms('get', '/v1/audit/grants/{id}', await admin('GET', `/v1/audit/grants/${randomUUID()}`), 404);
+  });
+
+  it('provider routes: transactions and balance, with their errors', async () => {
+    const token = await h.launch('doc-tx');
+    const roundId = `doc-r-${randomUUID()}`;
+    const bet = h.bet(token, { playerRef: 'doc-tx', roundId, metadata: { jackpot: { won: false } } });
+    conforms('post', '/v1/wallet/transaction', await h.tx(bet), 200);
+    conforms('post', '/v1/wallet/transaction', await h.tx(bet), 200); // idempotent repeat
+    conforms('post', '/v1/wallet/transaction', await h.tx({ ...bet, amount: 999 }), 409);
+    conforms('post', '/v1/wallet/transaction', await h.tx({ ...bet, transactionId: randomUUID(), sessionToken: 'unknown-token' }), 401);
+    conforms('post', '/v1/wallet/transaction', await h.tx({ ...bet, transactionId: randomUUID(), currency: 'USD' }), 400);
+    const declined = randomUUID();
+    h.wallet.script(declined, { status: 500, body: {} });
+    conforms('post', '/v1/wallet/transaction', await h.tx({ ...bet, transactionId: declined, roundId: `doc-r-${randomUUID()}` }), 502);
+    const win = { ...bet, transactionId: `doc-win-${randomUUID()}`, type: 'WIN', roundComplete: true, amount: 250 };
+    conforms('post', '/v1/wallet/transaction', await h.tx(win), 200);
+
+    const balance = (sessionToken: string) => signedRequest(h.svc.url, { path: '/v1/wallet/balance', body: { sessionToken }, as: PROV_A });
+    conforms('post', '/v1/wallet/balance', await balance(token), 200);
+    conforms('post', '/v1/wallet/balance', await balance('unknown-token'), 401);
+    h.wallet.setBalanceReply({ status: 503, body: { error: 'wallet maintenance' } });
+    try {
+      const passthrough = await balance(token);
+      conforms('post', '/v1/wallet/balance', passthrough, 503);
+      expect(passthrough.json).toEqual({ error: 'wallet maintenance' });
+    } finally {
+      h.wallet.setBalanceReply(undefined);
+    }
+  });
+
+  it('admin and audit routes', async () => {
+    // A WIN the wallet keeps refusing: unsettled, so /v1/audit/transactions has a row to show.
+    const token = await h.launch('doc-audit');
+    const roundId = `doc-r-${randomUUID()}`;
+    await h.tx(h.bet(token, { playerRef: 'doc-audit', roundId }));
+    const stuck = `doc-stuck-${randomUUID()}`;
+    h.wallet.script(stuck, ...Array.from({ length: 500 }, () => ({ status: 500, body: {} })));
+    conforms('post', '/v1/wallet/transaction', await h.tx(h.bet(token, { playerRef: 'doc-audit', roundId, transactionId: stuck, type: 'WIN', roundComplete: true })), 502);
+
+    const adjustment = { operatorId: 'op-1', playerRef: 'doc-audit', amount: 500, currency: 'EUR', direction: 'CREDIT', reason: 'openapi test' };
+    conforms('post', '/v1/admin/adjustments', await admin('POST', '/v1/admin/adjustments', adjustment), 200);
+    conforms('post', '/v1/admin/adjustments', await admin('POST', '/v1/admin/adjustments', { ...adjustment, operatorId: 'nope' }), 404);
+    conforms('post', '/v1/admin/adjustments', await admin('POST', '/v1/admin/adjustments', { ...adjustment, amount: 0 }), 400);
+    conforms('post', '/v1/admin/adjustments', await admin('POST', '/v1/admin/adjustments', adjustment, 'wrong'), 401);
+    conforms('get', '/v1/admin/projections', await admin('GET', '/v1/admin/projections'), 200);
+    conforms('put', '/v1/admin/catalog', await admin('PUT', '/v1/admin/catalog', { operators: [{ id: 'x' }] }), 400);
+
+    conforms('get', '/v1/audit/events', await admin('GET', '/v1/audit/events?limit=1000'), 200);
+    conforms('get', '/v1/audit/events', await admin('GET', '/v1/audit/events?limit=0'), 400);
+    conforms('get', '/v1/audit/events', await admin('GET', '/v1/audit/events', undefined, null), 401);
+    const stream = encodeURIComponent(`round|studio-a|op-1|${roundId}`);
+    conforms('get', '/v1/audit/streams/{streamId}', await admin('GET', `/v1/audit/streams/${stream}`), 200);
+    conforms('get', '/v1/audit/streams/{streamId}', await admin('GET', '/v1/audit/streams/nope'), 404);
+    conforms('get', '/v1/audit/rounds/{providerId}/{operatorId}/{roundId}', await admin('GET', `/v1/audit/rounds/studio-a/op-1/${roundId}`), 200);
+    conforms('get', '/v1/audit/rounds/{providerId}/{operatorId}/{roundId}', await admin('GET', '/v1/audit/rounds/studio-a/op-1/nope'), 404);
+    await op({ path: '/v1/operator/players/kick', body: { playerRef: 'doc-audit' } });
+    conforms('get', '/v1/audit/players/{operatorId}/{playerRef}/sessions', await admin('GET', '/v1/audit/players/op-1/doc-audit/sessions'), 200);
+    conforms('get', '/v1/audit/players/{operatorId}/{playerRef}/sessions', await admin('GET', '/v1/audit/players/op-1/nobody/sessions'), 404);
+    let unsettled: TestResponse | undefined;
+    await until(async () => {
+      unsettled = await admin('GET', '/v1/audit/transactions?status=unsettled');
+      return (unsettled.json as { transactions?: Array<{ transaction_id: string }> }).transactions?.some((t) => t.transaction_id === stuck) === true;
+    });
+    conforms('get', '/v1/audit/transactions', unsettled!, 200);
+    conforms('get', '/v1/audit/transactions', await admin('GET', '/v1/audit/transactions'), 200);
+    conforms('get', '/v1/audit/transactions', await admin('GET', '/v1/audit/transactions?status=maybe'), 400);
+  });
+
+  it('rate limiting answers 429 with Retry-After, as documented', async () => {
+    const op2 = testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url }).operators[1]!;
+    conforms('put', '/v1/admin/catalog', await admin('PUT', '/v1/admin/catalog', { operators: [{ ...op2, rateLimit: { limit: 1, windowSeconds: 60 } }] }), 200);
+    conforms('get', '/v1/operator/games', await op({ path: '/v1/operator/games', as: OP2 }), 200);
+    conforms('get', '/v1/operator/games', await op({ path: '/v1/operator/games', as: OP2 }), 429);
+  });
+
+  it('sends partners the bodies the webhooks document', async () => {
+    const walletCalls = [...h.wallet.calls];
+    const transactions = walletCalls.filter((c) => c.method === 'POST' && c.target === '/v1/wallet/transaction');
+    expect(new Set(transactions.map((c) => (c.body as { type: string }).type))).toEqual(new Set(['BET', 'WIN', 'ADJUSTMENT']));
+    for (const c of transactions) {
+      const parsed = walletTransactionRequest.safeParse(c.body);
+      expect(parsed.success, `${c.rawBody}: ${parsed.error?.message ?? ''}`).toBe(true);
+    }
+    const balances = walletCalls.filter((c) => c.method === 'GET');
+    expect(balances.length).toBeGreaterThan(0);
+    for (const c of balances) expect(c.target).toMatch(/^\/v1\/wallet\/balance\?playerRef=[^&]+$/);
+
+    const byPath = (re: RegExp) => h.provider.calls.filter((c) => re.test(c.target));
+    const expectations: Array<[RegExp, z.ZodType]> = [
+      [/^\/v1\/free-spins\/grants$/, providerGrantRequest],
+      [/^\/v1\/free-spins\/grants\/[^/]+\/cancel$/, providerCancelRequest],
+      [/^\/v1\/sessions\/revoke$/, providerRevokeRequest],
+    ];
+    for (const [re, schema] of expectations) {
+      const calls = byPath(re);
+      expect(calls.length, String(re)).toBeGreaterThan(0);
+      for (const c of calls) {
+        expect(c.method).toBe('POST');
+        const parsed = schema.safeParse(c.body);
+        expect(parsed.success, `${c.target} ${c.rawBody}: ${parsed.error?.message ?? ''}`).toBe(true);
+      }
+    }
+    expect(h.provider.calls.length).toBe(expectations.reduce((n, [re]) => n + byPath(re).length, 0));
+  });
+
+  it('has seen every documented route answer successfully and match its documented response', () => {
+    expect(routes.map((r) => key(r.method, r.path)).filter((k) => !succeeded.has(k))).toEqual([]);
+  });
+});

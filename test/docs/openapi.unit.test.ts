@@ -1,0 +1,183 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { buildOpenApiDocument } from '../../services/api/openapi/document.ts';
+import { routes } from '../../services/api/openapi/routes.ts';
+import { webhooks } from '../../services/api/openapi/webhooks.ts';
+import { launchBody } from '../../services/api/operator/schemas.ts';
+import { transactionBody } from '../../services/api/provider/schemas.ts';
+import { catalogSchema } from '../../shared/catalog/schema.ts';
+
+type Json = Record<string, unknown>;
+
+const doc = buildOpenApiDocument();
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+/** Every operation of paths and webhooks, with where it sits. */
+function operations(): Array<{ where: string; path: string; isWebhook: boolean; op: Json }> {
+  const out: Array<{ where: string; path: string; isWebhook: boolean; op: Json }> = [];
+  for (const [section, isWebhook] of [['paths', false], ['webhooks', true]] as const) {
+    for (const [path, item] of Object.entries(doc[section] as Record<string, Json>)) {
+      for (const m of METHODS) if (item[m]) out.push({ where: `${section} ${m.toUpperCase()} ${path}`, path, isWebhook, op: item[m] as Json });
+    }
+  }
+  return out;
+}
+
+/** Resolves a local JSON pointer (#/a/b~1c) in the document, or undefined. */
+function resolvePointer(ref: string): unknown {
+  if (!ref.startsWith('#/')) return undefined;
+  let node: unknown = doc;
+  for (const raw of ref.slice(2).split('/')) {
+    const key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (node === null || typeof node !== 'object' || !(key in node)) return undefined;
+    node = (node as Json)[key];
+  }
+  return node;
+}
+
+function allRefs(node: unknown, at = '#'): Array<{ at: string; ref: string }> {
+  if (Array.isArray(node)) return node.flatMap((n, i) => allRefs(n, `${at}/${i}`));
+  if (node === null || typeof node !== 'object') return [];
+  return Object.entries(node as Json).flatMap(([k, v]) => (k === '$ref' && typeof v === 'string' ? [{ at, ref: v }] : allRefs(v, `${at}/${k}`)));
+}
+
+const deref = <T>(node: unknown): T => {
+  const ref = (node as { $ref?: string }).$ref;
+  return (ref ? resolvePointer(ref) : node) as T;
+};
+
+describe('the OpenAPI document is structurally valid 3.1', () => {
+  it('declares OpenAPI 3.1.x and the package version', () => {
+    expect(doc.openapi).toMatch(/^3\.1\.\d+$/);
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(doc.info).toMatchObject({ title: 'Seamless-wallet ledger API', version: pkg.version });
+  });
+
+  it('is plain JSON (what /openapi.json serves is the same document)', () => {
+    expect(JSON.parse(JSON.stringify(doc))).toEqual(doc);
+  });
+
+  it('resolves every $ref inside the document', () => {
+    const refs = allRefs(doc);
+    expect(refs.length).toBeGreaterThan(50);
+    const broken = refs.filter((r) => resolvePointer(r.ref) === undefined);
+    expect(broken).toEqual([]);
+  });
+
+  it('gives every operation a unique operationId and at least one response, each with a description', () => {
+    const ops = operations();
+    expect(ops.length).toBe(routes.length + webhooks.length);
+    const ids = ops.map((o) => o.op.operationId);
+    expect(ids.every((id) => typeof id === 'string' && id.length > 0)).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const { where, op } of ops) {
+      const responses = op.responses as Record<string, unknown>;
+      expect(Object.keys(responses).length, where).toBeGreaterThan(0);
+      for (const [status, r] of Object.entries(responses)) {
+        expect(status, where).toMatch(/^(default|[1-5]XX|[1-5]\d\d)$/);
+        expect(typeof deref<Json>(r).description, `${where} ${status}`).toBe('string');
+      }
+    }
+  });
+
+  it('declares each path template parameter exactly once, as a required path parameter', () => {
+    for (const { where, path, isWebhook, op } of operations()) {
+      const params = ((op.parameters as unknown[]) ?? []).map((p) => deref<{ name: string; in: string; required?: boolean }>(p));
+      const inPath = params.filter((p) => p.in === 'path');
+      if (isWebhook) {
+        expect(inPath, where).toEqual([]);
+        continue;
+      }
+      const template = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
+      expect(inPath.map((p) => p.name).sort(), where).toEqual([...template].sort());
+      expect(inPath.every((p) => p.required === true), where).toBe(true);
+      const keys = params.map((p) => `${p.in}:${p.name.toLowerCase()}`);
+      expect(new Set(keys).size, where).toBe(keys.length);
+    }
+  });
+
+  it('uses only defined security schemes and tags', () => {
+    const schemes = Object.keys((doc.components as Json).securitySchemes as Json);
+    const tags = (doc.tags as Array<{ name: string }>).map((t) => t.name);
+    for (const { where, op } of operations()) {
+      expect(Array.isArray(op.security), where).toBe(true);
+      for (const req of op.security as Array<Record<string, unknown>>) for (const name of Object.keys(req)) expect(schemes, where).toContain(name);
+      for (const t of (op.tags as string[] | undefined) ?? []) expect(tags, where).toContain(t);
+    }
+  });
+});
+
+describe('the OpenAPI document says what the contract says', () => {
+  const pathOp = (method: string, path: string) => (doc.paths as Record<string, Json>)[path]?.[method] as Json;
+  const securityOf = (op: Json) => (op.security as Array<Record<string, unknown>>).flatMap((r) => Object.keys(r));
+
+  it('authenticates each audience with its scheme and documents its signature refusals', () => {
+    for (const r of routes) {
+      const op = pathOp(r.method, r.path);
+      const responses = op.responses as Record<string, Json>;
+      if (r.path.startsWith('/v1/operator/')) {
+        expect(securityOf(op), r.path).toEqual(['operatorSignature']);
+        expect(Object.keys(deref<Json>(responses['401']!).content as Json).sort(), r.path).toEqual(['application/json', 'text/plain']);
+        expect(deref<Json>(responses['400']!).description, r.path).toContain('invalid nonce');
+        expect(deref<{ headers: Json }>(responses['429']!).headers['Retry-After'], r.path).toBeDefined();
+      } else if (r.path.startsWith('/v1/wallet/')) {
+        expect(securityOf(op), r.path).toEqual(['providerSignature']);
+        expect(Object.keys(deref<Json>(responses['401']!).content as Json).sort(), r.path).toEqual(['application/json', 'text/plain']);
+        expect(deref<Json>(responses['400']!).description, r.path).toContain('invalid nonce');
+        expect(responses['429'], r.path).toBeUndefined(); // providers are not rate limited
+      } else if (/^\/(v1\/admin|v1\/audit|metrics)/.test(r.path)) {
+        expect(securityOf(op), r.path).toEqual(['adminBearer']);
+        expect(responses['401'], r.path).toBeDefined();
+      } else {
+        expect(securityOf(op), r.path).toEqual([]);
+      }
+    }
+    const schemes = (doc.components as Json).securitySchemes as Record<string, { description: string }>;
+    for (const name of ['operatorSignature', 'providerSignature']) {
+      const d = schemes[name]!.description;
+      expect(d).toContain('timestamp + "\\n" + nonce + "\\n" + METHOD + "\\n" + target + "\\n" + lowercase hex of SHA-256(raw body bytes)');
+      expect(d).toContain('**path only**');
+      // The order of checks: nonce (400), signature (401 text), replay (401 JSON).
+      expect(d.indexOf('invalid nonce')).toBeLessThan(d.indexOf('`invalid signature`'));
+      expect(d.indexOf('`invalid signature`')).toBeLessThan(d.indexOf('replayed request'));
+    }
+    expect(schemes.serviceSignature!.description).toContain('path plus the query string exactly as sent');
+  });
+
+  it('lists what partners implement as webhooks', () => {
+    const summaries = Object.values(doc.webhooks as Record<string, Json>).flatMap((item) =>
+      Object.entries(item).map(([m, op]) => `${m.toUpperCase()} ${(op as Json).summary as string}`),
+    );
+    expect(summaries.sort()).toEqual([
+      'GET {walletUrl}/v1/wallet/balance?playerRef=...',
+      'POST {apiBaseUrl}/v1/free-spins/grants',
+      'POST {apiBaseUrl}/v1/free-spins/grants/{externalRef}/cancel',
+      'POST {apiBaseUrl}/v1/sessions/revoke',
+      'POST {walletUrl}/v1/wallet/transaction',
+    ]);
+  });
+
+  it('generates request bodies from the schemas the routers validate with', () => {
+    const schemas = (doc.components as Json).schemas as Record<string, { properties: Json; required?: string[] }>;
+    const bodyRef = (method: string, path: string) =>
+      (((pathOp(method, path).requestBody as Json).content as Json)['application/json'] as { schema: { $ref: string } }).schema.$ref;
+    expect(bodyRef('post', '/v1/operator/games/launch')).toBe('#/components/schemas/LaunchGameRequest');
+    expect(Object.keys(schemas.LaunchGameRequest!.properties)).toEqual(Object.keys(launchBody.shape));
+    expect(schemas.LaunchGameRequest!.required).toEqual(['playerRef', 'gameId', 'currency', 'mode']);
+    expect(bodyRef('post', '/v1/wallet/transaction')).toBe('#/components/schemas/ProviderTransactionRequest');
+    expect(Object.keys(schemas.ProviderTransactionRequest!.properties)).toEqual(Object.keys(transactionBody.shape));
+    // Catalog defaults make those fields optional in what a caller may send.
+    expect(bodyRef('put', '/v1/admin/catalog')).toBe('#/components/schemas/Catalog');
+    expect(Object.keys(schemas.Catalog!.properties)).toEqual(Object.keys(catalogSchema.shape));
+    expect(schemas.CatalogOperator!.required).toEqual(['id', 'name', 'secret', 'walletUrl']);
+  });
+
+  it('gives examples that the routes’ own schemas accept', () => {
+    const withExamples = routes.filter((r) => r.body?.example !== undefined);
+    expect(withExamples.length).toBeGreaterThanOrEqual(6);
+    for (const r of withExamples) {
+      const parsed = r.body!.schema.safeParse(r.body!.example);
+      expect(parsed.success, `${r.method} ${r.path}: ${parsed.error?.message ?? ''}`).toBe(true);
+    }
+  });
+});
