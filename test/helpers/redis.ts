@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 
 const BASE = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const DATABASES = 16;
+// Redis has 16 databases; 15 is `npm run sandbox`'s, which flushes it at start, so tests never use it.
+const DATABASES = 15;
 
 export interface TestRedis {
   /** redis:// URL selecting a database number this test file owns alone. */
@@ -12,7 +13,7 @@ export interface TestRedis {
 }
 
 /**
- * Claims a Redis database number (1..15) for one test file with SET NX on a claim key in db 0, and
+ * Claims a Redis database number (1..14) for one test file with SET NX on a claim key in db 0, and
  * empties it. Test files running in parallel therefore never share keys, BullMQ queues included.
  */
 export async function claimTestRedis(): Promise<TestRedis> {
