@@ -311,7 +311,9 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       // 4. Every read model equals a fresh rebuild.
       for (const p of allProjections()) {
         const v = await verifyProjection(pool, store, p);
-        for (const d of v.differences.slice(0, 5)) violations.push(`read model ${d.table} ${JSON.stringify(d.key)} differs from a rebuild`);
+        for (const d of v.differences.slice(0, 5)) {
+          violations.push(`read model ${d.table} ${JSON.stringify(d.key)} differs from a rebuild: live ${JSON.stringify(d.live)}, rebuilt ${JSON.stringify(d.rebuilt)}`);
+        }
       }
       return { seed: opts.seed, requests, transactionsRecorded: recorded.size, walletEffects: wallet.effects.size, faults, violations };
     } finally {
