@@ -12,6 +12,8 @@ import {
 export interface ContractFixture {
   store: EventStore;
   cleanup(): Promise<void>;
+  /** What the adapter can tell about a subscriber that stopped short (printed with the failure). */
+  diagnose?(): Promise<string>;
 }
 
 const ev = (type: string, data: Record<string, unknown> = {}, metadata?: Record<string, unknown>): NewEvent => ({
@@ -217,7 +219,23 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
       await Promise.all(Array.from({ length: WRITERS }, (_, w) => writer(w)));
       expectedTotal = committed.size;
       if (seen.length >= expectedTotal) notifyCaughtUp();
-      await Promise.race([caughtUp, new Promise((_, rej) => setTimeout(() => rej(new Error(`subscriber saw ${seen.length} of ${expectedTotal}`)), 60_000))]);
+      await Promise.race([
+        caughtUp,
+        new Promise((_, rej) =>
+          setTimeout(() => {
+            void (async () => {
+              // Which committed events the subscriber has not seen, where they sit, and what the store says.
+              const seenIds = new Set(seen.map((e) => e.id));
+              const missing: string[] = [];
+              for (const stream of streams) {
+                for (const e of await store.readStream(stream)) if (!seenIds.has(e.id)) missing.push(`${stream}@${e.revision} ${e.position}`);
+              }
+              const last = seen.at(-1)?.position;
+              rej(new Error(`subscriber saw ${seen.length} of ${expectedTotal}; last seen ${last}; missing ${missing.slice(0, 5).join(', ')}; ${(await fx.diagnose?.()) ?? ''}`));
+            })().catch(rej);
+          }, 60_000),
+        ),
+      ]);
       await new Promise((r) => setTimeout(r, 200)); // anything extra (a duplicate) would arrive now
       controller.abort();
       await subscriber;

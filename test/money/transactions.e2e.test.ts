@@ -152,9 +152,19 @@ describe('provider transaction API (contract section 5)', () => {
       expect((await h.tx(p.bet(), PROV_B)).status).toBe(401);
       await h.tx(p.bet({ transactionId: 'before-kick-' + p.name }));
       await signedRequest(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: p.name }, as: OP1 });
-      const afterKick = await h.tx(p.win());
+      const win = p.win();
+      const afterKick = await h.tx(win);
       expect(afterKick.status).toBe(401);
       expect(afterKick.json).toEqual({ error: 'invalid session' });
+      // A kicked session is 401 whatever else is wrong with the request.
+      expect((await h.tx(p.win({ currency: 'USD' }))).status).toBe(401);
+      // Refused before anything was recorded or sent: the wallet never saw it, and its id stays free
+      // for a valid submission on a new session.
+      expect(h.walletCallsFor(win.transactionId as string)).toHaveLength(0);
+      const fresh = await h.launch(p.name);
+      const again = await h.tx({ ...win, sessionToken: fresh });
+      expect(again.status).toBe(200);
+      expect(h.walletCallsFor(win.transactionId as string)).toHaveLength(1);
     });
   });
 
