@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { jwtVerify } from 'jose';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { TransactionRequest } from '../../shared/domain/rounds/events.ts';
-import { HEADER, MAX_NONCE_LENGTH, signatureMatches } from '../../shared/http/signature.ts';
+import { signatureCheck, startPartnerServer, type PartnerReply } from './partner-server.ts';
 import { SignedClient, type ApiResponse } from './signed-client.ts';
 
 /*
@@ -79,7 +77,7 @@ const revokeRequest = z.object({ operatorId: z.string().min(1), playerRef: z.str
 
 const BODY_LIMIT = 64 * 1024;
 
-type Answer = { status: number; json: unknown } | { status: 401; text: 'invalid signature' };
+type Answer = PartnerReply;
 
 export async function startDemoProvider(options: DemoProviderOptions): Promise<DemoProvider> {
   const windowSeconds = options.signatureWindowSeconds ?? 300;
@@ -87,27 +85,7 @@ export async function startDemoProvider(options: DemoProviderOptions): Promise<D
   const byRequestRef = new Map<string, DemoProviderGrant>();
   const byExternalRef = new Map<string, DemoProviderGrant>();
   const revoked = new Set<string>();
-  /** nonce → when it may be forgotten (ms): a replay within the window is refused. */
-  const nonces = new Map<string, number>();
-
-  /** Contract section 3, in its order: nonce shape, signature over path+query, replay. */
-  const checkSignature = (req: http.IncomingMessage, raw: Buffer): Answer | undefined => {
-    const h = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : undefined);
-    const nonce = h(HEADER.nonce);
-    if (!nonce || nonce.length > MAX_NONCE_LENGTH) return { status: 400, json: { error: 'invalid nonce' } };
-    const timestamp = h(HEADER.timestamp);
-    const signature = h(HEADER.signature);
-    const now = Date.now();
-    if (!timestamp || !signature || !/^\d{1,12}$/.test(timestamp) || Math.abs(now / 1000 - Number(timestamp)) > windowSeconds) {
-      return { status: 401, text: 'invalid signature' };
-    }
-    const input = { timestamp, nonce, method: req.method ?? '', target: req.url ?? '', body: raw };
-    if (!signatureMatches(options.secret, input, signature)) return { status: 401, text: 'invalid signature' };
-    for (const [n, until] of nonces) if (until < now) nonces.delete(n);
-    if (nonces.has(nonce)) return { status: 401, json: { error: 'replayed request' } };
-    nonces.set(nonce, now + windowSeconds * 2000);
-    return undefined;
-  };
+  const checkSignature = signatureCheck({ secret: options.secret, windowSeconds });
 
   const handle = (method: string, path: string, body: unknown): Answer => {
     if (method === 'POST' && path === '/v1/free-spins/grants') {
@@ -152,18 +130,14 @@ export async function startDemoProvider(options: DemoProviderOptions): Promise<D
     return { status: 404, json: { error: 'not found' } };
   };
 
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size <= BODY_LIMIT) chunks.push(c);
-    });
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks);
+  const server = await startPartnerServer({
+    port: options.port,
+    host: options.host,
+    bodyLimit: BODY_LIMIT,
+    handle: (req, raw) => {
       const target = req.url ?? '/';
       let body: unknown;
-      let answer: Answer | undefined = size > BODY_LIMIT ? { status: 413, json: { error: 'request body too large' } } : checkSignature(req, raw);
+      let answer = checkSignature(req, raw);
       if (!answer) {
         try {
           body = raw.length > 0 ? JSON.parse(raw.toString('utf8')) : undefined;
@@ -174,28 +148,16 @@ export async function startDemoProvider(options: DemoProviderOptions): Promise<D
       }
       calls.push({ at: new Date().toISOString(), method: req.method ?? '', target, body, status: answer.status });
       options.logger?.debug({ method: req.method, target, status: answer.status }, 'demo provider call');
-      if ('text' in answer) {
-        res.writeHead(answer.status, { 'content-type': 'text/plain' }).end(answer.text);
-      } else {
-        res.writeHead(answer.status, { 'content-type': 'application/json' }).end(JSON.stringify(answer.json));
-      }
-    });
+      return answer;
+    },
+    onError: (err) => options.logger?.error({ err }, 'demo provider failed'),
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
-  });
-  const address = server.address() as AddressInfo;
   return {
-    url: `http://${options.host ?? '127.0.0.1'}:${address.port}`,
+    url: server.url,
     received: () => calls,
     grants: () => [...byRequestRef.values()],
     isRevoked: (token) => revoked.has(token),
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => server.close(),
   };
 }
 

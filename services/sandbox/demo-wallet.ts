@@ -1,8 +1,7 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { HEADER, MAX_NONCE_LENGTH, signatureMatches } from '../../shared/http/signature.ts';
+import { signatureCheck, startPartnerServer, type PartnerReply } from './partner-server.ts';
 
 /**
  * A reference operator wallet: the two callbacks of API document part 4.2, as small and as correct as
@@ -103,7 +102,7 @@ interface Account {
   rolledBackUnseen: Set<string>;
 }
 
-type Reply = { status: number; json: unknown } | { status: number; text: string };
+type Reply = PartnerReply;
 
 class Refusal {
   constructor(
@@ -119,9 +118,6 @@ export async function startDemoWallet(options: DemoWalletOptions, defects: DemoW
   const log = options.logger;
   const accounts = new Map<string, Account>();
   const ledger: DemoWalletEntry[] = [];
-  /** nonce → when it may be forgotten (ms): after that its timestamp is outside the window anyway. */
-  const nonces = new Map<string, number>();
-  let nextNonceSweep = 0;
 
   const account = (playerRef: string): Account => {
     let a = accounts.get(playerRef);
@@ -132,32 +128,7 @@ export async function startDemoWallet(options: DemoWalletOptions, defects: DemoW
     return a;
   };
 
-  /** Contract section 3, in its order: nonce shape (400), signature and timestamp (401), replay (401). */
-  function checkSignature(req: http.IncomingMessage, target: string, body: Buffer): Reply | undefined {
-    const h = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : undefined);
-    const nonce = h(HEADER.nonce);
-    if (nonce === undefined || nonce.length === 0 || nonce.length > MAX_NONCE_LENGTH) return { status: 400, json: { error: 'invalid nonce' } };
-    if (defects.acceptBadSignatures) return undefined;
-    const timestamp = h(HEADER.timestamp);
-    const signature = h(HEADER.signature);
-    const nowSeconds = Math.floor(Date.now() / 1000);
-    const valid =
-      timestamp !== undefined &&
-      signature !== undefined &&
-      /^\d{1,12}$/.test(timestamp) &&
-      Math.abs(nowSeconds - Number(timestamp)) <= windowSeconds &&
-      signatureMatches(options.secret, { timestamp, nonce, method: req.method ?? '', target, body }, signature);
-    if (!valid) return { status: 401, text: 'invalid signature' };
-    // Recorded only once the signature is proven, so a forged request cannot burn a nonce.
-    const now = Date.now();
-    if (now >= nextNonceSweep) {
-      for (const [n, until] of nonces) if (until <= now) nonces.delete(n);
-      nextNonceSweep = now + windowSeconds * 1000;
-    }
-    if ((nonces.get(nonce) ?? 0) > now) return { status: 401, json: { error: 'replayed request' } };
-    nonces.set(nonce, now + windowSeconds * 2 * 1000);
-    return undefined;
-  }
+  const checkSignature = signatureCheck({ secret: options.secret, windowSeconds, acceptBadSignatures: defects.acceptBadSignatures === true });
 
   /**
    * Applies one transaction, or replays its stored reply. Synchronous from lookup to store, so two
@@ -166,7 +137,7 @@ export async function startDemoWallet(options: DemoWalletOptions, defects: DemoW
   function transact(t: TransactionRequest): Reply {
     const a = account(t.playerRef);
     const stored = a.replies.get(t.transactionId);
-    if (stored !== undefined && !defects.reapplyRepeats?.includes(t.type)) return { status: 200, text: stored };
+    if (stored !== undefined && !defects.reapplyRepeats?.includes(t.type)) return { status: 200, text: stored, contentType: 'application/json' };
     if (defects.refuseStaleRollbackIds && t.transactionId.includes(':')) throw new Refusal(400, 'transactionId: unsupported characters');
 
     let status: 'OK' | 'DECLINED' = 'OK';
@@ -217,13 +188,12 @@ export async function startDemoWallet(options: DemoWalletOptions, defects: DemoW
       ledger.push({ transactionId: t.transactionId, playerRef: t.playerRef, type: t.type, amount: t.amount, status, balance: a.balance });
     }
     log?.info({ transactionId: t.transactionId, playerRef: t.playerRef, type: t.type, amount: t.amount, status, balance: a.balance }, 'demo wallet transaction');
-    return { status: 200, text };
+    return { status: 200, text, contentType: 'application/json' };
   }
 
   function handle(req: http.IncomingMessage, body: Buffer): Reply {
-    // What the service signs is the path plus query exactly as sent, which is what req.url holds.
     const target = req.url ?? '/';
-    const refused = checkSignature(req, target, body);
+    const refused = checkSignature(req, body);
     if (refused) {
       log?.warn({ target, status: refused.status }, 'demo wallet refused a request');
       return refused;
@@ -257,53 +227,22 @@ export async function startDemoWallet(options: DemoWalletOptions, defects: DemoW
     return { status: 404, json: { error: 'not found' } };
   }
 
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size <= BODY_LIMIT_BYTES) chunks.push(c);
-    });
-    req.on('end', () => {
-      let reply: Reply;
-      try {
-        reply = size > BODY_LIMIT_BYTES ? { status: 413, json: { error: 'request body too large' } } : handle(req, Buffer.concat(chunks));
-      } catch (err) {
-        log?.error({ err }, 'demo wallet failed');
-        reply = { status: 500, json: { error: 'internal error' } };
-      }
-      res.statusCode = reply.status;
-      if ('text' in reply) {
-        res.setHeader('content-type', reply.status === 200 ? 'application/json' : 'text/plain');
-        res.end(reply.text);
-      } else {
-        res.setHeader('content-type', 'application/json');
-        res.end(JSON.stringify(reply.json));
-      }
-    });
+  const server = await startPartnerServer({
+    port: options.port,
+    host: options.host,
+    bodyLimit: BODY_LIMIT_BYTES,
+    handle,
+    onError: (err) => log?.error({ err }, 'demo wallet failed'),
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
 
   return {
-    url: `http://${host}:${address.port}`,
+    url: server.url,
     balanceOf: (playerRef) => account(playerRef).balance,
     setBalance: (playerRef, minor) => {
       if (!Number.isSafeInteger(minor)) throw new Error('a balance is an integer in minor units');
       account(playerRef).balance = minor;
     },
     entries: () => ledger,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => server.close(),
   };
 }

@@ -42,14 +42,18 @@ export class SignedClient {
       [HEADER.signature]: signature,
     };
     if (raw !== '') headers['content-type'] = 'application/json';
-    const res = await fetch(this.baseUrl + pathAndQuery, { method, headers, ...(raw !== '' ? { body: raw } : {}) });
-    const text = await res.text();
-    let json: T | undefined;
-    try {
-      json = JSON.parse(text) as T;
-    } catch {
-      json = undefined;
-    }
-    return { status: res.status, contentType: res.headers.get('content-type') ?? '', text, json };
+    return readResponse<T>(await fetch(this.baseUrl + pathAndQuery, { method, headers, ...(raw !== '' ? { body: raw } : {}) }));
   }
+}
+
+/** A response's status, content type and text, and its JSON when the text is JSON. */
+export async function readResponse<T>(res: Response): Promise<ApiResponse<T>> {
+  const text = await res.text();
+  let json: T | undefined;
+  try {
+    json = JSON.parse(text) as T;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, contentType: res.headers.get('content-type') ?? '', text, json };
 }

@@ -3,7 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { CatalogInput } from '../../shared/catalog/schema.ts';
 import { ProviderClient, verifyReplayToken, type DemoProvider, type TransactionReply } from './demo-provider.ts';
 import type { DemoWallet } from './demo-wallet.ts';
-import { SignedClient, type ApiResponse } from './signed-client.ts';
+import { readResponse, SignedClient, type ApiResponse } from './signed-client.ts';
 
 /**
  * The sandbox's scripted story: one player's afternoon, through the real HTTP APIs with real
@@ -90,14 +90,7 @@ export async function runStory(world: StoryWorld): Promise<StoryResult> {
       headers: { authorization: `Bearer ${world.adminToken}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
-    const text = await res.text();
-    let json: T | undefined;
-    try {
-      json = JSON.parse(text) as T;
-    } catch {
-      json = undefined;
-    }
-    return { status: res.status, contentType: res.headers.get('content-type') ?? '', text, json };
+    return readResponse<T>(res);
   };
 
   // Fresh ids every run, so the story also works against a database that already holds earlier runs.
