@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { jwtVerify } from 'jose';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { providerCancelRequest, providerGrantRequest, providerRevokeRequest } from '../api/operator/schemas.ts';
 import type { TransactionRequest } from '../../shared/domain/rounds/events.ts';
 import { signatureCheck, startPartnerServer, type PartnerReply } from './partner-server.ts';
 import { SignedClient, type ApiResponse } from './signed-client.ts';
@@ -60,20 +61,11 @@ export interface DemoProvider {
   close(): Promise<void>;
 }
 
-// What the service sends (contract section 6). Unknown fields are tolerated: a partner should not break
-// when the service adds one.
-const grantRequest = z.object({
-  requestRef: z.string().min(1),
-  operatorId: z.string().min(1),
-  playerRef: z.string().min(1),
-  gameId: z.string().min(1),
-  spins: z.number().int().positive(),
-  betAmountMinor: z.number().int().nonnegative(),
-  currency: z.string().regex(/^[A-Z]{3}$/),
-  expiresAt: z.string().optional(),
-});
-const cancelRequest = z.object({ requestRef: z.string().min(1) });
-const revokeRequest = z.object({ operatorId: z.string().min(1), playerRef: z.string().min(1), sessionTokens: z.array(z.string()) });
+// What the service sends (contract section 6): the schemas its OpenAPI webhooks document, loosened as a
+// partner should be, so a field the service adds later is ignored rather than refused.
+const grantRequest = providerGrantRequest.loose();
+const cancelRequest = providerCancelRequest.loose();
+const revokeRequest = providerRevokeRequest.loose();
 
 const BODY_LIMIT = 64 * 1024;
 

@@ -1,6 +1,7 @@
 import type http from 'node:http';
 import type { Logger } from 'pino';
-import { z } from 'zod';
+import type { z } from 'zod';
+import { walletTransactionRequest } from '../api/provider/schemas.ts';
 import { signatureCheck, startPartnerServer, type PartnerReply } from './partner-server.ts';
 
 /**
@@ -58,33 +59,18 @@ export interface DemoWalletDefects {
 const BODY_LIMIT_BYTES = 64 * 1024;
 
 /** TransactionRequest, API document 2.10. Unknown fields are ignored, so a later addition does not break us. */
-const transactionRequest = z
-  .object({
-    transactionId: z.string().min(1).max(1024),
-    sessionToken: z.string(),
-    type: z.enum(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']),
-    roundId: z.string().min(1),
-    roundComplete: z.boolean().optional(),
-    originalTransactionId: z.string().min(1).optional(),
-    playerRef: z.string().min(1),
-    amount: z.number().int().nonnegative().refine(Number.isSafeInteger, 'expected a non-negative safe integer'),
-    currency: z.string().regex(/^[A-Z]{3}$/),
-    // Admin adjustments without a game carry gameId "" (README, admin adjustments).
-    gameId: z.string(),
-    direction: z.enum(['DEBIT', 'CREDIT']).optional(),
-    metadata: z.record(z.string(), z.unknown()).optional(),
-  })
-  .superRefine((t, ctx) => {
-    if ((t.type === 'BET' || t.type === 'WIN') && t.roundComplete === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['roundComplete'], message: `required for a ${t.type}` });
-    }
-    if (t.type === 'ROLLBACK' && t.originalTransactionId === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['originalTransactionId'], message: 'required for a ROLLBACK' });
-    }
-    if (t.type === 'ADJUSTMENT' && t.direction === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['direction'], message: 'required for an ADJUSTMENT' });
-    }
-  });
+/**
+ * The body the service sends (the schema its OpenAPI webhook documents), loosened as a partner should be:
+ * a field the service adds later is ignored, not refused. The rules part 2.10 states per type come on top.
+ */
+const transactionRequest = walletTransactionRequest.loose().superRefine((t, ctx) => {
+  if (t.type === 'ROLLBACK' && t.originalTransactionId === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['originalTransactionId'], message: 'required for a ROLLBACK' });
+  }
+  if (t.type === 'ADJUSTMENT' && t.direction === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['direction'], message: 'required for an ADJUSTMENT' });
+  }
+});
 type TransactionRequest = z.infer<typeof transactionRequest>;
 
 interface Bet {

@@ -177,7 +177,7 @@ describe('the demo provider', () => {
     const again = await call('/v1/free-spins/grants', grant);
     expect(first.kind === 'response' && again.kind === 'response' && first.body === again.body).toBe(true);
     const externalRef = (JSON.parse((first as { body: string }).body) as { externalRef: string }).externalRef;
-    expect(await call(`/v1/free-spins/grants/${externalRef}/cancel`, { requestRef: 'someone-else' })).toMatchObject({ status: 404 });
+    expect(await call(`/v1/free-spins/grants/${externalRef}/cancel`, { requestRef: '1c7d4e2f-3e5b-4c7d-9e8f-0a1b2c3d4e5f' })).toMatchObject({ status: 404 });
     expect(await call(`/v1/free-spins/grants/${externalRef}/cancel`, { requestRef: grant.requestRef })).toMatchObject({ status: 200 });
     expect(provider.grants().find((g) => g.externalRef === externalRef)?.status).toBe('cancelled');
   });
