@@ -1,3 +1,4 @@
+import { Coalescer, type Settled } from '../coalesce.ts';
 import { PgListener } from '../db/listener.ts';
 import type { Migration } from '../db/migrations.ts';
 import { isUniqueViolation, type Pool } from '../db/pool.ts';
@@ -80,6 +81,94 @@ export const eventStoreMigrations: Migration[] = [
       $$;
     `,
   },
+  {
+    // Many appends (to any streams) in one round trip and one commit: the store batches concurrent
+    // appends into it (group commit). Each append is decided on its own: a wrong expected revision makes
+    // that one 'conflict' and writes nothing, the others go on. (An event id already stored raises a
+    // unique violation for the whole batch; the store then tries each append alone.)
+    //
+    // The global log orders by transaction id, so a stream's later revision must never be written by a
+    // transaction with a lower id. A transaction gets its id at its first write; one that waited for a
+    // stream's row lock after writing to another stream would break that. So every stream lock is taken
+    // first, as an advisory lock (which needs no transaction id), in one order (no deadlock between
+    // batches), before anything is written. es_append takes the same lock.
+    id: 'eventstore-003-append-batch',
+    sql: `
+      CREATE FUNCTION es_append_batch(p_streams text[], p_expected bigint[], p_counts int[], p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
+      RETURNS TABLE (o_index int, o_conflict boolean, o_revision bigint, o_position text) LANGUAGE plpgsql AS $$
+      DECLARE
+        v_key int;
+        v_current bigint;
+        v_exists boolean;
+        v_last bigint;
+        v_from int := 1;
+        v_to int;
+        i int;
+      BEGIN
+        FOR v_key IN SELECT DISTINCT hashtext(x) FROM unnest(p_streams) AS x ORDER BY 1 LOOP
+          PERFORM pg_advisory_xact_lock(7281004, v_key);
+        END LOOP;
+        FOR i IN 1 .. cardinality(p_streams) LOOP
+          v_to := v_from + p_counts[i] - 1;
+          o_index := i;
+          o_position := NULL;
+          SELECT s.revision INTO v_current FROM es_streams s WHERE s.stream_id = p_streams[i];
+          v_exists := FOUND;
+          IF NOT v_exists THEN v_current := -1; END IF;
+          IF p_expected[i] IS NOT NULL AND v_current <> p_expected[i] THEN
+            o_conflict := true;
+            o_revision := v_current;
+          ELSE
+            WITH ins AS (
+              INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
+              SELECT p_streams[i], v_current + x.o, x.id, x.t, x.d, x.m
+              FROM unnest(p_ids[v_from:v_to], p_types[v_from:v_to], p_data[v_from:v_to], p_meta[v_from:v_to]) WITH ORDINALITY AS x(id, t, d, m, o)
+              ORDER BY x.o
+              RETURNING global_position
+            )
+            SELECT max(global_position) INTO v_last FROM ins;
+            IF v_exists THEN
+              UPDATE es_streams SET revision = v_current + p_counts[i] WHERE stream_id = p_streams[i];
+            ELSE
+              INSERT INTO es_streams (stream_id, revision) VALUES (p_streams[i], v_current + p_counts[i]);
+            END IF;
+            o_conflict := false;
+            o_revision := v_current + p_counts[i];
+            o_position := pg_current_xact_id()::text || '.' || v_last::text;
+          END IF;
+          RETURN NEXT;
+          v_from := v_to + 1;
+        END LOOP;
+      END
+      $$;
+
+      CREATE OR REPLACE FUNCTION es_append(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
+      RETURNS TABLE (next_revision bigint, last_position text) LANGUAGE plpgsql AS $$
+      DECLARE
+        v_current bigint;
+        v_last bigint;
+      BEGIN
+        PERFORM pg_advisory_xact_lock(7281004, hashtext(p_stream));
+        INSERT INTO es_streams AS s (stream_id, revision) VALUES (p_stream, -1)
+          ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision
+          RETURNING s.revision INTO v_current;
+        IF p_expected IS NOT NULL AND v_current <> p_expected THEN
+          RAISE EXCEPTION 'wrong expected revision' USING ERRCODE = 'P0001', DETAIL = v_current::text, HINT = 'es_wrong_expected_revision';
+        END IF;
+        WITH ins AS (
+          INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
+          SELECT p_stream, v_current + x.o, x.id, x.t, x.d, x.m
+          FROM unnest(p_ids, p_types, p_data, p_meta) WITH ORDINALITY AS x(id, t, d, m, o)
+          ORDER BY x.o
+          RETURNING global_position
+        )
+        SELECT max(global_position) INTO v_last FROM ins;
+        UPDATE es_streams SET revision = v_current + cardinality(p_ids) WHERE stream_id = p_stream;
+        RETURN QUERY SELECT v_current + cardinality(p_ids), pg_current_xact_id()::text || '.' || v_last::text;
+      END
+      $$;
+    `,
+  },
 ];
 
 const NOTIFY_CHANNEL = 'es_appended';
@@ -127,6 +216,20 @@ function positionKey(position: Position): [bigint, bigint] {
 
 const after = (a: [bigint, bigint], b: [bigint, bigint]) => a[0] > b[0] || (a[0] === b[0] && a[1] > b[1]);
 
+interface PendingAppend {
+  streamId: string;
+  events: NewEvent[];
+  expected: ExpectedRevision;
+}
+
+/** An append's own answer in a batch: written, or refused for a wrong expected revision. */
+type AppendOutcome = { kind: 'ok'; result: AppendResult } | { kind: 'refused'; actual: number };
+
+interface PendingRead {
+  streamId: string;
+  fromRevision: number;
+}
+
 export class PostgresEventStore implements EventStore {
   readonly kind = 'postgres' as const;
   private seq = 0;
@@ -135,6 +238,10 @@ export class PostgresEventStore implements EventStore {
   private notifyTimer: NodeJS.Timeout | undefined;
   /** Rows readAll dropped because they did not sort after the cursor (see readAll); should stay 0. */
   outOfOrderRowsDropped = 0;
+
+  /** Concurrent appends and stream reads share round trips (see Coalescer): two batches of each in flight. */
+  private readonly appends = new Coalescer<PendingAppend, AppendOutcome>((batch) => this.appendBatch(batch), { maxInFlight: 2, maxBatch: 200 });
+  private readonly reads = new Coalescer<PendingRead, RecordedEvent[]>((batch) => this.readBatch(batch), { maxInFlight: 2, maxBatch: 200 });
 
   constructor(
     private readonly pool: Pool,
@@ -147,42 +254,61 @@ export class PostgresEventStore implements EventStore {
 
   async append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
     if (events.length === 0) throw new Error('append needs at least one event');
+    let actual: number | undefined;
     try {
-      const result = await this.tryAppend(streamId, events, expectedRevision);
-      this.notifyAppended();
-      return result;
+      const outcome = await this.appends.submit({ streamId, events, expected: expectedRevision });
+      if (outcome.kind === 'ok') {
+        this.notifyAppended();
+        return outcome.result;
+      }
+      actual = outcome.actual;
     } catch (err) {
-      const conflict = err instanceof WrongExpectedRevisionError;
-      if (!conflict && !isUniqueViolation(err, 'es_events_event_id_key')) throw err;
-      // A repeat of an append that already happened is a success, not a conflict.
-      const previous = await this.findPreviousAppend(streamId, events);
-      if (previous) return previous;
-      if (conflict) throw err;
-      throw new WrongExpectedRevisionError(streamId, expectedRevision, await this.currentRevision(streamId));
+      if (!isUniqueViolation(err, 'es_events_event_id_key')) throw err;
+    }
+    // A repeat of an append that already happened is a success, not a conflict.
+    const previous = await this.findPreviousAppend(streamId, events);
+    if (previous) return previous;
+    throw new WrongExpectedRevisionError(streamId, expectedRevision, actual ?? (await this.currentRevision(streamId)));
+  }
+
+  /**
+   * One round trip for all the appends gathered while the previous batch ran: es_append_batch decides
+   * each on its own. If the batch as a whole fails (say two batches raced to store the same event id),
+   * each append is tried again alone, so one bad append cannot fail its neighbours.
+   */
+  private async appendBatch(batch: PendingAppend[]): Promise<Array<Settled<AppendOutcome>>> {
+    try {
+      return await this.tryAppendBatch(batch);
+    } catch (err) {
+      if (batch.length === 1) return [{ ok: false, error: err }];
+      return Promise.all(batch.map((a) => this.tryAppendBatch([a]).then((r) => r[0]!, (error: unknown) => ({ ok: false, error }) as const)));
     }
   }
 
-  private async tryAppend(streamId: string, events: NewEvent[], expected: ExpectedRevision): Promise<AppendResult> {
-    try {
-      const { rows } = await this.pool.query<{ next_revision: string; last_position: string }>({
-        // Named: prepared once per connection, so Postgres does not parse and plan it on every append.
-        name: 'es_append',
-        text: 'SELECT next_revision, last_position FROM es_append($1, $2, $3::uuid[], $4::text[], $5::jsonb[], $6::jsonb[])',
-        values: [
-          streamId,
-          expected === 'any' ? null : expected === 'no_stream' ? -1 : expected,
-          events.map((e) => e.id),
-          events.map((e) => e.type),
-          events.map((e) => JSON.stringify(e.data)),
-          events.map((e) => JSON.stringify(e.metadata ?? {})),
-        ],
-      });
-      return { nextRevision: Number(rows[0]!.next_revision), position: rows[0]!.last_position };
-    } catch (err) {
-      const e = err as { code?: string; hint?: string; detail?: string };
-      if (e.code === 'P0001' && e.hint === 'es_wrong_expected_revision') throw new WrongExpectedRevisionError(streamId, expected, Number(e.detail));
-      throw err;
-    }
+  private async tryAppendBatch(batch: PendingAppend[]): Promise<Array<Settled<AppendOutcome>>> {
+    const events = batch.flatMap((a) => a.events);
+    const { rows } = await this.pool.query<{ o_index: number; o_conflict: boolean; o_revision: string; o_position: string | null }>({
+      // Named: prepared once per connection, so Postgres does not parse and plan it on every batch.
+      name: 'es_append_batch',
+      text: 'SELECT o_index, o_conflict, o_revision, o_position FROM es_append_batch($1::text[], $2::bigint[], $3::int[], $4::uuid[], $5::text[], $6::jsonb[], $7::jsonb[])',
+      values: [
+        batch.map((a) => a.streamId),
+        batch.map((a) => (a.expected === 'any' ? null : a.expected === 'no_stream' ? -1 : a.expected)),
+        batch.map((a) => a.events.length),
+        events.map((e) => e.id),
+        events.map((e) => e.type),
+        events.map((e) => JSON.stringify(e.data)),
+        events.map((e) => JSON.stringify(e.metadata ?? {})),
+      ],
+    });
+    const byIndex = new Map(rows.map((r) => [r.o_index, r]));
+    return batch.map((_, i) => {
+      const r = byIndex.get(i + 1);
+      if (!r) return { ok: false, error: new Error('es_append_batch returned no row for an append') };
+      const revision = Number(r.o_revision);
+      if (!r.o_conflict) return { ok: true, value: { kind: 'ok', result: { nextRevision: revision, position: r.o_position! } } };
+      return { ok: true, value: { kind: 'refused', actual: revision } };
+    });
   }
 
   /** The earlier append of exactly these events to this stream, if there was one. */
@@ -206,12 +332,31 @@ export class PostgresEventStore implements EventStore {
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
+    if (options.maxCount === undefined) return this.reads.submit({ streamId, fromRevision: options.fromRevision ?? 0 });
     const { rows } = await this.pool.query<EventRow>({
       name: 'es_read_stream',
       text: `SELECT ${COLUMNS} FROM es_events WHERE stream_id = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
-      values: [streamId, options.fromRevision ?? 0, options.maxCount ?? null],
+      values: [streamId, options.fromRevision ?? 0, options.maxCount],
     });
     return rows.map(toRecorded);
+  }
+
+  /** Whole-stream reads gathered while the previous batch ran, in one query. */
+  private async readBatch(batch: PendingRead[]): Promise<Array<Settled<RecordedEvent[]>>> {
+    const { rows } = await this.pool.query<EventRow & { i: string }>({
+      name: 'es_read_streams',
+      // LATERAL with OFFSET 0: one index scan per stream. Flattened into a join, the prepared
+      // statement's generic plan hashes the whole table instead.
+      text: `SELECT r.i, e.* FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS r(stream_id, from_revision, i)
+       CROSS JOIN LATERAL (
+         SELECT ${COLUMNS} FROM es_events x WHERE x.stream_id = r.stream_id AND x.revision >= r.from_revision ORDER BY x.revision OFFSET 0
+       ) e
+       ORDER BY r.i, e.revision`,
+      values: [batch.map((r) => r.streamId), batch.map((r) => r.fromRevision)],
+    });
+    const out: RecordedEvent[][] = batch.map(() => []);
+    for (const row of rows) out[Number(row.i) - 1]!.push(toRecorded(row));
+    return out.map((value) => ({ ok: true, value }));
   }
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Pool as HttpPool } from 'undici';
 import { sign } from '../../shared/http/signature.ts';
+import { CpuMeter } from './cpu.ts';
 import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
@@ -191,6 +192,7 @@ async function main() {
       { name: 'ledger', pool: ledgerPool, sessions },
     ].filter((t) => only.includes(t.name));
 
+    const cpu = new CpuMeter({ ledger: ledger.pid, forwarder: forwarder.child.pid, wallet: wallet.child.pid, 'load generator': process.pid });
     console.log(`seamless-wallet ledger benchmark: ${os.cpus().length} cores, node ${process.version}, BET+WIN rounds, ${PLAYERS} players`);
     console.log('warm-up ...');
     for (const t of targets) await saturate(t, 2, 16);
@@ -198,8 +200,10 @@ async function main() {
     console.log(`\nsaturation (closed loop, 64 concurrent rounds, ${SATURATION_SECONDS} s each)`);
     const sat: Record<string, PhaseResult> = {};
     for (const t of targets) {
+      cpu.start();
       sat[t.name] = await saturate(t, SATURATION_SECONDS, 64);
       console.log(`  ${t.name.padEnd(10)} ${fmt(sat[t.name]!)}`);
+      console.log(`  ${''.padEnd(10)} ${cpu.stop()}`);
     }
     if (sat.forwarder && sat.ledger) {
       const ratio = sat.ledger.throughput / sat.forwarder.throughput;
@@ -211,8 +215,10 @@ async function main() {
       console.log(`\noffered ${rate} tx/s (open loop, ${SECONDS} s each)`);
       const row = { rate } as { rate: number; forwarder: PhaseResult; ledger: PhaseResult };
       for (const t of targets) {
+        cpu.start();
         row[t.name as 'forwarder' | 'ledger'] = await fixedRate(t, rate, SECONDS);
         console.log(`  ${t.name.padEnd(10)} ${fmt(row[t.name as 'forwarder' | 'ledger'])}`);
+        console.log(`  ${''.padEnd(10)} ${cpu.stop()}`);
       }
       if (row.forwarder && row.ledger) console.log(
         `  added by the ledger: p50 ${(row.ledger.p50 - row.forwarder.p50).toFixed(2)} ms (target <= 3), p99 ${(row.ledger.p99 - row.forwarder.p99).toFixed(2)} ms (target <= 15)`,

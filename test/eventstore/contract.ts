@@ -128,6 +128,55 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
       expect(await store.readStream(stream)).toHaveLength(2);
     });
 
+    it('answers appends made at the same moment one by one: a conflict or a repeat among them fails none of the others', async () => {
+      const [p, q, r, n, fresh] = [s('p'), s('q'), s('r'), s('n'), s('fresh')];
+      await store.append(p, [ev('P0')], 'no_stream');
+      const stored = [ev('Q0'), ev('Q1')];
+      await store.append(q, stored, 'no_stream');
+      const many = Array.from({ length: 20 }, (_, i) => s(`many${i}`));
+
+      // All issued in one tick, so a batching adapter puts them in the same round trip.
+      const settle = <T>(promise: Promise<T>) => promise.then((value) => ({ value }), (error: unknown) => ({ error }));
+      const [a, b, repeat, elsewhere, ahead, first, second, ...rest] = await Promise.all([
+        settle(store.append(p, [ev('A')], 0)),
+        settle(store.append(p, [ev('B')], 0)),
+        settle(store.append(q, stored, 'no_stream')),
+        settle(store.append(r, stored, 'any')),
+        settle(store.append(n, [ev('N')], 3)),
+        settle(store.append(fresh, [ev('F1')], 'no_stream')),
+        settle(store.append(fresh, [ev('F2')], 'no_stream')),
+        ...many.map((m, i) => settle(store.append(m, [ev('M', { i }), ev('M2', { i })], 'any'))),
+      ]);
+
+      // Two appends at revision 0 of one stream: exactly one is written, the other told the revision it lost to.
+      const pWinners = [a, b].filter((x) => 'value' in x);
+      expect(pWinners).toHaveLength(1);
+      const pLoser = [a, b].find((x) => 'error' in x) as { error: unknown };
+      expect(pLoser.error).toBeInstanceOf(WrongExpectedRevisionError);
+      expect((pLoser.error as WrongExpectedRevisionError).actual).toBe(1);
+      expect((await store.readStream(p)).map((e) => e.type)).toEqual(['P0', pWinners[0] === a ? 'A' : 'B']);
+
+      expect(repeat).toEqual({ value: expect.objectContaining({ nextRevision: 1 }) }); // already done
+      expect('error' in elsewhere && elsewhere.error).toBeInstanceOf(WrongExpectedRevisionError); // those ids belong to another stream
+      expect(await store.readStream(r)).toEqual([]);
+      expect('error' in ahead && ahead.error).toBeInstanceOf(WrongExpectedRevisionError);
+      expect((ahead as { error: WrongExpectedRevisionError }).error.actual).toBe(-1);
+      expect((await store.append(n, [ev('N')], 'no_stream')).nextRevision).toBe(0); // the refusal left nothing behind
+
+      expect([first, second].filter((x) => 'value' in x)).toHaveLength(1);
+      expect(await store.readStream(fresh)).toHaveLength(1);
+
+      for (const x of rest) expect(x).toEqual({ value: expect.objectContaining({ nextRevision: 1 }) });
+      // Reads made at the same moment each get their own stream, from their own revision.
+      const reads = await Promise.all(many.map((m, i) => store.readStream(m, { fromRevision: i % 2 })));
+      reads.forEach((events, i) => {
+        const expected = [{ type: 'M', revision: 0 }, { type: 'M2', revision: 1 }].slice(i % 2);
+        expect(events.map((e) => ({ streamId: e.streamId, type: e.type, revision: e.revision, data: e.data }))).toEqual(
+          expected.map((x) => ({ streamId: many[i], ...x, data: { i } })),
+        );
+      });
+    });
+
     it('reads the global log after an exclusive position, in commit order, page by page', async () => {
       const before = await store.headPosition();
       const a = s('log-a');

@@ -1,0 +1,64 @@
+/**
+ * CPU time by process class over a benchmark phase, read from /proc (Linux): where the cores went
+ * (the service, Postgres, Redis, the fake wallet, the load generator), so a figure can be explained.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+
+const TICKS_PER_SECOND = 100; // USER_HZ on Linux
+
+function cpuTicks(pid: string): { comm: string; ticks: number; sys: number } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const close = stat.lastIndexOf(')');
+    const comm = stat.slice(stat.indexOf('(') + 1, close);
+    const fields = stat.slice(close + 2).split(' ');
+    return { comm, ticks: Number(fields[11]) + Number(fields[12]), sys: Number(fields[12]) }; // utime + stime
+  } catch {
+    return undefined; // the process ended meanwhile
+  }
+}
+
+type Sample = Map<string, { comm: string; ticks: number; sys: number }>;
+
+function sample(): Sample {
+  const out: Sample = new Map();
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    const t = cpuTicks(pid);
+    if (t) out.set(pid, t);
+  }
+  return out;
+}
+
+export class CpuMeter {
+  private before: Sample = new Map();
+  private startedAt = 0;
+
+  constructor(private readonly named: Record<string, number | undefined>) {}
+
+  start(): void {
+    this.before = sample();
+    this.startedAt = performance.now();
+  }
+
+  /** Cores used per class over the phase (1.00 = one core busy the whole time). */
+  stop(): string {
+    const after = sample();
+    const seconds = (performance.now() - this.startedAt) / 1000;
+    const byPid = new Map(Object.entries(this.named).filter(([, pid]) => pid !== undefined).map(([name, pid]) => [String(pid), name]));
+    const used = new Map<string, number>();
+    const sys = new Map<string, number>();
+    for (const [pid, a] of after) {
+      // A process that started during the phase counts from zero (a new Postgres backend).
+      const delta = a.ticks - (this.before.get(pid)?.ticks ?? 0);
+      if (delta <= 0) continue;
+      const name = byPid.get(pid) ?? (a.comm === 'postgres' ? 'postgres' : a.comm.startsWith('redis') ? 'redis' : 'other');
+      used.set(name, (used.get(name) ?? 0) + delta / TICKS_PER_SECOND / seconds);
+      sys.set(name, (sys.get(name) ?? 0) + (a.sys - (this.before.get(pid)?.sys ?? 0)) / TICKS_PER_SECOND / seconds);
+    }
+    const total = [...used.values()].reduce((s, v) => s + v, 0);
+    const parts = [...used].sort((a, b) => b[1] - a[1]).map(([name, cores]) => `${name} ${cores.toFixed(2)} (${((100 * (sys.get(name) ?? 0)) / cores).toFixed(0)}% sys)`);
+    return `cores busy ${total.toFixed(2)} of ${os.cpus().length}: ${parts.join(', ')}`;
+  }
+}
