@@ -1,4 +1,5 @@
 import type { Migration } from '../../shared/db/migrations.ts';
+import { Coalescer, type Settled } from '../../shared/coalesce.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 
 /**
@@ -44,29 +45,84 @@ export interface Claim {
 /**
  * Registers (provider, transactionId) for this content and round and takes its dispatch lease, in one
  * statement; or reports who holds the id and whether its lease is taken. The lease is only taken for
- * the same content: a conflicting submission never blocks the real one.
+ * the same content: a conflicting submission never blocks the real one. Concurrent claims share a
+ * round trip (see claimBatch).
  */
 export async function claimTransaction(pool: Pool, registryKey: string, transactionId: string, entry: RegistryEntry, token: string, ttlMs: number): Promise<Claim> {
-  const { rows } = await pool.query<{ content_hash: string; round_stream: string; inserted: boolean; leased: boolean }>({
-    name: 'tx_claim',
-    text: `WITH claim AS (
+  const claims = claimers.get(pool) ?? new Coalescer<ClaimRequest, Claim | undefined>((batch) => claimBatch(pool, batch), { maxInFlight: 2, maxBatch: 200 });
+  claimers.set(pool, claims);
+  for (;;) {
+    const claim = await claims.submit({ registryKey, transactionId, entry, token, ttlMs });
+    if (claim) return claim;
+  }
+}
+
+interface ClaimRequest {
+  registryKey: string;
+  transactionId: string;
+  entry: RegistryEntry;
+  token: string;
+  ttlMs: number;
+}
+
+const claimers = new WeakMap<Pool, Coalescer<ClaimRequest, Claim | undefined>>();
+
+/**
+ * Claims a batch in one statement. Rows are inserted in key order, so two batches cannot deadlock. An
+ * id that appears twice in a batch is claimed once; its repeats are answered undefined (ask again, in
+ * the next batch), as is a claim whose row a concurrent claim committed after this statement's snapshot.
+ */
+async function claimBatch(pool: Pool, batch: ClaimRequest[]): Promise<Array<Settled<Claim | undefined>>> {
+  const seen = new Set<string>();
+  const first = batch.map((c) => {
+    const key = `${c.registryKey}\n${c.transactionId}`;
+    const isFirst = !seen.has(key);
+    seen.add(key);
+    return isFirst;
+  });
+  const sent = batch.filter((_, i) => first[i]);
+  const { rows } = await pool.query<{ i: string; content_hash: string; round_stream: string; inserted: boolean; leased: boolean }>({
+    name: 'tx_claim_batch',
+    text: `WITH input AS (
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[]) WITH ORDINALITY
+         AS x(provider_id, transaction_id, content_hash, round_stream, token, ttl_ms, i)
+     ),
+     claim AS (
        INSERT INTO tx_registry AS r (provider_id, transaction_id, content_hash, round_stream, lease_token, leased_until)
-       VALUES ($1, $2, $3, $4, $5, clock_timestamp() + $6 * interval '1 millisecond')
+       SELECT provider_id, transaction_id, content_hash, round_stream, token, clock_timestamp() + ttl_ms * interval '1 millisecond'
+       FROM input ORDER BY provider_id, transaction_id
        ON CONFLICT (provider_id, transaction_id) DO UPDATE SET lease_token = EXCLUDED.lease_token, leased_until = EXCLUDED.leased_until
          WHERE r.content_hash = EXCLUDED.content_hash AND r.round_stream = EXCLUDED.round_stream
            AND (r.leased_until IS NULL OR r.leased_until < clock_timestamp())
-       RETURNING content_hash, round_stream, (xmax = 0) AS inserted, true AS leased
+       RETURNING r.provider_id, r.transaction_id, r.content_hash, r.round_stream, (r.xmax = 0) AS inserted
      )
-     SELECT * FROM claim
+     SELECT i.i, c.content_hash, c.round_stream, c.inserted, true AS leased FROM input i JOIN claim c USING (provider_id, transaction_id)
      UNION ALL
-     SELECT content_hash, round_stream, false, false FROM tx_registry
-     WHERE provider_id = $1 AND transaction_id = $2 AND NOT EXISTS (SELECT 1 FROM claim)`,
-    values: [registryKey, transactionId, entry.contentHash, entry.roundStream, token, ttlMs],
+     SELECT i.i, t.content_hash, t.round_stream, false, false FROM input i
+     CROSS JOIN LATERAL (
+       -- OFFSET 0: one index lookup per id (a flattened join may hash the whole table in a generic plan)
+       SELECT content_hash, round_stream FROM tx_registry t WHERE t.provider_id = i.provider_id AND t.transaction_id = i.transaction_id OFFSET 0
+     ) t
+     WHERE NOT EXISTS (SELECT 1 FROM claim c WHERE c.provider_id = i.provider_id AND c.transaction_id = i.transaction_id)`,
+    values: [
+      sent.map((c) => c.registryKey),
+      sent.map((c) => c.transactionId),
+      sent.map((c) => c.entry.contentHash),
+      sent.map((c) => c.entry.roundStream),
+      sent.map((c) => c.token),
+      sent.map((c) => c.ttlMs),
+    ],
   });
-  const row = rows[0];
-  // None: a concurrent claim committed after this statement's snapshot; ask again.
-  if (!row) return claimTransaction(pool, registryKey, transactionId, entry, token, ttlMs);
-  return { inserted: row.inserted, leased: row.leased, entry: { contentHash: row.content_hash, roundStream: row.round_stream } };
+  const byIndex = new Map(rows.map((r) => [Number(r.i), r]));
+  let k = 0;
+  return batch.map((_, i) => {
+    if (!first[i]) return { ok: true, value: undefined };
+    const row = byIndex.get(++k);
+    return {
+      ok: true,
+      value: row && { inserted: row.inserted, leased: row.leased, entry: { contentHash: row.content_hash, roundStream: row.round_stream } },
+    };
+  });
 }
 
 /** Takes the dispatch lease of a registered transaction (the worker's way in); false when it is held. */
