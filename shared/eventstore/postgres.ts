@@ -50,9 +50,8 @@ export const eventStoreMigrations: Migration[] = [
   },
   {
     // The whole append in one round trip: lock (or create) the stream row, check the expected revision,
-    // insert the events, move the revision. p_expected: -1 = no stream; NULL = any. It does not NOTIFY:
-    // that would serialise every appending commit on Postgres's notify-queue lock; the store notifies
-    // after commit instead, coalesced (notifyAppended).
+    // insert the events, move the revision. p_expected: -1 = no stream; NULL = any. (Superseded by
+    // es_append_batch below; kept, with the same stream lock, for a process of the previous version.)
     id: 'eventstore-002-append-function',
     sql: `
       CREATE FUNCTION es_append(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
@@ -92,6 +91,9 @@ export const eventStoreMigrations: Migration[] = [
     // stream's row lock after writing to another stream would break that. So every stream lock is taken
     // first, as an advisory lock (which needs no transaction id), in one order (no deadlock between
     // batches), before anything is written. es_append takes the same lock.
+    //
+    // It notifies subscribers itself, once per batch: a batch is one commit, so that costs one
+    // notify-queue lock per many appends, and no extra round trip.
     id: 'eventstore-003-append-batch',
     sql: `
       CREATE FUNCTION es_append_batch(p_streams text[], p_expected bigint[], p_counts int[], p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
@@ -103,6 +105,7 @@ export const eventStoreMigrations: Migration[] = [
         v_last bigint;
         v_from int := 1;
         v_to int;
+        v_wrote boolean := false;
         i int;
       BEGIN
         FOR v_key IN SELECT DISTINCT hashtext(x) FROM unnest(p_streams) AS x ORDER BY 1 LOOP
@@ -138,7 +141,10 @@ export const eventStoreMigrations: Migration[] = [
           END IF;
           RETURN NEXT;
           v_from := v_to + 1;
+          v_wrote := v_wrote OR NOT o_conflict;
         END LOOP;
+        -- Delivered at commit, once per batch: subscribers in every process wake when the events are there to read.
+        IF v_wrote THEN PERFORM pg_notify('es_appended', ''); END IF;
       END
       $$;
 
@@ -171,9 +177,8 @@ export const eventStoreMigrations: Migration[] = [
   },
 ];
 
+/** es_append_batch notifies this channel when it commits events. */
 const NOTIFY_CHANNEL = 'es_appended';
-/** At most one notification per this many ms per process, however many appends it made. */
-const NOTIFY_COALESCE_MS = 5;
 
 interface EventRow {
   global_position: string;
@@ -235,7 +240,6 @@ export class PostgresEventStore implements EventStore {
   private seq = 0;
   private waiters = new Set<() => void>();
   private readonly listener: PgListener;
-  private notifyTimer: NodeJS.Timeout | undefined;
   /** Rows readAll dropped because they did not sort after the cursor (see readAll); should stay 0. */
   outOfOrderRowsDropped = 0;
 
@@ -258,7 +262,7 @@ export class PostgresEventStore implements EventStore {
     try {
       const outcome = await this.appends.submit({ streamId, events, expected: expectedRevision });
       if (outcome.kind === 'ok') {
-        this.notifyAppended();
+        this.bump(); // this process's subscribers at once; the others through the batch's NOTIFY
         return outcome.result;
       }
       actual = outcome.actual;
@@ -430,26 +434,8 @@ export class PostgresEventStore implements EventStore {
   }
 
   async close(): Promise<void> {
-    if (this.notifyTimer) {
-      clearTimeout(this.notifyTimer);
-      this.notifyTimer = undefined;
-      await this.pool.query('SELECT pg_notify($1, $2)', [NOTIFY_CHANNEL, '']).catch(() => undefined);
-    }
     await this.listener.close();
     this.bump();
-  }
-
-  /**
-   * Tells subscribers in every process that the log grew: this process's at once, the others through
-   * one NOTIFY per few milliseconds (sent after the commit, so the events are there to read). A lost
-   * notification costs at most the subscribers' fallback poll.
-   */
-  private notifyAppended(): void {
-    this.bump();
-    this.notifyTimer ??= setTimeout(() => {
-      this.notifyTimer = undefined;
-      this.pool.query('SELECT pg_notify($1, $2)', [NOTIFY_CHANNEL, '']).catch(() => undefined);
-    }, NOTIFY_COALESCE_MS);
   }
 
   private bump(): void {
