@@ -59,7 +59,7 @@ export const roundsReadModelMigrations: Migration[] = [
   },
 ];
 
-/** Recomputes a round's figures from its transaction rows: the same answer live and on a rebuild. */
+/** Recomputes the figures of the given rounds from their transaction rows: the same answer live and on a rebuild. */
 const RECOMPUTE = `
   UPDATE rm_rounds r SET
     bets = a.bets, bet_amount = a.bet_amount, wins = a.wins, win_amount = a.win_amount, rollbacks = a.rollbacks,
@@ -67,6 +67,7 @@ const RECOMPUTE = `
     status = CASE WHEN r.force_closed OR a.completing > 0 THEN 'completed' ELSE 'open' END
   FROM (
     SELECT
+      t.round_stream,
       count(*) FILTER (WHERE t.type = 'BET') AS bets,
       coalesce(sum(t.amount) FILTER (WHERE t.type = 'BET' AND t.status = 'applied'), 0) AS bet_amount,
       count(*) FILTER (WHERE t.type = 'WIN') AS wins,
@@ -78,11 +79,17 @@ const RECOMPUTE = `
           WHERE rb.round_stream = t.round_stream AND rb.type = 'ROLLBACK' AND rb.original_transaction_id = t.transaction_id)
       ) AS outstanding,
       count(*) FILTER (WHERE t.type IN ('BET', 'WIN') AND t.round_complete) AS completing
-    FROM rm_transactions t WHERE t.round_stream = $1
+    FROM rm_transactions t WHERE t.round_stream = ANY($1::text[])
+    GROUP BY t.round_stream
   ) a
-  WHERE r.round_stream = $1`;
+  WHERE r.round_stream = a.round_stream`;
 
-/** Rounds with their bets, wins, rollbacks and outstanding bets, and every transaction with its outcome. */
+/**
+ * Rounds with their bets, wins, rollbacks and outstanding bets, and every transaction with its outcome.
+ * A batch is written in at most five statements, whatever its size: its events are first folded, in log
+ * order, into the rows they create and the columns they set (see foldBatch), then written set-wise.
+ * The statements are unnamed, so each is planned with its real arrays (an index lookup per row).
+ */
 export const roundsProjection: Projection = {
   name: 'rounds',
   tables: [
@@ -91,9 +98,48 @@ export const roundsProjection: Projection = {
   ],
   eventTypes: ROUND_EVENT_TYPES,
   async apply(events: RecordedEvent[], tx: PoolClient) {
-    for (const recorded of events) await applyOne(recorded, tx);
+    const { inserts, rounds, updates, forceClosed } = foldBatch(events);
+    if (inserts.length > 0) {
+      await tx.query(
+        `INSERT INTO rm_transactions (round_stream, transaction_id, provider_id, operator_id, round_id, origin, type, player_ref, game_id, amount,
+           currency, direction, original_transaction_id, round_complete, status, attempts, recorded_at, updated_at)
+         SELECT x.round_stream, x.transaction_id, x.provider_id, x.operator_id, x.round_id, x.origin, x.type, x.player_ref, x.game_id, x.amount,
+           x.currency, x.direction, x.original_transaction_id, x.round_complete, 'recorded', 0, x.recorded_at, x.recorded_at
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
+           $11::text[], $12::text[], $13::text[], $14::boolean[], $15::timestamptz[])
+           AS x(round_stream, transaction_id, provider_id, operator_id, round_id, origin, type, player_ref, game_id, amount,
+             currency, direction, original_transaction_id, round_complete, recorded_at)
+         ON CONFLICT (round_stream, transaction_id) DO NOTHING`,
+        columns(inserts, ['roundStream', 'transactionId', 'providerId', 'operatorId', 'roundId', 'origin', 'type', 'playerRef', 'gameId', 'amount',
+          'currency', 'direction', 'originalTransactionId', 'roundComplete', 'recordedAt']),
+      );
+    }
+    if (rounds.length > 0) {
+      await tx.query(
+        `INSERT INTO rm_rounds (round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, status, created_at, last_activity_at)
+         SELECT x.round_stream, x.provider_id, x.operator_id, x.round_id, x.game_id, x.player_ref, x.currency, 'open', x.created_at, x.last_activity_at
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::timestamptz[])
+           AS x(round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, created_at, last_activity_at)
+         ON CONFLICT (round_stream) DO UPDATE SET last_activity_at = GREATEST(rm_rounds.last_activity_at, EXCLUDED.last_activity_at)`,
+        columns(rounds, ['roundStream', 'providerId', 'operatorId', 'roundId', 'gameId', 'playerRef', 'currency', 'createdAt', 'lastActivityAt']),
+      );
+    }
+    if (updates.length > 0) {
+      // A column an event does not set is NULL here and keeps its value (no event sets one to NULL).
+      await tx.query(
+        `UPDATE rm_transactions t SET
+           status = u.status, attempts = coalesce(u.attempts, t.attempts), reply = coalesce(u.reply, t.reply),
+           settled_at = coalesce(u.settled_at, t.settled_at), last_error = coalesce(u.last_error, t.last_error),
+           dead_lettered_at = coalesce(u.dead_lettered_at, t.dead_lettered_at), updated_at = u.updated_at
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::jsonb[], $6::timestamptz[], $7::text[], $8::timestamptz[], $9::timestamptz[])
+           AS u(round_stream, transaction_id, status, attempts, reply, settled_at, last_error, dead_lettered_at, updated_at)
+         WHERE t.round_stream = u.round_stream AND t.transaction_id = u.transaction_id`,
+        columns(updates, ['roundStream', 'transactionId', 'status', 'attempts', 'reply', 'settledAt', 'lastError', 'deadLetteredAt', 'updatedAt']),
+      );
+    }
+    if (forceClosed.length > 0) await tx.query(`UPDATE rm_rounds SET force_closed = true WHERE round_stream = ANY($1::text[])`, [forceClosed]);
     // Each touched round's figures once per batch, from its transaction rows.
-    for (const stream of new Set(events.map((e) => e.streamId))) await tx.query(RECOMPUTE, [stream]);
+    await tx.query(RECOMPUTE, [[...new Set(events.map((e) => e.streamId))]]);
   },
   async reset(tx: PoolClient) {
     await tx.query('DELETE FROM rm_transactions');
@@ -101,58 +147,130 @@ export const roundsProjection: Projection = {
   },
 };
 
-async function applyOne(recorded: RecordedEvent, tx: PoolClient): Promise<void> {
-  const event = recorded as unknown as RoundEvent;
-  const stream = recorded.streamId;
-  switch (event.type) {
-    case 'TransactionRecorded': {
-      const { request: r, recordedAt } = event.data;
-      await tx.query(
-        `INSERT INTO rm_transactions (round_stream, transaction_id, provider_id, operator_id, round_id, origin, type, player_ref, game_id, amount,
-           currency, direction, original_transaction_id, round_complete, status, attempts, recorded_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'recorded', 0, $15, $15)
-         ON CONFLICT (round_stream, transaction_id) DO NOTHING`,
-        [stream, r.transactionId, event.data.providerId, event.data.operatorId, r.roundId, event.data.origin, r.type, r.playerRef, r.gameId, r.amount,
-          r.currency, r.direction ?? null, r.originalTransactionId ?? null, (r.type === 'BET' || r.type === 'WIN') && r.roundComplete, recordedAt],
-      );
-      await tx.query(
-        `INSERT INTO rm_rounds (round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, status, created_at, last_activity_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $8)
-         ON CONFLICT (round_stream) DO UPDATE SET last_activity_at = GREATEST(rm_rounds.last_activity_at, EXCLUDED.last_activity_at)`,
-        [stream, event.data.providerId, event.data.operatorId, r.roundId, r.gameId, r.playerRef, r.currency, recordedAt],
-      );
-      break;
-    }
-    case 'TransactionSettled': {
-      const d = event.data;
-      await tx.query(
-        `UPDATE rm_transactions SET status = $3, attempts = $4, reply = $5, settled_at = $6, updated_at = $6 WHERE round_stream = $1 AND transaction_id = $2`,
-        [stream, d.transactionId, d.outcome, d.attempt, JSON.stringify({ status: d.reply.status, balance: d.reply.balance }), d.settledAt],
-      );
-      break;
-    }
-    case 'TransactionAttemptFailed': {
-      const d = event.data;
-      await tx.query(
-        `UPDATE rm_transactions SET status = $3, attempts = $4, last_error = $5, updated_at = $6 WHERE round_stream = $1 AND transaction_id = $2`,
-        [stream, d.transactionId, d.outcome, d.attempt, d.detail, d.failedAt],
-      );
-      break;
-    }
-    case 'TransactionDeadLettered': {
-      const d = event.data;
-      await tx.query(
-        `UPDATE rm_transactions SET status = 'dead', last_error = $3, dead_lettered_at = $4, updated_at = $4 WHERE round_stream = $1 AND transaction_id = $2`,
-        [stream, d.transactionId, d.lastError, d.deadLetteredAt],
-      );
-      break;
-    }
-    case 'RoundForceClosed':
-      await tx.query(`UPDATE rm_rounds SET force_closed = true WHERE round_stream = $1`, [stream]);
-      break;
-    default: {
-      const unknown: never = event;
-      return unknown;
+type Cell = string | number | boolean | null;
+
+/** Row objects as one array per column, in the given order (the parameters of an unnest). */
+function columns<T extends Record<K, Cell>, K extends keyof T>(rows: T[], keys: K[]): Cell[][] {
+  return keys.map((k) => rows.map((r) => r[k]));
+}
+
+interface TxInsert {
+  roundStream: string;
+  transactionId: string;
+  providerId: string;
+  operatorId: string;
+  roundId: string;
+  origin: string;
+  type: string;
+  playerRef: string;
+  gameId: string;
+  amount: number;
+  currency: string;
+  direction: string | null;
+  originalTransactionId: string | null;
+  roundComplete: boolean;
+  recordedAt: string;
+}
+
+interface RoundUpsert {
+  roundStream: string;
+  providerId: string;
+  operatorId: string;
+  roundId: string;
+  gameId: string;
+  playerRef: string;
+  currency: string;
+  createdAt: string;
+  lastActivityAt: string;
+}
+
+/** The columns a batch's outcome events set on one transaction row; null = not set by any of them. */
+interface TxUpdate {
+  roundStream: string;
+  transactionId: string;
+  status: string;
+  attempts: number | null;
+  reply: string | null;
+  settledAt: string | null;
+  lastError: string | null;
+  deadLetteredAt: string | null;
+  updatedAt: string;
+}
+
+/**
+ * What a batch writes, as if its events were applied one by one in log order: a transaction row per
+ * first record (a repeat changes nothing); a round row created by its first record, its last activity
+ * the latest; per transaction, each column as the last event that sets it left it.
+ */
+export function foldBatch(events: RecordedEvent[]): { inserts: TxInsert[]; rounds: RoundUpsert[]; updates: TxUpdate[]; forceClosed: string[] } {
+  const inserts = new Map<string, TxInsert>();
+  const rounds = new Map<string, RoundUpsert>();
+  const updates = new Map<string, TxUpdate>();
+  const forceClosed = new Set<string>();
+  const update = (stream: string, transactionId: string, set: Omit<TxUpdate, 'roundStream' | 'transactionId'>) => {
+    const key = `${stream}\n${transactionId}`;
+    const prev = updates.get(key);
+    updates.set(key, {
+      roundStream: stream,
+      transactionId,
+      status: set.status,
+      attempts: set.attempts ?? prev?.attempts ?? null,
+      reply: set.reply ?? prev?.reply ?? null,
+      settledAt: set.settledAt ?? prev?.settledAt ?? null,
+      lastError: set.lastError ?? prev?.lastError ?? null,
+      deadLetteredAt: set.deadLetteredAt ?? prev?.deadLetteredAt ?? null,
+      updatedAt: set.updatedAt,
+    });
+  };
+  for (const recorded of events) {
+    const event = recorded as unknown as RoundEvent;
+    const stream = recorded.streamId;
+    switch (event.type) {
+      case 'TransactionRecorded': {
+        const { request: r, recordedAt, providerId, operatorId, origin } = event.data;
+        const key = `${stream}\n${r.transactionId}`;
+        if (!inserts.has(key)) {
+          inserts.set(key, {
+            roundStream: stream, transactionId: r.transactionId, providerId, operatorId, roundId: r.roundId, origin, type: r.type,
+            playerRef: r.playerRef, gameId: r.gameId, amount: r.amount, currency: r.currency, direction: r.direction ?? null,
+            originalTransactionId: r.originalTransactionId ?? null, roundComplete: (r.type === 'BET' || r.type === 'WIN') && r.roundComplete, recordedAt,
+          });
+        }
+        const round = rounds.get(stream);
+        if (!round) {
+          rounds.set(stream, {
+            roundStream: stream, providerId, operatorId, roundId: r.roundId, gameId: r.gameId, playerRef: r.playerRef, currency: r.currency,
+            createdAt: recordedAt, lastActivityAt: recordedAt,
+          });
+        } else if (Date.parse(recordedAt) > Date.parse(round.lastActivityAt)) {
+          round.lastActivityAt = recordedAt;
+        }
+        break;
+      }
+      case 'TransactionSettled': {
+        const d = event.data;
+        const reply = JSON.stringify({ status: d.reply.status, balance: d.reply.balance });
+        update(stream, d.transactionId, { status: d.outcome, attempts: d.attempt, reply, settledAt: d.settledAt, lastError: null, deadLetteredAt: null, updatedAt: d.settledAt });
+        break;
+      }
+      case 'TransactionAttemptFailed': {
+        const d = event.data;
+        update(stream, d.transactionId, { status: d.outcome, attempts: d.attempt, reply: null, settledAt: null, lastError: d.detail, deadLetteredAt: null, updatedAt: d.failedAt });
+        break;
+      }
+      case 'TransactionDeadLettered': {
+        const d = event.data;
+        update(stream, d.transactionId, { status: 'dead', attempts: null, reply: null, settledAt: null, lastError: d.lastError, deadLetteredAt: d.deadLetteredAt, updatedAt: d.deadLetteredAt });
+        break;
+      }
+      case 'RoundForceClosed':
+        forceClosed.add(stream);
+        break;
+      default: {
+        const unknown: never = event;
+        return unknown;
+      }
     }
   }
+  return { inserts: [...inserts.values()], rounds: [...rounds.values()], updates: [...updates.values()], forceClosed: [...forceClosed] };
 }
