@@ -83,6 +83,8 @@ export async function projectionLag(pool: Pool, store: EventStore, name: string)
 }
 
 const LOCK_CLASS = 7281003;
+/** A runner reading only events of no use to its projection writes its checkpoint at least this often. */
+const CHECKPOINT_EVERY_MS = 1000;
 const LAG_COUNT_CAP = 10_000;
 
 /**
@@ -113,8 +115,9 @@ export async function readCheckpoint(db: Pool | PoolClient, name: string): Promi
 /**
  * Applies one batch and moves the checkpoint in the same transaction, by compare-and-set: if the
  * checkpoint is no longer where this batch started, someone else applied it and nothing is written.
+ * `passedBefore` counts events between `from` and the batch that the runner read and had no use for.
  */
-export async function applyBatch(pool: Pool, projection: Projection, from: Position, events: RecordedEvent[]): Promise<Position> {
+export async function applyBatch(pool: Pool, projection: Projection, from: Position, events: RecordedEvent[], passedBefore = 0): Promise<Position> {
   const last = events[events.length - 1];
   if (!last) return from;
   const relevant = events.filter((e) => projection.eventTypes.has(e.type));
@@ -129,7 +132,7 @@ export async function applyBatch(pool: Pool, projection: Projection, from: Posit
       `UPDATE projection_checkpoints
        SET position = $3, events_applied = events_applied + $4, last_event_at = $5, updated_at = now()
        WHERE name = $1 AND position = $2`,
-      [projection.name, from, last.position, events.length, last.createdAt],
+      [projection.name, from, last.position, events.length + passedBefore, last.createdAt],
     );
     if (moved.rowCount !== 1) throw new CheckpointMovedError(`projection ${projection.name}: checkpoint moved away from ${from}`);
     if (relevant.length > 0) await client.query('COMMIT');
@@ -220,13 +223,41 @@ export class ProjectionRunner {
     }
   }
 
+  /**
+   * Reads the log from the checkpoint and applies it batch by batch. A batch with none of the
+   * projection's event types is only remembered: the checkpoint is written with the next batch that
+   * has some, after CHECKPOINT_EVERY_MS, or when a read finds nothing new (a restart re-reads those
+   * events and still has no use for them). Every wake-up of a busy service would otherwise cost each
+   * projection a write.
+   */
   private async follow(): Promise<void> {
+    const name = this.projection.name;
+    let stored = await readCheckpoint(this.pool, name); // what the checkpoint row holds
+    let position = stored; // how far this runner has read: ahead of `stored` only by events of no use to it
+    let passed: { count: number; last: RecordedEvent | undefined; since: number } = { count: 0, last: undefined, since: Date.now() };
     while (!this.signal.aborted && this.owned) {
       const seq = this.store.appendSeq();
-      // Read from the stored checkpoint, not a remembered one: a rebuild may have reset it.
-      const position = await readCheckpoint(this.pool, this.projection.name);
       const events = await this.store.readAll({ from: position, maxCount: this.batchSize });
-      if (events.length > 0) await applyBatch(this.pool, this.projection, position, events);
+      if (events.length > 0) {
+        const useful = events.some((e) => this.projection.eventTypes.has(e.type));
+        if (useful || Date.now() - passed.since >= CHECKPOINT_EVERY_MS) {
+          stored = position = await applyBatch(this.pool, this.projection, stored, events, passed.count);
+          passed = { count: 0, last: undefined, since: Date.now() };
+        } else {
+          position = events[events.length - 1]!.position;
+          passed = { count: passed.count + events.length, last: events[events.length - 1], since: passed.since };
+        }
+      }
+      if (events.length === 0) {
+        if (passed.last) {
+          // Nothing more to read: record how far it got, so the lag reads 0.
+          stored = position = await applyBatch(this.pool, this.projection, stored, [passed.last], passed.count - 1);
+          passed = { count: 0, last: undefined, since: Date.now() };
+        } else {
+          // Idle: a rebuild or a reset may have moved the checkpoint; follow it.
+          stored = position = await readCheckpoint(this.pool, name);
+        }
+      }
       if (events.length < this.batchSize) {
         await this.store.waitForAppend(seq, events.length === 0 ? 100 : 10, this.signal);
         if (this.gatherMs > 0) await sleep(this.gatherMs, this.signal);
