@@ -5,7 +5,7 @@ import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { START, type RecordedEvent } from '../../shared/eventstore/port.ts';
-import { createTestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, describeHoldBack } from '../helpers/db.ts';
 import { eventStoreContract } from './contract.ts';
 
 async function openStore(label: string) {
@@ -30,12 +30,7 @@ eventStoreContract('Postgres', async () => {
   return {
     store: fx.store,
     async diagnose() {
-      const { rows } = await fx.pool.query(
-        `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
-                (SELECT json_agg(json_build_object('db', datname, 'xid', backend_xid::text, 'state', state, 'since', xact_start, 'query', left(query, 100)))
-                 FROM pg_stat_activity WHERE backend_xid IS NOT NULL) AS writers`,
-      );
-      return `server xmin ${rows[0].xmin}; transactions holding xids: ${JSON.stringify(rows[0].writers)}; readAll dropped ${fx.store.outOfOrderRowsDropped} rows`;
+      return `${await describeHoldBack(fx.db.url)}; readAll dropped ${fx.store.outOfOrderRowsDropped} rows`;
     },
     async cleanup() {
       if (fx.store.outOfOrderRowsDropped > 0) console.warn(`readAll dropped ${fx.store.outOfOrderRowsDropped} out-of-order rows`);

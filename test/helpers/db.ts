@@ -36,3 +36,32 @@ export async function createTestDatabase(label = 'test'): Promise<TestDatabase> 
     },
   };
 }
+
+/**
+ * What can hold back the global log and the read models built from it: the server's oldest running
+ * transaction (xmin), every transaction holding an id (in any database), and each projection's checkpoint
+ * against the newest readable event. Printed when a test waits in vain for a read model.
+ */
+export async function describeHoldBack(url: string): Promise<string> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ xmin: string; writers: unknown }>(
+      `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
+              (SELECT json_agg(json_build_object('db', datname, 'xid', backend_xid::text, 'state', state, 'since', xact_start, 'query', left(query, 100)))
+               FROM pg_stat_activity WHERE backend_xid IS NOT NULL) AS writers`,
+    );
+    const checkpoints = await c
+      .query<{ name: string; position: string }>('SELECT name, position FROM projection_checkpoints ORDER BY name')
+      .then((r) => r.rows.map((x) => `${x.name}@${x.position}`).join(' '), () => 'none');
+    const head = await c
+      .query<{ head: string | null }>(
+        `SELECT (SELECT transaction_id::text || '.' || global_position FROM es_events WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+                 ORDER BY transaction_id DESC, global_position DESC LIMIT 1) AS head`,
+      )
+      .then((r) => r.rows[0]?.head ?? 'empty', () => 'no event store');
+    return `server xmin ${rows[0]!.xmin}; transactions holding xids: ${JSON.stringify(rows[0]!.writers)}; readable head ${head}; checkpoints ${checkpoints}`;
+  } finally {
+    await c.end();
+  }
+}

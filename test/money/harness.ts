@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { RunningService } from '../../services/service.ts';
 import { OP1, OP2, PROV_A, testCatalog, type TestCatalogOptions } from '../helpers/catalog.ts';
 import { startFakeProvider, startFakeWallet, type FakeProvider, type FakeWallet } from '../helpers/fakes.ts';
+import { describeHoldBack } from '../helpers/db.ts';
 import { createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
 import { signedRequest, type TestResponse } from '../helpers/signing.ts';
 
@@ -57,7 +58,7 @@ export async function startMoneyHarness(label: string, env: Record<string, strin
     async until(check, timeoutMs = 15_000) {
       const deadline = Date.now() + timeoutMs;
       while (!(await check())) {
-        if (Date.now() > deadline) throw new Error('condition not met in time');
+        if (Date.now() > deadline) throw new Error(`condition not met in time; ${await describeHoldBack(testEnv.db.url).catch((e: unknown) => String(e))}`);
         await new Promise((r) => setTimeout(r, 25));
       }
     },
