@@ -49,8 +49,11 @@ export interface Claim {
  * round trip (see claimBatch).
  */
 export async function claimTransaction(pool: Pool, registryKey: string, transactionId: string, entry: RegistryEntry, token: string, ttlMs: number): Promise<Claim> {
-  const claims = claimers.get(pool) ?? new Coalescer<ClaimRequest, Claim | undefined>((batch) => claimBatch(pool, batch), { maxInFlight: 2, maxBatch: 200 });
-  claimers.set(pool, claims);
+  let claims = claimers.get(pool);
+  if (!claims) {
+    claims = new Coalescer((batch) => claimBatch(pool, batch), { maxInFlight: 2, maxBatch: 200 });
+    claimers.set(pool, claims);
+  }
   for (;;) {
     const claim = await claims.submit({ registryKey, transactionId, entry, token, ttlMs });
     if (claim) return claim;

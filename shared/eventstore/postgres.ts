@@ -90,7 +90,7 @@ export const eventStoreMigrations: Migration[] = [
     // transaction with a lower id. A transaction gets its id at its first write; one that waited for a
     // stream's row lock after writing to another stream would break that. So every stream lock is taken
     // first, as an advisory lock (which needs no transaction id), in one order (no deadlock between
-    // batches), before anything is written. es_append takes the same lock.
+    // batches), before anything is written.
     //
     // It notifies subscribers itself, once per batch: a batch is one commit, so that costs one
     // notify-queue lock per many appends, and no extra round trip.
@@ -148,29 +148,18 @@ export const eventStoreMigrations: Migration[] = [
       END
       $$;
 
+      -- es_append is no longer called by the store; a process of the previous version still may, so it
+      -- stays, as one append through es_append_batch (same stream lock, same NOTIFY).
       CREATE OR REPLACE FUNCTION es_append(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
       RETURNS TABLE (next_revision bigint, last_position text) LANGUAGE plpgsql AS $$
       DECLARE
-        v_current bigint;
-        v_last bigint;
+        r record;
       BEGIN
-        PERFORM pg_advisory_xact_lock(7281004, hashtext(p_stream));
-        INSERT INTO es_streams AS s (stream_id, revision) VALUES (p_stream, -1)
-          ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision
-          RETURNING s.revision INTO v_current;
-        IF p_expected IS NOT NULL AND v_current <> p_expected THEN
-          RAISE EXCEPTION 'wrong expected revision' USING ERRCODE = 'P0001', DETAIL = v_current::text, HINT = 'es_wrong_expected_revision';
+        SELECT * INTO r FROM es_append_batch(ARRAY[p_stream], ARRAY[p_expected], ARRAY[cardinality(p_ids)], p_ids, p_types, p_data, p_meta);
+        IF r.o_conflict THEN
+          RAISE EXCEPTION 'wrong expected revision' USING ERRCODE = 'P0001', DETAIL = r.o_revision::text, HINT = 'es_wrong_expected_revision';
         END IF;
-        WITH ins AS (
-          INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
-          SELECT p_stream, v_current + x.o, x.id, x.t, x.d, x.m
-          FROM unnest(p_ids, p_types, p_data, p_meta) WITH ORDINALITY AS x(id, t, d, m, o)
-          ORDER BY x.o
-          RETURNING global_position
-        )
-        SELECT max(global_position) INTO v_last FROM ins;
-        UPDATE es_streams SET revision = v_current + cardinality(p_ids) WHERE stream_id = p_stream;
-        RETURN QUERY SELECT v_current + cardinality(p_ids), pg_current_xact_id()::text || '.' || v_last::text;
+        RETURN QUERY SELECT r.o_revision, r.o_position;
       END
       $$;
     `,

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
-import { START, type RecordedEvent } from '../../shared/eventstore/port.ts';
+import { START, WrongExpectedRevisionError, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { createTestDatabase, describeHoldBack } from '../helpers/db.ts';
 import { eventStoreContract } from './contract.ts';
 
@@ -37,6 +37,35 @@ eventStoreContract('Postgres', async () => {
       await fx.cleanup();
     },
   };
+});
+
+describe('Postgres event store: a batch that fails as a whole', () => {
+  let fx: Awaited<ReturnType<typeof openStore>>;
+  beforeAll(async () => {
+    fx = await openStore('esbatch');
+  });
+  afterAll(async () => fx.cleanup());
+
+  it('tries each append of the batch alone: the one whose event ids are taken is refused, its neighbours are written', async () => {
+    const { store } = fx;
+    const ev = (type: string) => ({ id: randomUUID(), type, data: {} });
+    const taken = [ev('T')];
+    await store.append('owner', taken, 'no_stream');
+    const settle = <T>(p: Promise<T>) => p.then((value) => ({ value }), (error: unknown) => ({ error }));
+    // Two appends take both batch slots; the next three share one batch, which the taken ids make fail.
+    const [, , thief, left, right] = await Promise.all([
+      settle(store.append('slot-1', [ev('S')], 'any')),
+      settle(store.append('slot-2', [ev('S')], 'any')),
+      settle(store.append('thief', taken, 'any')),
+      settle(store.append('left', [ev('L')], 'no_stream')),
+      settle(store.append('right', [ev('R')], 'no_stream')),
+    ]);
+    expect('error' in thief && thief.error).toBeInstanceOf(WrongExpectedRevisionError); // event ids are unique across streams here
+    expect(left).toEqual({ value: expect.objectContaining({ nextRevision: 0 }) });
+    expect(right).toEqual({ value: expect.objectContaining({ nextRevision: 0 }) });
+    expect(await store.readStream('thief')).toEqual([]);
+    expect((await store.readStream('owner')).map((e) => e.id)).toEqual(taken.map((e) => e.id));
+  });
 });
 
 describe('Postgres event store: late commits', () => {
