@@ -27,6 +27,7 @@ import { auditRoutes } from './api/audit.ts';
 import { registryMigrations } from './ledger/registry.ts';
 import { bullConnection, createDispatchQueue } from './ledger/queue.ts';
 import type { LedgerDeps } from './ledger/submit.ts';
+import { RoundCache } from './ledger/round-cache.ts';
 import { startWorkerRole, type RunningWorker } from './worker/worker.ts';
 import { startReconcilerRole, type RunningReconciler } from './reconciler/reconciler.ts';
 import type { ServiceContext } from './context.ts';
@@ -136,7 +137,7 @@ export async function startService(config: Config, logger: Logger = createLogger
   const queueConnection = bullConnection(config.redisUrl, false);
   const queue = createDispatchQueue(queueConnection);
   queue.on('error', (err) => logger.warn({ err: err.message }, 'dispatch queue error'));
-  const ledger: LedgerDeps = { ...ctx, queue, retryDelayMs: config.dispatchBackoffBaseMs };
+  const ledger: LedgerDeps = { ...ctx, queue, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache() };
 
   let worker: RunningWorker | undefined;
   if (config.roles.includes('worker')) {

@@ -9,6 +9,7 @@ import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { leaseHeld, releaseLease, renewLease, takeLease } from './registry.ts';
+import type { RoundCache } from './round-cache.ts';
 
 export interface DispatchDeps {
   pool: Pool;
@@ -17,6 +18,8 @@ export interface DispatchDeps {
   logger: Logger;
   now: () => Date;
   metrics?: Metrics;
+  /** Where this process keeps the rounds it writes (see RoundCache); the outcome of an attempt goes there too. */
+  rounds?: RoundCache;
 }
 
 /** Where a transaction lives: its round stream and its id. */
@@ -133,13 +136,14 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
     : { kind: 'unreachable', error: `operator ${tx.operatorId} is not in the catalog` };
   const outcome = classify(result);
   if (operator) deps.metrics?.walletTransaction(tx.operatorId, tx.request.type, number, outcome, startedAt);
-  const { next } = await handleCommand(
+  const { next, revision } = await handleCommand(
     deps.eventStore,
     ref.roundStream,
     roundDecider,
     (s) => ({ events: decideOutcome(s, ref.transactionId, number, outcome, deps.now()), result: undefined }),
     { known: round },
   );
+  deps.rounds?.put(ref.roundStream, { state: next, revision });
   deps.logger.debug({ transactionId: ref.transactionId, attempt: number, outcome: outcome.kind === 'reply' ? outcome.reply.status : outcome.kind }, 'wallet attempt');
   return next.txs.get(ref.transactionId) ?? tx;
 }

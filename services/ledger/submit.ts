@@ -1,18 +1,21 @@
 import type { Queue } from 'bullmq';
 import { contentHash } from '../../shared/canonical.ts';
 import type { Pool } from '../../shared/db/pool.ts';
-import { decideRecord, isCredit, isFinal, roundDecider, type RecordDecision, type TxState } from '../../shared/domain/rounds/decider.ts';
+import { decideRecord, isCredit, isFinal, roundDecider, type RecordDecision, type RoundState, type TxState } from '../../shared/domain/rounds/decider.ts';
 import type { Origin, TransactionRequest } from '../../shared/domain/rounds/events.ts';
 import { AppError, conflict } from '../../shared/errors.ts';
-import { handleCommand } from '../../shared/eventstore/command.ts';
+import { handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
 import { attemptWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease, type RoundSnapshot } from './dispatch.ts';
 import { enqueueRetry, type DispatchJob } from './queue.ts';
 import { claimTransaction, releaseClaim, releaseLease, type Claim } from './registry.ts';
+import type { RoundCache } from './round-cache.ts';
 
 export interface LedgerDeps extends DispatchDeps {
   pool: Pool;
   queue: Queue<DispatchJob> | undefined;
   retryDelayMs: number;
+  /** The rounds this process wrote last: the next transaction of a round is decided without reading it. */
+  rounds: RoundCache;
 }
 
 export interface Submission {
@@ -24,6 +27,11 @@ export interface Submission {
   origin: Origin;
   roundStream: string;
   sessionExpired: boolean;
+  /**
+   * A check made beside the claim, in the same round trip time (the session not kicked). When it
+   * throws, nothing is recorded, the claim is undone and the error is the answer.
+   */
+  precondition?: () => Promise<void>;
 }
 
 /**
@@ -42,18 +50,29 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   const walletTimeoutMs = walletTimeoutOf(deps, sub.operatorId);
   const token = leaseToken();
   const deadline = Date.now() + leaseTtl(walletTimeoutMs) + 1000;
+  let precondition = sub.precondition;
   let pause = 5;
   for (;;) {
-    // Claim and lease in one statement, the round read beside it.
+    // Claim and lease in one statement; the precondition (first time round only) beside it.
     const takenAt = Date.now();
-    const [claim, round] = await Promise.all([
+    const [claimed, checked] = await Promise.allSettled([
       claimTransaction(deps.pool, sub.registryKey, txId, mine, token, leaseTtl(walletTimeoutMs)),
-      readRound(deps.eventStore, sub.roundStream),
+      precondition?.(),
     ]);
+    precondition = undefined;
+    if (checked.status === 'rejected') {
+      if (claimed.status === 'fulfilled' && claimed.value.leased) {
+        if (claimed.value.inserted) await releaseClaim(deps.pool, sub.registryKey, txId, token);
+        else await releaseLease(deps.pool, sub.registryKey, txId, token);
+      }
+      throw checked.reason;
+    }
+    if (claimed.status === 'rejected') throw claimed.reason;
+    const claim = claimed.value;
     if (claim.entry.contentHash !== hash || claim.entry.roundStream !== sub.roundStream) throw conflict('transactionId already used with different content');
-    if (claim.leased) return underLease(deps, sub, claim, round, { registryKey: sub.registryKey, token, takenAt });
+    if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt });
     // Another submission (or the worker) is attempting it: its outcome is usually the answer.
-    const held = round.state.txs.get(txId);
+    const held = (await readRound(deps.eventStore, sub.roundStream)).state.txs.get(txId);
     if (held && isFinal(held.status)) return held;
     if (Date.now() > deadline) {
       if (held) return held;
@@ -64,7 +83,17 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   }
 }
 
-async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, read: RoundSnapshot, lease: HeldLease): Promise<TxState> {
+/**
+ * The round as this process last knew it, unverified. A BET of a round it has never seen assumes a
+ * new round (the usual case), which its append checks; anything else of an unseen round reads it.
+ */
+function knownRound(deps: LedgerDeps, sub: Submission): KnownState<RoundState> | undefined {
+  const cached = deps.rounds.get(sub.roundStream);
+  if (cached) return cached;
+  return sub.request.type === 'BET' ? { state: roundDecider.initialState(), revision: -1, unverified: true } : undefined;
+}
+
+async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, lease: HeldLease): Promise<TxState> {
   const { token } = lease;
   const txId = sub.request.transactionId;
   let settled = false;
@@ -82,10 +111,11 @@ async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, read:
           const d = decideRecord(state, { ...sub, contentHash: claim.entry.contentHash, now: deps.now(), sessionExpired: sub.sessionExpired });
           return { events: d.kind === 'record' ? d.events : [], result: d };
         },
-        { known: read },
+        { known: knownRound(deps, sub) },
       );
       decision = recorded.result;
       round = { state: recorded.next, revision: recorded.revision };
+      deps.rounds.put(sub.roundStream, round);
     } catch (err) {
       // A refusal recorded nothing: free the id for a valid submission. Any other failure may have
       // recorded it (the append committed, the answer was lost), so the claim stays.

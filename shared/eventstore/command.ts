@@ -40,6 +40,18 @@ export async function readState<State, Event extends DomainEvent>(
 }
 
 /**
+ * A state the caller already holds, and the revision it was folded at. `unverified`: it may be behind
+ * the stream (a cache). A decision made on it stands only if it appends, since the append at that
+ * revision proves nothing came after; a decision that appends nothing, or refuses, may rest on an event
+ * it has not seen (an absence), so the stream is then read and the decision made again.
+ */
+export interface KnownState<State> {
+  state: State;
+  revision: number;
+  unverified?: boolean;
+}
+
+/**
  * Reads a stream, folds it into state, lets `decide` return the events to append (and a result for the
  * caller), and appends them at the revision it read. When another writer got there first, it reads and
  * decides again: the decision is always made against the stream's latest history.
@@ -49,23 +61,36 @@ export async function handleCommand<State, Event extends DomainEvent, R>(
   streamId: string,
   decider: Decider<State, Event>,
   decide: (state: State) => { events: Event[]; result: R },
-  options: { maxAttempts?: number; metadata?: JsonObject; known?: { state: State; revision: number } } = {},
+  options: { maxAttempts?: number; metadata?: JsonObject; known?: KnownState<State> } = {},
 ): Promise<CommandResult<State, Event, R>> {
   const maxAttempts = options.maxAttempts ?? 20;
   let known = options.known;
   for (let attempt = 1; ; attempt++) {
-    // The first decision may use state the caller just read; after a conflict it is always read afresh.
+    // The first decision may use state the caller holds; after a conflict it is always read afresh.
     let state: State;
     let revision: number;
+    let verified = true;
     if (known) {
       ({ state, revision } = known);
+      verified = known.unverified !== true;
       known = undefined;
     } else {
       const recorded = await store.readStream(streamId);
       state = fold(decider, recorded);
       revision = recorded.length === 0 ? -1 : recorded[recorded.length - 1]!.revision;
     }
-    const { events, result } = decide(state);
+    let decision: { events: Event[]; result: R } | undefined;
+    try {
+      decision = decide(state);
+    } catch (err) {
+      if (verified) throw err;
+    }
+    if (!verified && (decision === undefined || decision.events.length === 0)) {
+      // Not a conflict: decide again on the stream as it is, without spending an attempt.
+      attempt--;
+      continue;
+    }
+    const { events, result } = decision!;
     if (events.length === 0) return { events, state, next: state, revision, position: undefined, result };
     const expected: ExpectedRevision = revision === -1 ? 'no_stream' : revision;
     try {

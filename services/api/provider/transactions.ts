@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import type { TransactionRequest } from '../../../shared/domain/rounds/events.ts';
 import { roundStream } from '../../../shared/domain/rounds/events.ts';
-import { resolveSession } from '../../../shared/domain/sessions/lookup.ts';
+import { launchedSession, sessionRevoked } from '../../../shared/domain/sessions/lookup.ts';
 import { badRequest } from '../../../shared/errors.ts';
 import { parseOr400 } from '../../../shared/http/validate.ts';
 import { replyFor, submitTransaction, type LedgerDeps } from '../../ledger/submit.ts';
@@ -34,13 +34,17 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
     const body = parseOr400(transactionBody, req.body);
     if (body.type === 'ADJUSTMENT') throw badRequest('type: ADJUSTMENT is platform-internal and cannot be submitted by a provider');
     const providerId = req.caller!.id;
-    const resolved = await resolveSession(ctx.pool, ctx.eventStore, body.sessionToken, providerId, ctx.now());
+    // Whether a kick ended the session is read beside the claim (see Submission.precondition).
+    const resolved = await launchedSession(ctx.pool, body.sessionToken, providerId, ctx.now());
     if (!resolved.ok) throw invalidSession();
     const session = resolved.session;
-    for (const field of ['playerRef', 'gameId', 'currency'] as const) {
-      if (body[field] !== session[field]) throw badRequest(`${field}: does not match the session`);
+    const mismatch = (['playerRef', 'gameId', 'currency'] as const).find((field) => body[field] !== session[field]);
+    const refusal = mismatch ? badRequest(`${mismatch}: does not match the session`) : session.demo ? badRequest('demo session: demo play never reaches the operator wallet') : undefined;
+    if (refusal) {
+      // A kicked session is refused as such, whatever else is wrong with the request.
+      if (await sessionRevoked(ctx.eventStore, session)) throw invalidSession();
+      throw refusal;
     }
-    if (session.demo) throw badRequest('demo session: demo play never reaches the operator wallet');
 
     const tx = await submitTransaction(ledger, {
       request: toWalletRequest(body),
@@ -50,6 +54,9 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
       origin: 'provider',
       roundStream: roundStream(providerId, session.operatorId, body.roundId),
       sessionExpired: session.expired,
+      precondition: async () => {
+        if (await sessionRevoked(ctx.eventStore, session)) throw invalidSession();
+      },
     });
     const reply = replyFor(tx);
     res.status(reply.status).type('application/json').send(reply.body);

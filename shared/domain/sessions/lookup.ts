@@ -50,6 +50,8 @@ export interface ResolvedSession {
   createdAt: Date;
   expiresAt: Date;
   expired: boolean;
+  /** Revision of its SessionStarted in the player's stream: a kick after it ends the session. */
+  startRevision: number;
 }
 
 export type SessionResolution = { ok: true; session: ResolvedSession } | { ok: false; reason: 'unknown' | 'other-provider' | 'revoked' };
@@ -93,11 +95,25 @@ async function tokenRow(pool: Pool, token: string): Promise<TokenRow | undefined
  * caller decides (an expired session may still settle the rounds it opened).
  */
 export async function resolveSession(pool: Pool, store: EventStore, token: string, providerId: string, now: Date): Promise<SessionResolution> {
+  const launched = await launchedSession(pool, token, providerId, now);
+  if (!launched.ok) return launched;
+  if (await sessionRevoked(store, launched.session)) return { ok: false, reason: 'revoked' };
+  return launched;
+}
+
+/**
+ * resolveSession's first half: the session the token was launched as, for this provider, not yet
+ * checked for a kick. Usually answered from memory; a caller that goes on must then ask sessionRevoked.
+ */
+export async function launchedSession(
+  pool: Pool,
+  token: string,
+  providerId: string,
+  now: Date,
+): Promise<{ ok: true; session: ResolvedSession } | { ok: false; reason: 'unknown' | 'other-provider' }> {
   const row = await tokenRow(pool, token);
   if (!row) return { ok: false, reason: 'unknown' };
   if (row.provider_id !== providerId) return { ok: false, reason: 'other-provider' };
-  const later = await store.readStream(playerSessionsStream(row.operator_id, row.player_ref), { fromRevision: Number(row.start_revision) + 1 });
-  if (later.some((e) => e.type === 'SessionsRevoked')) return { ok: false, reason: 'revoked' };
   return {
     ok: true,
     session: {
@@ -112,6 +128,13 @@ export async function resolveSession(pool: Pool, store: EventStore, token: strin
       createdAt: row.created_at,
       expiresAt: row.expires_at,
       expired: now.getTime() >= row.expires_at.getTime(),
+      startRevision: Number(row.start_revision),
     },
   };
+}
+
+/** resolveSession's second half, read from the player's stream every time: whether a kick ended the session. */
+export async function sessionRevoked(store: EventStore, session: ResolvedSession): Promise<boolean> {
+  const later = await store.readStream(playerSessionsStream(session.operatorId, session.playerRef), { fromRevision: session.startRevision + 1 });
+  return later.some((e) => e.type === 'SessionsRevoked');
 }
