@@ -309,12 +309,15 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       }
       violations.push(...crashed);
       // 4. Every read model equals a fresh rebuild.
+      let differing = false;
       for (const p of allProjections()) {
         const v = await verifyProjection(pool, store, p);
+        differing ||= v.differences.length > 0;
         for (const d of v.differences.slice(0, 5)) {
-          violations.push(`read model ${d.table} ${JSON.stringify(d.key)} differs from a rebuild: live ${JSON.stringify(d.live)}, rebuilt ${JSON.stringify(d.rebuilt)}`);
+          violations.push(`read model ${d.table} ${JSON.stringify(d.key)} differs from a rebuild (${v.differences.length} rows in all, at ${v.position}): live ${JSON.stringify(d.live)}, rebuilt ${JSON.stringify(d.rebuilt)}`);
         }
       }
+      if (differing) violations.push(...(await describeLogReads(pool, store)));
       return { seed: opts.seed, requests, transactionsRecorded: recorded.size, walletEffects: wallet.effects.size, faults, violations };
     } finally {
       await store.close();
@@ -326,4 +329,38 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
     await Promise.all([wallet.close(), provider.close()]);
     await env.cleanup();
   }
+}
+
+/**
+ * What a rebuild that differs needs explained: whether paging the global log from the start returns
+ * every stored event (and which it passes over), and whether a second verify agrees with the first.
+ */
+async function describeLogReads(pool: pg.Pool, store: PostgresEventStore): Promise<string[]> {
+  const out: string[] = [];
+  const { rows: all } = await pool.query<{ position: string; type: string; created_at: Date }>(
+    `SELECT transaction_id::text || '.' || global_position AS position, type, created_at FROM es_events ORDER BY transaction_id, global_position`,
+  );
+  const seen = new Set<string>();
+  let from: string = 'start';
+  for (;;) {
+    const page = await store.readAll({ from, maxCount: 500 });
+    for (const e of page) seen.add(e.position);
+    if (page.length < 500) break;
+    from = page[page.length - 1]!.position;
+  }
+  const missing = all.filter((r) => !seen.has(r.position));
+  const { rows: snap } = await pool.query<{ snapshot: string }>('SELECT pg_current_snapshot()::text AS snapshot');
+  out.push(`diagnosis: ${all.length} events stored, paging readAll from the start returned ${seen.size}, ${missing.length} of the stored ones not among them; snapshot ${snap[0]!.snapshot}; rows dropped as out of order: ${store.outOfOrderRowsDropped}`);
+  out.push(`diagnosis: first stored ${JSON.stringify(all.slice(0, 3))}; first passed over ${JSON.stringify(missing.slice(0, 5))}`);
+  // A transaction that took its id long before it wrote its events sorts them before earlier-written ones.
+  const inversions = all.flatMap((r, i) => {
+    const next = all[i + 1];
+    return next && r.created_at.getTime() - next.created_at.getTime() > 500 ? [{ at: r.position, type: r.type, written: r.created_at, before: next.position, nextWritten: next.created_at }] : [];
+  });
+  out.push(`diagnosis: ${inversions.length} events written over 0.5 s after the next one in log order: ${JSON.stringify(inversions.slice(0, 5))}`);
+  for (const p of allProjections()) {
+    const again = await verifyProjection(pool, store, p);
+    out.push(`diagnosis: second verify of ${p.name} at ${again.position}: ${again.differences.length} differing rows`);
+  }
+  return out;
 }
