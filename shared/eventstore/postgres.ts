@@ -356,10 +356,12 @@ export class PostgresEventStore implements EventStore {
     const { xid, pos } = parsePgPosition(options.from ?? START);
     const { rows } = await this.pool.query<EventRow>({
       name: 'es_read_all',
-      text: `SELECT ${COLUMNS} FROM es_events
-       WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
-         AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-       ORDER BY transaction_id, global_position
+      // e.transaction_id, not transaction_id: a bare ORDER BY name means COLUMNS' text alias, and ids
+      // ordered as text put 100000 before 99999 (a page would then pass over every shorter id).
+      text: `SELECT ${COLUMNS} FROM es_events e
+       WHERE (e.transaction_id, e.global_position) > ($1::xid8, $2::bigint)
+         AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY e.transaction_id, e.global_position
        LIMIT $3`,
       values: [xid, pos, options.maxCount ?? 1000],
     });
@@ -411,9 +413,9 @@ export class PostgresEventStore implements EventStore {
 
   async headPosition(): Promise<Position> {
     const { rows } = await this.pool.query<{ transaction_id: string; global_position: string }>(
-      `SELECT transaction_id::text AS transaction_id, global_position FROM es_events
-       WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-       ORDER BY transaction_id DESC, global_position DESC LIMIT 1`,
+      `SELECT e.transaction_id::text AS transaction_id, e.global_position FROM es_events e
+       WHERE e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY e.transaction_id DESC, e.global_position DESC LIMIT 1`,
     );
     return rows[0] ? `${rows[0].transaction_id}.${rows[0].global_position}` : START;
   }
