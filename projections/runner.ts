@@ -42,7 +42,16 @@ export interface Projection {
   apply(events: RecordedEvent[], tx: PoolClient): Promise<void>;
   /** Deletes every row of the read model (a rebuild starts from here and replays the whole log). */
   reset(tx: PoolClient): Promise<void>;
+  /**
+   * After a wake-up, how long its runner lets events gather before reading them (default
+   * GATHER_MS): one read and one transaction for many events instead of one per append, at the price
+   * of that much lag. A read model someone waits on asks for less.
+   */
+  gatherMs?: number;
 }
+
+/** See Projection.gatherMs: at 100 tx/s, 100 ms instead of 25 cut Postgres' CPU by a quarter in `npm run bench`. */
+const GATHER_MS = 100;
 
 /** A projection whose events are handled one by one. */
 export function perEvent(
@@ -149,10 +158,7 @@ export interface RunnerOptions {
   batchSize?: number;
   /** How often a standby runner retries taking ownership. */
   lockRetryMs?: number;
-  /**
-   * After a wake-up, how long to let events gather before reading them: one transaction for many
-   * events instead of one per append. It is the read models' added lag.
-   */
+  /** Overrides the projection's gatherMs (tests: 0). */
   gatherMs?: number;
   logger?: Logger;
 }
@@ -181,7 +187,7 @@ export class ProjectionRunner {
   ) {
     this.batchSize = options.batchSize ?? 200;
     this.lockRetryMs = options.lockRetryMs ?? 1000;
-    this.gatherMs = options.gatherMs ?? 25;
+    this.gatherMs = options.gatherMs ?? projection.gatherMs ?? GATHER_MS;
   }
 
   start(): void {

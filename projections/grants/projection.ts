@@ -99,6 +99,8 @@ export async function listGrants(db: Pool, operatorId: string, playerRef: string
 /** Free-spin grants per operator, newest first: the list operators read. */
 export const grantsProjection: Projection = {
   name: 'grants',
+  // Creating a grant answers once it is in this read model (waitForProjection): little traffic, little lag.
+  gatherMs: 25,
   tables: [{ name: 'rm_grants', key: ['id'] }],
   eventTypes: GRANT_EVENT_TYPES,
   async apply(events: RecordedEvent[], tx: PoolClient) {
