@@ -4,6 +4,7 @@
  * saturation and latency percentiles at fixed offered rates, and the ratios the targets are about.
  *   --seconds N     length of each fixed-rate phase (default 10)
  *   --rates a,b     offered transactions per second (default 100,500,1000)
+ *   --one-process   run the ledger's api, worker and projector roles in one process
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -24,6 +25,7 @@ const arg = (name: string, fallback: string) => {
 const SECONDS = Number(arg('seconds', '10'));
 const RATES = arg('rates', '100,500,1000').split(',').map(Number);
 const SATURATION_SECONDS = 6;
+const ONE_PROCESS = process.argv.includes('--one-process');
 const PLAYERS = 200;
 
 function start(script: string, env: Record<string, string>, readyPattern: RegExp): Promise<{ child: ChildProcess; line: string }> {
@@ -163,15 +165,22 @@ async function main() {
     children.push(wallet.child);
     const catalog = testCatalog({ walletUrl: wallet.line, walletTimeoutMs: 5000, rateLimit: { limit: 1_000_000, windowSeconds: 1 } });
 
-    const port = await freePort();
-    const ledgerUrl = `http://127.0.0.1:${port}`;
-    const ledger = spawn(process.execPath, [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []), '--import', 'tsx', 'services/main.ts'], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: 'warn', ROLES: process.env.BENCH_ROLES ?? 'api,worker,projector', ADMIN_TOKEN: 'bench' },
-      stdio: 'ignore',
-    });
-    children.push(ledger);
-    await waitHealthy(ledgerUrl);
+    // As compose.yaml deploys it: the api in one process, the worker and the projector in another
+    // (--one-process: all three in one, the api then sharing its core with the projector).
+    const spawnService = async (roles: string) => {
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      const child = spawn(process.execPath, [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []), '--import', 'tsx', 'services/main.ts'], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: 'warn', ROLES: roles, ADMIN_TOKEN: 'bench' },
+        stdio: 'ignore',
+      });
+      children.push(child);
+      await waitHealthy(url);
+      return { child, url };
+    };
+    const { child: ledger, url: ledgerUrl } = await spawnService(ONE_PROCESS ? 'api,worker,projector' : 'api');
+    const background = ONE_PROCESS ? undefined : (await spawnService('worker,projector')).child;
     const put = await fetch(`${ledgerUrl}/v1/admin/catalog`, { method: 'PUT', headers: { authorization: 'Bearer bench', 'content-type': 'application/json' }, body: JSON.stringify(catalog) });
     if (!put.ok) throw new Error(`catalog: ${put.status}`);
 
@@ -192,8 +201,15 @@ async function main() {
       { name: 'ledger', pool: ledgerPool, sessions },
     ].filter((t) => only.includes(t.name));
 
-    const cpu = new CpuMeter({ ledger: ledger.pid, forwarder: forwarder.child.pid, wallet: wallet.child.pid, 'load generator': process.pid });
+    const cpu = new CpuMeter({
+      [ONE_PROCESS ? 'ledger' : 'ledger api']: ledger.pid,
+      'ledger worker+projector': background?.pid,
+      forwarder: forwarder.child.pid,
+      wallet: wallet.child.pid,
+      'load generator': process.pid,
+    });
     console.log(`seamless-wallet ledger benchmark: ${os.cpus().length} cores, node ${process.version}, BET+WIN rounds, ${PLAYERS} players`);
+    console.log(ONE_PROCESS ? 'ledger: roles api,worker,projector in one process' : 'ledger: api in one process, worker and projector in another (as compose.yaml deploys it)');
     console.log('warm-up ...');
     for (const t of targets) await saturate(t, 2, 16);
 
