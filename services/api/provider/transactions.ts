@@ -38,11 +38,13 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
     const resolved = await launchedSession(ctx.pool, body.sessionToken, providerId, ctx.now());
     if (!resolved.ok) throw invalidSession();
     const session = resolved.session;
+    const notKicked = async () => {
+      if (await sessionRevoked(ctx.eventStore, session)) throw invalidSession();
+    };
     const mismatch = (['playerRef', 'gameId', 'currency'] as const).find((field) => body[field] !== session[field]);
     const refusal = mismatch ? badRequest(`${mismatch}: does not match the session`) : session.demo ? badRequest('demo session: demo play never reaches the operator wallet') : undefined;
     if (refusal) {
-      // A kicked session is refused as such, whatever else is wrong with the request.
-      if (await sessionRevoked(ctx.eventStore, session)) throw invalidSession();
+      await notKicked(); // a kicked session is refused as such, whatever else is wrong with the request
       throw refusal;
     }
 
@@ -54,9 +56,7 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
       origin: 'provider',
       roundStream: roundStream(providerId, session.operatorId, body.roundId),
       sessionExpired: session.expired,
-      precondition: async () => {
-        if (await sessionRevoked(ctx.eventStore, session)) throw invalidSession();
-      },
+      precondition: notKicked,
     });
     const reply = replyFor(tx);
     res.status(reply.status).type('application/json').send(reply.body);
