@@ -59,8 +59,16 @@ export const roundsReadModelMigrations: Migration[] = [
   },
 ];
 
-/** Recomputes the figures of the given rounds from their transaction rows: the same answer live and on a rebuild. */
+/**
+ * Recomputes the figures of the given rounds from their transaction rows: the same answer live and on a
+ * rebuild. Every row it reads or writes is found through the given rounds' keys, so its cost follows the
+ * batch, never the table (a NOT EXISTS over rm_transactions was planned as a scan of every ROLLBACK).
+ */
 const RECOMPUTE = `
+  WITH t AS MATERIALIZED (
+    SELECT round_stream, transaction_id, type, status, amount, round_complete, original_transaction_id
+    FROM rm_transactions WHERE round_stream = ANY($1::text[])
+  )
   UPDATE rm_rounds r SET
     bets = a.bets, bet_amount = a.bet_amount, wins = a.wins, win_amount = a.win_amount, rollbacks = a.rollbacks,
     outstanding_bets = a.outstanding,
@@ -73,16 +81,15 @@ const RECOMPUTE = `
       count(*) FILTER (WHERE t.type = 'WIN') AS wins,
       coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.status = 'applied'), 0) AS win_amount,
       count(*) FILTER (WHERE t.type = 'ROLLBACK') AS rollbacks,
-      count(*) FILTER (
-        WHERE t.type = 'BET' AND t.status <> 'declined' AND NOT EXISTS (
-          SELECT 1 FROM rm_transactions rb
-          WHERE rb.round_stream = t.round_stream AND rb.type = 'ROLLBACK' AND rb.original_transaction_id = t.transaction_id)
-      ) AS outstanding,
+      count(*) FILTER (WHERE t.type = 'BET' AND t.status <> 'declined' AND rolled.round_stream IS NULL) AS outstanding,
       count(*) FILTER (WHERE t.type IN ('BET', 'WIN') AND t.round_complete) AS completing
-    FROM rm_transactions t WHERE t.round_stream = ANY($1::text[])
+    FROM t
+    -- DISTINCT: at most one match per BET, so the join never counts a row twice.
+    LEFT JOIN (SELECT DISTINCT round_stream, original_transaction_id FROM t WHERE type = 'ROLLBACK') rolled
+      ON rolled.round_stream = t.round_stream AND rolled.original_transaction_id = t.transaction_id
     GROUP BY t.round_stream
   ) a
-  WHERE r.round_stream = a.round_stream`;
+  WHERE r.round_stream = a.round_stream AND r.round_stream = ANY($1::text[])`;
 
 /**
  * Rounds with their bets, wins, rollbacks and outstanding bets, and every transaction with its outcome.

@@ -29,4 +29,18 @@ describe('database pool', () => {
     client.release(true);
     expect((await pool.query<{ one: number }>('SELECT 1 AS one')).rows[0]!.one).toBe(1);
   });
+
+  it('runs its connections with JIT off, keeping any options the URL names', async () => {
+    // With JIT on, Postgres spent 444 ms compiling a 2 ms projection statement once its table had grown.
+    const setting = async (p: Pool) => (await p.query<{ jit: string; timeout: string }>("SELECT current_setting('jit') AS jit, current_setting('statement_timeout') AS timeout")).rows[0]!;
+    expect(await setting(pool)).toEqual({ jit: 'off', timeout: '0' });
+    const url = new URL(db.url);
+    url.searchParams.set('options', '-c statement_timeout=4321');
+    const withOwn = createPool(url.toString(), 1);
+    try {
+      expect(await setting(withOwn)).toEqual({ jit: 'off', timeout: '4321ms' });
+    } finally {
+      await withOwn.end();
+    }
+  });
 });

@@ -108,6 +108,26 @@ describe('rounds projection: the same rows whatever the batch size', () => {
       expect(new Set(txs.map((t) => t.status))).toEqual(new Set(['applied', 'declined', 'invalid', 'failed', 'timed_out', 'dead', 'recorded'].filter((s) => txs.some((t) => t.status === s))));
       expect(txs.length).toBe(60);
       expect(rounds.length).toBeGreaterThan(3);
+      // And the figures are right: worked out here from the transaction rows, independently of the SQL.
+      for (const r of rounds) {
+        const own = txs.filter((t) => t.round_stream === r.round_stream);
+        const of = (type: string) => own.filter((t) => t.type === type);
+        const applied = (type: string) => of(type).filter((t) => t.status === 'applied').reduce((sum, t) => sum + Number(t.amount), 0);
+        const rolledBack = new Set(of('ROLLBACK').map((t) => t.original_transaction_id));
+        expect(r).toMatchObject({
+          bets: of('BET').length,
+          bet_amount: String(applied('BET')),
+          wins: of('WIN').length,
+          win_amount: String(applied('WIN')),
+          rollbacks: of('ROLLBACK').length,
+          outstanding_bets: of('BET').filter((t) => t.status !== 'declined' && !rolledBack.has(t.transaction_id)).length,
+          status: r.force_closed || own.some((t) => (t.type === 'BET' || t.type === 'WIN') && t.round_complete) ? 'completed' : 'open',
+        });
+      }
+      // The histories hold what those figures turn on: a BET rolled back twice over, and one left outstanding.
+      const rollbacksOfOneBet = txs.filter((t) => t.type === 'ROLLBACK').map((t) => `${String(t.round_stream)} ${String(t.original_transaction_id)}`);
+      expect(new Set(rollbacksOfOneBet).size).toBeLessThan(rollbacksOfOneBet.length);
+      expect(rounds.some((r) => Number(r.outstanding_bets) > 0)).toBe(true);
     }
   });
 });
