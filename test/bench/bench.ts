@@ -120,7 +120,8 @@ async function fixedRate(t: Target, txPerSecond: number, seconds: number): Promi
   const inflight: Promise<void>[] = [];
   let started = 0;
   while (performance.now() - begin < seconds * 1000) {
-    const due = Math.floor((performance.now() - begin) * roundsPerMs);
+    // Round k is due at k / roundsPerMs: every round up to now's is started (round 0 at once).
+    const due = Math.floor((performance.now() - begin) * roundsPerMs) + 1;
     for (; started < due; started++) inflight.push(round(t, latencies, errors, begin + started / roundsPerMs));
     await new Promise((r) => setTimeout(r, 1)); // a 1 ms tick: starts every round that is due, without spinning the CPU
   }
