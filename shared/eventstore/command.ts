@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { WrongExpectedRevisionError, type EventStore, type ExpectedRevision, type JsonObject, type Position, type RecordedEvent } from './port.ts';
+import { WrongExpectedRevisionError, type AppendResult, type EventStore, type ExpectedRevision, type JsonObject, type Position, type RecordedEvent } from './port.ts';
 
 /** A domain event before it is stored: the discriminated-union member, with its data. */
 export interface DomainEvent<T extends string = string, D extends JsonObject = JsonObject> {
@@ -37,6 +37,15 @@ export async function readState<State, Event extends DomainEvent>(
 ): Promise<{ state: State; revision: number }> {
   const recorded = await store.readStream(streamId);
   return { state: fold(decider, recorded), revision: recorded.length === 0 ? -1 : recorded[recorded.length - 1]!.revision };
+}
+
+/** The state after events the caller appended (appended: what the store answered). */
+export function evolveAppended<State, Event extends DomainEvent>(decider: Decider<State, Event>, state: State, streamId: string, events: Event[], appended: AppendResult): State {
+  const base = appended.nextRevision - events.length + 1;
+  return events.reduce(
+    (s, e, i) => decider.evolve(s, e, { id: '', streamId, revision: base + i, type: e.type, data: e.data, metadata: {}, position: appended.position, createdAt: new Date() }),
+    state,
+  );
 }
 
 /**
@@ -99,11 +108,7 @@ export async function handleCommand<State, Event extends DomainEvent, R>(
         events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data, ...(options.metadata ? { metadata: options.metadata } : {}) })),
         expected,
       );
-      const base = appended.nextRevision - events.length + 1;
-      const next = events.reduce(
-        (s, e, i) => decider.evolve(s, e, { id: '', streamId, revision: base + i, type: e.type, data: e.data, metadata: {}, position: appended.position, createdAt: new Date() }),
-        state,
-      );
+      const next = evolveAppended(decider, state, streamId, events, appended);
       return { events, state, next, revision: appended.nextRevision, position: appended.position, result };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) throw err;

@@ -6,6 +6,19 @@
 export type JsonObject = { [key: string]: unknown };
 
 /** What a caller appends. `id` makes the append idempotent: the same ids appended again are a no-op. */
+/** A condition on another stream: it holds no event of this type from this revision on (say, no kick of a session). */
+export interface StreamGuard {
+  stream: string;
+  fromRevision: number;
+  eventType: string;
+}
+
+/** Whether the guard is broken: the stream holds such an event. */
+export async function guardBroken(store: EventStore, guard: StreamGuard): Promise<boolean> {
+  const later = await store.readStream(guard.stream, { fromRevision: guard.fromRevision });
+  return later.some((e) => e.type === guard.eventType);
+}
+
 export interface NewEvent<T extends string = string, D extends JsonObject = JsonObject> {
   id: string; // UUID
   type: T;

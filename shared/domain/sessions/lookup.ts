@@ -1,6 +1,6 @@
 import type { Migration } from '../../db/migrations.ts';
 import type { Pool } from '../../db/pool.ts';
-import type { EventStore } from '../../eventstore/port.ts';
+import { guardBroken, type EventStore, type StreamGuard } from '../../eventstore/port.ts';
 import { playerSessionsStream, type SessionStarted } from './events.ts';
 
 /**
@@ -133,8 +133,12 @@ export async function launchedSession(
   };
 }
 
+/** What a kick of this session is: a SessionsRevoked in the player's stream after the session's start. */
+export function revocationGuard(session: ResolvedSession): StreamGuard {
+  return { stream: playerSessionsStream(session.operatorId, session.playerRef), fromRevision: session.startRevision + 1, eventType: 'SessionsRevoked' };
+}
+
 /** resolveSession's second half, read from the player's stream every time: whether a kick ended the session. */
-export async function sessionRevoked(store: EventStore, session: ResolvedSession): Promise<boolean> {
-  const later = await store.readStream(playerSessionsStream(session.operatorId, session.playerRef), { fromRevision: session.startRevision + 1 });
-  return later.some((e) => e.type === 'SessionsRevoked');
+export function sessionRevoked(store: EventStore, session: ResolvedSession): Promise<boolean> {
+  return guardBroken(store, revocationGuard(session));
 }
