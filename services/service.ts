@@ -137,7 +137,7 @@ export async function startService(config: Config, logger: Logger = createLogger
   const queueConnection = bullConnection(config.redisUrl, false);
   const queue = createDispatchQueue(queueConnection);
   queue.on('error', (err) => logger.warn({ err: err.message }, 'dispatch queue error'));
-  const ledger: LedgerDeps = { ...ctx, queue, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache() };
+  const ledger: LedgerDeps = { ...ctx, queue, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recordWithClaim: eventStore.kind === 'postgres' };
 
   let worker: RunningWorker | undefined;
   if (config.roles.includes('worker')) {

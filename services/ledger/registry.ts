@@ -1,6 +1,7 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import { Coalescer, type Settled } from '../../shared/coalesce.ts';
 import type { Pool } from '../../shared/db/pool.ts';
+import type { AppendResult, NewEvent, StreamGuard } from '../../shared/eventstore/port.ts';
 
 /**
  * transactionId is unique per provider across all rounds (contract section 5). The round stream
@@ -26,6 +27,72 @@ export const registryMigrations: Migration[] = [
     // taken in the same statement as the claim.
     id: 'ledger-002-lease',
     sql: `ALTER TABLE tx_registry ADD COLUMN lease_token text, ADD COLUMN leased_until timestamptz;`,
+  },
+  {
+    // The claim, the session check and the write-ahead record of a new transaction in one statement,
+    // when the event store is this database (see claimAndRecord). Per item, in registry key order (two
+    // batches never take each other's rows in opposite orders), after every round stream's lock (taken
+    // before anything is written, as the event store requires): refused when the guard stream holds the
+    // guard event (a kick), and then nothing is claimed; otherwise claimed as claimBatch claims; and a
+    // claim that registered the id appends its record at the expected revision (conflict: nothing
+    // appended, the claim stands).
+    id: 'ledger-003-record-batch',
+    sql: `
+      CREATE FUNCTION ledger_record_batch(
+        p_keys text[], p_tx_ids text[], p_hashes text[], p_rounds text[], p_tokens text[], p_ttls int[],
+        p_guard_streams text[], p_guard_from bigint[], p_guard_types text[],
+        p_expected bigint[], p_counts int[], p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
+      RETURNS TABLE (o_index int, o_refused boolean, o_inserted boolean, o_leased boolean, o_content_hash text, o_round_stream text,
+        o_conflict boolean, o_revision bigint, o_position text) LANGUAGE plpgsql AS $$
+      DECLARE
+        v_starts int[] := '{}';
+        v_next int := 1;
+        v_from int;
+        v_to int;
+        i int;
+      BEGIN
+        PERFORM es_lock_streams(p_rounds);
+        FOR i IN 1 .. cardinality(p_keys) LOOP
+          v_starts := v_starts || v_next;
+          v_next := v_next + p_counts[i];
+        END LOOP;
+        FOR i IN SELECT x.o FROM unnest(p_keys, p_tx_ids) WITH ORDINALITY AS x(k, t, o) ORDER BY x.k, x.t, x.o LOOP
+          o_index := i;
+          o_inserted := false;
+          o_leased := false;
+          o_content_hash := NULL;
+          o_round_stream := NULL;
+          o_conflict := NULL;
+          o_revision := NULL;
+          o_position := NULL;
+          o_refused := p_guard_streams[i] IS NOT NULL AND es_stream_has(p_guard_streams[i], p_guard_from[i], p_guard_types[i]);
+          IF NOT o_refused THEN
+            INSERT INTO tx_registry AS r (provider_id, transaction_id, content_hash, round_stream, lease_token, leased_until)
+            VALUES (p_keys[i], p_tx_ids[i], p_hashes[i], p_rounds[i], p_tokens[i], clock_timestamp() + p_ttls[i] * interval '1 millisecond')
+            ON CONFLICT (provider_id, transaction_id) DO UPDATE SET lease_token = EXCLUDED.lease_token, leased_until = EXCLUDED.leased_until
+              WHERE r.content_hash = EXCLUDED.content_hash AND r.round_stream = EXCLUDED.round_stream
+                AND (r.leased_until IS NULL OR r.leased_until < clock_timestamp())
+            RETURNING r.content_hash, r.round_stream, (r.xmax = 0) INTO o_content_hash, o_round_stream, o_inserted;
+            IF FOUND THEN
+              o_leased := true;
+            ELSE
+              o_inserted := false; -- INTO found no row, and set it NULL
+              SELECT r.content_hash, r.round_stream INTO o_content_hash, o_round_stream
+              FROM tx_registry r WHERE r.provider_id = p_keys[i] AND r.transaction_id = p_tx_ids[i];
+            END IF;
+            IF o_inserted AND p_counts[i] > 0 THEN
+              v_from := v_starts[i];
+              v_to := v_from + p_counts[i] - 1;
+              SELECT b.o_conflict, b.o_revision, b.o_position INTO o_conflict, o_revision, o_position
+              FROM es_append_batch(ARRAY[p_rounds[i]], ARRAY[p_expected[i]], ARRAY[p_counts[i]],
+                p_ids[v_from:v_to], p_types[v_from:v_to], p_data[v_from:v_to], p_meta[v_from:v_to]) b;
+            END IF;
+          END IF;
+          RETURN NEXT;
+        END LOOP;
+      END
+      $$;
+    `,
   },
 ];
 
@@ -125,6 +192,100 @@ async function claimBatch(pool: Pool, batch: ClaimRequest[]): Promise<Array<Sett
       ok: true,
       value: row && { inserted: row.inserted, leased: row.leased, entry: { contentHash: row.content_hash, roundStream: row.round_stream } },
     };
+  });
+}
+
+export interface RecordRequest {
+  registryKey: string;
+  transactionId: string;
+  entry: RegistryEntry;
+  token: string;
+  ttlMs: number;
+  /** When broken (say, the session was kicked), nothing is claimed or recorded. */
+  guard: StreamGuard | undefined;
+  /** The record, appended to entry.roundStream at this revision (-1: a new stream) if the claim registers the id. */
+  expectedRevision: number;
+  events: NewEvent[];
+}
+
+export type RecordOutcome =
+  /** The guard is broken: nothing was claimed or recorded. */
+  | { kind: 'refused' }
+  /** The id's row went away between the claim and its read (a refused submission released it): ask again. */
+  | { kind: 'vanished' }
+  /** Claimed as claimTransaction claims; when the claim registered the id, what its append did. */
+  | { kind: 'claimed'; claim: Claim; append: { kind: 'appended'; result: AppendResult } | { kind: 'conflict' } | undefined };
+
+const recorders = new WeakMap<Pool, Coalescer<RecordRequest, RecordOutcome>>();
+
+/**
+ * claimTransaction, the guard check and the write-ahead append of a new transaction, in one statement
+ * and one commit (ledger_record_batch): one round trip instead of two before the wallet is called. Only
+ * for an event store kept in this database (the Postgres adapter). Concurrent calls share a statement.
+ */
+export function claimAndRecord(pool: Pool, request: RecordRequest): Promise<RecordOutcome> {
+  let recorder = recorders.get(pool);
+  if (!recorder) {
+    recorder = new Coalescer((batch) => recordBatch(pool, batch), { maxInFlight: 2, maxBatch: 200 });
+    recorders.set(pool, recorder);
+  }
+  return recorder.submit(request);
+}
+
+async function recordBatch(pool: Pool, batch: RecordRequest[]): Promise<Array<Settled<RecordOutcome>>> {
+  try {
+    return await tryRecordBatch(pool, batch);
+  } catch (err) {
+    // As the event store does: one bad item (say an event id stored before) must not fail its neighbours.
+    if (batch.length === 1) return [{ ok: false, error: err }];
+    return Promise.all(batch.map((r) => tryRecordBatch(pool, [r]).then((o) => o[0]!, (error: unknown) => ({ ok: false, error }) as const)));
+  }
+}
+
+async function tryRecordBatch(pool: Pool, batch: RecordRequest[]): Promise<Array<Settled<RecordOutcome>>> {
+  const events = batch.flatMap((r) => r.events);
+  const { rows } = await pool.query<{
+    o_index: number;
+    o_refused: boolean;
+    o_inserted: boolean;
+    o_leased: boolean;
+    o_content_hash: string | null;
+    o_round_stream: string | null;
+    o_conflict: boolean | null;
+    o_revision: string | null;
+    o_position: string | null;
+  }>({
+    name: 'ledger_record_batch',
+    text: `SELECT * FROM ledger_record_batch($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::text[], $8::bigint[], $9::text[],
+      $10::bigint[], $11::int[], $12::uuid[], $13::text[], $14::jsonb[], $15::jsonb[])`,
+    values: [
+      batch.map((r) => r.registryKey),
+      batch.map((r) => r.transactionId),
+      batch.map((r) => r.entry.contentHash),
+      batch.map((r) => r.entry.roundStream),
+      batch.map((r) => r.token),
+      batch.map((r) => r.ttlMs),
+      batch.map((r) => r.guard?.stream ?? null),
+      batch.map((r) => r.guard?.fromRevision ?? null),
+      batch.map((r) => r.guard?.eventType ?? null),
+      batch.map((r) => r.expectedRevision),
+      batch.map((r) => r.events.length),
+      events.map((e) => e.id),
+      events.map((e) => e.type),
+      events.map((e) => JSON.stringify(e.data)),
+      events.map((e) => JSON.stringify(e.metadata ?? {})),
+    ],
+  });
+  const byIndex = new Map(rows.map((r) => [r.o_index, r]));
+  return batch.map((_, i): Settled<RecordOutcome> => {
+    const r = byIndex.get(i + 1);
+    if (!r) return { ok: false, error: new Error('ledger_record_batch returned no row for an item') };
+    if (r.o_refused) return { ok: true, value: { kind: 'refused' } };
+    if (r.o_content_hash === null || r.o_round_stream === null) return { ok: true, value: { kind: 'vanished' } };
+    const claim: Claim = { inserted: r.o_inserted, leased: r.o_leased, entry: { contentHash: r.o_content_hash, roundStream: r.o_round_stream } };
+    const append =
+      r.o_conflict === null ? undefined : r.o_conflict ? ({ kind: 'conflict' } as const) : ({ kind: 'appended', result: { nextRevision: Number(r.o_revision), position: r.o_position! } } as const);
+    return { ok: true, value: { kind: 'claimed', claim, append } };
   });
 }
 

@@ -1,13 +1,15 @@
+import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import { contentHash } from '../../shared/canonical.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { decideRecord, isCredit, isFinal, roundDecider, type RecordDecision, type RoundState, type TxState } from '../../shared/domain/rounds/decider.ts';
 import type { Origin, TransactionRequest } from '../../shared/domain/rounds/events.ts';
 import { AppError, conflict } from '../../shared/errors.ts';
-import { handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
+import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
+import { guardBroken, type StreamGuard } from '../../shared/eventstore/port.ts';
 import { attemptWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease, type RoundSnapshot } from './dispatch.ts';
 import { enqueueRetry, type DispatchJob } from './queue.ts';
-import { claimTransaction, releaseClaim, releaseLease, type Claim } from './registry.ts';
+import { claimAndRecord, claimTransaction, releaseClaim, releaseLease, type Claim, type RegistryEntry } from './registry.ts';
 import type { RoundCache } from './round-cache.ts';
 
 export interface LedgerDeps extends DispatchDeps {
@@ -16,6 +18,11 @@ export interface LedgerDeps extends DispatchDeps {
   retryDelayMs: number;
   /** The rounds this process wrote last: the next transaction of a round is decided without reading it. */
   rounds: RoundCache;
+  /**
+   * The event store is kept in this database (the Postgres adapter): a new transaction is claimed,
+   * checked and recorded in one statement (claimAndRecord) instead of a claim and then an append.
+   */
+  recordWithClaim: boolean;
 }
 
 export interface Submission {
@@ -28,10 +35,10 @@ export interface Submission {
   roundStream: string;
   sessionExpired: boolean;
   /**
-   * A check made beside the claim, in the same round trip time (the session not kicked). When it
-   * throws, nothing is recorded, the claim is undone and the error is the answer.
+   * Refused with `error` when the guard is broken (the session was kicked): nothing is recorded and
+   * the id stays free. Checked in the claim's statement, or beside the claim in the same round trip time.
    */
-  precondition?: () => Promise<void>;
+  refuseIf?: { guard: StreamGuard; error: () => AppError };
 }
 
 /**
@@ -50,7 +57,20 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   const walletTimeoutMs = walletTimeoutOf(deps, sub.operatorId);
   const token = leaseToken();
   const deadline = Date.now() + leaseTtl(walletTimeoutMs) + 1000;
-  let precondition = sub.precondition;
+  let refuseIf = sub.refuseIf;
+  if (deps.recordWithClaim) {
+    const fast = await recordInOneTrip(deps, sub, mine, token, leaseTtl(walletTimeoutMs));
+    if ('tx' in fast) return fast.tx;
+    if (fast.guardChecked) refuseIf = undefined;
+  }
+  // The guard (first time round only) beside the claim.
+  let precondition: (() => Promise<void>) | undefined;
+  if (refuseIf) {
+    const { guard, error } = refuseIf;
+    precondition = async () => {
+      if (await guardBroken(deps.eventStore, guard)) throw error();
+    };
+  }
   let pause = 5;
   for (;;) {
     // Claim and lease in one statement; the precondition (first time round only) beside it.
@@ -84,6 +104,51 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
 }
 
 /**
+ * The usual way in, for a new transaction with the Postgres store: decided on the round as this process
+ * knows it, then claimed, checked against the guard and recorded in one statement. The decision stands
+ * only if that append succeeds (the cached round may be behind); otherwise, as for a resubmission, the
+ * claim goes on under its lease with the round read afresh. Returns the outcome, or what the usual way
+ * (claim, then record) needs to know: whether the guard was checked already.
+ */
+async function recordInOneTrip(deps: LedgerDeps, sub: Submission, mine: RegistryEntry, token: string, ttlMs: number): Promise<{ tx: TxState } | { guardChecked: boolean }> {
+  const txId = sub.request.transactionId;
+  const known = knownRound(deps, sub);
+  if (!known) return { guardChecked: false };
+  let decision: RecordDecision;
+  try {
+    decision = decideRecord(known.state, { ...sub, contentHash: mine.contentHash, now: deps.now(), sessionExpired: sub.sessionExpired });
+  } catch {
+    return { guardChecked: false }; // a refusal on a cached round is decided again on a fresh read
+  }
+  if (decision.kind !== 'record') return { guardChecked: false };
+  const events = decision.events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data }));
+  const takenAt = Date.now();
+  const outcome = await claimAndRecord(deps.pool, {
+    registryKey: sub.registryKey,
+    transactionId: txId,
+    entry: mine,
+    token,
+    ttlMs,
+    guard: sub.refuseIf?.guard,
+    expectedRevision: known.revision,
+    events,
+  });
+  if (outcome.kind === 'refused') throw sub.refuseIf!.error();
+  if (outcome.kind === 'vanished') return { guardChecked: true };
+  const { claim, append } = outcome;
+  if (claim.entry.contentHash !== mine.contentHash || claim.entry.roundStream !== mine.roundStream) throw conflict('transactionId already used with different content');
+  if (!claim.leased) return { guardChecked: true };
+  const lease = { registryKey: sub.registryKey, token, takenAt };
+  if (append?.kind === 'appended') {
+    const round = { state: evolveAppended(roundDecider, known.state, sub.roundStream, decision.events, append.result), revision: append.result.nextRevision };
+    deps.rounds.put(sub.roundStream, round);
+    return { tx: await underLease(deps, sub, claim, lease, { recorded: round }) };
+  }
+  // Registered, but the round had moved on (the cache was behind); or a resubmission that took the lease.
+  return { tx: await underLease(deps, sub, claim, lease, { fresh: true }) };
+}
+
+/**
  * The round as this process last knew it, unverified. A BET of a round it has never seen assumes a
  * new round (the usual case), which its append checks; anything else of an unseen round reads it.
  */
@@ -93,14 +158,19 @@ function knownRound(deps: LedgerDeps, sub: Submission): KnownState<RoundState> |
   return sub.request.type === 'BET' ? { state: roundDecider.initialState(), revision: -1, unverified: true } : undefined;
 }
 
-async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, lease: HeldLease): Promise<TxState> {
+/**
+ * Records the transaction (unless `recorded`: already done, this is the round after it), attempts the
+ * wallet and hands an unsettled credit to the retry queue, under the lease. `fresh`: decide on the round
+ * read afresh, not on what this process last knew of it.
+ */
+async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, lease: HeldLease, options: { recorded?: RoundSnapshot; fresh?: boolean } = {}): Promise<TxState> {
   const { token } = lease;
   const txId = sub.request.transactionId;
   let settled = false;
   try {
-    let decision: RecordDecision;
     let round: RoundSnapshot;
-    try {
+    if (options.recorded) round = options.recorded;
+    else try {
       const recorded = await handleCommand(
         deps.eventStore,
         sub.roundStream,
@@ -111,9 +181,8 @@ async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, lease
           const d = decideRecord(state, { ...sub, contentHash: claim.entry.contentHash, now: deps.now(), sessionExpired: sub.sessionExpired });
           return { events: d.kind === 'record' ? d.events : [], result: d };
         },
-        { known: knownRound(deps, sub) },
+        { known: options.fresh ? undefined : knownRound(deps, sub) },
       );
-      decision = recorded.result;
       round = { state: recorded.next, revision: recorded.revision };
       deps.rounds.put(sub.roundStream, round);
     } catch (err) {
@@ -125,8 +194,7 @@ async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, lease
       }
       throw err;
     }
-    let tx = decision.kind === 'existing' ? decision.tx : round.state.txs.get(txId)!;
-    tx = await attemptWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease);
+    const tx = await attemptWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease);
     if (isCredit(tx.request.type) && !isFinal(tx.status)) {
       await enqueueRetry(deps.queue, { roundStream: sub.roundStream, transactionId: txId }, deps.retryDelayMs).catch((err: unknown) =>
         // The recovery sweep finds it from Postgres; nothing is lost.

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimTransaction, releaseLease, type RegistryEntry } from '../../services/ledger/registry.ts';
+import { claimAndRecord, claimTransaction, releaseLease, type RecordRequest, type RegistryEntry } from '../../services/ledger/registry.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool, type Pool } from '../../shared/db/pool.ts';
 import { registryMigrations } from '../../services/ledger/registry.ts';
+import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 
 describe('transaction registry: claims made at the same moment', () => {
@@ -52,5 +53,72 @@ describe('transaction registry: claims made at the same moment', () => {
     expect(again).toMatchObject({ inserted: false, leased: true, entry: { contentHash: 'h2' } });
     // transactionId is unique per provider, not across providers.
     expect(otherProvider).toMatchObject({ inserted: true, leased: true, entry: { contentHash: 'zz' } });
+  });
+});
+
+describe('transaction registry: claim, session check and record in one statement', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  let store: PostgresEventStore;
+  beforeAll(async () => {
+    db = await createTestDatabase('record');
+    pool = createPool(db.url);
+    await migrate(pool, [...eventStoreMigrations, ...registryMigrations]);
+    store = new PostgresEventStore(pool, db.url);
+  });
+  afterAll(async () => {
+    await store.close();
+    await pool.end();
+    await db.drop();
+  });
+
+  const request = (txId: string, round: string, hash: string, extra: Partial<RecordRequest> = {}): RecordRequest => ({
+    registryKey: 'studio-a',
+    transactionId: txId,
+    entry: { contentHash: hash, roundStream: round },
+    token: randomUUID(),
+    ttlMs: 10_000,
+    guard: undefined,
+    expectedRevision: -1,
+    events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: txId } }],
+    ...extra,
+  });
+  const registered = async (txId: string) => (await pool.query('SELECT 1 FROM tx_registry WHERE provider_id = $1 AND transaction_id = $2', ['studio-a', txId])).rowCount;
+
+  it('answers each item of a batch on its own: recorded, refused by its guard, behind its round, repeated, other content', async () => {
+    await store.append('sessions|op-1|kicked', [{ id: randomUUID(), type: 'SessionStarted', data: {} }, { id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'no_stream');
+    await store.append('round|moved-on', [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: 'earlier' } }], 'no_stream');
+    const kickedAfterStart = { stream: 'sessions|op-1|kicked', fromRevision: 1, eventType: 'SessionsRevoked' };
+    const startedAfterKick = { stream: 'sessions|op-1|kicked', fromRevision: 2, eventType: 'SessionsRevoked' };
+    const fresh = request('tx-fresh', 'round|fresh', 'h-fresh', { guard: startedAfterKick });
+
+    // Behind two others (which take the two batch slots), so that the rest share one statement.
+    const [, , recorded, refused, behind, repeated, otherContent] = await Promise.all([
+      claimAndRecord(pool, request('tx-fill-1', 'round|fill-1', 'f1')),
+      claimAndRecord(pool, request('tx-fill-2', 'round|fill-2', 'f2')),
+      claimAndRecord(pool, fresh),
+      claimAndRecord(pool, request('tx-kicked', 'round|kicked', 'h-kicked', { guard: kickedAfterStart })),
+      claimAndRecord(pool, request('tx-behind', 'round|moved-on', 'h-behind')),
+      claimAndRecord(pool, { ...fresh, token: randomUUID(), events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: 'tx-fresh' } }] }),
+      claimAndRecord(pool, request('tx-fresh', 'round|fresh', 'other content')),
+    ]);
+
+    expect(recorded).toMatchObject({ kind: 'claimed', claim: { inserted: true, leased: true }, append: { kind: 'appended', result: { nextRevision: 0 } } });
+    expect((await store.readStream('round|fresh')).map((e) => e.id)).toEqual([fresh.events[0]!.id]);
+
+    // A broken guard claims nothing and records nothing: the id stays free.
+    expect(refused).toEqual({ kind: 'refused' });
+    expect(await store.readStream('round|kicked')).toEqual([]);
+    expect(await registered('tx-kicked')).toBe(0);
+
+    // The round had moved on: nothing appended, but the id is claimed (and leased) by this caller.
+    expect(behind).toMatchObject({ kind: 'claimed', claim: { inserted: true, leased: true }, append: { kind: 'conflict' } });
+    expect(await store.readStream('round|moved-on')).toHaveLength(1);
+    expect(await registered('tx-behind')).toBe(1);
+
+    // A repeat of the id in the same statement finds it held; other content is told what the id holds. Neither appends.
+    expect(repeated).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, entry: { contentHash: 'h-fresh' } }, append: undefined });
+    expect(otherContent).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, entry: { contentHash: 'h-fresh' } }, append: undefined });
+    expect(await store.readStream('round|fresh')).toHaveLength(1);
   });
 });

@@ -158,6 +158,11 @@ describe('provider transaction API (contract section 5)', () => {
       expect(afterKick.json).toEqual({ error: 'invalid session' });
       // A kicked session is 401 whatever else is wrong with the request.
       expect((await h.tx(p.win({ currency: 'USD' }))).status).toBe(401);
+      // And for a round the service has not seen yet (its transaction is decided on a fresh read, the
+      // kick checked beside the claim rather than in the claim's statement).
+      const unseen = p.win({ roundId: 'unseen-' + p.name });
+      expect((await h.tx(unseen)).status).toBe(401);
+      expect(h.walletCallsFor(unseen.transactionId as string)).toHaveLength(0);
       // Refused before anything was recorded or sent: the wallet never saw it, and its id stays free
       // for a valid submission on a new session.
       expect(h.walletCallsFor(win.transactionId as string)).toHaveLength(0);

@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import type { TransactionRequest } from '../../../shared/domain/rounds/events.ts';
 import { roundStream } from '../../../shared/domain/rounds/events.ts';
-import { launchedSession, sessionRevoked } from '../../../shared/domain/sessions/lookup.ts';
+import { launchedSession, revocationGuard, sessionRevoked } from '../../../shared/domain/sessions/lookup.ts';
 import { badRequest } from '../../../shared/errors.ts';
 import { parseOr400 } from '../../../shared/http/validate.ts';
 import { replyFor, submitTransaction, type LedgerDeps } from '../../ledger/submit.ts';
@@ -34,17 +34,15 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
     const body = parseOr400(transactionBody, req.body);
     if (body.type === 'ADJUSTMENT') throw badRequest('type: ADJUSTMENT is platform-internal and cannot be submitted by a provider');
     const providerId = req.caller!.id;
-    // Whether a kick ended the session is read beside the claim (see Submission.precondition).
+    // Whether a kick ended the session is checked with the claim (see Submission.refuseIf).
     const resolved = await launchedSession(ctx.pool, body.sessionToken, providerId, ctx.now());
     if (!resolved.ok) throw invalidSession();
     const session = resolved.session;
-    const notKicked = async () => {
-      if (await sessionRevoked(ctx.eventStore, session)) throw invalidSession();
-    };
     const mismatch = (['playerRef', 'gameId', 'currency'] as const).find((field) => body[field] !== session[field]);
     const refusal = mismatch ? badRequest(`${mismatch}: does not match the session`) : session.demo ? badRequest('demo session: demo play never reaches the operator wallet') : undefined;
     if (refusal) {
-      await notKicked(); // a kicked session is refused as such, whatever else is wrong with the request
+      // A kicked session is refused as such, whatever else is wrong with the request.
+      if (await sessionRevoked(ctx.eventStore, session)) throw invalidSession();
       throw refusal;
     }
 
@@ -56,7 +54,7 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
       origin: 'provider',
       roundStream: roundStream(providerId, session.operatorId, body.roundId),
       sessionExpired: session.expired,
-      precondition: notKicked,
+      refuseIf: { guard: revocationGuard(session), error: invalidSession },
     });
     const reply = replyFor(tx);
     res.status(reply.status).type('application/json').send(reply.body);
