@@ -89,7 +89,7 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
     }
     if (claimed.status === 'rejected') throw claimed.reason;
     const claim = claimed.value;
-    if (claim.entry.contentHash !== hash || claim.entry.roundStream !== sub.roundStream) throw conflict('transactionId already used with different content');
+    if (!sameEntry(claim.entry, mine)) throw conflict('transactionId already used with different content');
     if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt });
     // Another submission (or the worker) is attempting it: its outcome is usually the answer.
     const held = (await readRound(deps.eventStore, sub.roundStream)).state.txs.get(txId);
@@ -102,6 +102,8 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
     pause = Math.min(pause * 2, 100);
   }
 }
+
+const sameEntry = (a: RegistryEntry, b: RegistryEntry): boolean => a.contentHash === b.contentHash && a.roundStream === b.roundStream;
 
 /**
  * The usual way in, for a new transaction with the Postgres store: decided on the round as this process
@@ -136,7 +138,7 @@ async function recordInOneTrip(deps: LedgerDeps, sub: Submission, mine: Registry
   if (outcome.kind === 'refused') throw sub.refuseIf!.error();
   if (outcome.kind === 'vanished') return { guardChecked: true };
   const { claim, append } = outcome;
-  if (claim.entry.contentHash !== mine.contentHash || claim.entry.roundStream !== mine.roundStream) throw conflict('transactionId already used with different content');
+  if (!sameEntry(claim.entry, mine)) throw conflict('transactionId already used with different content');
   if (!claim.leased) return { guardChecked: true };
   const lease = { registryKey: sub.registryKey, token, takenAt };
   if (append?.kind === 'appended') {
@@ -169,30 +171,33 @@ async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, lease
   let settled = false;
   try {
     let round: RoundSnapshot;
-    if (options.recorded) round = options.recorded;
-    else try {
-      const recorded = await handleCommand(
-        deps.eventStore,
-        sub.roundStream,
-        roundDecider,
-        (state) => {
-          // Idempotency comes before the round rules: a resubmission is answered even after its round completed.
-          // Expiry only refuses new records (decideRecord answers an existing one first).
-          const d = decideRecord(state, { ...sub, contentHash: claim.entry.contentHash, now: deps.now(), sessionExpired: sub.sessionExpired });
-          return { events: d.kind === 'record' ? d.events : [], result: d };
-        },
-        { known: options.fresh ? undefined : knownRound(deps, sub) },
-      );
-      round = { state: recorded.next, revision: recorded.revision };
-      deps.rounds.put(sub.roundStream, round);
-    } catch (err) {
-      // A refusal recorded nothing: free the id for a valid submission. Any other failure may have
-      // recorded it (the append committed, the answer was lost), so the claim stays.
-      if (claim.inserted && err instanceof AppError && err.status < 500) {
-        await releaseClaim(deps.pool, sub.registryKey, txId, token);
-        settled = true;
+    if (options.recorded) {
+      round = options.recorded;
+    } else {
+      try {
+        const recorded = await handleCommand(
+          deps.eventStore,
+          sub.roundStream,
+          roundDecider,
+          (state) => {
+            // Idempotency comes before the round rules: a resubmission is answered even after its round completed.
+            // Expiry only refuses new records (decideRecord answers an existing one first).
+            const d = decideRecord(state, { ...sub, contentHash: claim.entry.contentHash, now: deps.now(), sessionExpired: sub.sessionExpired });
+            return { events: d.kind === 'record' ? d.events : [], result: d };
+          },
+          { known: options.fresh ? undefined : knownRound(deps, sub) },
+        );
+        round = { state: recorded.next, revision: recorded.revision };
+        deps.rounds.put(sub.roundStream, round);
+      } catch (err) {
+        // A refusal recorded nothing: free the id for a valid submission. Any other failure may have
+        // recorded it (the append committed, the answer was lost), so the claim stays.
+        if (claim.inserted && err instanceof AppError && err.status < 500) {
+          await releaseClaim(deps.pool, sub.registryKey, txId, token);
+          settled = true;
+        }
+        throw err;
       }
-      throw err;
     }
     const tx = await attemptWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease);
     if (isCredit(tx.request.type) && !isFinal(tx.status)) {
