@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { migrate, type Migration } from '../../shared/db/migrations.ts';
+import { createPool, type Pool } from '../../shared/db/pool.ts';
 
 /** Admin connection used to create and drop per-test databases. */
 export const TEST_PG_ADMIN_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -33,6 +35,28 @@ export async function createTestDatabase(label = 'test'): Promise<TestDatabase> 
       } finally {
         await c.end();
       }
+    },
+  };
+}
+
+export interface MigratedDatabase {
+  db: TestDatabase;
+  pool: Pool;
+  /** Ends the pool and drops the database. */
+  close(): Promise<void>;
+}
+
+/** A fresh database with these migrations applied, and a pool on it. */
+export async function migratedDatabase(label: string, migrations: Migration[]): Promise<MigratedDatabase> {
+  const db = await createTestDatabase(label);
+  const pool = createPool(db.url);
+  await migrate(pool, migrations);
+  return {
+    db,
+    pool,
+    async close() {
+      await pool.end();
+      await db.drop();
     },
   };
 }

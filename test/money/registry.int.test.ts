@@ -1,24 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimAndRecord, claimTransaction, releaseLease, type RecordRequest, type RegistryEntry } from '../../services/ledger/registry.ts';
-import { migrate } from '../../shared/db/migrations.ts';
-import { createPool, type Pool } from '../../shared/db/pool.ts';
+import type { Pool } from '../../shared/db/pool.ts';
 import { registryMigrations } from '../../services/ledger/registry.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
 
 describe('transaction registry: claims made at the same moment', () => {
-  let db: TestDatabase;
+  let env: MigratedDatabase;
   let pool: Pool;
   beforeAll(async () => {
-    db = await createTestDatabase('registry');
-    pool = createPool(db.url);
-    await migrate(pool, registryMigrations);
+    env = await migratedDatabase('registry', registryMigrations);
+    pool = env.pool;
   });
-  afterAll(async () => {
-    await pool.end();
-    await db.drop();
-  });
+  afterAll(() => env.close());
 
   const entry = (hash: string): RegistryEntry => ({ contentHash: hash, roundStream: 'round|p|o|r1' });
   const claim = (txId: string, hash: string) => claimTransaction(pool, 'studio-a', txId, entry(hash), randomUUID(), 10_000);
@@ -57,19 +52,17 @@ describe('transaction registry: claims made at the same moment', () => {
 });
 
 describe('transaction registry: claim, session check and record in one statement', () => {
-  let db: TestDatabase;
+  let env: MigratedDatabase;
   let pool: Pool;
   let store: PostgresEventStore;
   beforeAll(async () => {
-    db = await createTestDatabase('record');
-    pool = createPool(db.url);
-    await migrate(pool, [...eventStoreMigrations, ...registryMigrations]);
-    store = new PostgresEventStore(pool, db.url);
+    env = await migratedDatabase('record', [...eventStoreMigrations, ...registryMigrations]);
+    pool = env.pool;
+    store = new PostgresEventStore(pool, env.db.url);
   });
   afterAll(async () => {
     await store.close();
-    await pool.end();
-    await db.drop();
+    await env.close();
   });
 
   const request = (txId: string, round: string, hash: string, extra: Partial<RecordRequest> = {}): RecordRequest => ({
@@ -119,6 +112,13 @@ describe('transaction registry: claim, session check and record in one statement
     // A repeat of the id in the same statement finds it held; other content is told what the id holds. Neither appends.
     expect(repeated).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, entry: { contentHash: 'h-fresh' } }, append: undefined });
     expect(otherContent).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, entry: { contentHash: 'h-fresh' } }, append: undefined });
+    expect(await store.readStream('round|fresh')).toHaveLength(1);
+
+    // Once the holder has let the lease go, the same content takes it again (a resubmission answered
+    // from the round, as claimTransaction would), and still appends nothing.
+    await releaseLease(pool, 'studio-a', 'tx-fresh', fresh.token);
+    const resubmitted = await claimAndRecord(pool, { ...fresh, token: randomUUID(), events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: 'tx-fresh' } }] });
+    expect(resubmitted).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: true, entry: { contentHash: 'h-fresh' } }, append: undefined });
     expect(await store.readStream('round|fresh')).toHaveLength(1);
   });
 });

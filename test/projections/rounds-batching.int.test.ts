@@ -2,11 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roundsProjection, roundsReadModelMigrations } from '../../projections/rounds/projection.ts';
 import { createScratch, dropScratch } from '../../services/audit/rebuild.ts';
-import { migrate } from '../../shared/db/migrations.ts';
-import { createPool, type Pool } from '../../shared/db/pool.ts';
+import type { Pool } from '../../shared/db/pool.ts';
 import type { RoundEvent } from '../../shared/domain/rounds/events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
 
 /**
  * The rounds projection folds a batch into a few set-wise statements. Whatever the batching, the rows
@@ -14,17 +13,13 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
  * large ones, and the audit compares the two.
  */
 describe('rounds projection: the same rows whatever the batch size', () => {
-  let db: TestDatabase;
+  let env: MigratedDatabase;
   let pool: Pool;
   beforeAll(async () => {
-    db = await createTestDatabase('roundsbatch');
-    pool = createPool(db.url);
-    await migrate(pool, roundsReadModelMigrations);
+    env = await migratedDatabase('roundsbatch', roundsReadModelMigrations);
+    pool = env.pool;
   });
-  afterAll(async () => {
-    await pool.end();
-    await db.drop();
-  });
+  afterAll(() => env.close());
 
   /** A deterministic, shuffled-between-rounds history: every event type, repeats of one transaction's outcomes. */
   function history(seed: number): RecordedEvent[] {
