@@ -105,21 +105,34 @@ export const roundsProjection: Projection = {
   ],
   eventTypes: ROUND_EVENT_TYPES,
   async apply(events: RecordedEvent[], tx: PoolClient) {
-    const { inserts, rounds, updates, forceClosed } = foldBatch(events);
+    const { inserts, rounds, updates: later, forceClosed } = foldBatch(events);
+    const updates = [...later];
     if (inserts.length > 0) {
-      await tx.query(
+      // A row is inserted as the batch leaves it, outcome included (one write instead of an insert and
+      // an update). A repeated record finds its row there already and inserts nothing: the outcome the
+      // batch holds for it is then written by the update below, as for any row of an earlier batch.
+      const { rows: created } = await tx.query<{ round_stream: string; transaction_id: string }>(
         `INSERT INTO rm_transactions (round_stream, transaction_id, provider_id, operator_id, round_id, origin, type, player_ref, game_id, amount,
-           currency, direction, original_transaction_id, round_complete, status, attempts, recorded_at, updated_at)
+           currency, direction, original_transaction_id, round_complete, status, attempts, reply, settled_at, last_error, dead_lettered_at, recorded_at, updated_at)
          SELECT x.round_stream, x.transaction_id, x.provider_id, x.operator_id, x.round_id, x.origin, x.type, x.player_ref, x.game_id, x.amount,
-           x.currency, x.direction, x.original_transaction_id, x.round_complete, 'recorded', 0, x.recorded_at, x.recorded_at
+           x.currency, x.direction, x.original_transaction_id, x.round_complete, coalesce(x.status, 'recorded'), coalesce(x.attempts, 0), x.reply,
+           x.settled_at, x.last_error, x.dead_lettered_at, x.recorded_at, coalesce(x.updated_at, x.recorded_at)
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
-           $11::text[], $12::text[], $13::text[], $14::boolean[], $15::timestamptz[])
+           $11::text[], $12::text[], $13::text[], $14::boolean[], $15::timestamptz[], $16::text[], $17::int[], $18::jsonb[], $19::timestamptz[],
+           $20::text[], $21::timestamptz[], $22::timestamptz[])
            AS x(round_stream, transaction_id, provider_id, operator_id, round_id, origin, type, player_ref, game_id, amount,
-             currency, direction, original_transaction_id, round_complete, recorded_at)
-         ON CONFLICT (round_stream, transaction_id) DO NOTHING`,
-        columns(inserts, ['roundStream', 'transactionId', 'providerId', 'operatorId', 'roundId', 'origin', 'type', 'playerRef', 'gameId', 'amount',
-          'currency', 'direction', 'originalTransactionId', 'roundComplete', 'recordedAt']),
+             currency, direction, original_transaction_id, round_complete, recorded_at, status, attempts, reply, settled_at,
+             last_error, dead_lettered_at, updated_at)
+         ON CONFLICT (round_stream, transaction_id) DO NOTHING
+         RETURNING round_stream, transaction_id`,
+        [
+          ...columns(inserts, ['roundStream', 'transactionId', 'providerId', 'operatorId', 'roundId', 'origin', 'type', 'playerRef', 'gameId', 'amount',
+            'currency', 'direction', 'originalTransactionId', 'roundComplete', 'recordedAt']),
+          ...columns(inserts.map((i) => i.outcome ?? NO_OUTCOME), ['status', 'attempts', 'reply', 'settledAt', 'lastError', 'deadLetteredAt', 'updatedAt']),
+        ],
       );
+      const inserted = new Set(created.map((r) => `${r.round_stream}\n${r.transaction_id}`));
+      for (const i of inserts) if (i.outcome && !inserted.has(`${i.roundStream}\n${i.transactionId}`)) updates.push(i.outcome);
     }
     if (rounds.length > 0) {
       await tx.query(
@@ -162,6 +175,8 @@ function columns<T extends Record<K, Cell>, K extends keyof T>(rows: T[], keys: 
 }
 
 interface TxInsert {
+  /** What the batch's later events set on the row, inserted with it (see apply). */
+  outcome?: TxUpdate;
   roundStream: string;
   transactionId: string;
   providerId: string;
@@ -191,6 +206,9 @@ interface RoundUpsert {
   lastActivityAt: string;
 }
 
+/** An inserted row no event of its batch settled: the columns keep their defaults. */
+const NO_OUTCOME = { status: null, attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: null };
+
 /** The columns a batch's outcome events set on one transaction row; null = not set by any of them. */
 interface TxUpdate {
   roundStream: string;
@@ -207,7 +225,8 @@ interface TxUpdate {
 /**
  * What a batch writes, as if its events were applied one by one in log order: a transaction row per
  * first record (a repeat changes nothing); a round row created by its first record, its last activity
- * the latest; per transaction, each column as the last event that sets it left it.
+ * the latest; per transaction, each column as the last event that sets it left it. The columns of a
+ * row recorded in this same batch travel with its insert (`outcome`) rather than as an update.
  */
 export function foldBatch(events: RecordedEvent[]): { inserts: TxInsert[]; rounds: RoundUpsert[]; updates: TxUpdate[]; forceClosed: string[] } {
   const inserts = new Map<string, TxInsert>();
@@ -279,5 +298,11 @@ export function foldBatch(events: RecordedEvent[]): { inserts: TxInsert[]; round
       }
     }
   }
-  return { inserts: [...inserts.values()], rounds: [...rounds.values()], updates: [...updates.values()], forceClosed: [...forceClosed] };
+  const rest: TxUpdate[] = [];
+  for (const [key, u] of updates) {
+    const row = inserts.get(key);
+    if (row) row.outcome = u;
+    else rest.push(u);
+  }
+  return { inserts: [...inserts.values()], rounds: [...rounds.values()], updates: rest, forceClosed: [...forceClosed] };
 }

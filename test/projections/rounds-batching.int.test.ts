@@ -125,4 +125,19 @@ describe('rounds projection: the same rows whatever the batch size', () => {
       expect(rounds.some((r) => Number(r.outstanding_bets) > 0)).toBe(true);
     }
   });
+
+  it('a record repeated in a later batch with its outcome: the row is settled, though its insert found the row there', async () => {
+    const stream = 'round|studio-a|op-1|again';
+    const request = { transactionId: 'tx-again', sessionToken: 's', type: 'BET', roundId: 'again', roundComplete: false, playerRef: 'p1', amount: 250, currency: 'EUR', gameId: 'fruit-1' } as const;
+    const event = (n: number, e: RoundEvent): RecordedEvent => ({ id: randomUUID(), streamId: stream, revision: n, type: e.type, data: e.data, metadata: {}, position: `1.${n + 1}`, createdAt: new Date() });
+    const recorded = (n: number) => event(n, { type: 'TransactionRecorded', data: { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request, walletBody: '{}', contentHash: 'h', recordedAt: '2026-11-21T12:00:00.000Z' } });
+    const settled = event(2, { type: 'TransactionSettled', data: { transactionId: 'tx-again', outcome: 'applied', reply: { status: 'OK', balance: 750, body: '{}' }, attempt: 1, settledAt: '2026-11-21T12:00:01.000Z' } });
+    const { txs, rounds } = (await rowsAfter([recorded(0), recorded(1), settled], (e) => [[e[0]!], [e[1]!, e[2]!]])) as {
+      txs: Array<Record<string, unknown>>;
+      rounds: Array<Record<string, unknown>>;
+    };
+    expect(txs).toHaveLength(1);
+    expect(txs[0]).toMatchObject({ status: 'applied', attempts: 1, reply: { status: 'OK', balance: 750 }, settled_at: new Date('2026-11-21T12:00:01.000Z') });
+    expect(rounds[0]).toMatchObject({ bets: 1, bet_amount: '250', outstanding_bets: 1 });
+  });
 });
