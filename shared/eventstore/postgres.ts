@@ -187,6 +187,19 @@ export const eventStoreMigrations: Migration[] = [
       $$;
     `,
   },
+  {
+    // es_stream_has as PL/pgSQL: a SQL function called from PL/pgSQL (ledger_record_batch) is planned
+    // again in every transaction, a PL/pgSQL one keeps its plan for the connection. Same answer; about
+    // 0.1 ms less per statement that checks a guard (measured on a one-item ledger_record_batch).
+    id: 'eventstore-005-stream-has-plan',
+    sql: `
+      CREATE OR REPLACE FUNCTION es_stream_has(p_stream text, p_from bigint, p_type text) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+      BEGIN
+        RETURN EXISTS (SELECT 1 FROM es_events WHERE stream_id = p_stream AND revision >= p_from AND type = p_type);
+      END
+      $$;
+    `,
+  },
 ];
 
 /** es_append_batch notifies this channel when it commits events. */
