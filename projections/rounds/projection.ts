@@ -105,8 +105,7 @@ export const roundsProjection: Projection = {
   ],
   eventTypes: ROUND_EVENT_TYPES,
   async apply(events: RecordedEvent[], tx: PoolClient) {
-    const { inserts, rounds, updates: later, forceClosed } = foldBatch(events);
-    const updates = [...later];
+    const { inserts, rounds, updates, forceClosed } = foldBatch(events);
     if (inserts.length > 0) {
       // A row is inserted as the batch leaves it, outcome included (one write instead of an insert and
       // an update). A repeated record finds its row there already and inserts nothing: the outcome the
