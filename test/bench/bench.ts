@@ -225,7 +225,7 @@ async function main() {
     // Pairs, one target right after the other: the machine's speed drifts over minutes, so a ratio is
     // only taken within a pair, and the median pair is the headline.
     console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} pair(s))`);
-    const pairs: Array<Record<string, PhaseResult>> = [];
+    const ratios: number[] = [];
     for (let p = 0; p < REPEAT; p++) {
       const sat: Record<string, PhaseResult> = {};
       for (const t of targets) {
@@ -234,10 +234,11 @@ async function main() {
         console.log(`  ${t.name.padEnd(10)} ${fmt(sat[t.name]!)}`);
         console.log(`  ${''.padEnd(10)} ${cpu.stop()}`);
       }
-      if (sat.forwarder && sat.ledger) console.log(`  pair ${p + 1}: ledger / forwarder throughput ${((sat.ledger.throughput / sat.forwarder.throughput) * 100).toFixed(0)} %`);
-      pairs.push(sat);
+      if (sat.forwarder && sat.ledger) {
+        ratios.push(sat.ledger.throughput / sat.forwarder.throughput);
+        console.log(`  pair ${p + 1}: ledger / forwarder throughput ${(ratios.at(-1)! * 100).toFixed(0)} %`);
+      }
     }
-    const ratios = pairs.filter((s) => s.forwarder && s.ledger).map((s) => s.ledger!.throughput / s.forwarder!.throughput);
     if (ratios.length > 0) {
       const sorted = [...ratios].sort((a, b) => a - b);
       const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
