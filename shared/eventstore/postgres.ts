@@ -189,8 +189,8 @@ export const eventStoreMigrations: Migration[] = [
   },
   {
     // es_stream_has as PL/pgSQL: a SQL function called from PL/pgSQL (ledger_record_batch) is planned
-    // again in every transaction, a PL/pgSQL one keeps its plan for the connection. Same answer; about
-    // 0.1 ms less per statement that checks a guard (measured on a one-item ledger_record_batch).
+    // again in every transaction, a PL/pgSQL one keeps its plan for the connection. Same answer;
+    // 0.05-0.14 ms less per statement that checks a guard (measured on a one-item ledger_record_batch).
     id: 'eventstore-005-stream-has-plan',
     sql: `
       CREATE OR REPLACE FUNCTION es_stream_has(p_stream text, p_from bigint, p_type text) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
