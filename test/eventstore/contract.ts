@@ -115,6 +115,8 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
       await store.append(stream, [ev('A')], 'any');
       const r = await store.append(stream, [ev('B')], 'any');
       expect(r.nextRevision).toBe(1);
+      // A one-event append reports the position its event is read back at, as a longer one does.
+      expect((await store.readStream(stream))[1]!.position).toBe(r.position);
     });
 
     it('treats the same event ids appended again as already done', async () => {
