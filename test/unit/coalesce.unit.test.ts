@@ -15,24 +15,42 @@ function recorder() {
   return { batches, run, releaseAll };
 }
 
+const endOfTurn = () => new Promise((resolve) => setImmediate(resolve));
+
 describe('Coalescer', () => {
-  it('sends a call at once, alone, while a slot is free', async () => {
+  it('sends a call alone at the end of its turn while a slot is free', async () => {
     const r = recorder();
     const c = new Coalescer(r.run, { maxInFlight: 2, maxBatch: 100 });
     const one = c.submit(1);
+    await endOfTurn();
     expect(r.batches).toEqual([[1]]);
     r.releaseAll();
     expect(await one).toBe(10);
   });
 
+  it('sends the calls made in one turn as one batch, even with a slot free', async () => {
+    const r = recorder();
+    const c = new Coalescer(r.run, { maxInFlight: 2, maxBatch: 100 });
+    const first = [1, 2, 3].map((n) => c.submit(n));
+    await endOfTurn();
+    const second = [4, 5].map((n) => c.submit(n));
+    await endOfTurn();
+    expect(r.batches).toEqual([[1, 2, 3], [4, 5]]);
+    r.releaseAll();
+    expect(await Promise.all([...first, ...second])).toEqual([10, 20, 30, 40, 50]);
+  });
+
   it('gathers the calls made while every slot is busy into the next batch, capped at maxBatch', async () => {
     const r = recorder();
     const c = new Coalescer(r.run, { maxInFlight: 1, maxBatch: 3 });
-    const all = [1, 2, 3, 4, 5, 6].map((n) => c.submit(n));
+    const first = c.submit(1);
+    await endOfTurn();
+    const all = [first, ...[2, 3, 4, 5, 6].map((n) => c.submit(n))];
+    await endOfTurn();
     expect(r.batches).toEqual([[1]]);
     for (let i = 0; i < 3; i++) {
       r.releaseAll();
-      await new Promise((resolve) => setImmediate(resolve));
+      await endOfTurn();
     }
     expect(r.batches).toEqual([[1], [2, 3, 4], [5, 6]]);
     r.releaseAll();
@@ -43,10 +61,11 @@ describe('Coalescer', () => {
     const r = recorder();
     const c = new Coalescer(r.run, { maxInFlight: 1, maxBatch: 10 });
     const first = c.submit(1);
+    await endOfTurn();
     const mixed = [c.submit(2), c.submit(-3), c.submit(4)].map((p) => p.then((v) => v, (e: Error) => e.message));
     r.releaseAll();
     await first;
-    await new Promise((resolve) => setImmediate(resolve));
+    await endOfTurn();
     r.releaseAll();
     expect(await Promise.all(mixed)).toEqual([20, 'bad -3', 40]);
 
@@ -55,8 +74,10 @@ describe('Coalescer', () => {
       (inputs) => (++calls === 1 ? Promise.reject(new Error('connection lost')) : Promise.resolve(inputs.map((n) => ({ ok: true, value: n })))),
       { maxInFlight: 1, maxBatch: 10 },
     );
-    const outcomes = await Promise.all([flaky.submit(1), flaky.submit(2)].map((p) => p.then(String, (e: Error) => e.message)));
-    expect(outcomes).toEqual(['connection lost', '2']); // 1 went alone and its batch threw; 2 went in the next
+    const one = flaky.submit(1).then(String, (e: Error) => e.message);
+    await endOfTurn();
+    const two = flaky.submit(2).then(String, (e: Error) => e.message);
+    expect(await Promise.all([one, two])).toEqual(['connection lost', '2']); // 1 went alone and its batch threw; 2 went in the next
     expect(await flaky.submit(3)).toBe(3); // and the slot was freed
   });
 });
