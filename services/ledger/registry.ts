@@ -2,6 +2,7 @@ import type { Migration } from '../../shared/db/migrations.ts';
 import { Coalescer, type Settled } from '../../shared/coalesce.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import type { AppendResult, NewEvent, StreamGuard } from '../../shared/eventstore/port.ts';
+import { eventArrays } from '../../shared/eventstore/postgres.ts';
 
 /**
  * transactionId is unique per provider across all rounds (contract section 5). The round stream
@@ -306,7 +307,6 @@ async function recordBatch(pool: Pool, batch: RecordRequest[]): Promise<Array<Se
 }
 
 async function tryRecordBatch(pool: Pool, batch: RecordRequest[]): Promise<Array<Settled<RecordOutcome>>> {
-  const events = batch.flatMap((r) => r.events);
   const { rows } = await pool.query<{
     o_index: number;
     o_refused: boolean;
@@ -333,10 +333,7 @@ async function tryRecordBatch(pool: Pool, batch: RecordRequest[]): Promise<Array
       batch.map((r) => r.guard?.eventType ?? null),
       batch.map((r) => r.expectedRevision),
       batch.map((r) => r.events.length),
-      events.map((e) => e.id),
-      events.map((e) => e.type),
-      events.map((e) => JSON.stringify(e.data)),
-      events.map((e) => JSON.stringify(e.metadata ?? {})),
+      ...eventArrays(batch.flatMap((r) => r.events)),
     ],
   });
   const byIndex = new Map(rows.map((r) => [r.o_index, r]));

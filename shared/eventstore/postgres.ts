@@ -310,6 +310,19 @@ function toRecorded(row: EventRow): RecordedEvent {
   };
 }
 
+/**
+ * The events of several appends as the four array parameters of es_append_batch and es_append_one
+ * (ids, types, data, metadata), in order; for a caller that appends within its own statement too.
+ */
+export function eventArrays(events: NewEvent[]): [string[], string[], string[], string[]] {
+  return [
+    events.map((e) => e.id),
+    events.map((e) => e.type),
+    events.map((e) => JSON.stringify(e.data)),
+    events.map((e) => JSON.stringify(e.metadata ?? {})),
+  ];
+}
+
 export function parsePgPosition(position: Position): { xid: string; pos: string } {
   if (position === START) return { xid: '0', pos: '0' };
   const m = /^(\d+)\.(\d+)$/.exec(position);
@@ -393,7 +406,6 @@ export class PostgresEventStore implements EventStore {
   }
 
   private async tryAppendBatch(batch: PendingAppend[]): Promise<Array<Settled<AppendOutcome>>> {
-    const events = batch.flatMap((a) => a.events);
     const { rows } = await this.pool.query<{ o_index: number; o_conflict: boolean; o_revision: string; o_position: string | null }>({
       // Named: prepared once per connection, so Postgres does not parse and plan it on every batch.
       name: 'es_append_batch',
@@ -402,10 +414,7 @@ export class PostgresEventStore implements EventStore {
         batch.map((a) => a.streamId),
         batch.map((a) => (a.expected === 'any' ? null : a.expected === 'no_stream' ? -1 : a.expected)),
         batch.map((a) => a.events.length),
-        events.map((e) => e.id),
-        events.map((e) => e.type),
-        events.map((e) => JSON.stringify(e.data)),
-        events.map((e) => JSON.stringify(e.metadata ?? {})),
+        ...eventArrays(batch.flatMap((a) => a.events)),
       ],
     });
     const byIndex = new Map(rows.map((r) => [r.o_index, r]));
