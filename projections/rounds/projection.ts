@@ -60,35 +60,56 @@ export const roundsReadModelMigrations: Migration[] = [
 ];
 
 /**
- * Recomputes the figures of the given rounds from their transaction rows: the same answer live and on a
- * rebuild. Every row it reads or writes is found through the given rounds' keys, so its cost follows the
- * batch, never the table (a NOT EXISTS over rm_transactions was planned as a scan of every ROLLBACK).
+ * The figures of the rounds in the text[] parameter `$n`, from their transaction rows: the same answer
+ * live and on a rebuild. Every row it reads is found through the given rounds' keys, so its cost follows
+ * the batch, never the table (a NOT EXISTS over rm_transactions was planned as a scan of every ROLLBACK).
  */
-const RECOMPUTE = `
+const figuresOf = (param: string) => `
   WITH t AS MATERIALIZED (
     SELECT round_stream, transaction_id, type, status, amount, round_complete, original_transaction_id
-    FROM rm_transactions WHERE round_stream = ANY($1::text[])
+    FROM rm_transactions WHERE round_stream = ANY(${param}::text[])
   )
+  SELECT
+    t.round_stream,
+    count(*) FILTER (WHERE t.type = 'BET') AS bets,
+    coalesce(sum(t.amount) FILTER (WHERE t.type = 'BET' AND t.status = 'applied'), 0) AS bet_amount,
+    count(*) FILTER (WHERE t.type = 'WIN') AS wins,
+    coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.status = 'applied'), 0) AS win_amount,
+    count(*) FILTER (WHERE t.type = 'ROLLBACK') AS rollbacks,
+    count(*) FILTER (WHERE t.type = 'BET' AND t.status <> 'declined' AND rolled.round_stream IS NULL) AS outstanding,
+    count(*) FILTER (WHERE t.type IN ('BET', 'WIN') AND t.round_complete) AS completing
+  FROM t
+  -- DISTINCT: at most one match per BET, so the join never counts a row twice.
+  LEFT JOIN (SELECT DISTINCT round_stream, original_transaction_id FROM t WHERE type = 'ROLLBACK') rolled
+    ON rolled.round_stream = t.round_stream AND rolled.original_transaction_id = t.transaction_id
+  GROUP BY t.round_stream`;
+
+/**
+ * A round recorded in the batch is created, or its row brought up to date, with its figures in one
+ * statement: one row version a round a batch, where an upsert and then an update wrote two.
+ */
+const UPSERT_ROUNDS = `
+  INSERT INTO rm_rounds (round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, status, created_at, last_activity_at,
+    bets, bet_amount, wins, win_amount, rollbacks, outstanding_bets)
+  SELECT x.round_stream, x.provider_id, x.operator_id, x.round_id, x.game_id, x.player_ref, x.currency,
+    CASE WHEN a.completing > 0 THEN 'completed' ELSE 'open' END, x.created_at, x.last_activity_at,
+    coalesce(a.bets, 0), coalesce(a.bet_amount, 0), coalesce(a.wins, 0), coalesce(a.win_amount, 0), coalesce(a.rollbacks, 0), coalesce(a.outstanding, 0)
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::timestamptz[])
+    AS x(round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, created_at, last_activity_at)
+  LEFT JOIN (${figuresOf('$1')}) a ON a.round_stream = x.round_stream
+  ON CONFLICT (round_stream) DO UPDATE SET
+    last_activity_at = GREATEST(rm_rounds.last_activity_at, EXCLUDED.last_activity_at),
+    bets = EXCLUDED.bets, bet_amount = EXCLUDED.bet_amount, wins = EXCLUDED.wins, win_amount = EXCLUDED.win_amount,
+    rollbacks = EXCLUDED.rollbacks, outstanding_bets = EXCLUDED.outstanding_bets,
+    status = CASE WHEN rm_rounds.force_closed OR EXCLUDED.status = 'completed' THEN 'completed' ELSE 'open' END`;
+
+/** The figures of rounds the batch touched without recording in them (an outcome, a force-close). */
+const RECOMPUTE = `
   UPDATE rm_rounds r SET
     bets = a.bets, bet_amount = a.bet_amount, wins = a.wins, win_amount = a.win_amount, rollbacks = a.rollbacks,
     outstanding_bets = a.outstanding,
     status = CASE WHEN r.force_closed OR a.completing > 0 THEN 'completed' ELSE 'open' END
-  FROM (
-    SELECT
-      t.round_stream,
-      count(*) FILTER (WHERE t.type = 'BET') AS bets,
-      coalesce(sum(t.amount) FILTER (WHERE t.type = 'BET' AND t.status = 'applied'), 0) AS bet_amount,
-      count(*) FILTER (WHERE t.type = 'WIN') AS wins,
-      coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.status = 'applied'), 0) AS win_amount,
-      count(*) FILTER (WHERE t.type = 'ROLLBACK') AS rollbacks,
-      count(*) FILTER (WHERE t.type = 'BET' AND t.status <> 'declined' AND rolled.round_stream IS NULL) AS outstanding,
-      count(*) FILTER (WHERE t.type IN ('BET', 'WIN') AND t.round_complete) AS completing
-    FROM t
-    -- DISTINCT: at most one match per BET, so the join never counts a row twice.
-    LEFT JOIN (SELECT DISTINCT round_stream, original_transaction_id FROM t WHERE type = 'ROLLBACK') rolled
-      ON rolled.round_stream = t.round_stream AND rolled.original_transaction_id = t.transaction_id
-    GROUP BY t.round_stream
-  ) a
+  FROM (${figuresOf('$1')}) a
   WHERE r.round_stream = a.round_stream AND r.round_stream = ANY($1::text[])`;
 
 /**
@@ -133,16 +154,6 @@ export const roundsProjection: Projection = {
       const inserted = new Set(created.map((r) => `${r.round_stream}\n${r.transaction_id}`));
       for (const i of inserts) if (i.outcome && !inserted.has(`${i.roundStream}\n${i.transactionId}`)) updates.push(i.outcome);
     }
-    if (rounds.length > 0) {
-      await tx.query(
-        `INSERT INTO rm_rounds (round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, status, created_at, last_activity_at)
-         SELECT x.round_stream, x.provider_id, x.operator_id, x.round_id, x.game_id, x.player_ref, x.currency, 'open', x.created_at, x.last_activity_at
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::timestamptz[])
-           AS x(round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, created_at, last_activity_at)
-         ON CONFLICT (round_stream) DO UPDATE SET last_activity_at = GREATEST(rm_rounds.last_activity_at, EXCLUDED.last_activity_at)`,
-        columns(rounds, ['roundStream', 'providerId', 'operatorId', 'roundId', 'gameId', 'playerRef', 'currency', 'createdAt', 'lastActivityAt']),
-      );
-    }
     if (updates.length > 0) {
       // A column an event does not set is NULL here and keeps its value (no event sets one to NULL).
       await tx.query(
@@ -156,9 +167,15 @@ export const roundsProjection: Projection = {
         columns(updates, ['roundStream', 'transactionId', 'status', 'attempts', 'reply', 'settledAt', 'lastError', 'deadLetteredAt', 'updatedAt']),
       );
     }
+    // After the transaction rows, which the figures are counted from.
+    if (rounds.length > 0) {
+      await tx.query(UPSERT_ROUNDS, columns(rounds, ['roundStream', 'providerId', 'operatorId', 'roundId', 'gameId', 'playerRef', 'currency', 'createdAt', 'lastActivityAt']));
+    }
     if (forceClosed.length > 0) await tx.query(`UPDATE rm_rounds SET force_closed = true WHERE round_stream = ANY($1::text[])`, [forceClosed]);
-    // Each touched round's figures once per batch, from its transaction rows.
-    await tx.query(RECOMPUTE, [[...new Set(events.map((e) => e.streamId))]]);
+    // Every other touched round's figures, once per batch; a force-closed one's status too.
+    const upserted = new Set(rounds.map((r) => r.roundStream));
+    const rest = [...new Set(events.map((e) => e.streamId))].filter((stream) => !upserted.has(stream) || forceClosed.includes(stream));
+    if (rest.length > 0) await tx.query(RECOMPUTE, [rest]);
   },
   async reset(tx: PoolClient) {
     await tx.query('DELETE FROM rm_transactions');
