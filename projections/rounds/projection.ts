@@ -60,7 +60,7 @@ export const roundsReadModelMigrations: Migration[] = [
 ];
 
 /**
- * The figures of the rounds in the text[] parameter `$n`, from their transaction rows: the same answer
+ * The figures of the rounds named by the text[] parameter `param` (say '$1'), from their transaction rows: the same answer
  * live and on a rebuild. Every row it reads is found through the given rounds' keys, so its cost follows
  * the batch, never the table (a NOT EXISTS over rm_transactions was planned as a scan of every ROLLBACK).
  */
