@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import express, { type Express } from 'express';
-import { pinoHttp } from 'pino-http';
 import { adminAuth } from '../../shared/http/admin-auth.ts';
 import { jsonFromRaw, rawBody, BODY_LIMIT } from '../../shared/http/body.ts';
 import { errorRenderer, renderNotFound } from '../../shared/http/errors.ts';
+import { requestLog } from '../../shared/http/request-log.ts';
 import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
 import { signatureVerifier } from '../../shared/http/verify.ts';
 import { requestContext } from '../../shared/logger.ts';
@@ -24,6 +24,9 @@ export interface AudienceRouters {
 export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): Express {
   const app = express();
   app.disable('x-powered-by');
+  // Every API call is signed with a fresh nonce, so no reply is ever asked for again conditionally: an
+  // ETag (a SHA-1 of every body) would be work no client uses.
+  app.set('etag', false);
   app.set('trust proxy', false);
 
   app.use((req, res, next) => {
@@ -34,11 +37,9 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
   });
   app.use(httpMetrics(ctx.metrics));
   app.use(
-    pinoHttp({
-      logger: ctx.logger,
-      genReqId: (_req, res) => String(res.getHeader('X-Request-Id')),
-      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
-      autoLogging: { ignore: (req) => req.url === '/healthz' || req.url === '/readyz' || req.url === '/metrics' },
+    requestLog(ctx.logger, {
+      requestId: (res) => String(res.getHeader('X-Request-Id')),
+      ignore: (url) => url === '/healthz' || url === '/readyz' || url === '/metrics',
     }),
   );
 
