@@ -2,11 +2,10 @@ import { randomUUID } from 'node:crypto';
 import express, { type Express } from 'express';
 import { adminAuth } from '../../shared/http/admin-auth.ts';
 import { jsonFromRaw, rawBody, BODY_LIMIT } from '../../shared/http/body.ts';
-import { errorRenderer, renderNotFound } from '../../shared/http/errors.ts';
+import { errorRenderer, renderNotFound, requestIdOf } from '../../shared/http/errors.ts';
 import { requestLog } from '../../shared/http/request-log.ts';
 import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
 import { signatureVerifier } from '../../shared/http/verify.ts';
-import { requestContext } from '../../shared/logger.ts';
 import { httpMetrics, metricsEndpoint } from '../../shared/metrics.ts';
 import type { ServiceContext } from '../context.ts';
 import { adminRouter } from './admin.ts';
@@ -29,16 +28,19 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
   app.set('etag', false);
   app.set('trust proxy', false);
 
+  // The request id (the caller's X-Request-Id if usable) is answered as X-Request-Id and named by the
+  // request's log lines: the request log's and an unhandled error's (requestIdOf). The ledger's own
+  // lines name the transactionId. It is not carried through every await by an AsyncLocalStorage: in
+  // Node 20 that hooks every promise of the process, measured at 5-10 % of the api's CPU a transaction.
   app.use((req, res, next) => {
     const given = req.headers['x-request-id'];
-    const reqId = typeof given === 'string' && /^[\w.-]{1,64}$/.test(given) ? given : randomUUID();
-    res.setHeader('X-Request-Id', reqId);
-    requestContext.run({ reqId }, next);
+    res.setHeader('X-Request-Id', typeof given === 'string' && /^[\w.-]{1,64}$/.test(given) ? given : randomUUID());
+    next();
   });
   app.use(httpMetrics(ctx.metrics));
   app.use(
     requestLog(ctx.logger, {
-      requestId: (res) => String(res.getHeader('X-Request-Id')),
+      requestId: requestIdOf,
       ignore: (url) => url === '/healthz' || url === '/readyz' || url === '/metrics',
     }),
   );

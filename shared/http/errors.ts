@@ -39,9 +39,15 @@ export function errorRenderer(logger: Logger): ErrorRequestHandler {
       res.status(bp.status).json({ error: 'bad request' });
       return;
     }
-    logger.error({ err }, 'unhandled error');
+    logger.error({ err, reqId: requestIdOf(res) }, 'unhandled error');
     res.status(500).json({ error: 'internal error' });
   };
+}
+
+/** The request id the api answered with (X-Request-Id), for the request's log lines. */
+export function requestIdOf(res: Response): string | undefined {
+  const id = res.getHeader('X-Request-Id');
+  return typeof id === 'string' ? id : undefined;
 }
 
 export function renderNotFound(_req: Request, res: Response): void {

@@ -5,7 +5,7 @@ export interface RequestLogOptions {
   /** Requests not logged at all (health probes, metrics scrapes). */
   ignore?: (url: string) => boolean;
   /** The request's id, as the first middleware gave it (X-Request-Id). */
-  requestId: (res: Parameters<RequestHandler>[1]) => string;
+  requestId: (res: Parameters<RequestHandler>[1]) => string | undefined;
 }
 
 /**

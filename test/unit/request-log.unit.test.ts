@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import express from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
+import { errorRenderer, requestIdOf } from '../../shared/http/errors.ts';
 import { requestLog } from '../../shared/http/request-log.ts';
 import { createLogger } from '../../shared/logger.ts';
 
@@ -10,6 +11,7 @@ interface Line {
   level: number;
   msg: string;
   reqId?: string;
+  err?: { message: string };
   req?: { method: string; url: string; headers: Record<string, string> };
   res?: { statusCode: number };
   responseTime?: number;
@@ -35,12 +37,17 @@ async function serve(level: string): Promise<{ url: string; lines: Line[] }> {
     res.setHeader('X-Request-Id', 'req-42');
     next();
   });
-  app.use(requestLog(logger, { requestId: (res) => String(res.getHeader('X-Request-Id')), ignore: (url) => url === '/healthz' }));
+  app.use(requestLog(logger, { requestId: requestIdOf, ignore: (url) => url === '/healthz' }));
   app.get('/ok', (_req, res) => void res.json({ ok: true }));
   app.get('/healthz', (_req, res) => void res.send('ok'));
   app.get('/missing', (_req, res) => void res.status(404).json({ error: 'not found' }));
   app.get('/broken', (_req, res) => void res.status(500).json({ error: 'internal error' }));
   app.get('/slow', () => undefined); // never answers: the client gives up
+  app.get('/throws', async () => {
+    await Promise.resolve();
+    throw new Error('projection table missing');
+  });
+  app.use(errorRenderer(logger));
   const server = http.createServer(app);
   servers.push(server);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -81,6 +88,19 @@ describe('request log', () => {
     await fetch(`${all.url}/healthz`);
     await settle();
     expect(all.lines).toEqual([]);
+  });
+
+  it('logs an unhandled error under the request id the caller was answered with, and tells the caller nothing of it', async () => {
+    const { url, lines } = await serve('warn');
+    const res = await fetch(`${url}/throws`);
+    expect(res.status).toBe(500);
+    expect(res.headers.get('x-request-id')).toBe('req-42');
+    expect(await res.text()).toBe('{"error":"internal error"}');
+    await settle();
+    expect(lines.map((l) => [l.level, l.msg, l.reqId, l.err?.message])).toEqual([
+      [50, 'unhandled error', 'req-42', 'projection table missing'],
+      [50, 'request completed', 'req-42', undefined],
+    ]);
   });
 
   it('reports a request whose client went away before the answer as aborted', async () => {
