@@ -37,7 +37,7 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
     res.setHeader('X-Request-Id', typeof given === 'string' && /^[\w.-]{1,64}$/.test(given) ? given : randomUUID());
     next();
   });
-  app.use(httpMetrics(ctx.metrics));
+  app.use(httpMetrics(app, ctx.metrics));
   app.use(
     requestLog(ctx.logger, {
       requestId: requestIdOf,

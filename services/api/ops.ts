@@ -14,7 +14,7 @@ export function createOpsApp(ctx: ServiceContext): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
-  app.use(httpMetrics(ctx.metrics));
+  app.use(httpMetrics(app, ctx.metrics));
   app.use(healthRouter(ctx));
   app.get('/metrics', adminAuth(ctx.config.adminToken), metricsEndpoint(ctx.metrics));
   app.use(renderNotFound);
