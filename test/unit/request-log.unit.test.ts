@@ -54,21 +54,26 @@ async function serve(level: string): Promise<{ url: string; lines: Line[] }> {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, lines };
 }
 
-const settle = () => new Promise((r) => setTimeout(r, 50));
+/** Waits until `n` lines were written (a line is written when the server closes the response, which may come after the client has read it). */
+async function lines(of: Line[], n: number): Promise<Line[]> {
+  const deadline = Date.now() + 5000;
+  while (of.length < n && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  return of;
+}
 
 describe('request log', () => {
   it('logs each request once it is answered: level by status, request with its signature redacted, status, time', async () => {
-    const { url, lines } = await serve('info');
+    const { url, lines: written } = await serve('info');
     await fetch(`${url}/ok`, { headers: { 'x-signature': 'a'.repeat(64), authorization: 'Bearer admin-token' } });
     await fetch(`${url}/missing`);
     await fetch(`${url}/broken`);
-    await settle();
-    expect(lines.map((l) => [l.level, l.msg, l.res?.statusCode, l.req?.url])).toEqual([
+    const got = await lines(written, 3);
+    expect(got.map((l) => [l.level, l.msg, l.res?.statusCode, l.req?.url])).toEqual([
       [30, 'request completed', 200, '/ok'],
       [40, 'request completed', 404, '/missing'],
       [50, 'request completed', 500, '/broken'],
     ]);
-    const first = lines[0]!;
+    const first = got[0]!;
     expect(first.reqId).toBe('req-42');
     expect(first.req?.method).toBe('GET');
     expect(first.req?.headers['x-signature']).toBe('[redacted]');
@@ -77,41 +82,38 @@ describe('request log', () => {
   });
 
   it('writes only the levels the logger is set to, and never the ignored probes', async () => {
-    const { url, lines } = await serve('warn');
+    const { url, lines: written } = await serve('warn');
     await fetch(`${url}/ok`);
     await fetch(`${url}/healthz`);
     await fetch(`${url}/missing`);
-    await settle();
-    expect(lines.map((l) => [l.msg, l.res?.statusCode])).toEqual([['request completed', 404]]);
+    expect((await lines(written, 1)).map((l) => [l.msg, l.res?.statusCode])).toEqual([['request completed', 404]]);
 
     const all = await serve('info');
     await fetch(`${all.url}/healthz`);
-    await settle();
-    expect(all.lines).toEqual([]);
+    await fetch(`${all.url}/ok`);
+    expect((await lines(all.lines, 1)).map((l) => l.req?.url)).toEqual(['/ok']);
   });
 
   it('logs an unhandled error under the request id the caller was answered with, and tells the caller nothing of it', async () => {
-    const { url, lines } = await serve('warn');
+    const { url, lines: written } = await serve('warn');
     const res = await fetch(`${url}/throws`);
     expect(res.status).toBe(500);
     expect(res.headers.get('x-request-id')).toBe('req-42');
     expect(await res.text()).toBe('{"error":"internal error"}');
-    await settle();
-    expect(lines.map((l) => [l.level, l.msg, l.reqId, l.err?.message])).toEqual([
+    expect((await lines(written, 2)).map((l) => [l.level, l.msg, l.reqId, l.err?.message])).toEqual([
       [50, 'unhandled error', 'req-42', 'projection table missing'],
       [50, 'request completed', 'req-42', undefined],
     ]);
   });
 
   it('reports a request whose client went away before the answer as aborted', async () => {
-    const { url, lines } = await serve('info');
+    const { url, lines: written } = await serve('info');
     const gone = new Promise<void>((resolve) => {
       const req = http.get(`${url}/slow`);
       req.on('error', () => resolve());
       setTimeout(() => req.destroy(), 50);
     });
     await gone;
-    await settle();
-    expect(lines.map((l) => [l.msg, l.req?.url])).toEqual([['request aborted', '/slow']]);
+    expect((await lines(written, 1)).map((l) => [l.msg, l.req?.url])).toEqual([['request aborted', '/slow']]);
   });
 });
