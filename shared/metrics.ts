@@ -232,8 +232,9 @@ type TrackedRequest = Request & { [ROUTE]?: unknown; [TEMPLATE]?: string };
  *
  * Express sets req.route when a route matches, while req.baseUrl still holds the mount path (it is
  * restored on the way out, e.g. when the route's handler throws): the template is taken at that moment,
- * by an accessor defined once on the app's request prototype. (Defined on each request instead, it cost
- * about a tenth of the api's CPU a transaction: every request object then takes a shape of its own.)
+ * by an accessor defined once on the app's request prototype. (It was defined on each request, with a
+ * new getter and setter every time; A/B runs of the two measured anywhere from no difference to a tenth
+ * of the api's CPU a transaction, on a machine whose noise is a few per cent.)
  */
 export function httpMetrics(app: Express, metrics: Metrics): RequestHandler {
   Object.defineProperty(app.request, 'route', {
