@@ -305,6 +305,11 @@ export function foldBatch(events: RecordedEvent[]): { inserts: TxInsert[]; round
         update(stream, d.transactionId, { status: 'dead', attempts: null, reply: null, settledAt: null, lastError: d.lastError, deadLetteredAt: d.deadLetteredAt, updatedAt: d.deadLetteredAt });
         break;
       }
+      case 'TransactionVoided': {
+        const d = event.data;
+        update(stream, d.transactionId, { status: 'voided', attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: d.voidedAt });
+        break;
+      }
       case 'RoundForceClosed':
         forceClosed.add(stream);
         break;

@@ -6,6 +6,7 @@ import { notFound } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { submitTransaction, type LedgerDeps } from '../ledger/submit.ts';
+import { submittedTransactionId } from './provider/schemas.ts';
 
 export const adjustmentBody = z.object({
   operatorId: z.string().min(1),
@@ -14,7 +15,7 @@ export const adjustmentBody = z.object({
   currency: z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code'),
   direction: z.enum(['DEBIT', 'CREDIT']),
   /** Optional: a retry with the same id is answered from the first (idempotent). Generated when omitted. */
-  transactionId: z.string().min(1).max(200).optional(),
+  transactionId: submittedTransactionId.optional(),
   gameId: z.string().max(200).optional(),
   reason: z.string().min(1).max(1000),
 });

@@ -34,7 +34,7 @@ export const projectionsResponse = z.strictObject({
   ),
 });
 
-const txStatus = z.enum(['recorded', 'applied', 'declined', 'invalid', 'failed', 'timed_out', 'dead']);
+const txStatus = z.enum(['recorded', 'applied', 'declined', 'invalid', 'failed', 'timed_out', 'dead', 'voided']);
 const walletReplySummary = z.strictObject({ status: z.enum(['OK', 'DECLINED']), balance: z.number().int() });
 
 export const adjustmentResponse = z.strictObject({

@@ -157,7 +157,8 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
 async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef): Promise<boolean> {
   let tx = await readTx(deps.eventStore, bet);
   if (!tx) return false;
-  const inFlight = async (t: TxState) => t.status === 'recorded' || (!isFinal(t.status) && (await leaseHeld(deps.pool, t.providerId, bet.transactionId)));
+  // A BET voided by this very ROLLBACK may still have its first attempt under way: its lease says so.
+  const inFlight = async (t: TxState) => (t.status === 'voided' || !isFinal(t.status)) && (await leaseHeld(deps.pool, t.providerId, bet.transactionId));
   const deadline = Date.now() + walletTimeoutOf(deps, tx.operatorId) + 1000;
   let waited = false;
   while (tx && (await inFlight(tx)) && Date.now() < deadline) {

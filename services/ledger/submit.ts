@@ -9,7 +9,7 @@ import { evolveAppended, handleCommand, type KnownState } from '../../shared/eve
 import { guardBroken, type StreamGuard } from '../../shared/eventstore/port.ts';
 import { attemptWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease, type RoundSnapshot } from './dispatch.ts';
 import { enqueueRetry, type DispatchJob } from './queue.ts';
-import { claimAndRecord, claimTransaction, releaseClaim, releaseLease, type Claim, type RegistryEntry } from './registry.ts';
+import { claimAndRecord, claimIsOwn, claimTransaction, releaseClaim, releaseLease, type Claim, type RegistryEntry } from './registry.ts';
 import type { RoundCache } from './round-cache.ts';
 
 export interface LedgerDeps extends DispatchDeps {
@@ -35,10 +35,10 @@ export interface Submission {
   roundStream: string;
   sessionExpired: boolean;
   /**
-   * Refused with `error` when the guard is broken (the session was kicked): nothing is recorded and
-   * the id stays free. Checked in the claim's statement, or beside the claim in the same round trip time.
+   * Broken when the session was kicked: then nothing new is recorded (401, the id stays free), while
+   * what was recorded before is still answered. Checked in the claim's statement, or beside the claim.
    */
-  refuseIf?: { guard: StreamGuard; error: () => AppError };
+  revocation?: StreamGuard;
 }
 
 /**
@@ -48,49 +48,45 @@ export interface Submission {
  * what it recorded.
  * A resubmission of identical content is answered from the stored outcome without calling the wallet
  * again; only a transaction whose last attempt failed is attempted again. Different content under a
- * used transactionId is 409.
+ * used transactionId (by this registrant, or by anyone for the same operator's player) is 409.
  */
 export async function submitTransaction(deps: LedgerDeps, sub: Submission): Promise<TxState> {
   const txId = sub.request.transactionId;
   const hash = contentHash(sub.request);
   const mine = { contentHash: hash, roundStream: sub.roundStream };
+  const wallet = { operatorId: sub.operatorId, playerRef: sub.request.playerRef };
   const walletTimeoutMs = walletTimeoutOf(deps, sub.operatorId);
   const token = leaseToken();
   const deadline = Date.now() + leaseTtl(walletTimeoutMs) + 1000;
-  let refuseIf = sub.refuseIf;
   if (deps.recordWithClaim) {
     const fast = await recordInOneTrip(deps, sub, mine, token, leaseTtl(walletTimeoutMs));
-    if ('tx' in fast) return fast.tx;
-    if (fast.guardChecked) refuseIf = undefined;
+    if (fast) return fast.tx;
   }
-  // The guard (first time round only) beside the claim.
-  let precondition: (() => Promise<void>) | undefined;
-  if (refuseIf) {
-    const { guard, error } = refuseIf;
-    precondition = async () => {
-      if (await guardBroken(deps.eventStore, guard)) throw error();
-    };
-  }
+  // The revocation guard, read beside the claim (first time round only: a kick after that point comes
+  // after the claim, like a kick after the record).
+  let revocation = sub.revocation;
+  let revoked = false;
   let pause = 5;
   for (;;) {
-    // Claim and lease in one statement; the precondition (first time round only) beside it.
+    // Claim and lease in one statement; the guard beside it.
     const takenAt = Date.now();
     const [claimed, checked] = await Promise.allSettled([
-      claimTransaction(deps.pool, sub.registryKey, txId, mine, token, leaseTtl(walletTimeoutMs)),
-      precondition?.(),
+      claimTransaction(deps.pool, sub.registryKey, txId, mine, wallet, token, leaseTtl(walletTimeoutMs)),
+      revocation ? guardBroken(deps.eventStore, revocation) : Promise.resolve(false),
     ]);
-    precondition = undefined;
+    revocation = undefined;
+    if (claimed.status === 'rejected') throw claimed.reason;
+    const claim = claimed.value;
     if (checked.status === 'rejected') {
-      if (claimed.status === 'fulfilled' && claimed.value.leased) {
-        if (claimed.value.inserted) await releaseClaim(deps.pool, sub.registryKey, txId, token);
+      if (claim.leased) {
+        if (claim.inserted) await releaseClaim(deps.pool, sub.registryKey, txId, token);
         else await releaseLease(deps.pool, sub.registryKey, txId, token);
       }
       throw checked.reason;
     }
-    if (claimed.status === 'rejected') throw claimed.reason;
-    const claim = claimed.value;
-    if (!sameEntry(claim.entry, mine)) throw conflict('transactionId already used with different content');
-    if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt });
+    revoked ||= checked.value;
+    if (!claimIsOwn(claim, mine)) throw conflict('transactionId already used with different content');
+    if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt }, { revoked });
     // Another submission (or the worker) is attempting it: its outcome is usually the answer.
     const held = (await readRound(deps.eventStore, sub.roundStream)).state.txs.get(txId);
     if (held && isFinal(held.status)) return held;
@@ -103,51 +99,51 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   }
 }
 
-const sameEntry = (a: RegistryEntry, b: RegistryEntry): boolean => a.contentHash === b.contentHash && a.roundStream === b.roundStream;
-
 /**
  * The usual way in, for a new transaction with the Postgres store: decided on the round as this process
  * knows it, then claimed, checked against the guard and recorded in one statement. The decision stands
  * only if that append succeeds (the cached round may be behind); otherwise, as for a resubmission, the
- * claim goes on under its lease with the round read afresh. Returns the outcome, or what the usual way
- * (claim, then record) needs to know: whether the guard was checked already.
+ * claim goes on under its lease with the round read afresh. Returns the outcome, or undefined when the
+ * usual way (claim, then record) must answer.
  */
-async function recordInOneTrip(deps: LedgerDeps, sub: Submission, mine: RegistryEntry, token: string, ttlMs: number): Promise<{ tx: TxState } | { guardChecked: boolean }> {
+async function recordInOneTrip(deps: LedgerDeps, sub: Submission, mine: RegistryEntry, token: string, ttlMs: number): Promise<{ tx: TxState } | undefined> {
   const txId = sub.request.transactionId;
   const known = knownRound(deps, sub);
-  if (!known) return { guardChecked: false };
+  if (!known) return undefined;
   let decision: RecordDecision;
   try {
-    decision = decideRecord(known.state, { ...sub, contentHash: mine.contentHash, now: deps.now(), sessionExpired: sub.sessionExpired });
+    decision = decideRecord(known.state, { ...sub, contentHash: mine.contentHash, now: deps.now(), sessionRevoked: false });
   } catch {
-    return { guardChecked: false }; // a refusal on a cached round is decided again on a fresh read
+    return undefined; // a refusal on a cached round is decided again on a fresh read
   }
-  if (decision.kind !== 'record') return { guardChecked: false };
+  if (decision.kind !== 'record') return undefined;
   const events = decision.events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data }));
   const takenAt = Date.now();
   const outcome = await claimAndRecord(deps.pool, {
     registryKey: sub.registryKey,
     transactionId: txId,
     entry: mine,
+    wallet: { operatorId: sub.operatorId, playerRef: sub.request.playerRef },
     token,
     ttlMs,
-    guard: sub.refuseIf?.guard,
+    guard: sub.revocation,
     expectedRevision: known.revision,
     events,
   });
-  if (outcome.kind === 'refused') throw sub.refuseIf!.error();
-  if (outcome.kind === 'vanished') return { guardChecked: true };
-  const { claim, append } = outcome;
-  if (!sameEntry(claim.entry, mine)) throw conflict('transactionId already used with different content');
-  if (!claim.leased) return { guardChecked: true };
+  // Refused means new to this registrant under a kicked session: the decider's refusal, from its statement.
+  if (outcome.kind === 'refused') throw new AppError(401, 'invalid session');
+  if (outcome.kind === 'vanished') return undefined;
+  const { claim, append, revoked } = outcome;
+  if (!claimIsOwn(claim, mine)) throw conflict('transactionId already used with different content');
+  if (!claim.leased) return undefined;
   const lease = { registryKey: sub.registryKey, token, takenAt };
   if (append?.kind === 'appended') {
     const round = { state: evolveAppended(roundDecider, known.state, sub.roundStream, decision.events, append.result), revision: append.result.nextRevision };
     deps.rounds.put(sub.roundStream, round);
-    return { tx: await underLease(deps, sub, claim, lease, { recorded: round }) };
+    return { tx: await underLease(deps, sub, claim, lease, { recorded: round, revoked }) };
   }
   // Registered, but the round had moved on (the cache was behind); or a resubmission that took the lease.
-  return { tx: await underLease(deps, sub, claim, lease, { fresh: true }) };
+  return { tx: await underLease(deps, sub, claim, lease, { fresh: true, revoked }) };
 }
 
 /**
@@ -163,9 +159,16 @@ function knownRound(deps: LedgerDeps, sub: Submission): KnownState<RoundState> |
 /**
  * Records the transaction (unless `recorded`: already done, this is the round after it), attempts the
  * wallet and hands an unsettled credit to the retry queue, under the lease. `fresh`: decide on the round
- * read afresh, not on what this process last knew of it.
+ * read afresh, not on what this process last knew of it. `revoked`: the session was kicked (only what
+ * was recorded before is answered).
  */
-async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, lease: HeldLease, options: { recorded?: RoundSnapshot; fresh?: boolean } = {}): Promise<TxState> {
+async function underLease(
+  deps: LedgerDeps,
+  sub: Submission,
+  claim: Claim,
+  lease: HeldLease,
+  options: { recorded?: RoundSnapshot; fresh?: boolean; revoked: boolean },
+): Promise<TxState> {
   const { token } = lease;
   const txId = sub.request.transactionId;
   let settled = false;
@@ -180,9 +183,7 @@ async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, lease
           sub.roundStream,
           roundDecider,
           (state) => {
-            // Idempotency comes before the round rules: a resubmission is answered even after its round completed.
-            // Expiry only refuses new records (decideRecord answers an existing one first).
-            const d = decideRecord(state, { ...sub, contentHash: claim.entry.contentHash, now: deps.now(), sessionExpired: sub.sessionExpired });
+            const d = decideRecord(state, { ...sub, contentHash: claim.entry.contentHash, now: deps.now(), sessionRevoked: options.revoked });
             return { events: d.kind === 'record' ? d.events : [], result: d };
           },
           { known: options.fresh ? undefined : knownRound(deps, sub) },
@@ -207,7 +208,8 @@ async function underLease(deps: LedgerDeps, sub: Submission, claim: Claim, lease
       );
     }
     // Settled for good: nobody needs the lease again (waiters read the outcome), so it is left to lapse.
-    settled = isFinal(tx.status);
+    // Not a voided BET's: the ROLLBACK behind it waits while its lease is held (see attemptWallet).
+    settled = isFinal(tx.status) && tx.status !== 'voided';
     return tx;
   } finally {
     if (!settled) await releaseLease(deps.pool, sub.registryKey, txId, token);
@@ -228,6 +230,8 @@ export function replyFor(tx: TxState): { status: number; body: string } {
       return { status: 504, body: JSON.stringify({ error: 'wallet timeout' }) };
     case 'dead':
       return { status: 502, body: JSON.stringify({ error: 'wallet never accepted the transaction; retries stopped' }) };
+    case 'voided':
+      return { status: 409, body: JSON.stringify({ error: 'bet was rolled back' }) };
     case 'recorded':
       return { status: 504, body: JSON.stringify({ error: 'transaction still in progress; resubmit to get its outcome' }) };
     default: {

@@ -4,6 +4,7 @@ import { attemptWallet, readRound } from '../../services/ledger/dispatch.ts';
 import { takeLease } from '../../services/ledger/registry.ts';
 import { contentHash } from '../../shared/canonical.ts';
 import { roundStream } from '../../shared/domain/rounds/events.ts';
+import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
 
 /** Regressions for money-safety defects found in review; each fails on the code before its fix. */
@@ -50,7 +51,18 @@ describe('money safety', () => {
     expect((await h.tx({ ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 })).status).toBe(200);
     const again = await h.tx(bet);
     expect(h.walletCallsFor(bet.transactionId)).toHaveLength(0);
-    expect(again.status).toBe(504); // recorded, never attempted, and never will be: its outcome stays unknown to the wallet
+    // Recorded, never attempted, and never will be: final, answered as such (contract section 8, rule 5).
+    expect(again.status).toBe(409);
+    expect(again.json).toEqual({ error: 'bet was rolled back' });
+    // It leaves the unsettled list once the read model has the rollback.
+    const unsettled = async () =>
+      (
+        (await (await fetch(`${h.svc.url}/v1/audit/transactions?status=unsettled`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()) as {
+          transactions: Array<{ transaction_id: string }>;
+        }
+      ).transactions.map((t) => t.transaction_id);
+    await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided'", [bet.transactionId])).rowCount === 1);
+    expect(await unsettled()).not.toContain(bet.transactionId);
     expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
   });
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimAndRecord, claimTransaction, releaseLease, type RecordRequest, type RegistryEntry } from '../../services/ledger/registry.ts';
+import { claimAndRecord, claimTransaction, releaseLease, type RecordRequest, type RegistryEntry, type WalletKey } from '../../services/ledger/registry.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { registryMigrations } from '../../services/ledger/registry.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
@@ -16,7 +16,8 @@ describe('transaction registry: claims made at the same moment', () => {
   afterAll(() => env.close());
 
   const entry = (hash: string): RegistryEntry => ({ contentHash: hash, roundStream: 'round|p|o|r1' });
-  const claim = (txId: string, hash: string) => claimTransaction(pool, 'studio-a', txId, entry(hash), randomUUID(), 10_000);
+  const p1: WalletKey = { operatorId: 'op-1', playerRef: 'p1' };
+  const claim = (txId: string, hash: string) => claimTransaction(pool, 'studio-a', txId, entry(hash), p1, randomUUID(), 10_000);
 
   it('gives one of twenty identical claims the registration and the lease; the others see it held', async () => {
     // Issued in one tick behind two other claims (which take the two batch slots), so all twenty share
@@ -29,7 +30,7 @@ describe('transaction registry: claims made at the same moment', () => {
 
   it('answers each id of a mixed batch on its own: new ids, a used id with other content, a lease taken again after release', async () => {
     const token = randomUUID();
-    const held = await claimTransaction(pool, 'studio-a', 'tx-held', entry('h2'), token, 10_000);
+    const held = await claimTransaction(pool, 'studio-a', 'tx-held', entry('h2'), p1, token, 10_000);
     expect(held.leased).toBe(true);
     await releaseLease(pool, 'studio-a', 'tx-held', token);
 
@@ -38,7 +39,7 @@ describe('transaction registry: claims made at the same moment', () => {
       claim('tx-new-2', 'b'),
       claim('tx-held', 'different content'),
       claim('tx-held', 'h2'),
-      claimTransaction(pool, 'studio-b', 'tx-held', entry('zz'), randomUUID(), 10_000),
+      claimTransaction(pool, 'studio-b', 'tx-held', entry('zz'), { operatorId: 'op-2', playerRef: 'p1' }, randomUUID(), 10_000),
     ]);
     expect(fresh1).toMatchObject({ inserted: true, leased: true, entry: { contentHash: 'a' } });
     expect(fresh2).toMatchObject({ inserted: true, leased: true, entry: { contentHash: 'b' } });
@@ -46,8 +47,30 @@ describe('transaction registry: claims made at the same moment', () => {
     expect(other).toMatchObject({ inserted: false, leased: false, entry: { contentHash: 'h2' } });
     // The same content after the lease was released takes it again.
     expect(again).toMatchObject({ inserted: false, leased: true, entry: { contentHash: 'h2' } });
-    // transactionId is unique per provider, not across providers.
-    expect(otherProvider).toMatchObject({ inserted: true, leased: true, entry: { contentHash: 'zz' } });
+    // Another provider may use the id for another operator's player.
+    expect(otherProvider).toMatchObject({ inserted: true, leased: true, taken: false, entry: { contentHash: 'zz' } });
+  });
+
+  it('refuses an id for a player whose wallet has seen it from another registrant, also when both claim at once', async () => {
+    const first = await claimTransaction(pool, 'studio-a', 'tx-wallet', entry('w1'), p1, randomUUID(), 10_000);
+    expect(first).toMatchObject({ inserted: true, leased: true, taken: false });
+    const [otherProvider, adjustment, otherPlayer] = await Promise.all([
+      claimTransaction(pool, 'studio-b', 'tx-wallet', { contentHash: 'w2', roundStream: 'round|b' }, p1, randomUUID(), 10_000),
+      claimTransaction(pool, 'platform', 'tx-wallet', { contentHash: 'w3', roundStream: 'round|adj' }, p1, randomUUID(), 10_000),
+      claimTransaction(pool, 'studio-b', 'tx-wallet', { contentHash: 'w4', roundStream: 'round|b2' }, { operatorId: 'op-1', playerRef: 'p2' }, randomUUID(), 10_000),
+    ]);
+    expect(otherProvider).toMatchObject({ inserted: false, leased: false, taken: true, entry: { contentHash: 'w1' } });
+    expect(adjustment).toMatchObject({ inserted: false, leased: false, taken: true, entry: { contentHash: 'w1' } });
+    expect(otherPlayer).toMatchObject({ inserted: true, leased: true, taken: false });
+
+    // Two registrants claiming one new wallet key at the same moment, on two connections: one wins.
+    const racers = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        claimTransaction(pool, `studio-${i}`, 'tx-race', { contentHash: `r${i}`, roundStream: `round|${i}` }, p1, randomUUID(), 10_000),
+      ),
+    );
+    expect(racers.filter((c) => c.inserted)).toHaveLength(1);
+    expect(racers.filter((c) => c.taken)).toHaveLength(5);
   });
 });
 
@@ -69,6 +92,7 @@ describe('transaction registry: claim, session check and record in one statement
     registryKey: 'studio-a',
     transactionId: txId,
     entry: { contentHash: hash, roundStream: round },
+    wallet: { operatorId: 'op-1', playerRef: 'p1' },
     token: randomUUID(),
     ttlMs: 10_000,
     guard: undefined,
@@ -120,5 +144,30 @@ describe('transaction registry: claim, session check and record in one statement
     const resubmitted = await claimAndRecord(pool, { ...fresh, token: randomUUID(), events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: 'tx-fresh' } }] });
     expect(resubmitted).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: true, entry: { contentHash: 'h-fresh' } }, append: undefined });
     expect(await store.readStream('round|fresh')).toHaveLength(1);
+  });
+
+  it('answers a kicked session only for what it registered before the kick, and refuses a wallet key held by another registrant', async () => {
+    await store.append('sessions|op-1|late', [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+    const guard = { stream: 'sessions|op-1|late', fromRevision: 1, eventType: 'SessionsRevoked' };
+    const before = request('tx-before-kick', 'round|late', 'h-late', { guard, wallet: { operatorId: 'op-1', playerRef: 'late' } });
+    expect(await claimAndRecord(pool, before)).toMatchObject({ kind: 'claimed', revoked: false, append: { kind: 'appended' } });
+    await releaseLease(pool, 'studio-a', 'tx-before-kick', before.token);
+    await store.append('sessions|op-1|late', [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 0);
+
+    // The identical resubmission takes the lease (to be answered), told that the session is revoked; a new id is refused.
+    const again = await claimAndRecord(pool, { ...before, token: randomUUID(), events: [{ id: randomUUID(), type: 'TransactionRecorded', data: {} }] });
+    expect(again).toMatchObject({ kind: 'claimed', revoked: true, claim: { inserted: false, leased: true }, append: undefined });
+    expect(await claimAndRecord(pool, request('tx-after-kick', 'round|late', 'h-new', { guard, expectedRevision: 0, wallet: { operatorId: 'op-1', playerRef: 'late' } }))).toEqual({ kind: 'refused' });
+    expect(await store.readStream('round|late')).toHaveLength(1);
+
+    // Another provider, and the platform, for the same operator's player: the id is taken, nothing is appended.
+    const [otherProvider, platform] = await Promise.all([
+      claimAndRecord(pool, { ...request('tx-before-kick', 'round|b-late', 'h-b'), registryKey: 'studio-b', wallet: { operatorId: 'op-1', playerRef: 'late' } }),
+      claimAndRecord(pool, { ...request('tx-before-kick', 'round|adj', 'h-adj'), registryKey: 'platform', wallet: { operatorId: 'op-1', playerRef: 'late' } }),
+    ]);
+    expect(otherProvider).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, taken: true, entry: { contentHash: 'h-late' } }, append: undefined });
+    expect(platform).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, taken: true } });
+    expect(await store.readStream('round|b-late')).toEqual([]);
+    expect(await store.readStream('round|adj')).toEqual([]);
   });
 });

@@ -8,10 +8,20 @@ export const transactionMetadata = z
   .custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), 'expected a JSON object')
   .refine((v) => Buffer.byteLength(JSON.stringify(v), 'utf8') <= METADATA_MAX_BYTES, `must be at most ${METADATA_MAX_BYTES} bytes of JSON`);
 
+/**
+ * A transactionId a provider or an adjustment may use: the prefix `stale-rollback:` is the reconciler's
+ * (contract section 8), so nobody else can pre-empt, or collide with, a stale round's refund.
+ */
+export const submittedTransactionId = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((id) => !id.startsWith(STALE_ROLLBACK_PREFIX), `the prefix ${STALE_ROLLBACK_PREFIX} is reserved`);
+
 /** TransactionRequest (API document 2.10) as a provider submits it. */
 export const transactionBody = z
   .strictObject({
-    transactionId: z.string().min(1).max(255),
+    transactionId: submittedTransactionId,
     sessionToken: z.string().min(1).max(512),
     type: z.enum(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']),
     roundId: z.string().min(1).max(255),
@@ -25,10 +35,6 @@ export const transactionBody = z
     metadata: transactionMetadata.optional(),
   })
   .superRefine((b, ctx) => {
-    // Reserved for the stale-round reconciler: a provider using it could pre-empt a refund.
-    if (b.transactionId.startsWith(STALE_ROLLBACK_PREFIX)) {
-      ctx.addIssue({ code: 'custom', path: ['transactionId'], message: `the prefix ${STALE_ROLLBACK_PREFIX} is reserved` });
-    }
     if ((b.type === 'BET' || b.type === 'WIN') && b.roundComplete === undefined) {
       ctx.addIssue({ code: 'custom', path: ['roundComplete'], message: `required for a ${b.type}` });
     }

@@ -34,7 +34,8 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
     const body = parseOr400(transactionBody, req.body);
     if (body.type === 'ADJUSTMENT') throw badRequest('type: ADJUSTMENT is platform-internal and cannot be submitted by a provider');
     const providerId = req.caller!.id;
-    // Whether a kick ended the session is checked with the claim (see Submission.refuseIf).
+    // Whether a kick ended the session is checked with the claim (see Submission.revocation): an identical
+    // resubmission of what was recorded before the kick is still answered.
     const resolved = await launchedSession(ctx.pool, body.sessionToken, providerId, ctx.now());
     if (!resolved.ok) throw invalidSession();
     const session = resolved.session;
@@ -54,7 +55,7 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
       origin: 'provider',
       roundStream: roundStream(providerId, session.operatorId, body.roundId),
       sessionExpired: session.expired,
-      refuseIf: { guard: revocationGuard(session), error: invalidSession },
+      revocation: revocationGuard(session),
     });
     const reply = replyFor(tx);
     res.status(reply.status).type('application/json').send(reply.body);

@@ -74,6 +74,13 @@ export type TransactionDeadLettered = DomainEvent<
   { transactionId: string; attempts: number; lastError: string; deadLetteredAt: string }
 >;
 
+/**
+ * A BET that had not been answered by the wallet when its ROLLBACK was recorded: it is never sent again,
+ * and its identical resubmission is answered 409 "bet was rolled back". Recorded with the ROLLBACK. A reply
+ * of an attempt that was already in flight is still recorded after it (the wallet's answer is a fact).
+ */
+export type TransactionVoided = DomainEvent<'TransactionVoided', { transactionId: string; rollbackTransactionId: string; voidedAt: string }>;
+
 /** The reconciler closed a stale round after rolling back its outstanding bets. */
 export type RoundForceClosed = DomainEvent<'RoundForceClosed', { closedAt: string; rolledBack: string[] }>;
 
@@ -82,6 +89,7 @@ export type RoundEvent =
   | TransactionSettled
   | TransactionAttemptFailed
   | TransactionDeadLettered
+  | TransactionVoided
   | RoundForceClosed;
 
 export const ROUND_EVENT_TYPES: ReadonlySet<string> = new Set<RoundEvent['type']>([
@@ -89,6 +97,7 @@ export const ROUND_EVENT_TYPES: ReadonlySet<string> = new Set<RoundEvent['type']
   'TransactionSettled',
   'TransactionAttemptFailed',
   'TransactionDeadLettered',
+  'TransactionVoided',
   'RoundForceClosed',
 ]);
 

@@ -1,0 +1,191 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OP1, PROV_A, PROV_B } from '../helpers/catalog.ts';
+import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
+import { signedRequest, toTestResponse } from '../helpers/signing.ts';
+import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+
+/**
+ * Contract section 8, rules 1 to 5: the wallet deduplicates on (playerRef, transactionId) and applies the
+ * amount it is sent, so the service never sends it two transactions under one id, nor a refund that is
+ * not the bet's; and every recorded transaction reaches a final answer.
+ */
+describe('money safety at the wallet boundary', () => {
+  let h: MoneyHarness;
+  beforeAll(async () => {
+    h = await startMoneyHarness('walletboundary');
+  });
+  afterAll(async () => h?.close());
+
+  /** A player of op-1 with a Studio A session (EUR) and a Studio B session (GBP). */
+  const player = async () => {
+    const name = `wb-${randomUUID().slice(0, 8)}`;
+    const [a, b] = await Promise.all([h.launch(name), h.launch(name, { gameId: 'dice-9', currency: 'GBP' })]);
+    const viaA = (over: Record<string, unknown>) => ({ ...h.bet(a, { playerRef: name }), ...over });
+    const viaB = (over: Record<string, unknown>) => ({ ...h.bet(b, { playerRef: name, gameId: 'dice-9', currency: 'GBP' }), ...over });
+    return { name, tokenA: a, viaA, viaB };
+  };
+  const adjust = async (body: Record<string, unknown>) =>
+    toTestResponse<Record<string, unknown>>(
+      await fetch(`${h.svc.url}/v1/admin/adjustments`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      }),
+    );
+  const balance = (name: string) => h.wallet.balances.get(name) ?? 10_000;
+
+  describe('rule 1: one transactionId, one transaction, per operator player', () => {
+    it('refuses another provider’s WIN under a BET’s id for the same player: 409, the wallet credits nothing', async () => {
+      const p = await player();
+      const bet = p.viaA({ transactionId: `shared-${randomUUID()}` });
+      expect((await h.tx(bet)).status).toBe(200);
+      const win = p.viaB({ transactionId: bet.transactionId, type: 'WIN', amount: 5000 });
+      const res = await h.tx(win, PROV_B);
+      expect(res.status).toBe(409);
+      expect(res.json).toEqual({ error: 'transactionId already used with different content' });
+      expect(h.walletCallsFor(bet.transactionId as string)).toHaveLength(1);
+      expect(balance(p.name)).toBe(9_900);
+      // The first holder is still answered from what it recorded.
+      expect((await h.tx(bet)).status).toBe(200);
+    });
+
+    it('refuses a second BET under one id from another provider, so its rollback can never refund nothing', async () => {
+      const p = await player();
+      const id = `twice-${randomUUID()}`;
+      expect((await h.tx(p.viaA({ transactionId: id }))).status).toBe(200);
+      expect((await h.tx(p.viaB({ transactionId: id }), PROV_B)).status).toBe(409);
+      expect(h.walletCallsFor(id)).toHaveLength(1);
+    });
+
+    it('lets another provider use the id for another player, and refuses it for the same provider whatever the player', async () => {
+      const p = await player();
+      const q = await player();
+      const id = `per-player-${randomUUID()}`;
+      expect((await h.tx(p.viaA({ transactionId: id }))).status).toBe(200);
+      expect((await h.tx(q.viaB({ transactionId: id }), PROV_B)).status).toBe(200);
+      expect((await h.tx(q.viaA({ transactionId: id }))).status).toBe(409);
+    });
+
+    it('refuses an ADJUSTMENT under a provider’s id for that player, and a provider’s transaction under an adjustment’s id', async () => {
+      const p = await player();
+      const bet = p.viaA({ transactionId: `adj-clash-${randomUUID()}` });
+      await h.tx(bet);
+      const clash = await adjust({ operatorId: 'op-1', playerRef: p.name, amount: 700, currency: 'EUR', direction: 'CREDIT', reason: 'x', transactionId: bet.transactionId });
+      expect(clash.status).toBe(409);
+      const adjId = `adj-first-${randomUUID()}`;
+      expect((await adjust({ operatorId: 'op-1', playerRef: p.name, amount: 700, currency: 'EUR', direction: 'CREDIT', reason: 'x', transactionId: adjId })).status).toBe(200);
+      expect((await h.tx(p.viaA({ transactionId: adjId }))).status).toBe(409);
+      expect(balance(p.name)).toBe(10_000 - 100 + 700);
+    });
+
+    it('reserves the prefix stale-rollback: for the reconciler, adjustments included', async () => {
+      const res = await adjust({ operatorId: 'op-1', playerRef: 'x', amount: 1, currency: 'EUR', direction: 'CREDIT', reason: 'x', transactionId: 'stale-rollback:1' });
+      expect(res.status).toBe(400);
+      expect(res.json.error).toMatch(/transactionId.*stale-rollback: is reserved/);
+    });
+
+    it('two providers sending one id for one player at the same moment: one is recorded and sent, the other is 409', async () => {
+      for (let i = 0; i < 5; i++) {
+        const p = await player();
+        const id = `race-${randomUUID()}`;
+        const [a, b] = await Promise.all([h.tx(p.viaA({ transactionId: id })), h.tx(p.viaB({ transactionId: id, type: 'WIN', amount: 5000 }), PROV_B)]);
+        expect([a.status, b.status].sort()).toEqual([200, 409]);
+        expect(h.walletCallsFor(id)).toHaveLength(1);
+        expect(balance(p.name)).toBe(a.status === 200 ? 9_900 : 15_000);
+      }
+    });
+  });
+
+  describe('rule 2: a ROLLBACK is its BET’s mirror', () => {
+    it('refuses a ROLLBACK whose amount is not its BET’s with 400, sends nothing, and refunds exactly the stake after', async () => {
+      const p = await player();
+      const bet = p.viaA({});
+      await h.tx(bet);
+      const rb = { ...bet, transactionId: `rb-${randomUUID()}`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, roundComplete: undefined };
+      const wrong = await h.tx({ ...rb, amount: 99_999_999 });
+      expect(wrong.status).toBe(400);
+      expect(wrong.json.error).toMatch(/^amount: .*BET's amount \(100\)/);
+      expect(h.walletCallsFor(rb.transactionId)).toHaveLength(0);
+      // The id stayed free: the right rollback under it goes through.
+      expect((await h.tx({ ...rb, amount: 100 })).status).toBe(200);
+      expect(balance(p.name)).toBe(10_000);
+    });
+
+    it('refuses a ROLLBACK in another currency than its BET’s with 400 (through a second session in that currency)', async () => {
+      const p = await player();
+      const usd = await h.launch(p.name, { currency: 'USD' });
+      const bet = p.viaA({});
+      await h.tx(bet);
+      const res = await h.tx({ ...bet, sessionToken: usd, transactionId: `rb-${randomUUID()}`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, roundComplete: undefined, currency: 'USD' });
+      expect(res.status).toBe(400);
+      expect(res.json.error).toMatch(/^currency: /);
+    });
+  });
+
+  describe('rule 3: a round has one player and one currency', () => {
+    it('refuses a WIN in USD on a EUR round with 409, through a second session of the same player', async () => {
+      const p = await player();
+      const usd = await h.launch(p.name, { currency: 'USD' });
+      const bet = p.viaA({});
+      await h.tx(bet);
+      const win = { ...bet, sessionToken: usd, transactionId: `win-${randomUUID()}`, type: 'WIN', currency: 'USD', amount: 5000, roundComplete: true };
+      const res = await h.tx(win);
+      expect(res.status).toBe(409);
+      expect(res.json).toEqual({ error: 'round is in another currency' });
+      expect(h.walletCallsFor(win.transactionId)).toHaveLength(0);
+    });
+  });
+
+  describe('rule 4: idempotency before session validity', () => {
+    it('answers the identical resubmission of a paid WIN after a kick from what was recorded; a new WIN is 401', async () => {
+      const p = await player();
+      const bet = p.viaA({});
+      await h.tx(bet);
+      const win = { ...bet, transactionId: `win-${randomUUID()}`, type: 'WIN', amount: 250, roundComplete: true };
+      const first = await h.tx(win);
+      expect(first.status).toBe(200);
+      await signedRequest(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: p.name }, as: OP1 });
+      const again = await h.tx(win);
+      expect(again.status).toBe(200);
+      expect(again.text).toBe(first.text);
+      expect(h.walletCallsFor(win.transactionId)).toHaveLength(1);
+      const fresh = await h.tx(p.viaA({}));
+      expect(fresh.status).toBe(401);
+      expect(fresh.json).toEqual({ error: 'invalid session' });
+    });
+
+    it('answers after a kick through another api process, which has never seen the round (the one-statement record path)', async () => {
+      const p = await player();
+      const bet = p.viaA({});
+      const first = await h.tx(bet);
+      await signedRequest(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: p.name }, as: OP1 });
+      const other = await startInProcess(h.env, { ROLES: 'api' });
+      try {
+        const again = await signedRequest(other.url, { path: '/v1/wallet/transaction', body: bet, as: PROV_A });
+        expect(again.status).toBe(200);
+        expect(again.text).toBe(first.text);
+        const fresh = await signedRequest<Record<string, unknown>>(other.url, { path: '/v1/wallet/transaction', body: p.viaA({}), as: PROV_A });
+        expect(fresh.status).toBe(401);
+      } finally {
+        await other.stop();
+      }
+      expect(h.walletCallsFor(bet.transactionId as string)).toHaveLength(1);
+    });
+  });
+
+  describe('rule 5: every recorded transaction reaches a final answer', () => {
+    it('a BET that timed out is answered with its outcome, and once rolled back its resubmission is final too', async () => {
+      const p = await player();
+      const bet = p.viaA({});
+      h.wallet.script(bet.transactionId as string, { hang: true });
+      expect((await h.tx(bet)).status).toBe(504);
+      const rb = { ...bet, transactionId: `rb-${randomUUID()}`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, roundComplete: undefined };
+      expect((await h.tx(rb)).status).toBe(200);
+      // A timed-out BET is not retried; its answer does not say "in progress".
+      const again = await h.tx(bet);
+      expect(again.json).not.toEqual({ error: 'transaction still in progress; resubmit to get its outcome' });
+      expect(h.walletCallsFor(bet.transactionId as string)).toHaveLength(1);
+    });
+  });
+});
