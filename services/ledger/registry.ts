@@ -192,8 +192,9 @@ export const registryMigrations: Migration[] = [
     // - o_revoked: the guard stream holds the guard event (a kick). A kicked session records nothing new:
     //   refused (o_refused) unless this provider registered the id before, which is then answered as a
     //   resubmission (the caller's decider refuses anything new);
-    // - o_taken: the wallet key is held by another registrant (another provider, an adjustment, the
-    //   reconciler): nothing is claimed, the holder's entry is returned;
+    // - o_taken: an id new to this registrant whose wallet key is held by another registrant (another
+    //   provider, an adjustment, the reconciler): nothing is claimed, the holder's entry is returned. An id
+    //   this registrant holds already is its own, also where the migration left it without a wallet key;
     // - otherwise claimed as claimBatch claims, and a claim that registered the id appends its record at
     //   the expected revision (conflict: nothing appended, the claim stands).
     id: 'ledger-006-claim-and-record',
@@ -210,6 +211,7 @@ export const registryMigrations: Migration[] = [
         v_from int;
         v_to int;
         v_append record;
+        v_own boolean;
         i int;
       BEGIN
         PERFORM es_lock_streams(p_rounds);
@@ -229,17 +231,20 @@ export const registryMigrations: Migration[] = [
           o_revision := NULL;
           o_position := NULL;
           o_revoked := p_guard_streams[i] IS NOT NULL AND es_stream_has(p_guard_streams[i], p_guard_from[i], p_guard_types[i]);
-          IF o_revoked AND NOT EXISTS (SELECT 1 FROM tx_registry r WHERE r.provider_id = p_keys[i] AND r.transaction_id = p_tx_ids[i]) THEN
+          v_own := EXISTS (SELECT 1 FROM tx_registry r WHERE r.provider_id = p_keys[i] AND r.transaction_id = p_tx_ids[i]);
+          IF o_revoked AND NOT v_own THEN
             o_refused := true;
             RETURN NEXT;
             CONTINUE;
           END IF;
-          SELECT r.content_hash, r.round_stream INTO o_content_hash, o_round_stream FROM tx_registry r
-          WHERE r.operator_id = p_operators[i] AND r.player_ref = p_players[i] AND r.transaction_id = p_tx_ids[i] AND r.provider_id <> p_keys[i];
-          IF FOUND THEN
-            o_taken := true;
-            RETURN NEXT;
-            CONTINUE;
+          IF NOT v_own THEN
+            SELECT r.content_hash, r.round_stream INTO o_content_hash, o_round_stream FROM tx_registry r
+            WHERE r.operator_id = p_operators[i] AND r.player_ref = p_players[i] AND r.transaction_id = p_tx_ids[i] AND r.provider_id <> p_keys[i];
+            IF FOUND THEN
+              o_taken := true;
+              RETURN NEXT;
+              CONTINUE;
+            END IF;
           END IF;
           INSERT INTO tx_registry AS r (provider_id, transaction_id, content_hash, round_stream, operator_id, player_ref, lease_token, leased_until)
           VALUES (p_keys[i], p_tx_ids[i], p_hashes[i], p_rounds[i], p_operators[i], p_players[i], p_tokens[i], clock_timestamp() + p_ttls[i] * interval '1 millisecond')
@@ -359,7 +364,8 @@ async function claimBatch(pool: Pool, batch: ClaimRequest[]): Promise<Array<Sett
          SELECT i.i, i.provider_id, i.transaction_id, t.content_hash, t.round_stream FROM input i
          CROSS JOIN LATERAL (
            SELECT content_hash, round_stream FROM tx_registry t
-           WHERE t.operator_id = i.operator_id AND t.player_ref = i.player_ref AND t.transaction_id = i.transaction_id AND t.provider_id <> i.provider_id OFFSET 0
+           WHERE t.operator_id = i.operator_id AND t.player_ref = i.player_ref AND t.transaction_id = i.transaction_id AND t.provider_id <> i.provider_id
+             AND NOT EXISTS (SELECT 1 FROM tx_registry o WHERE o.provider_id = i.provider_id AND o.transaction_id = i.transaction_id) OFFSET 0
          ) t
        ),
        claim AS (
