@@ -212,7 +212,8 @@ const providerRoutes: RouteSpec[] = [
     summary: "Submit a BET, WIN or ROLLBACK to the player's operator wallet",
     description: `The service records the transaction, forwards it to the operator's wallet (\`POST {walletUrl}/v1/wallet/transaction\`, see Webhooks) and answers **200** with the wallet's TransactionResponse **verbatim**, DECLINED included (contract section 5).
 
-- **Idempotent on transactionId:** resubmitting identical content gets the stored reply without a second wallet call, even after the round completed. Different content under a used transactionId is 409.
+- **Idempotent on transactionId:** resubmitting identical content gets the stored reply without a second wallet call, even after the round completed or the session was kicked. Different content under a used transactionId is 409: an id names one transaction for its provider (under any operator) and for the operator's player (whoever sends it), because the wallet deduplicates on (playerRef, transactionId).
+- A ROLLBACK carries exactly its BET's amount and currency. A round belongs to the player and currency of its first transaction.
 - playerRef, gameId and currency must equal the session's; a DEMO session is refused.
 - A failed or timed-out **WIN or ROLLBACK** is retried by the service until the wallet answers 200 (exponential backoff, up to 24 h); resubmit to learn its outcome. A **BET** that failed or timed out is not retried; if its round stays incomplete the reconciler rolls it back.`,
     body: {
@@ -225,10 +226,12 @@ const providerRoutes: RouteSpec[] = [
         'a field fails validation: amount not a non-negative safe integer, currency not `^[A-Z]{3}$`, metadata not a JSON object or over 8 KiB, ROLLBACK without originalTransactionId, roundComplete missing on a BET or WIN, direction on anything but ADJUSTMENT.',
         '`type: ADJUSTMENT is platform-internal ...`.',
         'playerRef, gameId or currency differing from the session.',
-        'a ROLLBACK whose originalTransactionId is not a BET of that round.',
+        "a ROLLBACK whose originalTransactionId is not a BET of that round, or whose amount or currency is not that BET's.",
         'a DEMO session.',
       ),
-      409: error('transactionId already used with different content; a BET or WIN on a round already completed; a second ROLLBACK of a BET already rolled back.'),
+      409: error(
+        'transactionId already used with different content (by this provider, or by anyone for this operator player); a BET or WIN on a round already completed; a second ROLLBACK of a BET already rolled back; `round belongs to another player`; `round is in another currency`; `bet was rolled back` (a BET whose ROLLBACK came before the wallet answered it: never sent again).',
+      ),
       502: error('The wallet answered non-200, answered DECLINED to a WIN or ROLLBACK, or retries stopped. A WIN or ROLLBACK stays queued for retry.'),
       504: error('The wallet did not answer in time (`walletTimeoutMs`), or the transaction is still being attempted: resubmit to get its outcome.'),
       ...providerErrors,
