@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { ADMIN_SESSION, RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
-import { joinUrl, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
+import { joinUrl, readCapped, REPLY_LIMIT_BYTES, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
 import { HEADER, sign } from '../../shared/http/signature.ts';
 
 /**
@@ -94,6 +94,8 @@ function describeGot(ex: Exchange): string {
       return 'no reply within the timeout';
     case 'unreachable':
       return `could not reach the wallet: ${o.error}`;
+    case 'oversized':
+      return `${o.status} with a body over ${o.limitBytes} bytes (not read further)`;
     case 'response':
       return `${o.status} ${o.contentType ?? '(no content-type)'} ${clip(o.body) || '(empty body)'}`;
     default: {
@@ -266,9 +268,12 @@ class Ctx {
         headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
         ...(body !== undefined ? { body } : {}),
       });
-      const text = await res.body.text();
+      const text = await readCapped(res.body, REPLY_LIMIT_BYTES);
       const ct = res.headers['content-type'];
-      outcome = { kind: 'response', status: res.statusCode, body: text, contentType: Array.isArray(ct) ? ct[0] : ct };
+      outcome =
+        text === undefined
+          ? { kind: 'oversized', status: res.statusCode, limitBytes: REPLY_LIMIT_BYTES }
+          : { kind: 'response', status: res.statusCode, body: text, contentType: Array.isArray(ct) ? ct[0] : ct };
     } catch (err) {
       outcome = timeout.aborted ? { kind: 'timeout' } : { kind: 'unreachable', error: (err as Error).message };
     }
