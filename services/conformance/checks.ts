@@ -506,6 +506,44 @@ const CHECKS: Check[] = [
     },
   },
   {
+    id: 'rollback.tombstone',
+    title: 'a BET arriving after its ROLLBACK (it timed out on the way) is refused and takes nothing',
+    needsBalance: true,
+    async run(ctx) {
+      const amount = 80;
+      const betId = ctx.id('late-bet');
+      const before = await ctx.balance('before the ROLLBACK');
+      const rb = await ctx.send(ctx.tx({ transactionId: ctx.id('rollback'), type: 'ROLLBACK', roundId: ctx.round('late'), amount, originalTransactionId: betId }));
+      expectOk(rb, before, 'the BET is not here yet: nothing to refund, but remember that it was rolled back');
+      // The BET that timed out reaches the wallet after its ROLLBACK was answered: if it is debited now,
+      // nothing will ever refund it.
+      const bet = await ctx.send(ctx.tx({ transactionId: betId, type: 'BET', roundId: ctx.round('late'), amount, roundComplete: false }), 'the BET arrives after its ROLLBACK');
+      const refused = bet.outcome.kind === 'response' && bet.outcome.status !== 200;
+      if (!refused) {
+        const r = txReply(bet);
+        if (r.status !== 'DECLINED' || r.balance !== before) {
+          failOn(bet, `a refusal of the late BET: 200 {"status":"DECLINED","balance":${before}} or any non-200 (its ROLLBACK came first; keep a tombstone for it)`);
+        }
+      }
+      await ctx.expectBalance(before, 'after the late BET', 'a BET rolled back before it arrived takes nothing');
+    },
+  },
+  {
+    id: 'rollback.bet-amount',
+    title: "ROLLBACK carrying another amount than its BET refunds the BET's amount",
+    needsBalance: true,
+    async run(ctx) {
+      const amount = 80;
+      const claimed = 800;
+      const betId = ctx.id('bet');
+      const start = await ctx.balance('before the BET');
+      expectOk(await ctx.send(ctx.tx({ transactionId: betId, type: 'BET', roundId: ctx.round('amount'), amount, roundComplete: false })), start - amount, 'the BET to roll back');
+      const body = ctx.tx({ transactionId: ctx.id('rollback'), type: 'ROLLBACK', roundId: ctx.round('amount'), amount: claimed, originalTransactionId: betId });
+      expectOk(await ctx.send(body, `amount ${claimed}, its BET's ${amount}`), start, `the BET's ${amount} refunded, not the ${claimed} the ROLLBACK carries`);
+      await ctx.expectBalance(start, 'after the ROLLBACK', `the BET's ${amount} refunded`);
+    },
+  },
+  {
     id: 'declined.bet-beyond-balance',
     title: 'BET beyond the balance: 200 DECLINED with the balance unchanged (or OK if the wallet gives credit)',
     needsBalance: true,
