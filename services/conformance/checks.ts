@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { ADMIN_SESSION, RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
-import { joinUrl, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
+import { joinUrl, readCapped, REPLY_LIMIT_BYTES, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
 import { HEADER, sign } from '../../shared/http/signature.ts';
 
 /**
@@ -94,6 +94,8 @@ function describeGot(ex: Exchange): string {
       return 'no reply within the timeout';
     case 'unreachable':
       return `could not reach the wallet: ${o.error}`;
+    case 'oversized':
+      return `${o.status} with a body over ${o.limitBytes} bytes (not read further)`;
     case 'response':
       return `${o.status} ${o.contentType ?? '(no content-type)'} ${clip(o.body) || '(empty body)'}`;
     default: {
@@ -266,9 +268,12 @@ class Ctx {
         headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
         ...(body !== undefined ? { body } : {}),
       });
-      const text = await res.body.text();
+      const text = await readCapped(res.body, REPLY_LIMIT_BYTES);
       const ct = res.headers['content-type'];
-      outcome = { kind: 'response', status: res.statusCode, body: text, contentType: Array.isArray(ct) ? ct[0] : ct };
+      outcome =
+        text === undefined
+          ? { kind: 'oversized', status: res.statusCode, limitBytes: REPLY_LIMIT_BYTES }
+          : { kind: 'response', status: res.statusCode, body: text, contentType: Array.isArray(ct) ? ct[0] : ct };
     } catch (err) {
       outcome = timeout.aborted ? { kind: 'timeout' } : { kind: 'unreachable', error: (err as Error).message };
     }
@@ -498,6 +503,44 @@ const CHECKS: Check[] = [
       // received: nothing to refund, and a non-200 would only be retried until dead-lettered.
       expectOk(ex, before, 'nothing to refund; a ROLLBACK is never DECLINED');
       await ctx.expectBalance(before, 'after the ROLLBACK', 'nothing was refunded');
+    },
+  },
+  {
+    id: 'rollback.tombstone',
+    title: 'a BET arriving after its ROLLBACK (it timed out on the way) is refused and takes nothing',
+    needsBalance: true,
+    async run(ctx) {
+      const amount = 80;
+      const betId = ctx.id('late-bet');
+      const before = await ctx.balance('before the ROLLBACK');
+      const rb = await ctx.send(ctx.tx({ transactionId: ctx.id('rollback'), type: 'ROLLBACK', roundId: ctx.round('late'), amount, originalTransactionId: betId }));
+      expectOk(rb, before, 'the BET is not here yet: nothing to refund, but remember that it was rolled back');
+      // The BET that timed out reaches the wallet after its ROLLBACK was answered: if it is debited now,
+      // nothing will ever refund it.
+      const bet = await ctx.send(ctx.tx({ transactionId: betId, type: 'BET', roundId: ctx.round('late'), amount, roundComplete: false }), 'the BET arrives after its ROLLBACK');
+      const refused = bet.outcome.kind === 'response' && bet.outcome.status !== 200;
+      if (!refused) {
+        const r = txReply(bet);
+        if (r.status !== 'DECLINED' || r.balance !== before) {
+          failOn(bet, `a refusal of the late BET: 200 {"status":"DECLINED","balance":${before}} or any non-200 (its ROLLBACK came first; keep a tombstone for it)`);
+        }
+      }
+      await ctx.expectBalance(before, 'after the late BET', 'a BET rolled back before it arrived takes nothing');
+    },
+  },
+  {
+    id: 'rollback.bet-amount',
+    title: "ROLLBACK carrying another amount than its BET refunds the BET's amount",
+    needsBalance: true,
+    async run(ctx) {
+      const amount = 80;
+      const claimed = 800;
+      const betId = ctx.id('bet');
+      const start = await ctx.balance('before the BET');
+      expectOk(await ctx.send(ctx.tx({ transactionId: betId, type: 'BET', roundId: ctx.round('amount'), amount, roundComplete: false })), start - amount, 'the BET to roll back');
+      const body = ctx.tx({ transactionId: ctx.id('rollback'), type: 'ROLLBACK', roundId: ctx.round('amount'), amount: claimed, originalTransactionId: betId });
+      expectOk(await ctx.send(body, `amount ${claimed}, its BET's ${amount}`), start, `the BET's ${amount} refunded, not the ${claimed} the ROLLBACK carries`);
+      await ctx.expectBalance(start, 'after the ROLLBACK', `the BET's ${amount} refunded`);
     },
   },
   {

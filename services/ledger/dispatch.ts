@@ -55,6 +55,9 @@ export function classify(result: OutboundResult): WalletOutcome {
       return { kind: 'timed_out' };
     case 'unreachable':
       return { kind: 'failed', detail: `wallet unreachable: ${result.error}` };
+    case 'oversized':
+      // Never stored nor passed on, whatever its status: a failure, retried as any other for credits.
+      return { kind: 'failed', detail: 'wallet reply over 1 MiB', httpStatus: result.status };
     case 'response': {
       if (result.status !== 200) return { kind: 'failed', detail: `wallet answered ${result.status}`, httpStatus: result.status };
       const reply = parseReply(result.body);

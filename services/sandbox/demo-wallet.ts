@@ -54,6 +54,10 @@ export interface DemoWalletDefects {
   declineWins?: boolean;
   balanceEndpoint?: 'missing' | 'non-integer';
   refuseStaleRollbackIds?: boolean;
+  /** A ROLLBACK of a bet not seen yet leaves no tombstone: the bet arriving later is debited for good. */
+  forgetUnseenRollbacks?: boolean;
+  /** A ROLLBACK refunds the amount it carries instead of its bet's. */
+  refundRollbackAmount?: boolean;
 }
 
 const BODY_LIMIT_BYTES = 64 * 1024;
@@ -148,9 +152,10 @@ export async function startDemoWallet(options: DemoWalletOptions, defects: DemoW
         // undo, and a non-200 would only be retried. A bet still arriving after it is then declined.
         const betId = t.originalTransactionId!;
         const bet = a.bets.get(betId);
-        if (bet === undefined) a.rolledBackUnseen.add(betId);
-        else if (bet.refundable || (stored !== undefined && defects.reapplyRepeats !== undefined)) {
-          a.balance += bet.amount;
+        if (bet === undefined) {
+          if (!defects.forgetUnseenRollbacks) a.rolledBackUnseen.add(betId);
+        } else if (bet.refundable || (stored !== undefined && defects.reapplyRepeats !== undefined)) {
+          a.balance += defects.refundRollbackAmount ? t.amount : bet.amount;
           bet.refundable = false;
         }
         break;

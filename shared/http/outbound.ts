@@ -18,8 +18,16 @@ export interface OutboundRequest {
   signal?: AbortSignal;
 }
 
+/**
+ * The most a partner's reply body may hold. Past it the reply is not read on, the connection is cut and
+ * the call is a failure: a wallet that streams gigabytes must not take the process's memory with it.
+ */
+export const REPLY_LIMIT_BYTES = 1024 * 1024;
+
 export type OutboundResult =
   | { kind: 'response'; status: number; body: string; contentType: string | undefined }
+  /** The reply (whatever its status) was over REPLY_LIMIT_BYTES; its body was dropped unread past that. */
+  | { kind: 'oversized'; status: number; limitBytes: number }
   | { kind: 'timeout' }
   | { kind: 'unreachable'; error: string };
 
@@ -31,9 +39,24 @@ export function joinUrl(baseUrl: string, pathAndQuery: string): URL {
 }
 
 /**
+ * The body as text, read chunk by chunk; undefined as soon as more than `limit` bytes have arrived (the
+ * loop's early return destroys the stream, which makes undici drop the connection).
+ */
+export async function readCapped(body: AsyncIterable<Uint8Array>, limit: number): Promise<string | undefined> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.byteLength;
+    if (size > limit) return undefined;
+    chunks.push(chunk);
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks, size));
+}
+
+/**
  * One signed call made by the service: fresh timestamp, nonce and signature over path plus query,
- * bounded by timeoutMs for the whole exchange. Never throws for network trouble: a timeout and an
- * unreachable peer are results the caller decides about.
+ * bounded by timeoutMs for the whole exchange and its reply by REPLY_LIMIT_BYTES. Never throws for
+ * network trouble: a timeout, an unreachable peer and an oversized reply are results the caller decides about.
  */
 export async function signedCall(req: OutboundRequest): Promise<OutboundResult> {
   const url = joinUrl(req.baseUrl, req.pathAndQuery);
@@ -58,7 +81,13 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
       },
       ...(hasBody ? { body } : {}),
     });
-    const text = await res.body.text();
+    const declared = Number(res.headers['content-length']);
+    const text = declared > REPLY_LIMIT_BYTES ? undefined : await readCapped(res.body, REPLY_LIMIT_BYTES);
+    if (text === undefined) {
+      // Destroying the body unread aborts the request: undici closes the socket rather than drain it.
+      res.body.destroy();
+      return { kind: 'oversized', status: res.statusCode, limitBytes: REPLY_LIMIT_BYTES };
+    }
     const ct = res.headers['content-type'];
     return { kind: 'response', status: res.statusCode, body: text, contentType: Array.isArray(ct) ? ct[0] : ct };
   } catch (err) {

@@ -67,7 +67,8 @@ describe('npm run conformance against the demo wallet', () => {
     expect(w.balanceOf('p-conf')).toBe(100_000 - 100 - 50 + 30 + 25);
     const applied = w.entries().filter((e) => e.playerRef === 'p-conf');
     expect(applied.some((e) => e.transactionId.startsWith('stale-rollback:'))).toBe(true);
-    expect(applied.filter((e) => e.status === 'DECLINED').map((e) => e.type)).toEqual(['BET']);
+    // Declined: the BET beyond the balance, and the BET that arrived after its ROLLBACK.
+    expect(applied.filter((e) => e.status === 'DECLINED').map((e) => e.type)).toEqual(['BET', 'BET']);
 
     // Fresh transaction ids per run: a second run against the same wallet and player passes too.
     const second = await runCli(['--wallet-url', w.url, '--operator-secret', SECRET, '--player', 'p-conf', '--currency', 'USD', '--game-id', 'g-2']);
@@ -135,6 +136,20 @@ describe('npm run conformance against broken wallets', () => {
       defects: { balanceEndpoint: 'non-integer' },
       fails: ['balance.read'],
       detail: /got: +200 application\/json \{"balance":\d+\.5\}\n +expected: +200 \{"balance":<integer minor units>\}/,
+    },
+    {
+      name: 'keeps no tombstone for a ROLLBACK of a bet it has not seen, so the late BET takes the stake',
+      detailId: 'rollback.tombstone',
+      defects: { forgetUnseenRollbacks: true },
+      fails: ['rollback.tombstone'],
+      detail: /sent: +POST \/v1\/wallet\/transaction \{"transactionId":"conf-[^"]+-late-bet-\d+".*"type":"BET".*\[the BET arrives after its ROLLBACK.*\]\n +got: +200 application\/json \{"status":"OK","balance":(\d+)\}\n +expected: +a refusal of the late BET/,
+    },
+    {
+      name: "refunds the ROLLBACK's amount instead of its BET's",
+      detailId: 'rollback.bet-amount',
+      defects: { refundRollbackAmount: true },
+      fails: ['rollback.bet-amount'],
+      detail: /sent: +POST \/v1\/wallet\/transaction \{"transactionId":"conf-[^"]+-rollback-\d+".*"type":"ROLLBACK".*"amount":800.*\[amount 800, its BET's 80\]\n +got: +200 application\/json \{"status":"OK","balance":\d+\}\n +expected: +200 \{"status":"OK","balance":\d+\} \(the BET's 80 refunded, not the 800 the ROLLBACK carries\)/,
     },
     {
       name: 'refuses the stale-rollback: id form',

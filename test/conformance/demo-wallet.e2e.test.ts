@@ -182,6 +182,9 @@ describe('demo wallet: transactions (API document 4.2)', () => {
     expect((await post(tx(p, { transactionId: 'rb-1', type: 'ROLLBACK', amount: 1, originalTransactionId: 'bet' }))).text).toBe(rb.text);
     // A second rollback of the same bet under another id refunds nothing.
     expect((await post(tx(p, { transactionId: 'rb-2', type: 'ROLLBACK', amount: 400, originalTransactionId: 'bet' }))).json).toEqual({ status: 'OK', balance: 1_000 });
+    // Nor does a ROLLBACK carrying more than its bet get more than the bet back.
+    await post(tx(p, { transactionId: 'bet-2', type: 'BET', amount: 100 }));
+    expect((await post(tx(p, { transactionId: 'rb-3', type: 'ROLLBACK', amount: 900, originalTransactionId: 'bet-2' }))).json).toEqual({ status: 'OK', balance: 1_000 });
     const stale = tx(p, { transactionId: 'stale-rollback:bet', sessionToken: 'system:stale-round-reconciler', type: 'ROLLBACK', amount: 400, originalTransactionId: 'bet' });
     expect((await post(stale)).json).toEqual({ status: 'OK', balance: 1_000 });
     expect(wallet.balanceOf(p)).toBe(1_000);
@@ -190,8 +193,16 @@ describe('demo wallet: transactions (API document 4.2)', () => {
   it('a ROLLBACK before its BET refunds nothing and answers OK; the BET arriving afterwards is declined, never debited', async () => {
     const p = player();
     expect((await post(tx(p, { transactionId: 'rb', type: 'ROLLBACK', amount: 200, originalTransactionId: 'late-bet' }))).json).toEqual({ status: 'OK', balance: 1_000 });
-    expect((await post(tx(p, { transactionId: 'late-bet', type: 'BET', amount: 200 }))).json).toEqual({ status: 'DECLINED', balance: 1_000 });
+    // A second ROLLBACK of that bet under another id (the reconciler's) changes nothing either.
+    expect((await post(tx(p, { transactionId: 'stale-rollback:late-bet', type: 'ROLLBACK', amount: 200, originalTransactionId: 'late-bet' }))).json).toEqual({ status: 'OK', balance: 1_000 });
+    const late = await post(tx(p, { transactionId: 'late-bet', type: 'BET', amount: 200 }));
+    expect(late.json).toEqual({ status: 'DECLINED', balance: 1_000 });
+    // Its repeat gets the same answer: the refusal is stored like any reply.
+    expect((await post(tx(p, { transactionId: 'late-bet', type: 'BET', amount: 200 }))).text).toBe(late.text);
+    expect((await post(tx(p, { transactionId: 'rb-late', type: 'ROLLBACK', amount: 200, originalTransactionId: 'late-bet' }))).json).toEqual({ status: 'OK', balance: 1_000 });
     expect(wallet.balanceOf(p)).toBe(1_000);
+    // Tombstones are per player, as idempotency is: another player's bet under that id is its own.
+    expect((await post(tx(player(), { transactionId: 'late-bet', type: 'BET', amount: 200 }))).json).toEqual({ status: 'OK', balance: 800 });
   });
 
   it('a ROLLBACK of a declined bet refunds nothing', async () => {

@@ -15,7 +15,14 @@ export interface ReceivedCall {
   at: number;
 }
 
-export type Reply = { status: number; body?: unknown; raw?: string; delayMs?: number } | { hang: true };
+export type Reply =
+  | { status: number; body?: unknown; raw?: string; delayMs?: number }
+  | { hang: true }
+  /** A JSON object of exactly `bytes` bytes, `fields` then "pad":"ZZZ…", written in 64 KiB chunks without a content-length. */
+  | { status: number; stream: { bytes: number; fields?: Record<string, unknown> } };
+
+/** The padding of a streamed reply: a run of it in what the service answered means the body leaked through. */
+export const STREAM_PAD = 'Z';
 
 /** Checks an inbound call from the service: HMAC over timestamp, nonce, method, path+query, body hash. */
 export function verifyServiceSignature(secret: string, method: string, target: string, headers: http.IncomingHttpHeaders, rawBody: string): boolean {
@@ -55,8 +62,31 @@ function closeServer(server: http.Server): Promise<void> {
   return new Promise((r) => server.close(() => r()));
 }
 
+async function streamJson(res: http.ServerResponse, status: number, bytes: number, fields: Record<string, unknown>): Promise<void> {
+  const head = `${JSON.stringify(fields).slice(0, -1)}${Object.keys(fields).length > 0 ? ',' : ''}"pad":"`;
+  const tail = '"}';
+  let left = bytes - Buffer.byteLength(head) - tail.length;
+  if (left < 0) throw new Error(`a streamed reply of ${bytes} bytes cannot hold ${head}`);
+  res.statusCode = status;
+  res.setHeader('content-type', 'application/json');
+  res.write(head);
+  const chunk = STREAM_PAD.repeat(64 * 1024);
+  while (left > 0 && !res.destroyed) {
+    const n = Math.min(chunk.length, left);
+    left -= n;
+    if (!res.write(n === chunk.length ? chunk : chunk.slice(0, n))) {
+      await new Promise<void>((r) => {
+        res.once('drain', r);
+        res.once('close', r);
+      });
+    }
+  }
+  if (!res.destroyed) res.end(tail);
+}
+
 async function send(res: http.ServerResponse, reply: Reply): Promise<void> {
   if ('hang' in reply) return; // never answers; the connection is cut when the server closes
+  if ('stream' in reply) return streamJson(res, reply.status, reply.stream.bytes, reply.stream.fields ?? {});
   if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs));
   res.statusCode = reply.status;
   if (reply.raw !== undefined) {

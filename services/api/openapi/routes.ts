@@ -232,7 +232,7 @@ const providerRoutes: RouteSpec[] = [
       409: error(
         'transactionId already used with different content (by this provider, or by anyone for this operator player); a BET or WIN on a round already completed; a second ROLLBACK of a BET already rolled back; `round belongs to another player`; `round is in another currency`; `bet was rolled back` (a BET whose ROLLBACK came before the wallet answered it: never sent again).',
       ),
-      502: error('The wallet answered non-200, answered DECLINED to a WIN or ROLLBACK, or retries stopped. A WIN or ROLLBACK stays queued for retry.'),
+      502: error('The wallet answered non-200, answered over 1 MiB, answered DECLINED to a WIN or ROLLBACK, or retries stopped. A WIN or ROLLBACK stays queued for retry.'),
       504: error('The wallet did not answer in time (`walletTimeoutMs`), or the transaction is still being attempted: resubmit to get its outcome.'),
       ...providerErrors,
     },
@@ -250,7 +250,7 @@ const providerRoutes: RouteSpec[] = [
     responses: {
       200: json(balanceResponse, "The wallet's 200 reply, verbatim."),
       400: signedBadRequest('`sessionToken: ...`: missing or invalid.', 'a DEMO session.'),
-      502: error('`wallet unreachable`.'),
+      502: error('`wallet unreachable`, or `wallet reply over 1 MiB` (such a reply is never passed on).'),
       504: error('`wallet timeout`.'),
       ...providerErrors,
       default: { description: "Any other status the wallet answered, with the wallet's body, verbatim." },

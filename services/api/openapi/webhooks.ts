@@ -21,7 +21,7 @@ export const webhooks: WebhookSpec[] = [
     body: { schema: walletTransactionRequest },
     responses: {
       200: { description: 'Applied (OK) or, for a BET only, declined (DECLINED).', content: { 'application/json': transactionResponse } },
-      default: { description: 'Any other status (or no answer in time) is a failed attempt: the provider gets 502 (504 on a timeout) and a WIN, ROLLBACK or ADJUSTMENT is retried.' },
+      default: { description: 'Any other status, a reply body over 1 MiB, or no answer in time is a failed attempt: the provider gets 502 (504 on a timeout) and a WIN, ROLLBACK or ADJUSTMENT is retried.' },
     },
   },
   {

@@ -55,8 +55,22 @@ function grantTerms(ctx: ServiceContext, operatorId: string, body: IssueGrantBod
   return { ...terms, provider: entry.provider };
 }
 
-const describe = (r: OutboundResult): string =>
-  r.kind === 'timeout' ? 'provider did not answer in time' : r.kind === 'unreachable' ? `provider unreachable: ${r.error}` : `provider answered ${r.status}`;
+function describe(r: OutboundResult): string {
+  switch (r.kind) {
+    case 'timeout':
+      return 'provider did not answer in time';
+    case 'unreachable':
+      return `provider unreachable: ${r.error}`;
+    case 'oversized':
+      return 'provider reply over 1 MiB';
+    case 'response':
+      return `provider answered ${r.status}`;
+    default: {
+      const unknown: never = r;
+      return String(unknown);
+    }
+  }
+}
 
 function externalRefOf(r: OutboundResult): string | undefined {
   if (r.kind !== 'response' || r.status !== 200) return undefined;

@@ -30,9 +30,21 @@ export function balanceRoutes(ctx: ServiceContext): Router {
       timeoutMs: operator.walletTimeoutMs,
     });
     ctx.metrics.walletBalance(operator.id, result, startedAt);
-    if (result.kind === 'timeout') throw new AppError(504, 'wallet timeout');
-    if (result.kind === 'unreachable') throw new AppError(502, 'wallet unreachable');
-    res.status(result.status).type(result.contentType ?? 'application/json').send(result.body);
+    switch (result.kind) {
+      case 'timeout':
+        throw new AppError(504, 'wallet timeout');
+      case 'unreachable':
+        throw new AppError(502, 'wallet unreachable');
+      case 'oversized':
+        throw new AppError(502, 'wallet reply over 1 MiB');
+      case 'response':
+        res.status(result.status).type(result.contentType ?? 'application/json').send(result.body);
+        return;
+      default: {
+        const unknown: never = result;
+        throw new Error(`unknown outbound result ${JSON.stringify(unknown)}`);
+      }
+    }
   });
   return router;
 }
