@@ -174,6 +174,24 @@ describe('money safety at the wallet boundary', () => {
     });
   });
 
+  describe('rule 6: text the store cannot hold', () => {
+    it('refuses U+0000 or a lone surrogate anywhere in a body with 400 before recording; the id stays free', async () => {
+      const p = await player();
+      const id = `text-${randomUUID()}`;
+      for (const bad of [{ metadata: { note: 'a\u0000b' } }, { metadata: { ['k\ud800']: 1 } }, { metadata: { deep: [{ x: '\udc00' }] } }, { transactionId: `${id}\u0000` }, { roundId: 'r\ud83d' }]) {
+        const res = await h.tx(p.viaA({ transactionId: id, ...bad }));
+        expect(res.status).toBe(400);
+        expect(res.json).toEqual({ error: 'body: text holds U+0000 or a lone surrogate, which cannot be stored' });
+      }
+      // A well-formed pair (an emoji) is fine, and the id was never burned.
+      const ok = await h.tx(p.viaA({ transactionId: id, metadata: { note: 'win \ud83c\udf89' } }));
+      expect(ok.status).toBe(200);
+      expect(h.walletCallsFor(id)).toHaveLength(1);
+      const adj = await adjust({ operatorId: 'op-1', playerRef: 'nul\u0000', amount: 1, currency: 'EUR', direction: 'CREDIT', reason: 'x' });
+      expect(adj.status).toBe(400);
+    });
+  });
+
   describe('rule 5: every recorded transaction reaches a final answer', () => {
     it('a BET that timed out is answered with its outcome, and once rolled back its resubmission is final too', async () => {
       const p = await player();
