@@ -52,7 +52,8 @@ export function testCatalog(o: TestCatalogOptions = {}) {
         walletTimeoutMs: o.walletTimeoutMs ?? 1000,
         rateLimit,
         visibleGames: ['fruit-1', 'gems-2', 'dice-9'],
-        blockedPlayers: ['player-banned'],
+        // 'Jos\u00e9' in NFC and 'Zoe\u0308' in NFD: the blocklist compares NFC forms.
+        blockedPlayers: ['player-banned', 'Jos\u00e9', 'Zoe\u0308'],
       },
       {
         id: OP2.id,

@@ -124,6 +124,15 @@ describe('operator API: games, launch, kick', () => {
       expect(res.json).toEqual({ error: 'launch blocked' });
     });
 
+    it('compares the blocklist on Unicode NFC forms, both ways', async () => {
+      // Blocked as 'José' (NFC): launched as 'Jose' + U+0301 (NFD). Blocked as 'Zoë' in NFD: launched in NFC.
+      for (const playerRef of ['Jose\u0301', 'Jos\u00e9', 'Zo\u00eb', 'Zoe\u0308']) {
+        const res = await launch(real({ playerRef }));
+        expect(res.status, playerRef).toBe(403);
+      }
+      expect((await launch(real({ playerRef: 'Jose' }))).status).toBe(200);
+    });
+
     it('checks in the contract order: game before currency, visibility before blocklist, currency before blocklist', async () => {
       expect((await launch(real({ gameId: 'nope', currency: 'eur' }))).status).toBe(404);
       expect((await launch(real({ gameId: 'hidden-3', playerRef: 'player-banned' }))).status).toBe(404);

@@ -72,7 +72,9 @@ function checkLaunch(ctx: ServiceContext, operator: Operator, body: LaunchBody):
   }
   if (body.lobbyUrl !== undefined && !isHttpUrl(body.lobbyUrl)) throw badRequest('lobbyUrl: expected an absolute http(s) URL');
   // Generic on purpose: the reason is not disclosed to the operator's client.
-  if (operator.blockedPlayers.includes(body.playerRef)) throw forbidden('launch blocked');
+  // Compared as Unicode NFC forms (contract 8, rule 11): "José" typed as e + U+0301 is the same player.
+  const player = body.playerRef.normalize('NFC');
+  if (operator.blockedPlayers.some((b) => b.normalize('NFC') === player)) throw forbidden('launch blocked');
   return { game, provider };
 }
 
