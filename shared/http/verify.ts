@@ -35,6 +35,17 @@ export class InvalidSignature extends AppError {
   }
 }
 
+/**
+ * How long a nonce is remembered (contract section 8, rule 9): until its own timestamp has left the
+ * accepted window (timestamp + W, which this receiver accepts up to the end of that second), plus one
+ * more window for the other API processes, whose clocks may differ from this one's. Counted from the
+ * timestamp, not from first use: a request stamped ahead of this clock stays acceptable, and so must
+ * stay remembered, for longer than one stamped behind it.
+ */
+export function nonceLifetimeMs(timestampSeconds: number, nowMs: number, windowSeconds: number): number {
+  return Math.max(1000, (timestampSeconds + 1 + 2 * windowSeconds) * 1000 - nowMs);
+}
+
 const header = (req: Request, name: string): string | undefined => {
   const v = req.headers[name];
   return typeof v === 'string' ? v : undefined;
@@ -69,7 +80,7 @@ export function signatureVerifier(options: VerifierOptions): RequestHandler {
 
     let fresh: string | null;
     try {
-      fresh = await options.redis.set(`nonce:${options.kind}:${callerId}:${nonce}`, '1', 'EX', options.windowSeconds * 2, 'NX');
+      fresh = await options.redis.set(`nonce:${options.kind}:${callerId}:${nonce}`, '1', 'PX', nonceLifetimeMs(Number(timestamp), now(), options.windowSeconds), 'NX');
     } catch {
       throw unavailable('service unavailable');
     }

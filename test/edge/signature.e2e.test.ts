@@ -197,3 +197,40 @@ describe('signed requests when Redis is down', () => {
     expect((await fetch(`${svc.url}/healthz`)).status).toBe(200);
   });
 });
+
+describe('nonces outlive their timestamps (contract section 8, rule 9)', () => {
+  let env: TestEnv;
+  let svc: RunningService & { url: string };
+  const W = 1;
+
+  beforeAll(async () => {
+    env = await createTestEnv('signonce');
+    svc = await startInProcess(env, { ROLES: 'api', SIGNATURE_WINDOW_SECONDS: String(W) });
+    await svc.ctx.catalog.apply(testCatalog());
+  });
+  afterAll(async () => {
+    await svc?.stop();
+    await env?.cleanup();
+  });
+
+  it('refuses the replay of a request stamped a window ahead for as long as its timestamp is accepted', async () => {
+    // Start just after a second begins, so the timestamp's last accepted second is as long as it gets.
+    await new Promise((r) => setTimeout(r, 1020 - (Date.now() % 1000)));
+    const second = Math.floor(Date.now() / 1000);
+    // The sender's clock runs W seconds ahead: accepted until this receiver's clock reads second + 2W.
+    const signed = signRequest({ path: '/v1/operator/probe', as: OP1, timestamp: second + W });
+    const send = async () => toTestResponse(await fetch(svc.url + '/v1/operator/probe', { method: 'GET', headers: signed.headers }));
+    expect((await send()).status).toBe(404);
+    // 2W after first use (the old memory) but still inside the timestamp's window.
+    await new Promise((r) => setTimeout(r, (second + 2 * W) * 1000 + 500 - Date.now()));
+    expect(Math.floor(Date.now() / 1000)).toBe(second + 2 * W);
+    const replay = await send();
+    expect(replay.status).toBe(401);
+    expect(replay.json).toEqual({ error: 'replayed request' });
+    // Once the timestamp has left the window, the request is refused for its timestamp.
+    await new Promise((r) => setTimeout(r, (second + 2 * W + 1) * 1000 + 50 - Date.now()));
+    const late = await send();
+    expect(late.status).toBe(401);
+    expect(late.text).toBe('invalid signature');
+  });
+});
