@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
-import { createTestEnv, spawnService, writeCatalogFile, type SpawnedService, type TestEnv } from '../helpers/service.ts';
+import type { RunningService } from '../../services/service.ts';
+import { createTestEnv, spawnService, startInProcess, writeCatalogFile, type SpawnedService, type TestEnv } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 
 describe('per-operator rate limit shared by two API processes (contract section 4)', () => {
@@ -50,5 +51,44 @@ describe('per-operator rate limit shared by two API processes (contract section 
     );
     expect(statuses.filter((s) => s === 404)).toHaveLength(5);
     expect(statuses.filter((s) => s === 429)).toHaveLength(7);
+  });
+});
+
+describe('the rate limit slides: no double burst at a window boundary (contract section 8, rule 10)', () => {
+  let env: TestEnv;
+  let svc: RunningService & { url: string };
+
+  beforeAll(async () => {
+    env = await createTestEnv('ratelimitslide');
+    svc = await startInProcess(env, { ROLES: 'api' });
+    await svc.ctx.catalog.apply(testCatalog({ rateLimit: { limit: 5, windowSeconds: 2 } }));
+  });
+  afterAll(async () => {
+    await svc?.stop();
+    await env?.cleanup();
+  });
+
+  const probe = () => signedRequest(svc.url, { path: '/v1/operator/probe', as: OP1 });
+  const sleepUntil = (t: number) => new Promise((r) => setTimeout(r, Math.max(0, t - Date.now())));
+
+  it('accepts at most the limit in any 2 s, across the point where a fixed window would reset', async () => {
+    const t0 = Date.now();
+    expect((await probe()).status).toBe(404);
+    await sleepUntil(t0 + 1200);
+    const second = await Promise.all([1, 2, 3, 4].map(probe));
+    expect(second.map((r) => r.status)).toEqual([404, 404, 404, 404]);
+    // The first request's window is over; the four from 1.2 s are not: one more fits, not five.
+    await sleepUntil(t0 + 2150);
+    const third = await Promise.all([1, 2, 3, 4, 5].map(probe));
+    const accepted = third.filter((r) => r.status === 404);
+    expect(accepted).toHaveLength(1);
+    const refused = third.filter((r) => r.status === 429);
+    expect(refused).toHaveLength(4);
+    // Retry-After is when the oldest of the four leaves the window, about 1.05 s away, rounded up.
+    expect(refused.map((r) => r.headers.get('retry-after'))).toEqual(['2', '2', '2', '2']);
+    // By 3.3 s those four have left the window and four requests pass (the one from 2.15 s remains).
+    await sleepUntil(t0 + 3300);
+    const fourth = await Promise.all([1, 2, 3, 4, 5].map(probe));
+    expect(fourth.filter((r) => r.status === 404)).toHaveLength(4);
   });
 });
