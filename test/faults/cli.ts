@@ -1,19 +1,64 @@
-// npm run test:faults -- [--duration SECONDS] [--seed N] [--restart-servers]: the fault run, printing its
-// seed and findings. --restart-servers also restarts the local Postgres and Redis servers: only where
-// nothing else uses them.
+// npm run test:faults -- [--duration SECONDS] [--seed N] [--restart-servers]: the seeded simulator (see
+// run.ts), printing its seed, what it did and what its checker found.
+import { parseArgs } from 'node:util';
 import { runFaults } from './run.ts';
 
-const arg = (name: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
+const USAGE = `usage: npm run test:faults -- [--seed N] [--duration SECONDS] [--restart-servers]
+
+The seeded fault simulator: two providers and two operators' wallets against the service split into its
+four roles, with faults injected, then a checker over every wallet's ledger and the event history.
+
+  --seed N            the seed (a whole number 0..2147483647); a failing run replays with the same seed.
+                      Default: a random one, printed.
+  --duration SECONDS  seconds of workload and faults before the checks (a whole number 5..3600; default 30).
+                      Settling and checking take a while after it.
+  --restart-servers   also restart the local Postgres and Redis servers themselves. Only on a machine where
+                      nothing else uses them.
+  --help              this text.
+
+Exit status: 0 when every invariant holds, 1 when the checker found a violation, 2 on bad usage.`;
+
+function usageError(message: string): never {
+  console.error(`test:faults: ${message}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+let values: { seed?: string; duration?: string; 'restart-servers'?: boolean; help?: boolean };
+try {
+  ({ values } = parseArgs({
+    options: { seed: { type: 'string' }, duration: { type: 'string' }, 'restart-servers': { type: 'boolean' }, help: { type: 'boolean' } },
+    strict: true,
+    allowPositionals: false,
+  }));
+} catch (err) {
+  usageError((err as Error).message);
+}
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const whole = (name: string, raw: string, min: number, max: number): number => {
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) usageError(`--${name} must be a whole number from ${min} to ${max}, not "${raw}"`);
+  return Number(raw);
 };
-const seed = Number(arg('seed') ?? Math.floor(Math.random() * 2 ** 31));
-const durationMs = Number(arg('duration') ?? 30) * 1000;
+const seed = values.seed !== undefined ? whole('seed', values.seed, 0, 2 ** 31 - 1) : Math.floor(Math.random() * 2 ** 31);
+const durationMs = (values.duration !== undefined ? whole('duration', values.duration, 5, 3600) : 30) * 1000;
+const restartServers = values['restart-servers'] === true;
+
 console.log(`fault run: seed ${seed}, ${durationMs / 1000} s of workload (replay with --seed ${seed})`);
-const restartServers = process.argv.includes('--restart-servers');
 const report = await runFaults({ seed, durationMs, restartServers, log: (l) => console.log(`  ${l}`) });
-console.log(`requests ${report.requests}, transactions recorded ${report.transactionsRecorded}, wallet effects ${report.walletEffects}`);
-console.log(`faults injected: ${Object.entries(report.faults).map(([k, v]) => `${k} ×${v}`).join(', ') || 'none'}`);
+const list = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ×${v}`).join(', ') || 'none';
+console.log(`requests ${report.requests}, transactions recorded ${report.transactionsRecorded}, wallet entries ${report.walletEntries}`);
+console.log(`workload: ${list(report.actions)}`);
+console.log(`faults injected: ${list(report.faults)}`);
+const t = report.tenant;
+console.log(
+  `tenants: operator one's failed WIN retried after ${t.retryAloneMs.join(', ')} ms alone, ${t.retryBesideHungMs.join(', ')} ms beside a hung wallet with ${t.neighbourBacklog} credits awaiting retry; its BETs answered in ${t.firstAttemptBesideHungMs.join(', ')} ms meanwhile`,
+);
+if (report.transactionsRecorded === 0) {
+  console.log('checker: nothing was recorded, so nothing was checked');
+  process.exit(1);
+}
 if (report.violations.length === 0) {
   console.log('checker: every invariant holds');
 } else {

@@ -1,16 +1,47 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runFaults } from './run.ts';
 
 /**
- * A short fault run in every test run (npm run test:faults runs longer ones). A new seed each time;
- * a failure prints it, and `npm run test:faults -- --seed N` replays it.
+ * A short seeded simulator run in every test run (npm run test:faults runs longer ones). A new seed each
+ * time; a failure prints it, and `npm run test:faults -- --seed N` replays it.
  */
-describe('fault run (short)', () => {
-  it('keeps every money invariant while processes are killed, Redis is flushed, Postgres connections drop and the wallet misbehaves', async () => {
+describe('fault simulator (short)', () => {
+  it('keeps every money invariant across providers, operators, colliding ids, racing rollbacks, process kills, Redis flushes, Postgres purges and misbehaving wallets', async () => {
     const seed = Number(process.env.FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
     const report = await runFaults({ seed, durationMs: Number(process.env.FAULT_SECONDS ?? 15) * 1000 });
-    console.log(`fault run seed ${seed}: ${report.requests} requests, ${report.transactionsRecorded} transactions, faults ${JSON.stringify(report.faults)}`);
+    console.log(`fault run seed ${seed}: ${report.requests} requests, ${report.transactionsRecorded} transactions, faults ${JSON.stringify(report.faults)}, actions ${JSON.stringify(report.actions)}, tenants ${JSON.stringify(report.tenant)}`);
     expect(report.transactionsRecorded).toBeGreaterThan(50);
+    // Every run kills the api and the worker, and tries collisions of each kind.
+    expect(report.faults['SIGKILL api']).toBeGreaterThanOrEqual(1);
+    expect(report.faults['SIGKILL worker']).toBeGreaterThanOrEqual(1);
+    expect(report.tenant.retryBesideHungMs).toHaveLength(3);
     expect(report.violations, `seed ${seed}`).toEqual([]);
   }, 300_000);
+});
+
+describe('npm run test:faults options', () => {
+  const ROOT = path.resolve(import.meta.dirname, '../..');
+  const cli = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'test/faults/cli.ts', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+
+  it.each([
+    [['--duration', 'abc'], '--duration must be a whole number'],
+    [['--duration', '0'], '--duration must be a whole number'],
+    [['--seed', '-1'], 'seed'],
+    [['--seed', '1.5'], '--seed must be a whole number'],
+    [['--durations', '10'], "Unknown option '--durations'"],
+    [['extra'], 'extra'],
+  ])('refuses %j with exit 2 before running anything', (args, message) => {
+    const r = cli(...args);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(message);
+    expect(r.stdout).not.toContain('invariant');
+  });
+
+  it('--help prints the usage and exits 0', () => {
+    const r = cli('--help');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('usage: npm run test:faults');
+  });
 });

@@ -1,10 +1,16 @@
 /**
- * The fault run: a seeded random workload against the service split into its four roles as separate
- * OS processes, with faults injected, then a checker over the wallet's ledger and the event history.
+ * The fault run: a seeded simulator in the spirit of TigerBeetle's VOPR and Jepsen. Two providers and two
+ * operators (each with its own wallet) drive the service, split into its four roles as separate OS
+ * processes, with ids that collide across providers, operators and adjustments, rollbacks racing their
+ * bets and rollbacks with wrong amounts, duplicate deliveries, wallets that fail, hang, apply late or
+ * answer late, process kills (the api and the worker in every run), Redis flushes and Postgres connection
+ * purges. Every choice comes from one seed, so a failure replays with `--seed`. Then a hung-neighbour
+ * phase measures whether one operator's hung wallet delays the other's retries and first attempts, and
+ * the checker compares each wallet's own ledger with the service's history, asks every transaction for
+ * its answer again, and checks every read model against a rebuild.
  * Used by `npm run test:faults` (test/faults/cli.ts) and, shorter, by the test suite.
  */
 import { execSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -12,13 +18,14 @@ import { allProjections } from '../../projections/index.ts';
 import { verifyProjection } from '../../services/audit/rebuild.ts';
 import { fold } from '../../shared/eventstore/command.ts';
 import { createPool } from '../../shared/db/pool.ts';
-import { outstandingBets, roundDecider } from '../../shared/domain/rounds/decider.ts';
+import { roundDecider, type TxState } from '../../shared/domain/rounds/decider.ts';
+import type { TransactionRequest } from '../../shared/domain/rounds/events.ts';
 import { PostgresEventStore } from '../../shared/eventstore/postgres.ts';
-import type { RecordedEvent } from '../../shared/eventstore/port.ts';
-import { OP1, PROV_A, testCatalog } from '../helpers/catalog.ts';
-import { startFakeProvider, startFakeWallet, type Chaos, type FakeWallet } from '../helpers/fakes.ts';
-import { createTestEnv, spawnService, writeCatalogFile, type SpawnedService } from '../helpers/service.ts';
-import { signRequest, toTestResponse } from '../helpers/signing.ts';
+import { OP1, OP2, PROV_A, PROV_B, testCatalog } from '../helpers/catalog.ts';
+import { startFakeProvider } from '../helpers/fakes.ts';
+import { ADMIN_TOKEN, createTestEnv, spawnService, writeCatalogFile, type SpawnedService } from '../helpers/service.ts';
+import { signRequest, toTestResponse, type TestResponse } from '../helpers/signing.ts';
+import { startSimWallet, walletKey, type SimWallet, type WalletChaos } from './sim-wallet.ts';
 
 export interface FaultRunOptions {
   seed: number;
@@ -31,12 +38,26 @@ export interface FaultRunOptions {
   log?: (line: string) => void;
 }
 
+export interface TenantFigures {
+  /** Operator one's failed WIN: ms from the failed attempt to its retry, with its neighbour healthy. */
+  retryAloneMs: number[];
+  /** The same with operator two's wallet hung and its credits awaiting retry. */
+  retryBesideHungMs: number[];
+  /** Operator one's BETs answered while operator two's wallet hung: ms per request. */
+  firstAttemptBesideHungMs: number[];
+  /** Operator two's credits awaiting retry during that phase. */
+  neighbourBacklog: number;
+}
+
 export interface FaultRunReport {
   seed: number;
   requests: number;
   transactionsRecorded: number;
-  walletEffects: number;
+  walletEntries: number;
   faults: Record<string, number>;
+  /** What the workload did, by kind (collisions tried, races, wrong-amount rollbacks, ...). */
+  actions: Record<string, number>;
+  tenant: TenantFigures;
   violations: string[];
 }
 
@@ -62,25 +83,69 @@ async function freePort(): Promise<number> {
   });
 }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 const ROLES = ['api', 'worker', 'projector', 'reconciler'] as const;
 type RoleName = (typeof ROLES)[number];
+
+type Party = typeof OP1 | typeof OP2 | typeof PROV_A | typeof PROV_B;
+/** Where money is played: a provider's game at an operator, in that game's currency. */
+interface Table {
+  provider: typeof PROV_A | typeof PROV_B;
+  operator: typeof OP1 | typeof OP2;
+  gameId: string;
+  currency: string;
+}
+const TABLES: readonly Table[] = [
+  { provider: PROV_A, operator: OP1, gameId: 'fruit-1', currency: 'EUR' },
+  { provider: PROV_A, operator: OP2, gameId: 'fruit-1', currency: 'EUR' },
+  { provider: PROV_B, operator: OP1, gameId: 'dice-9', currency: 'GBP' },
+];
+const PLAYERS = Array.from({ length: 6 }, (_, i) => `sp-${i}`);
+const WALLET_TIMEOUT_MS = 400;
+const BACKOFF_BASE_MS = 100;
+const INITIAL_BALANCE = 1_000_000;
+
+/** A transaction a provider sent and the service recorded: the material for collisions. */
+interface Sent {
+  table: Table;
+  playerRef: string;
+  transactionId: string;
+}
 
 export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> {
   const log = opts.log ?? (() => undefined);
   const random = prng(opts.seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+  let idSeq = 0;
+  const newId = (tag: string) => `${tag}-${opts.seed.toString(36)}-${(idSeq++).toString(36)}`;
   const env = await createTestEnv('faults');
-  const wallet: FakeWallet = await startFakeWallet(OP1.secret);
-  const provider = await startFakeProvider(PROV_A.secret);
+  const wallets = new Map<string, SimWallet>([
+    [OP1.id, await startSimWallet(OP1.id, OP1.secret, INITIAL_BALANCE)],
+    [OP2.id, await startSimWallet(OP2.id, OP2.secret, INITIAL_BALANCE)],
+  ]);
+  const w1 = wallets.get(OP1.id)!;
+  const w2 = wallets.get(OP2.id)!;
+  const providers = [await startFakeProvider(PROV_A.secret), await startFakeProvider(PROV_B.secret)];
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const file = await writeCatalogFile(testCatalog({ walletUrl: wallet.url, providerUrl: provider.url, walletTimeoutMs: 400, providerTimeoutMs: 400, rateLimit: { limit: 100_000, windowSeconds: 1 } }));
+  const file = await writeCatalogFile(
+    testCatalog({
+      walletUrl: w1.url,
+      wallet2Url: w2.url,
+      providerUrl: providers[0]!.url,
+      provider2Url: providers[1]!.url,
+      walletTimeoutMs: WALLET_TIMEOUT_MS,
+      providerTimeoutMs: 400,
+      rateLimit: { limit: 1_000_000, windowSeconds: 1 },
+    }),
+  );
   const roleEnv = (role: RoleName) => ({
     ...env.env(),
     ROLES: role,
     PORT: role === 'api' ? String(port) : '0',
     CATALOG_FILE: file,
-    DISPATCH_BACKOFF_BASE_MS: '100',
+    DISPATCH_BACKOFF_BASE_MS: String(BACKOFF_BASE_MS),
     DISPATCH_BACKOFF_MAX_MS: '500',
     RECOVERY_SWEEP_SECONDS: '1',
     STALE_ROUND_AFTER_SECONDS: '3',
@@ -97,9 +162,11 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
   };
   let stopping = false;
   const faults: Record<string, number> = {};
-  const count = (k: string) => (faults[k] = (faults[k] ?? 0) + 1);
+  const actions: Record<string, number> = {};
+  const count = (into: Record<string, number>, k: string) => (into[k] = (into[k] ?? 0) + 1);
   let requests = 0;
   const violations: string[] = [];
+  const tenant: TenantFigures = { retryAloneMs: [], retryBesideHungMs: [], firstAttemptBesideHungMs: [], neighbourBacklog: 0 };
 
   try {
     // The API first (it applies the catalog), then the others.
@@ -107,77 +174,190 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
     for (const role of ROLES.slice(1)) watch(role, await spawnService(roleEnv(role)));
     log(`seed ${opts.seed}: processes up (api on ${base})`);
 
-    /** A provider or operator that retries until it gets an answer, identical content, fresh nonce. */
-    const send = async (path: string, body: unknown, as: typeof OP1 | typeof PROV_A) => {
+    /** A partner that retries until it gets an answer: identical content, fresh nonce. */
+    const send = async (path: string, body: unknown, as: Party | 'admin'): Promise<TestResponse<Record<string, unknown>>> => {
       const deadline = Date.now() + 60_000;
       for (;;) {
         requests++;
         try {
-          const signed = signRequest({ path, body, as });
-          const res = await toTestResponse<Record<string, unknown>>(
-            await fetch(base + path, { method: 'POST', headers: signed.headers, body: signed.body!, signal: AbortSignal.timeout(10_000) }),
-          );
+          const init =
+            as === 'admin'
+              ? { headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }
+              : (() => {
+                  const signed = signRequest({ path, body, as });
+                  return { headers: signed.headers, body: signed.body! };
+                })();
+          const res = await toTestResponse<Record<string, unknown>>(await fetch(base + path, { method: 'POST', ...init, signal: AbortSignal.timeout(10_000) }));
           if (res.status !== 503) return res;
         } catch {
           // the API is down or restarting
         }
         if (Date.now() > deadline) throw new Error(`no answer for ${path} within 60 s`);
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
       }
     };
+    const unexpected = (what: string, res: TestResponse) => violations.push(`${what}: answered ${res.status} ${res.text.slice(0, 300)}`);
 
-    const players = Array.from({ length: 12 }, (_, i) => ({ ref: `fp-${i}`, token: '' }));
-    const launch = async (p: (typeof players)[number]) => {
-      const res = await send('/v1/operator/games/launch', { playerRef: p.ref, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, OP1);
-      if (res.status === 200) p.token = String(res.json.sessionToken);
+    // Sessions, per operator, player and game; a kick ends every session of the player at that operator.
+    const sessions = new Map<string, string>();
+    const sessionKey = (t: Table, playerRef: string) => `${t.operator.id}|${playerRef}|${t.gameId}`;
+    const launch = async (t: Table, playerRef: string) => {
+      const res = await send('/v1/operator/games/launch', { playerRef, gameId: t.gameId, currency: t.currency, mode: 'REAL' }, t.operator);
+      if (res.status === 200) sessions.set(sessionKey(t, playerRef), String(res.json.sessionToken));
+      else unexpected(`launch of ${playerRef} at ${t.operator.id}`, res);
     };
-    for (const p of players) await launch(p);
+    for (const t of TABLES) for (const p of PLAYERS) await launch(t, p);
 
-    const tx = (p: (typeof players)[number], roundId: string, fields: Record<string, unknown>): Record<string, unknown> =>
-      ({ transactionId: `f-${randomUUID()}`, sessionToken: p.token, roundId, playerRef: p.ref, currency: 'EUR', gameId: 'fruit-1', ...fields });
-    const submit = async (body: Record<string, unknown>) => {
+    const sent: Sent[] = [];
+    const tx = (t: Table, playerRef: string, roundId: string, fields: Partial<TransactionRequest> & Pick<TransactionRequest, 'type' | 'amount'>): TransactionRequest => ({
+      transactionId: newId('t'),
+      sessionToken: sessions.get(sessionKey(t, playerRef)) ?? 'none',
+      roundId,
+      roundComplete: false,
+      playerRef,
+      currency: t.currency,
+      gameId: t.gameId,
+      ...fields,
+    });
+    /** Submits as the table's provider: sometimes three identical deliveries at once, sometimes a resubmission. */
+    const submit = async (t: Table, body: TransactionRequest): Promise<TestResponse<Record<string, unknown>>> => {
       const r = random();
-      if (r < 0.05) return (await Promise.all([1, 2, 3].map(() => send('/v1/wallet/transaction', body, PROV_A))))[0]!;
-      const first = await send('/v1/wallet/transaction', body, PROV_A);
-      if (r < 0.15) await send('/v1/wallet/transaction', body, PROV_A); // a resubmission
+      let first: TestResponse<Record<string, unknown>>;
+      if (r < 0.05) {
+        count(actions, 'duplicate deliveries at once');
+        first = (await Promise.all([1, 2, 3].map(() => send('/v1/wallet/transaction', body, t.provider))))[0]!;
+      } else {
+        first = await send('/v1/wallet/transaction', body, t.provider);
+        if (r < 0.15) {
+          count(actions, 'resubmissions');
+          await send('/v1/wallet/transaction', body, t.provider);
+        }
+      }
+      if (first.status >= 500 && first.status !== 502 && first.status !== 504) unexpected(`${body.type} ${body.transactionId}`, first);
+      if (first.status < 300 || first.status === 502 || first.status === 504) sent.push({ table: t, playerRef: body.playerRef, transactionId: body.transactionId });
       return first;
     };
+    const applied = (res: TestResponse<Record<string, unknown>>) => res.status === 200 && res.json.status === 'OK';
+    /** The provider's duty for a BET without a usable answer: roll it back until the rollback is recorded. */
+    const rollBack = async (t: Table, bet: TransactionRequest, amount = bet.amount) => {
+      for (let i = 0; i < 50; i++) {
+        const res = await submit(t, tx(t, bet.playerRef, bet.roundId, { type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount }));
+        if (res.status === 200 || res.status === 502 || res.status === 504) return;
+        if (res.status === 409 && res.text.includes('bet already rolled back')) return;
+        if (res.status === 401) return; // kicked meanwhile: the reconciler refunds it
+        if (res.status === 400 && res.text.includes('is not a BET of this round')) {
+          await sleep(50); // the BET it races is not recorded yet
+          continue;
+        }
+        return unexpected(`ROLLBACK of ${bet.transactionId}`, res);
+      }
+    };
+    const expectRefused = (what: string, res: TestResponse, status: number) => {
+      count(actions, what);
+      if (res.status !== status) unexpected(`${what} (expected ${status})`, res);
+    };
 
-    wallet.setChaos((): Chaos | undefined => {
+    const chaosOf = (): WalletChaos | undefined => {
       const r = random();
-      if (r < 0.06) return { fail: 500 };
-      if (r < 0.08) return { hang: true };
-      if (r < 0.12) return { applyThenDelayMs: 600 };
-      if (r < 0.2) return { delayMs: 50 + Math.floor(random() * 200) };
+      if (r < 0.05) return { fail: 500 };
+      if (r < 0.07) return { hang: true };
+      if (r < 0.1) return { applyThenDelayMs: WALLET_TIMEOUT_MS + 200 }; // applied, answered too late
+      if (r < 0.12) return { delayMs: WALLET_TIMEOUT_MS + 100 + Math.floor(random() * 800) }; // applied after the timeout
+      if (r < 0.2) return { delayMs: 20 + Math.floor(random() * 200) };
       return undefined;
-    });
+    };
+    for (const w of wallets.values()) w.setChaos(chaosOf);
+
+    const playRound = async (t: Table, playerRef: string) => {
+      const roundId = newId('r');
+      const stake = 1 + Math.floor(random() * 500);
+      const bet = tx(t, playerRef, roundId, { type: 'BET', amount: stake });
+      const kind = random();
+      if (kind < 0.1) {
+        // A rollback racing its bet: both sent at once.
+        count(actions, 'rollbacks racing their bets');
+        await Promise.all([submit(t, bet), rollBack(t, bet)]);
+        return;
+      }
+      const answer = await submit(t, bet);
+      if (answer.status >= 400 && answer.status < 500) return; // a kick or a racing rollback: nothing recorded to settle
+      if (!applied(answer)) {
+        if (answer.status !== 200) await rollBack(t, bet); // unknown outcome: the provider rolls it back
+        return;
+      }
+      if (kind < 0.18) {
+        count(actions, 'rollbacks with a wrong amount');
+        const wrong = await send('/v1/wallet/transaction', tx(t, playerRef, roundId, { type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: stake + 1 }), t.provider);
+        if (wrong.status !== 401) expectRefused('rollbacks with a wrong amount refused', wrong, 400);
+        await rollBack(t, bet);
+      } else if (kind < 0.55) {
+        await submit(t, tx(t, playerRef, roundId, { type: 'WIN', roundComplete: true, amount: random() < 0.3 ? 0 : Math.floor(random() * 1000) }));
+      } else if (kind < 0.7) {
+        await rollBack(t, bet);
+      } else if (kind < 0.85) {
+        const second = tx(t, playerRef, roundId, { type: 'BET', amount: 1 + Math.floor(random() * 100) });
+        const a2 = await submit(t, second);
+        if (applied(a2)) await submit(t, tx(t, playerRef, roundId, { type: 'WIN', roundComplete: true, amount: Math.floor(random() * 300) }));
+        else if (a2.status !== 200 && (a2.status >= 500 || a2.status < 400)) await rollBack(t, second);
+      } // else: abandoned, for the reconciler
+    };
+
+    /** Reuses a transactionId someone already used for this operator's player, or a reserved one. */
+    const collide = async () => {
+      const victim = sent.length > 0 ? pick(sent) : undefined;
+      const r = random();
+      if (!victim || r < 0.15) {
+        const t = pick(TABLES);
+        const p = pick(PLAYERS);
+        const res = await send('/v1/wallet/transaction', tx(t, p, newId('r'), { type: 'BET', amount: 10, transactionId: `stale-rollback:${newId('x')}` }), t.provider);
+        if (res.status !== 401) expectRefused('reserved stale-rollback: ids refused', res, 400);
+        return;
+      }
+      const { table, playerRef, transactionId } = victim;
+      if (r < 0.45) {
+        const res = await send('/v1/admin/adjustments', { operatorId: table.operator.id, playerRef, amount: 7, currency: table.currency, direction: 'CREDIT', transactionId, reason: 'simulator collision' }, 'admin');
+        return expectRefused('adjustments reusing a provider id refused', res, 409);
+      }
+      // Another provider at the same operator, or the same provider at another operator: the same id.
+      const other = TABLES.find((t) => (r < 0.75 ? t.operator === table.operator && t.provider !== table.provider : t.provider === table.provider && t.operator !== table.operator));
+      if (!other) return;
+      const res = await send('/v1/wallet/transaction', tx(other, playerRef, newId('r'), { type: 'BET', amount: 10, transactionId }), other.provider);
+      if (res.status === 401) return; // that session was kicked meanwhile
+      expectRefused(other.provider !== table.provider ? 'ids reused by another provider refused' : 'ids reused by one provider at another operator refused', res, 409);
+    };
+
+    const adjust = async () => {
+      const t = pick(TABLES);
+      const res = await send(
+        '/v1/admin/adjustments',
+        { operatorId: t.operator.id, playerRef: pick(PLAYERS), amount: 1 + Math.floor(random() * 50), currency: t.currency, direction: random() < 0.5 ? 'CREDIT' : 'DEBIT', transactionId: newId('adj'), reason: 'simulator' },
+        'admin',
+      );
+      count(actions, 'adjustments');
+      if (res.status !== 200 && res.status !== 202) unexpected('adjustment', res);
+    };
 
     const until = Date.now() + opts.durationMs;
     const workload = async () => {
       while (Date.now() < until) {
-        const p = pick(players);
+        const t = pick(TABLES);
+        const p = pick(PLAYERS);
         const roll = random();
-        if (roll < 0.03) {
-          await send('/v1/operator/players/kick', { playerRef: p.ref }, OP1);
-          await launch(p);
-          continue;
+        if (roll < 0.02) {
+          count(actions, 'kicks');
+          await send('/v1/operator/players/kick', { playerRef: p }, t.operator);
+          for (const other of TABLES) if (other.operator === t.operator) await launch(other, p);
+        } else if (roll < 0.04) {
+          count(actions, 'grants');
+          const key = random() < 0.3 ? 'fault-shared-key' : newId('g');
+          await send('/v1/operator/free-spins/grants', { playerRef: p, idempotencyKey: key, gameId: 'fruit-1', spins: 3, currency: 'EUR' }, pick([OP1, OP2]));
+        } else if (roll < 0.07) {
+          await adjust();
+        } else if (roll < 0.12) {
+          await collide();
+        } else {
+          await playRound(t, p);
         }
-        if (roll < 0.06) {
-          const key = random() < 0.3 ? 'fault-shared-key' : randomUUID();
-          await send('/v1/operator/free-spins/grants', { playerRef: p.ref, idempotencyKey: key, gameId: 'fruit-1', spins: 3, currency: 'EUR' }, OP1);
-          continue;
-        }
-        const roundId = `fr-${randomUUID()}`;
-        const stake = 1 + Math.floor(random() * 500);
-        const bet = tx(p, roundId, { type: 'BET', roundComplete: false, amount: stake });
-        await submit(bet);
-        const next = random();
-        if (next < 0.5) await submit(tx(p, roundId, { type: 'WIN', roundComplete: true, amount: random() < 0.3 ? 0 : Math.floor(random() * 1000) }));
-        else if (next < 0.7) await submit(tx(p, roundId, { type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: stake }));
-        else if (next < 0.85) {
-          await submit(tx(p, roundId, { type: 'BET', roundComplete: false, amount: 1 + Math.floor(random() * 100) }));
-          await submit(tx(p, roundId, { type: 'WIN', roundComplete: true, amount: Math.floor(random() * 300) }));
-        } // else: abandoned, for the reconciler
       }
     };
 
@@ -192,40 +372,43 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       }
     };
     const waitFor = async (check: () => Promise<boolean>) => {
-      for (let i = 0; i < 100 && !(await check().catch(() => false)); i++) await new Promise((r) => setTimeout(r, 200));
+      for (let i = 0; i < 100 && !(await check().catch(() => false)); i++) await sleep(200);
     };
-    // With real restarts asked for, each server is restarted at least once (the first two faults).
-    const forced = opts.restartServers ? [0.99, 0.9] : [];
+    // Every run kills the api and the worker at least once (its first two faults); real server restarts
+    // come next when asked for.
+    const forced: Array<number | RoleName> = ['api', 'worker', ...(opts.restartServers ? [0.99, 0.9] : [])];
+    const kill = async (role: RoleName) => {
+      count(faults, `SIGKILL ${role}`);
+      log(`fault: SIGKILL ${role}`);
+      const victim = procs.get(role)!;
+      procs.delete(role);
+      await victim.stop('SIGKILL');
+      await sleep(200 + random() * 800);
+      watch(role, await spawnService(roleEnv(role)));
+    };
     const injector = async () => {
       while (Date.now() < until) {
-        await new Promise((r) => setTimeout(r, 1500 + random() * 2500));
+        await sleep(1500 + random() * 2500);
         if (Date.now() >= until) break;
-        const kind = forced.shift() ?? random();
-        if (kind < 0.55) {
-          const role = pick(ROLES);
-          count(`SIGKILL ${role}`);
-          log(`fault: SIGKILL ${role}`);
-          const victim = procs.get(role)!;
-          procs.delete(role);
-          await victim.stop('SIGKILL');
-          await new Promise((r) => setTimeout(r, 200 + random() * 800));
-          watch(role, await spawnService(roleEnv(role)));
-        } else if (kind < 0.7) {
-          count('Redis flushed');
+        const next = forced.shift() ?? random();
+        if (typeof next === 'string') await kill(next);
+        else if (next < 0.55) await kill(pick(ROLES));
+        else if (next < 0.7) {
+          count(faults, 'Redis flushed');
           log('fault: Redis flushed');
           const admin = new Redis(env.redis.url, { maxRetriesPerRequest: 1 });
           await admin.flushdb().finally(() => admin.disconnect());
-        } else if (kind < 0.85 || !opts.restartServers) {
-          count('Postgres connections killed');
+        } else if (next < 0.85 || !opts.restartServers) {
+          count(faults, 'Postgres connections killed');
           log('fault: every Postgres connection of the database killed');
           await withAdminPg((c) => c.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()'));
-        } else if (kind < 0.93) {
-          count('Postgres restarted');
+        } else if (next < 0.93) {
+          count(faults, 'Postgres restarted');
           log('fault: Postgres server restarted');
           execSync('pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main restart -m fast', { stdio: 'ignore' });
           await waitFor(async () => (await withAdminPg((c) => c.query('SELECT 1')), true));
         } else {
-          count('Redis restarted');
+          count(faults, 'Redis restarted');
           log('fault: Redis server restarted (its data lost)');
           execSync('redis-cli -h 127.0.0.1 -p 6379 shutdown nosave || true', { stdio: 'ignore' });
           execSync('redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no', { stdio: 'ignore' });
@@ -240,75 +423,99 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
           });
         }
       }
+      // Short runs still kill both (the loop may end before its first faults).
+      for (const role of forced.filter((f): f is RoleName => typeof f === 'string')) await kill(role);
     };
     await Promise.all([...Array.from({ length: 6 }, workload), injector()]);
-    wallet.setChaos(undefined);
-    log(`workload done: ${requests} requests; settling`);
+    for (const w of wallets.values()) w.setChaos(undefined);
+    log(`workload done: ${requests} requests; hung-neighbour phase`);
+
+    await measureTenants();
+    log('settling');
+
+    /**
+     * Operator one's failed WIN, retried on its own schedule: measured with its neighbour healthy, then
+     * with operator two's wallet hung and hundreds of its credits awaiting retry (contract 8, rule 8).
+     */
+    async function measureTenants(): Promise<void> {
+      const t1 = TABLES[0]!;
+      const t2 = TABLES[1]!;
+      await waitFor(async () => (await fetch(`${base}/readyz`)).status === 200);
+      const retryOfOne = async (): Promise<number> => {
+        const p = pick(PLAYERS);
+        await launch(t1, p);
+        const roundId = newId('r');
+        const started = Date.now();
+        const bet = await send('/v1/wallet/transaction', tx(t1, p, roundId, { type: 'BET', amount: 1 }), t1.provider);
+        tenant.firstAttemptBesideHungMs.push(Date.now() - started);
+        if (!applied(bet)) {
+          unexpected('hung-neighbour phase: operator one BET', bet);
+          return NaN;
+        }
+        const win = tx(t1, p, roundId, { type: 'WIN', roundComplete: true, amount: 1 });
+        w1.failNext(win.transactionId, 1);
+        await send('/v1/wallet/transaction', win, t1.provider);
+        const deadline = Date.now() + 30_000;
+        while ((w1.arrivals.get(win.transactionId)?.length ?? 0) < 2 && Date.now() < deadline) await sleep(10);
+        const at = w1.arrivals.get(win.transactionId) ?? [];
+        return at.length >= 2 ? at[1]! - at[0]! : Infinity;
+      };
+      for (let i = 0; i < 3; i++) tenant.retryAloneMs.push(await retryOfOne());
+      tenant.firstAttemptBesideHungMs.length = 0;
+      // Operator two: 300 rounds with a BET applied, then its wallet hangs and their WINs wait for retries.
+      const rounds: TransactionRequest[] = [];
+      for (const p of PLAYERS) await launch(t2, p);
+      const batch = async <T>(items: T[], size: number, fn: (x: T) => Promise<unknown>) => {
+        for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+      };
+      const bets = Array.from({ length: 300 }, () => tx(t2, pick(PLAYERS), newId('r'), { type: 'BET', amount: 1 }));
+      await batch(bets, 25, async (b) => {
+        if (applied(await send('/v1/wallet/transaction', b, t2.provider))) rounds.push(b);
+      });
+      w2.setHung(true);
+      await batch(rounds, 50, (b) => send('/v1/wallet/transaction', tx(t2, b.playerRef, b.roundId, { type: 'WIN', roundComplete: true, amount: 1 }), t2.provider));
+      tenant.neighbourBacklog = rounds.length;
+      for (let i = 0; i < 3; i++) tenant.retryBesideHungMs.push(await retryOfOne());
+      w2.setHung(false);
+      const allowed = BACKOFF_BASE_MS + 1000;
+      for (const ms of tenant.retryBesideHungMs) {
+        if (!(ms <= allowed)) violations.push(`tenant isolation: operator one's failed WIN was retried ${ms} ms after its failure while operator two's wallet hung with ${rounds.length} credits awaiting retry (backoff ${BACKOFF_BASE_MS} ms, allowed ${allowed} ms; alone: ${tenant.retryAloneMs.join(', ')} ms)`);
+      }
+      for (const ms of tenant.firstAttemptBesideHungMs) {
+        if (ms > WALLET_TIMEOUT_MS + 1000) violations.push(`tenant isolation: operator one's BET took ${ms} ms to answer while operator two's wallet hung`);
+      }
+    }
 
     // Settle: every credit applied, every stale round closed, read models caught up.
     const pool = createPool(env.db.url, 4);
     const store = new PostgresEventStore(pool, env.db.url);
     try {
-      const settleDeadline = Date.now() + 120_000;
+      const settleDeadline = Date.now() + 180_000;
       for (;;) {
-        const { rows } = await pool.query<{ unsettled: number; stale: number; behind: number }>(
+        const { rows } = await pool.query<{ unsettled: number; stale: number }>(
           `SELECT (SELECT count(*)::int FROM rm_transactions WHERE type <> 'BET' AND status IN ('recorded', 'failed', 'timed_out')) AS unsettled,
-                  (SELECT count(*)::int FROM rm_rounds WHERE outstanding_bets > 0 AND (status = 'open' OR force_closed)) AS stale,
-                  (SELECT count(*)::int FROM projection_checkpoints c WHERE c.position <> (SELECT max(position) FROM projection_checkpoints)) AS behind`,
+                  (SELECT count(*)::int FROM rm_rounds WHERE outstanding_bets > 0 AND (status = 'open' OR force_closed)) AS stale`,
         );
         const r = rows[0]!;
         if (r.unsettled === 0 && r.stale === 0) break;
         if (Date.now() > settleDeadline) {
-          violations.push(`did not settle within 120 s: ${r.unsettled} unsettled credits, ${r.stale} rounds with outstanding bets`);
+          violations.push(`did not settle within 180 s: ${r.unsettled} unsettled credits, ${r.stale} rounds with outstanding bets`);
           const diag = await pool.query(`SELECT name, position, events_applied, updated_at FROM projection_checkpoints`);
-          log(`checkpoints: ${JSON.stringify(diag.rows)}`);
-          const head = await store.headPosition();
-          log(`head: ${head}`);
-          const act = await pool.query(`SELECT pid, state, xact_start, backend_xid, left(query, 80) AS q FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
-          log(`activity: ${JSON.stringify(act.rows)}`);
+          log(`checkpoints: ${JSON.stringify(diag.rows)}; head ${await store.headPosition()}`);
           for (const [role, p] of procs) log(`${role} (exit ${p.child.exitCode}): ${p.output().split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-5).join(' | ').slice(0, 1500)}`);
           break;
         }
-        await new Promise((res) => setTimeout(res, 500));
+        await sleep(500);
       }
 
-      // Every round's history, read stream by stream (a stream read sees every committed event at once;
-      // the global log may briefly hold back the newest while another transaction on the server is open).
-      const byStream = new Map<string, RecordedEvent[]>();
-      const { rows: streams } = await pool.query<{ stream_id: string }>(`SELECT stream_id FROM es_streams WHERE stream_id LIKE 'round|%'`);
-      for (const { stream_id } of streams) byStream.set(stream_id, await store.readStream(stream_id));
-      const recorded = new Map<string, { type: string; status: string; reply: string | undefined }>();
-      for (const [stream, es] of byStream) {
-        if (!stream.startsWith('round|')) continue;
-        const state = fold(roundDecider, es);
-        for (const t of state.txs.values()) recorded.set(t.request.transactionId, { type: t.request.type, status: t.status, reply: t.reply?.body });
-        const left = outstandingBets(state);
-        if (left.length > 0 && (!state.completed || state.forceClosed)) {
-          violations.push(`round ${stream}: bets still outstanding after the reconciler: ${left.map((b) => b.request.transactionId).join(', ')}`);
-        }
-      }
-
-      // 1. At most one effect per transaction. 2. No effect the ledger does not know of.
-      for (const [id, n] of wallet.effects) {
-        if (n > 1) violations.push(`transaction ${id} changed a balance ${n} times`);
-        if (!recorded.has(id)) violations.push(`wallet applied ${id}, which the ledger never recorded`);
-      }
-      // Each player's balance is the sum of the effects on it.
-      const sums = new Map<string, number>();
-      for (const m of wallet.movements) sums.set(m.playerRef, (sums.get(m.playerRef) ?? 0) + m.delta);
-      for (const [player, sum] of sums) {
-        if (wallet.balances.get(player) !== wallet.initialBalance + sum) violations.push(`player ${player}: balance ${wallet.balances.get(player)} is not ${wallet.initialBalance} + effects ${sum}`);
-      }
-      // 3. Every recorded credit applied; every settled reply is the wallet's.
-      for (const [id, t] of recorded) {
-        if (t.type !== 'BET' && wallet.effects.get(id) !== 1) violations.push(`${t.type} ${id} (${t.status}) was never applied by the wallet`);
-        if (t.status === 'applied' || t.status === 'declined') {
-          const w = wallet.processed.get(id);
-          if (!w || t.reply === undefined || JSON.stringify(JSON.parse(t.reply)) !== JSON.stringify(w)) violations.push(`${id}: ledger reply ${t.reply} differs from the wallet's ${JSON.stringify(w)}`);
-        }
-      }
+      const ledger = await ledgerHistory(pool, store);
+      // Every transaction asked for again, identically, as a provider or the admin would: each has a final
+      // answer (never "still in progress"), the one it had, even after a kick (contract 8, rules 4 and 5).
+      await askAgain(ledger);
+      violations.push(...compareWallets(ledger, wallets));
       violations.push(...crashed);
-      // 4. Every read model equals a fresh rebuild.
+
+      // Every read model equals a fresh rebuild.
       let differing = false;
       for (const p of allProjections()) {
         const v = await verifyProjection(pool, store, p);
@@ -318,17 +525,139 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
         }
       }
       if (differing) violations.push(...(await describeLogReads(pool, store)));
-      return { seed: opts.seed, requests, transactionsRecorded: recorded.size, walletEffects: wallet.effects.size, faults, violations };
+      return {
+        seed: opts.seed,
+        requests,
+        transactionsRecorded: ledger.length,
+        walletEntries: [...wallets.values()].reduce((n, w) => n + w.entries.size, 0),
+        faults,
+        actions,
+        tenant,
+        violations,
+      };
     } finally {
       await store.close();
       await pool.end();
     }
+
+    async function askAgain(ledger: TxState[]): Promise<void> {
+      const queue = ledger.filter((t) => t.origin !== 'reconciler');
+      const one = async (t: TxState) => {
+        const r = t.request;
+        const res =
+          t.origin === 'admin'
+            ? await send(
+                '/v1/admin/adjustments',
+                { operatorId: t.operatorId, playerRef: r.playerRef, amount: r.amount, currency: r.currency, direction: r.direction, transactionId: r.transactionId, reason: String(r.metadata?.reason ?? ''), ...(r.gameId ? { gameId: r.gameId } : {}) },
+                'admin',
+              )
+            : await send('/v1/wallet/transaction', r, t.providerId === PROV_A.id ? PROV_A : PROV_B);
+        const what = `${r.type} ${r.transactionId} (${t.status}) asked again`;
+        if (res.text.includes('still in progress')) return violations.push(`${what}: still in progress after the run settled`);
+        if (t.origin === 'admin') {
+          if (t.status === 'applied' && (res.status !== 200 || res.json.status !== 'applied')) unexpected(what, res);
+          return;
+        }
+        switch (t.status) {
+          case 'applied':
+          case 'declined':
+            if (res.status !== 200 || res.text !== t.reply?.body) unexpected(`${what}, stored reply ${t.reply?.body}`, res);
+            break;
+          case 'voided':
+            if (res.status !== 409 || res.json.error !== 'bet was rolled back') unexpected(what, res);
+            break;
+          default:
+            if (res.status !== 502 && res.status !== 504) unexpected(what, res);
+        }
+      };
+      for (let i = 0; i < queue.length; i += 8) await Promise.all(queue.slice(i, i + 8).map(one));
+    }
   } finally {
     stopping = true;
     await Promise.all([...procs.values()].map((p) => p.stop('SIGTERM')));
-    await Promise.all([wallet.close(), provider.close()]);
+    await Promise.all([...[...wallets.values()].map((w) => w.close()), ...providers.map((p) => p.close())]);
     await env.cleanup();
   }
+}
+
+/** Every transaction of every round, folded from the streams of record (not from the read models). */
+async function ledgerHistory(pool: pg.Pool, store: PostgresEventStore): Promise<TxState[]> {
+  const out: TxState[] = [];
+  const { rows } = await pool.query<{ stream_id: string }>(`SELECT stream_id FROM es_streams WHERE stream_id LIKE 'round|%'`);
+  for (const { stream_id } of rows) {
+    const state = fold(roundDecider, await store.readStream(stream_id));
+    out.push(...state.txs.values());
+  }
+  return out;
+}
+
+/**
+ * Each wallet's own ledger against the service's history, player by player: the same transactions with
+ * the same bodies, the same outcomes, and the same money.
+ */
+export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<string, SimWallet>): string[] {
+  const v: string[] = [];
+  const byKey = new Map<string, TxState>();
+  for (const t of ledger) {
+    const key = `${t.operatorId}\n${walletKey(t.request.playerRef, t.request.transactionId)}`;
+    const other = byKey.get(key);
+    if (other) v.push(`identity: ${t.request.transactionId} of ${t.request.playerRef} at ${t.operatorId} recorded twice (by ${other.providerId} and ${t.providerId})`);
+    byKey.set(key, t);
+  }
+  for (const w of wallets.values()) {
+    v.push(...w.conflicts);
+    if (w.badSignatures > 0) v.push(`${w.operatorId}: ${w.badSignatures} calls with a bad signature`);
+    for (const [key, e] of w.entries) {
+      const t = byKey.get(`${w.operatorId}\n${key}`);
+      if (!t) v.push(`${w.operatorId}: the wallet applied ${e.request.type} ${e.request.transactionId} of ${e.request.playerRef}, which the ledger never recorded`);
+      else if (t.walletBody !== e.body) v.push(`${w.operatorId}: ${e.request.transactionId} applied as ${e.body}, recorded as ${t.walletBody}`);
+    }
+  }
+  const net = new Map<string, number>();
+  const addNet = (t: TxState, delta: number) => {
+    const k = `${t.operatorId}\n${t.request.playerRef}`;
+    net.set(k, (net.get(k) ?? 0) + delta);
+  };
+  const entryOf = (t: TxState) => wallets.get(t.operatorId)?.entries.get(walletKey(t.request.playerRef, t.request.transactionId));
+  for (const t of ledger) {
+    const r = t.request;
+    const e = entryOf(t);
+    const what = `${t.operatorId}: ${r.type} ${r.transactionId} of ${r.playerRef} (${t.status})`;
+    if (t.status === 'recorded') v.push(`${what}: no final answer`);
+    if (r.type === 'BET') {
+      if (t.rolledBackBy !== undefined) {
+        const rb = byKey.get(`${t.operatorId}\n${walletKey(r.playerRef, t.rolledBackBy)}`);
+        const pair = (e?.delta ?? 0) + (rb ? (entryOf(rb)?.delta ?? 0) : 0);
+        if (pair !== 0) v.push(`${what}: the wallet's net for the bet and its rollback ${t.rolledBackBy} is ${pair}, not 0`);
+      } else if (t.status === 'applied') {
+        if (e?.status !== 'OK' || e.delta !== -r.amount) v.push(`${what}: the wallet has ${JSON.stringify(e && { status: e.status, delta: e.delta })}`);
+        addNet(t, -r.amount);
+      } else if (t.status === 'declined') {
+        if (e && e.status !== 'DECLINED') v.push(`${what}: the wallet applied it`);
+      } else {
+        v.push(`${what}: outcome unknown and never rolled back`);
+      }
+    } else {
+      if (t.status !== 'applied') v.push(`${what}: a credit never applied`);
+      else if (!e || e.status !== 'OK') v.push(`${what}: the wallet has no applied entry`);
+      if (r.type === 'ROLLBACK') {
+        const bet = byKey.get(`${t.operatorId}\n${walletKey(r.playerRef, r.originalTransactionId ?? '')}`);
+        if (bet && r.amount !== bet.request.amount) v.push(`${what}: its amount ${r.amount} is not its BET's ${bet.request.amount}`);
+      } else if (t.status === 'applied') {
+        addNet(t, r.type === 'ADJUSTMENT' && r.direction === 'DEBIT' ? -r.amount : r.amount);
+      }
+    }
+  }
+  // The money: each player's balance at each wallet is its start plus what the ledger says moved.
+  for (const w of wallets.values()) {
+    const players = new Set([...w.balances.keys(), ...[...net.keys()].filter((k) => k.startsWith(`${w.operatorId}\n`)).map((k) => k.split('\n')[1]!)]);
+    for (const p of players) {
+      const balance = w.balances.get(p) ?? w.initialBalance;
+      const expected = w.initialBalance + (net.get(`${w.operatorId}\n${p}`) ?? 0);
+      if (balance !== expected) v.push(`${w.operatorId}: player ${p} holds ${balance} at the wallet; the ledger's history says ${expected}`);
+    }
+  }
+  return v;
 }
 
 /**
