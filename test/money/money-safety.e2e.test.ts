@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attemptWallet, readRound } from '../../services/ledger/dispatch.ts';
-import { takeLease } from '../../services/ledger/registry.ts';
+import { attemptWallet, leaseTtl, readRound } from '../../services/ledger/dispatch.ts';
+import { claimTransaction, takeLease } from '../../services/ledger/registry.ts';
 import { contentHash } from '../../shared/canonical.ts';
 import { roundStream } from '../../shared/domain/rounds/events.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
@@ -64,6 +64,30 @@ describe('money safety', () => {
     await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided'", [bet.transactionId])).rowCount === 1);
     expect(await unsettled()).not.toContain(bet.transactionId);
     expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
+  });
+
+  it('answers a BET whose process died between recording and calling the wallet with its outcome once the lease lapses, not "in progress"', async () => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-stranded`);
+    // What that process leaves: the claim with its dispatch lease (wallet timeout + 5 s) and the record.
+    const request = { ...bet, roundComplete: false };
+    const hash = contentHash(request);
+    const stream = roundStream('studio-a', 'op-1', r.roundId);
+    const claim = await claimTransaction(h.svc.ctx.pool, 'studio-a', bet.transactionId, { contentHash: hash, roundStream: stream }, { operatorId: 'op-1', playerRef: r.playerRef }, 'dead-process', leaseTtl(500));
+    expect(claim.leased).toBe(true);
+    await h.svc.ctx.eventStore.append(stream, [
+      {
+        id: randomUUID(),
+        type: 'TransactionRecorded',
+        data: { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request, walletBody: JSON.stringify(request), contentHash: hash, recordedAt: new Date().toISOString() },
+      },
+    ], 'no_stream');
+    // The resubmission waits out the dead holder's lease (contract 8, rule 5: at most the wallet timeout
+    // plus 5 s), then makes the attempt itself and answers the wallet's reply.
+    const again = await h.tx(bet);
+    expect(again.status).toBe(200);
+    expect(again.json).toEqual({ status: 'OK', balance: 9_900 });
+    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(1);
   });
 
   it('refuses provider transactionIds in the reconciler’s reserved namespace', async () => {
