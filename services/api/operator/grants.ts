@@ -1,5 +1,6 @@
 import { Router, type Request } from 'express';
 import { z } from 'zod';
+import { amountMinor, spinCount } from '../../../shared/bounds.ts';
 import { grantsProjection, listGrants } from '../../../projections/grants/projection.ts';
 import { waitForProjection } from '../../../projections/runner.ts';
 import type { Position } from '../../../shared/eventstore/port.ts';
@@ -19,8 +20,8 @@ export const issueGrantBody = z.object({
   idempotencyKey: z.string().min(1).max(255),
   campaignId: z.string().min(1).max(200).optional(),
   gameId: z.string().min(1).max(200).optional(),
-  spins: z.number().int().positive().optional(),
-  betAmountMinor: z.number().int().nonnegative().refine(Number.isSafeInteger, 'expected a non-negative safe integer').optional(),
+  spins: spinCount().optional(),
+  betAmountMinor: amountMinor().optional(),
   currency: z.string().optional(),
   expiresAt: z.iso.datetime({ offset: true }).optional(),
 });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { amountMinor } from '../../../shared/bounds.ts';
 import { STALE_ROLLBACK_PREFIX } from '../../../shared/domain/rounds/events.ts';
 
 export const METADATA_MAX_BYTES = 8 * 1024;
@@ -28,7 +29,7 @@ export const transactionBody = z
     roundComplete: z.boolean().optional(),
     originalTransactionId: z.string().min(1).max(255).optional(),
     playerRef: z.string().min(1).max(255),
-    amount: z.number().int().nonnegative().refine(Number.isSafeInteger, 'expected a non-negative safe integer'),
+    amount: amountMinor(),
     currency: z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code'),
     gameId: z.string().min(1).max(200),
     direction: z.enum(['DEBIT', 'CREDIT']).optional(),
@@ -66,7 +67,7 @@ export const walletTransactionRequest = z.strictObject({
   roundComplete: z.boolean(),
   originalTransactionId: z.string().min(1).optional(),
   playerRef: z.string().min(1),
-  amount: z.number().int().nonnegative(),
+  amount: amountMinor(),
   currency: z.string().regex(/^[A-Z]{3}$/),
   gameId: z.string(),
   direction: z.enum(['DEBIT', 'CREDIT']).optional(),
