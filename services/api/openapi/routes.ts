@@ -147,7 +147,7 @@ A DEMO session never reaches your wallet.`,
       200: json(grantSchema, 'A repeated idempotencyKey: the original grant, unchanged.'),
       201: json(grantSchema, 'A new grant, issued at the provider: status `active` with its externalRef.'),
       400: signedBadRequest(
-        'missing or invalid fields (gameId, spins and currency are required without campaignId; spins must be positive).',
+        'missing or invalid fields (gameId, spins and currency are required without campaignId; spins from 1 to 1,000,000, betAmountMinor from 0 to 2^53-1). With campaignId those four fields are ignored, whatever they hold, and never refused.',
         'a currency that is malformed or not supported by the provider.',
         'a campaign that is inactive or outside its validity window.',
       ),
