@@ -400,8 +400,15 @@ const publicRoutes: RouteSpec[] = [
     operationId: 'ready',
     tag: 'Health',
     summary: 'Readiness',
-    description: 'Answers 200 only when Postgres, Redis and the event store answer (each within 2 s).',
-    responses: { 200: json(readyResponse, 'Ready.'), 503: json(notReadyResponse, 'Not ready: `down` names what did not answer.') },
+    description:
+      'Answers 200 only when Postgres, Redis and the event store answer (each within 2 s) and no read model is stuck on an event it cannot apply (database-wide: any process answers the same).',
+    responses: {
+      200: json(readyResponse, 'Ready.'),
+      503: json(
+        notReadyResponse,
+        'Not ready: `down` names what did not answer, or is `["projections"]` when a read model cannot apply an event; then `failingProjections` names each such projection, the event (position, type, stream), the error and since when. It retries the event with backoff and is ready again once it applies.',
+      ),
+    },
   },
   {
     method: 'get',
