@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grantsProjection } from '../../projections/grants/projection.ts';
 import { waitForProjection } from '../../projections/runner.ts';
 import { grantIdFor, grantStream } from '../../shared/domain/grants/events.ts';
-import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
+import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { signedRequest, toTestResponse } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
@@ -100,6 +100,16 @@ describe('bounds on every number the service accepts (#18 part 8)', () => {
       const res = await h.tx(h.bet(token, { playerRef: 'b-tx2', amount: MAX_SAFE + 1 }));
       expect(res.status).toBe(400);
       expect(res.json.error).toMatch(/^amount: /);
+    });
+
+    it('refuses metadata holding a number past a double (1e400 would be stored and forwarded as null) with 400 naming metadata', async () => {
+      const token = await h.launch('b-meta');
+      const bet = h.bet(token, { playerRef: 'b-meta' });
+      const rawBody = JSON.stringify(bet).replace(/}$/, ',"metadata":{"jackpot":{"amountMinor":1e400}}}');
+      const res = await signedRequest<Body>(h.svc.url, { path: '/v1/wallet/transaction', rawBody, as: PROV_A });
+      expect(res.status).toBe(400);
+      expect(res.json.error).toMatch(/^metadata/);
+      expect(h.walletCallsFor(bet.transactionId as string)).toHaveLength(0);
     });
 
     const adjust = async (amount: number) =>
