@@ -17,7 +17,70 @@ export const projectionMigrations: Migration[] = [
       );
     `,
   },
+  {
+    // #18 part 8: the event a projection cannot apply, kept where every process's /readyz reads it;
+    // cleared by the next batch it applies.
+    id: 'projections-002',
+    sql: `
+      ALTER TABLE projection_checkpoints
+        ADD COLUMN failing_since timestamptz,
+        ADD COLUMN failing_event jsonb,
+        ADD COLUMN failing_error text;
+    `,
+  },
 ];
+
+/** A projection stuck on an event it cannot apply, as /readyz reports it. */
+export interface ProjectionFailure {
+  name: string;
+  position: Position;
+  eventType: string;
+  streamId: string;
+  error: string;
+  since: string;
+}
+
+/** The error of an event a projection could not apply, on its own, in a transaction of its own. */
+export class ProjectionApplyError extends Error {
+  override name = 'ProjectionApplyError';
+  constructor(
+    readonly projection: string,
+    readonly event: RecordedEvent,
+    readonly reason: string,
+  ) {
+    super(`projection ${projection} cannot apply event ${event.type} at ${event.position} of stream ${event.streamId}: ${reason}`);
+  }
+}
+
+const MAX_ERROR_LENGTH = 500;
+const reasonOf = (err: unknown): string => (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR_LENGTH);
+
+/** Records that `projection` is stuck on this event (kept across restarts; the first time it failed is kept while it is the same event). */
+export async function recordProjectionFailure(pool: Pool, err: ProjectionApplyError): Promise<void> {
+  const e = err.event;
+  await pool.query(
+    `UPDATE projection_checkpoints
+     SET failing_since = CASE WHEN failing_event->>'position' = $3 THEN coalesce(failing_since, now()) ELSE now() END,
+         failing_event = $2, failing_error = $4
+     WHERE name = $1`,
+    [err.projection, JSON.stringify({ position: e.position, eventType: e.type, streamId: e.streamId, eventId: e.id }), e.position, err.reason],
+  );
+}
+
+/** Every projection stuck on an event, database-wide (whichever process runs it). */
+export async function projectionFailures(db: Pool | PoolClient): Promise<ProjectionFailure[]> {
+  const { rows } = await db.query<{ name: string; failing_since: Date; failing_event: { position: string; eventType: string; streamId: string }; failing_error: string | null }>(
+    `SELECT name, failing_since, failing_event, failing_error FROM projection_checkpoints WHERE failing_since IS NOT NULL ORDER BY name`,
+  );
+  return rows.map((r) => ({
+    name: r.name,
+    position: r.failing_event.position,
+    eventType: r.failing_event.eventType,
+    streamId: r.failing_event.streamId,
+    error: r.failing_error ?? '',
+    since: r.failing_since.toISOString(),
+  }));
+}
 
 /** A read model table and its key columns (rows are compared and reported by key). */
 export interface ReadModelTable {
@@ -139,7 +202,8 @@ export async function applyBatch(pool: Pool, projection: Projection, from: Posit
     }
     const moved = await client.query(
       `UPDATE projection_checkpoints
-       SET position = $3, events_applied = events_applied + $4, last_event_at = $5, updated_at = now()
+       SET position = $3, events_applied = events_applied + $4, last_event_at = $5, updated_at = now(),
+           failing_since = NULL, failing_event = NULL, failing_error = NULL
        WHERE name = $1 AND position = $2`,
       [projection.name, from, last.position, events.length + passedBefore, last.createdAt],
     );
@@ -160,7 +224,45 @@ export interface RunnerOptions {
   lockRetryMs?: number;
   /** Overrides the projection's gatherMs (tests: 0). */
   gatherMs?: number;
+  /** Longest wait between attempts at an event the projection cannot apply (default FAILURE_BACKOFF_MAX_MS). */
+  failureBackoffMaxMs?: number;
+  /** Called each time an event fails to apply (metrics). */
+  onApplyFailure?: (err: ProjectionApplyError) => void;
   logger?: Logger;
+}
+
+const FAILURE_BACKOFF_MAX_MS = 10_000;
+
+/**
+ * Applies a batch; if it fails, applies its events one at a time (each with the checkpoint, in a
+ * transaction of its own) to find the one that cannot be applied: the events before it are kept, and
+ * the error names it (ProjectionApplyError). A batch that then goes through was a passing failure.
+ */
+export async function applyBatchOrName(pool: Pool, projection: Projection, from: Position, events: RecordedEvent[], passedBefore = 0): Promise<Position> {
+  try {
+    return await applyBatch(pool, projection, from, events, passedBefore);
+  } catch (err) {
+    if (err instanceof CheckpointMovedError) throw err;
+    let at = from;
+    let passed = passedBefore;
+    let last: RecordedEvent | undefined;
+    for (const e of events) {
+      if (!projection.eventTypes.has(e.type)) {
+        passed++;
+        last = e;
+        continue;
+      }
+      try {
+        at = await applyBatch(pool, projection, at, [e], passed);
+      } catch (eventErr) {
+        if (eventErr instanceof CheckpointMovedError) throw eventErr;
+        throw new ProjectionApplyError(projection.name, e, reasonOf(eventErr));
+      }
+      passed = 0;
+      last = undefined;
+    }
+    return last ? applyBatch(pool, projection, at, [last], passed - 1) : at;
+  }
 }
 
 /**
@@ -174,6 +276,8 @@ export class ProjectionRunner {
   private lockClient: pg.Client | undefined;
   private loop: Promise<void> | undefined;
   private owned = false;
+  /** Consecutive failures to apply an event (backoff). */
+  private failures = 0;
   private readonly batchSize: number;
   private readonly lockRetryMs: number;
   private readonly gatherMs: number;
@@ -222,6 +326,21 @@ export class ProjectionRunner {
         }
         await this.follow();
       } catch (err) {
+        if (err instanceof ProjectionApplyError) {
+          // Never silent: the event is named in the log, on /readyz (any process) and in the metrics.
+          this.failures++;
+          const retryInMs = Math.min(this.lockRetryMs * 2 ** (this.failures - 1), this.options.failureBackoffMaxMs ?? FAILURE_BACKOFF_MAX_MS);
+          const e = err.event;
+          this.options.logger?.error(
+            { projection: err.projection, position: e.position, eventType: e.type, streamId: e.streamId, eventId: e.id, error: err.reason, attempt: this.failures, retryInMs },
+            'projection cannot apply an event; the other projections go on, this one retries it',
+          );
+          this.options.onApplyFailure?.(err);
+          await recordProjectionFailure(this.pool, err).catch((recordErr: unknown) => this.options.logger?.error({ err: recordErr }, 'could not record the projection failure'));
+          await this.releaseLock();
+          await sleep(retryInMs, this.signal);
+          continue;
+        }
         this.options.logger?.error({ err, projection: this.projection.name }, 'projection runner failed; retrying');
         await this.releaseLock();
         await sleep(this.lockRetryMs, this.signal);
@@ -247,8 +366,9 @@ export class ProjectionRunner {
       if (events.length > 0) {
         const useful = events.some((e) => this.projection.eventTypes.has(e.type));
         if (useful || Date.now() - passed.since >= CHECKPOINT_EVERY_MS) {
-          stored = position = await applyBatch(this.pool, this.projection, stored, events, passed.count);
+          stored = position = await applyBatchOrName(this.pool, this.projection, stored, events, passed.count);
           passed = { count: 0, last: undefined, since: Date.now() };
+          this.failures = 0;
         } else {
           position = events[events.length - 1]!.position;
           passed = { count: passed.count + events.length, last: events[events.length - 1], since: passed.since };
@@ -307,7 +427,8 @@ export async function resetProjection(pool: Pool, projection: Projection): Promi
     await projection.reset(client);
     await client.query(
       `INSERT INTO projection_checkpoints (name, position) VALUES ($1, $2)
-       ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position, events_applied = 0, last_event_at = NULL, updated_at = now()`,
+       ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position, events_applied = 0, last_event_at = NULL, updated_at = now(),
+         failing_since = NULL, failing_event = NULL, failing_error = NULL`,
       [projection.name, START],
     );
   });

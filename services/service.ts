@@ -127,7 +127,7 @@ export async function startService(config: Config, logger: Logger = createLogger
   const runners: ProjectionRunner[] = [];
   if (config.roles.includes('projector')) {
     for (const projection of allProjections()) {
-      const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger });
+      const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
       runner.start();
       runners.push(runner);
     }

@@ -4,7 +4,12 @@ import { z } from 'zod';
 export const ROLE_NAMES = ['api', 'worker', 'projector', 'reconciler'] as const;
 export type Role = (typeof ROLE_NAMES)[number];
 
-const positiveInt = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+/** Node timers hold at most 2^31-1 ms (a longer one fires at once); int4 columns hold as much. */
+const MAX_TIMER_MS = 2_147_483_647;
+/** Whole seconds that still fit a Node timer in ms (24.8 days). */
+const MAX_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
+const positiveInt = (fallback: number, max = MAX_SECONDS) => z.coerce.number().int().positive().max(max).default(fallback);
+const positiveMs = (fallback: number) => positiveInt(fallback, MAX_TIMER_MS);
 
 const rolesSchema = z
   .string()
@@ -40,8 +45,8 @@ const envSchema = z.object({
   SIGNATURE_WINDOW_SECONDS: positiveInt(300),
   ADMIN_TOKEN: z.string().min(1).optional(),
   // Not in the contract: tuning of wallet retries and recovery (defaults are the contract's 1 s and 24 h).
-  DISPATCH_BACKOFF_BASE_MS: positiveInt(1000),
-  DISPATCH_BACKOFF_MAX_MS: positiveInt(600_000),
+  DISPATCH_BACKOFF_BASE_MS: positiveMs(1000),
+  DISPATCH_BACKOFF_MAX_MS: positiveMs(600_000),
   DISPATCH_RETRY_WINDOW_SECONDS: positiveInt(86_400),
   RECOVERY_SWEEP_SECONDS: positiveInt(10),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -41,6 +41,8 @@ function processMetrics(): Registry {
 interface ReadModelSnapshot {
   lag: Array<{ name: string; eventsBehind: number; msBehind: number }>;
   deadLettered: Map<string, number>;
+  /** Per projection: 1 while it is stuck on an event it cannot apply (database-wide). */
+  failing: Map<string, number>;
 }
 
 /**
@@ -53,6 +55,7 @@ export class Metrics {
   private readonly walletRetries: Counter<'operator'>;
   private readonly deadLetters: Counter<'operator'>;
   private readonly refusals: Counter<'operator'>;
+  private readonly projectionFailures: Counter<'projection'>;
   private readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
   private readModels: (() => Promise<ReadModelSnapshot | undefined>) | undefined;
 
@@ -81,6 +84,12 @@ export class Metrics {
       name: 'rate_limit_refusals_total',
       help: 'Operator requests refused with 429 by the per-operator rate limit',
       labelNames: ['operator'],
+      registers,
+    });
+    this.projectionFailures = new Counter({
+      name: 'projection_apply_failures_total',
+      help: 'Attempts of a projection run by this process at an event it could not apply (each names the event in the log)',
+      labelNames: ['projection'],
       registers,
     });
     this.httpRequests = new Histogram({
@@ -114,6 +123,17 @@ export class Metrics {
       },
     });
     new Gauge({
+      name: 'projection_failing',
+      help: '1 while a projection is stuck on an event it cannot apply, else 0 (database-wide, served by projector processes; /readyz names the event)',
+      labelNames: ['projection'],
+      registers,
+      async collect() {
+        const snap = await snapshot();
+        this.reset();
+        for (const [projection, n] of snap?.failing ?? []) this.set({ projection }, n);
+      },
+    });
+    new Gauge({
       name: 'wallet_dead_lettered_transactions',
       help: 'Transactions dead-lettered now, from the rounds read model (database-wide, served by projector processes)',
       labelNames: ['operator'],
@@ -142,6 +162,10 @@ export class Metrics {
     this.deadLetters.inc({ operator: operatorId });
   }
 
+  projectionApplyFailed(projection: string): void {
+    this.projectionFailures.inc({ projection });
+  }
+
   rateLimitRefused(operatorId: string): void {
     this.refusals.inc({ operator: operatorId });
   }
@@ -157,19 +181,23 @@ export class Metrics {
    * every READ_MODEL_TTL_MS, and left out of a scrape that would wait for them longer than
    * READ_MODEL_TIMEOUT_MS.
    */
-  watchReadModels(opts: { pool: Pool; runners: LagSource[]; operators: () => Iterable<string>; logger: Logger }): void {
+  watchReadModels(opts: { pool: Pool; runners: Array<LagSource & { readonly projection: { name: string } }>; operators: () => Iterable<string>; logger: Logger }): void {
     let computing: Promise<ReadModelSnapshot | undefined> | undefined;
     let computedAt = 0;
     const compute = async (): Promise<ReadModelSnapshot | undefined> => {
       try {
-        const [lag, dead] = await Promise.all([
+        const [lag, dead, stuck] = await Promise.all([
           Promise.all(opts.runners.filter((r) => r.isOwner()).map((r) => r.lag())),
           opts.pool.query<{ operator_id: string; n: number }>(`SELECT operator_id, count(*)::int AS n FROM rm_transactions WHERE status = 'dead' GROUP BY operator_id`),
+          opts.pool.query<{ name: string }>('SELECT name FROM projection_checkpoints WHERE failing_since IS NOT NULL'),
         ]);
         const deadLettered = new Map<string, number>();
         for (const id of opts.operators()) deadLettered.set(id, 0);
         for (const r of dead.rows) deadLettered.set(r.operator_id, r.n);
-        return { lag, deadLettered };
+        const failing = new Map<string, number>();
+        for (const r of opts.runners) failing.set(r.projection.name, 0);
+        for (const r of stuck.rows) failing.set(r.name, 1);
+        return { lag, deadLettered, failing };
       } catch (err) {
         opts.logger.warn({ err }, 'metrics: could not read projection lag or dead letters');
         return undefined;

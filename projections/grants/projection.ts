@@ -1,3 +1,4 @@
+import { safeIntegerFrom } from '../../shared/bounds.ts';
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { Pool, PoolClient } from '../../shared/db/pool.ts';
 import { grantDecider, type Grant } from '../../shared/domain/grants/decider.ts';
@@ -32,6 +33,12 @@ export const grantsReadModelMigrations: Migration[] = [
       CREATE INDEX rm_grants_list_idx ON rm_grants (operator_id, created_at DESC);
     `,
   },
+  {
+    // #18 part 8: spins were accepted up to 2^53-1 and then could not be stored, which stopped this read
+    // model for good. New grants are bounded (shared/bounds.ts); the events already recorded still project.
+    id: 'rm-grants-002',
+    sql: `ALTER TABLE rm_grants ALTER COLUMN spins TYPE bigint;`,
+  },
 ];
 
 /** Writes the grant as of stream revision `version` (a row already at that revision or later is kept). */
@@ -55,7 +62,8 @@ interface GrantRow {
   provider_id: string;
   game_id: string;
   player_ref: string;
-  spins: number;
+  /** bigint columns: pg answers decimal strings. */
+  spins: string;
   bet_amount_minor: string;
   currency: string;
   external_ref: string | null;
@@ -75,8 +83,8 @@ export function rowToGrant(r: GrantRow): Grant {
     providerId: r.provider_id,
     gameId: r.game_id,
     playerRef: r.player_ref,
-    spins: r.spins,
-    betAmountMinor: Number(r.bet_amount_minor),
+    spins: safeIntegerFrom(r.spins, 'rm_grants.spins'),
+    betAmountMinor: safeIntegerFrom(r.bet_amount_minor, 'rm_grants.bet_amount_minor'),
     currency: r.currency,
     ...(r.external_ref !== null ? { externalRef: r.external_ref } : {}),
     status: r.status,

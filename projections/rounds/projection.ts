@@ -57,6 +57,12 @@ export const roundsReadModelMigrations: Migration[] = [
       CREATE INDEX rm_rounds_lookup_idx ON rm_rounds (operator_id, round_id);
     `,
   },
+  {
+    // #18 part 8: a round's totals are sums of amounts of up to 2^53-1 each; a bigint overflows after
+    // about 1024 of them and would stop this read model for every operator. numeric does not overflow.
+    id: 'rm-rounds-002',
+    sql: `ALTER TABLE rm_rounds ALTER COLUMN bet_amount TYPE numeric, ALTER COLUMN win_amount TYPE numeric;`,
+  },
 ];
 
 /**

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
 import { z } from 'zod';
+import { amountMinor } from '../../shared/bounds.ts';
 import { ADMIN_SESSION, PLATFORM_PROVIDER, roundStream, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
 import { notFound } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
@@ -11,7 +12,7 @@ import { submittedTransactionId } from './provider/schemas.ts';
 export const adjustmentBody = z.object({
   operatorId: z.string().min(1),
   playerRef: z.string().min(1).max(255),
-  amount: z.number().int().positive().refine(Number.isSafeInteger, 'expected a positive safe integer'),
+  amount: amountMinor().min(1, 'expected a positive integer'),
   currency: z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code'),
   direction: z.enum(['DEBIT', 'CREDIT']),
   /** Optional: a retry with the same id is answered from the first (idempotent). Generated when omitted. */

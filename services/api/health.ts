@@ -1,4 +1,5 @@
 import { Router } from 'express';
+import { projectionFailures, type ProjectionFailure } from '../../projections/runner.ts';
 import type { ServiceContext } from '../context.ts';
 
 const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
@@ -10,8 +11,12 @@ export function healthRouter(ctx: ServiceContext): Router {
     res.json({ status: 'ok' });
   });
   router.get('/readyz', async (_req, res) => {
+    let failing: ProjectionFailure[] = [];
     const checks: Record<string, () => Promise<unknown>> = {
-      postgres: () => ctx.pool.query('SELECT 1'),
+      // Postgres answers, and no read model is stuck on an event it cannot apply (database-wide).
+      postgres: async () => {
+        failing = await projectionFailures(ctx.pool);
+      },
       redis: () => ctx.redis.ping(),
       eventstore: () => ctx.eventStore.ping(),
     };
@@ -27,7 +32,10 @@ export function healthRouter(ctx: ServiceContext): Router {
     );
     const down = results.filter((n): n is string => n !== undefined);
     if (down.length > 0) res.status(503).json({ error: `not ready: ${down.join(', ')} unavailable`, down });
-    else res.json({ status: 'ready' });
+    else if (failing.length > 0) {
+      const named = failing.map((f) => `projection ${f.name} cannot apply event ${f.eventType} at ${f.position} of stream ${f.streamId}: ${f.error}`);
+      res.status(503).json({ error: `not ready: ${named.join('; ')}`, down: ['projections'], failingProjections: failing });
+    } else res.json({ status: 'ready' });
   });
   return router;
 }

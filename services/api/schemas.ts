@@ -13,7 +13,20 @@ export const invalidSignatureText = z.literal('invalid signature');
 
 export const healthResponse = z.strictObject({ status: z.literal('ok') });
 export const readyResponse = z.strictObject({ status: z.literal('ready') });
-export const notReadyResponse = z.strictObject({ error: z.string(), down: z.array(z.enum(['postgres', 'redis', 'eventstore'])).min(1) });
+/** A read model stuck on an event it cannot apply (#18 part 8): it names the event and the error. */
+export const failingProjection = z.strictObject({
+  name: z.string(),
+  position: z.string(),
+  eventType: z.string(),
+  streamId: z.string(),
+  error: z.string(),
+  since: z.iso.datetime(),
+});
+export const notReadyResponse = z.strictObject({
+  error: z.string(),
+  down: z.array(z.enum(['postgres', 'redis', 'eventstore', 'projections'])).min(1),
+  failingProjections: z.array(failingProjection).optional(),
+});
 
 export const catalogCounts = z.strictObject({
   providers: z.number().int().nonnegative(),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { amountMinor, MAX_RATE_LIMIT, MAX_RATE_WINDOW_SECONDS, spinCount, timeoutMs } from '../bounds.ts';
 
 const id = z.string().min(1).max(200);
 const currency = z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code such as "EUR"');
@@ -26,7 +27,7 @@ export const providerSchema = z.strictObject({
   name: z.string().min(1),
   apiBaseUrl: httpUrl,
   secret: z.string().min(1),
-  timeoutMs: z.number().int().positive().default(5000),
+  timeoutMs: timeoutMs().default(5000),
   currencies: z.array(currency).min(1),
   supportedLanguages: z.array(z.string().min(1)).default([]),
   games: z.array(gameSchema).default([]),
@@ -37,9 +38,9 @@ export const operatorSchema = z.strictObject({
   name: z.string().min(1),
   secret: z.string().min(1),
   walletUrl: httpUrl,
-  walletTimeoutMs: z.number().int().positive().default(5000),
+  walletTimeoutMs: timeoutMs().default(5000),
   rateLimit: z
-    .strictObject({ limit: z.number().int().positive(), windowSeconds: z.number().int().positive() })
+    .strictObject({ limit: z.number().int().min(1).max(MAX_RATE_LIMIT), windowSeconds: z.number().int().min(1).max(MAX_RATE_WINDOW_SECONDS) })
     .default({ limit: 100, windowSeconds: 1 }),
   visibleGames: z.array(id).default([]),
   blockedPlayers: z.array(z.string().min(1)).default([]),
@@ -48,8 +49,8 @@ export const operatorSchema = z.strictObject({
 export const campaignSchema = z.strictObject({
   id,
   gameId: id,
-  spins: z.number().int().positive(),
-  betAmountMinor: z.number().int().nonnegative(),
+  spins: spinCount(),
+  betAmountMinor: amountMinor(),
   currency,
   active: z.boolean(),
   validFrom: z.iso.datetime({ offset: true }).optional(),

@@ -63,6 +63,25 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
       expect(res.json).toMatchObject({ campaignId: 'welcome-10', gameId: 'fruit-1', spins: 10, betAmountMinor: 20, currency: 'EUR', status: 'active' });
     });
 
+    // API document 2.7: "When set, gameId, spins, betAmountMinor and currency in the request are ignored and read
+    // from the campaign". Ignored means not read at all: whatever those four hold, the campaign's terms are issued.
+    it.each([
+      ['spins 0', { spins: 0 }],
+      ['no game, spins, stake or currency at all', {}],
+      ['negative spins and stake', { spins: -3, betAmountMinor: -1 }],
+      ['spins past the bound', { spins: Number.MAX_SAFE_INTEGER }],
+      ['fractional spins', { spins: 1.5 }],
+      ['an unknown game', { gameId: 'nope' }],
+      ['a game not visible to the operator', { gameId: 'hidden-3' }],
+      ['an unsupported or lower-case currency', { currency: 'gbp' }],
+      ['values of the wrong type', { gameId: 42, spins: 'ten', betAmountMinor: null, currency: ['EUR'] }],
+    ])('with a campaign, ignores the request’s %s', async (_label, over) => {
+      const res = await issue({ playerRef: 'fs-ci', idempotencyKey: randomUUID(), campaignId: 'welcome-10', ...over });
+      expect(res.status, res.json.error).toBe(201);
+      expect(res.json).toMatchObject({ campaignId: 'welcome-10', gameId: 'fruit-1', spins: 10, betAmountMinor: 20, currency: 'EUR', status: 'active' });
+      expect(issueCalls().at(-1)!.body).toMatchObject({ requestRef: res.json.id, gameId: 'fruit-1', spins: 10, betAmountMinor: 20, currency: 'EUR' });
+    });
+
     it('records a failed provider call as a failed grant with lastError, answers 502, and consumes the key', async () => {
       provider.script('/v1/free-spins/grants', { status: 500, body: { error: 'boom' } });
       const body = direct();

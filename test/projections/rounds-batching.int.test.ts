@@ -140,4 +140,23 @@ describe('rounds projection: the same rows whatever the batch size', () => {
     expect(txs[0]).toMatchObject({ status: 'applied', attempts: 1, reply: { status: 'OK', balance: 750 }, settled_at: new Date('2026-11-21T12:00:01.000Z') });
     expect(rounds[0]).toMatchObject({ bets: 1, bet_amount: '250', outstanding_bets: 1 });
   });
+  it('totals a round whose applied amounts sum past a bigint (1100 BETs and WINs of 2^53-1 each) exactly (#18 part 8)', async () => {
+    const max = Number.MAX_SAFE_INTEGER;
+    const stream = 'round|studio-a|op-1|r-huge';
+    const events: RecordedEvent[] = [];
+    const push = (event: RoundEvent) =>
+      events.push({ id: randomUUID(), streamId: stream, revision: events.length, type: event.type, data: event.data, metadata: {}, position: `1.${events.length + 1}`, createdAt: new Date() });
+    const at = new Date(Date.UTC(2026, 10, 21, 12)).toISOString();
+    for (let i = 0; i < 1100; i++) {
+      for (const type of ['BET', 'WIN'] as const) {
+        const transactionId = `${type}-${i}`;
+        const request = { transactionId, sessionToken: 's', type, roundId: 'r-huge', roundComplete: false, playerRef: 'p1', amount: max, currency: 'EUR', gameId: 'fruit-1' };
+        push({ type: 'TransactionRecorded', data: { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request, walletBody: '{}', contentHash: 'h', recordedAt: at } });
+        push({ type: 'TransactionSettled', data: { transactionId, outcome: 'applied', reply: { status: 'OK', balance: type === 'BET' ? 0 : max, body: '{}' }, attempt: 1, settledAt: at } });
+      }
+    }
+    const { rounds } = (await rowsAfter(events, (all) => [all])) as { rounds: Array<Record<string, unknown>> };
+    const total = String(BigInt(max) * 1100n);
+    expect(rounds[0]).toMatchObject({ bets: 1100, wins: 1100, bet_amount: total, win_amount: total });
+  });
 });

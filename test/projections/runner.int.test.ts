@@ -2,7 +2,8 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { applyBatch, CheckpointMovedError, projectionMigrations, ProjectionRunner, readCheckpoint, resetProjection } from '../../projections/runner.ts';
+import { applyBatch, CheckpointMovedError, ProjectionApplyError, projectionFailures, projectionMigrations, ProjectionRunner, readCheckpoint, resetProjection } from '../../projections/runner.ts';
+import { createLogger } from '../../shared/logger.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool, type Pool } from '../../shared/db/pool.ts';
 import { START } from '../../shared/eventstore/port.ts';
@@ -82,6 +83,44 @@ describe('projection runner', () => {
     await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 50);
     await runner.stop();
     expect(failures).toBe(1);
+    await expectExactlyOnce(ids);
+  });
+
+  it('names an event it cannot apply (log, checkpoint row, callback), keeps the events before it, and goes on once it applies (#18 part 8)', async () => {
+    const ids = await appendEvents(50);
+    const poison = (await store.readAll({ maxCount: 100 })).find((e) => e.data.i === 27)!;
+    let poisoned = true;
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = createLogger('info', {}, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const failures: ProjectionApplyError[] = [];
+    const runner = new ProjectionRunner(
+      pool,
+      db.url,
+      store,
+      tallyProjection({
+        beforeEach: (e) => {
+          if (poisoned && e.id === poison.id) throw new Error('value out of range for type integer');
+        },
+      }),
+      { batchSize: 20, lockRetryMs: 20, failureBackoffMaxMs: 100, logger, onApplyFailure: (err) => failures.push(err) },
+    );
+    runner.start();
+    try {
+      await until(async () => (await projectionFailures(pool)).length === 1);
+      // The 27 events before it are applied and checkpointed; nothing of it or after it.
+      expect((await pool.query('SELECT 1 FROM tally')).rowCount).toBe(27);
+      expect(await projectionFailures(pool)).toEqual([
+        { name: 'tally', position: poison.position, eventType: 'Tick', streamId: poison.streamId, error: 'value out of range for type integer', since: expect.any(String) },
+      ]);
+      expect(failures[0]!.event.id).toBe(poison.id);
+      const logged = lines.find((l) => l.msg === 'projection cannot apply an event; the other projections go on, this one retries it');
+      expect(logged).toMatchObject({ level: 50, projection: 'tally', position: poison.position, eventType: 'Tick', streamId: poison.streamId, eventId: poison.id, error: 'value out of range for type integer' });
+      poisoned = false;
+      await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 50);
+      await until(async () => (await projectionFailures(pool)).length === 0);
+    } finally {
+      await runner.stop();
+    }
     await expectExactlyOnce(ids);
   });
 

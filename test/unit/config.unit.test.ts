@@ -53,4 +53,21 @@ describe('configuration (contract section 1)', () => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`\\b${name}\\b`));
   });
+  // #18 part 8: a number the service takes must fit where it goes. Seconds become Node timers in ms (at most
+  // 2^31-1 ms, else they fire at once) and int4 TTLs; milliseconds become Node timers.
+  it.each([
+    ['STALE_ROUND_AFTER_SECONDS', 2_147_483],
+    ['RECONCILE_INTERVAL_SECONDS', 2_147_483],
+    ['SESSION_TTL_SECONDS', 2_147_483],
+    ['REPLAY_LINK_TTL_SECONDS', 2_147_483],
+    ['SIGNATURE_WINDOW_SECONDS', 2_147_483],
+    ['DISPATCH_RETRY_WINDOW_SECONDS', 2_147_483],
+    ['RECOVERY_SWEEP_SECONDS', 2_147_483],
+    ['DISPATCH_BACKOFF_BASE_MS', 2_147_483_647],
+    ['DISPATCH_BACKOFF_MAX_MS', 2_147_483_647],
+  ])('takes %s up to %i and refuses one more, naming it', (name, max) => {
+    expect(() => loadConfig({ PGUSER: 'postgres', [name]: String(max) })).not.toThrow();
+    expect(() => loadConfig({ PGUSER: 'postgres', [name]: String(max + 1) })).toThrow(new RegExp(`${name}: `));
+    expect(() => loadConfig({ PGUSER: 'postgres', [name]: '0' })).toThrow(ConfigError);
+  });
 });

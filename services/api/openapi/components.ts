@@ -52,7 +52,7 @@ const named: Array<[z.ZodType, string, string?, unknown[]?]> = [
   [launchBody, 'LaunchGameRequest', 'LaunchGameRequestBody (API document 2.3). The currency format is checked after the game lookup, as contract section 4 orders the checks.'],
   [kickBody, 'KickPlayerRequest'],
   [replayBody, 'RoundReplayRequest'],
-  [issueGrantBody, 'IssueGrantRequest', 'IssueGrantRequestBody (API document 2.7). With campaignId, the game, spins, stake and currency come from the campaign; without it gameId, spins and currency are required.'],
+  [issueGrantBody, 'IssueGrantRequest', 'IssueGrantRequestBody (API document 2.7). With campaignId, the game, spins, stake and currency come from the campaign and the request\'s gameId, spins, betAmountMinor and currency are ignored, whatever they hold (not validated: 0, absent or of another type is fine); without it gameId, spins (1 to 1,000,000) and currency are required.'],
   [transactionBody, 'ProviderTransactionRequest', 'TransactionRequest (API document 2.10) as a provider submits it. roundComplete is required on BET and WIN; originalTransactionId only (and always) on ROLLBACK; direction only on ADJUSTMENT, which providers may not submit. The prefix `stale-rollback:` is reserved.'],
   [transactionMetadata, 'TransactionMetadata', 'Opaque to the service, stored and forwarded verbatim (API document 2.11).'],
   [balanceBody, 'BalanceRequest'],

@@ -27,7 +27,7 @@ const options: z.core.ToJSONSchemaParams = {
   // The only custom type: metadata, refined in code to a JSON object of at most 8 KiB.
   unrepresentable: ({ zodSchema }) =>
     metadataSchemas.has(zodSchema)
-      ? { type: 'object', additionalProperties: true, description: `Any JSON object, at most ${METADATA_MAX_BYTES} bytes as UTF-8 JSON.` }
+      ? { type: 'object', additionalProperties: true, description: `Any JSON object, at most ${METADATA_MAX_BYTES} bytes as UTF-8 JSON, without a number too large for a double (e.g. 1e400).` }
       : 'throw',
   // zod spells out its date-time and uuid checks as long regular expressions; the format says it.
   override: ({ jsonSchema }) => {

@@ -147,7 +147,7 @@ A DEMO session never reaches your wallet.`,
       200: json(grantSchema, 'A repeated idempotencyKey: the original grant, unchanged.'),
       201: json(grantSchema, 'A new grant, issued at the provider: status `active` with its externalRef.'),
       400: signedBadRequest(
-        'missing or invalid fields (gameId, spins and currency are required without campaignId; spins must be positive).',
+        'missing or invalid fields (gameId, spins and currency are required without campaignId; spins from 1 to 1,000,000, betAmountMinor from 0 to 2^53-1). With campaignId those four fields are ignored, whatever they hold, and never refused.',
         'a currency that is malformed or not supported by the provider.',
         'a campaign that is inactive or outside its validity window.',
       ),
@@ -400,8 +400,15 @@ const publicRoutes: RouteSpec[] = [
     operationId: 'ready',
     tag: 'Health',
     summary: 'Readiness',
-    description: 'Answers 200 only when Postgres, Redis and the event store answer (each within 2 s).',
-    responses: { 200: json(readyResponse, 'Ready.'), 503: json(notReadyResponse, 'Not ready: `down` names what did not answer.') },
+    description:
+      'Answers 200 only when Postgres, Redis and the event store answer (each within 2 s) and no read model is stuck on an event it cannot apply (database-wide: any process answers the same).',
+    responses: {
+      200: json(readyResponse, 'Ready.'),
+      503: json(
+        notReadyResponse,
+        'Not ready: `down` names what did not answer, or is `["projections"]` when a read model cannot apply an event; then `failingProjections` names each such projection, the event (position, type, stream), the error and since when. It retries the event with backoff and is ready again once it applies.',
+      ),
+    },
   },
   {
     method: 'get',

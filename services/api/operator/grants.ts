@@ -1,5 +1,6 @@
 import { Router, type Request } from 'express';
 import { z } from 'zod';
+import { amountMinor, spinCount } from '../../../shared/bounds.ts';
 import { grantsProjection, listGrants } from '../../../projections/grants/projection.ts';
 import { waitForProjection } from '../../../projections/runner.ts';
 import type { Position } from '../../../shared/eventstore/port.ts';
@@ -19,12 +20,29 @@ export const issueGrantBody = z.object({
   idempotencyKey: z.string().min(1).max(255),
   campaignId: z.string().min(1).max(200).optional(),
   gameId: z.string().min(1).max(200).optional(),
-  spins: z.number().int().positive().optional(),
-  betAmountMinor: z.number().int().nonnegative().refine(Number.isSafeInteger, 'expected a non-negative safe integer').optional(),
+  spins: spinCount().optional(),
+  betAmountMinor: amountMinor().optional(),
   currency: z.string().optional(),
   expiresAt: z.iso.datetime({ offset: true }).optional(),
 });
 type IssueGrantBody = z.infer<typeof issueGrantBody>;
+
+/** The request fields a campaign supplies: with campaignId, the API document (2.7) says the request's are ignored. */
+const CAMPAIGN_TERMS = ['gameId', 'spins', 'betAmountMinor', 'currency'] as const;
+
+/**
+ * The issue body, validated. With a campaignId the request's game, spins, stake and currency are not read
+ * at all (API document 2.7), so they are dropped before validation: whatever they hold (0, absent, out of
+ * range, of another type) refuses nothing and reaches nobody.
+ */
+export function parseIssueBody(raw: unknown): IssueGrantBody {
+  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && (raw as Record<string, unknown>).campaignId !== undefined) {
+    const rest: Record<string, unknown> = { ...(raw as Record<string, unknown>) };
+    for (const field of CAMPAIGN_TERMS) delete rest[field];
+    return parseOr400(issueGrantBody, rest);
+  }
+  return parseOr400(issueGrantBody, raw);
+}
 
 export const grantIdParam = z.uuid({ message: 'expected a UUID' });
 export const listQuery = z.object({ playerRef: z.string().min(1).max(255).optional() });
@@ -159,7 +177,7 @@ export function grantRoutes(ctx: ServiceContext): Router {
 
   router.post('/free-spins/grants', async (req, res) => {
     const operator = callingOperator(ctx, req);
-    const body = parseOr400(issueGrantBody, req.body);
+    const body = parseIssueBody(req.body);
     const id = grantIdFor(operator.id, body.idempotencyKey);
     // The key is the identity: a repeat gets the original grant, whatever its status and whatever the body says now.
     if ((await load(id)).state) {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { amountMinor, spinCount } from '../../../shared/bounds.ts';
 
 export const launchBody = z.object({
   playerRef: z.string().min(1).max(255),
@@ -47,8 +48,9 @@ export const grantSchema = z.strictObject({
   providerId: z.string(),
   gameId: z.string(),
   playerRef: z.string(),
-  spins: z.number().int().positive(),
-  betAmountMinor: z.number().int().nonnegative(),
+  // A grant recorded before spins were bounded (#18 part 8) may carry more than MAX_SPINS: it is still answered as recorded.
+  spins: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+  betAmountMinor: amountMinor(),
   currency: z.string(),
   externalRef: z.string().optional(),
   status: grantStatusSchema,
@@ -66,8 +68,8 @@ export const providerGrantRequest = z.strictObject({
   operatorId: z.string(),
   playerRef: z.string(),
   gameId: z.string(),
-  spins: z.number().int().positive(),
-  betAmountMinor: z.number().int().nonnegative(),
+  spins: spinCount(),
+  betAmountMinor: amountMinor(),
   currency: z.string(),
   expiresAt: z.string().optional(),
 });

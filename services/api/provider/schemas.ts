@@ -1,12 +1,28 @@
 import { z } from 'zod';
+import { amountMinor } from '../../../shared/bounds.ts';
 import { STALE_ROLLBACK_PREFIX } from '../../../shared/domain/rounds/events.ts';
 
 export const METADATA_MAX_BYTES = 8 * 1024;
 
-/** Provider-supplied and opaque (API document 2.11): a JSON object of at most 8 KiB. */
+/** Whether every number in a parsed JSON value is finite: JSON.parse makes 1e400 Infinity, which JSON keeps as null. */
+function numbersFinite(value: unknown): boolean {
+  const stack: unknown[] = [value]; // iterative: nesting depth is bounded only by the body size
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'number' && !Number.isFinite(v)) return false;
+    if (v !== null && typeof v === 'object') stack.push(...Object.values(v));
+  }
+  return true;
+}
+
+/**
+ * Provider-supplied and opaque (API document 2.11): a JSON object of at most 8 KiB, stored and forwarded
+ * verbatim, so it may not hold a number past a double (1e400 would be kept and sent as null).
+ */
 export const transactionMetadata = z
   .custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), 'expected a JSON object')
-  .refine((v) => Buffer.byteLength(JSON.stringify(v), 'utf8') <= METADATA_MAX_BYTES, `must be at most ${METADATA_MAX_BYTES} bytes of JSON`);
+  .refine((v) => Buffer.byteLength(JSON.stringify(v), 'utf8') <= METADATA_MAX_BYTES, `must be at most ${METADATA_MAX_BYTES} bytes of JSON`)
+  .refine((v) => numbersFinite(v), 'holds a number too large for a double (e.g. 1e400), which cannot be kept verbatim');
 
 /**
  * A transactionId a provider or an adjustment may use: the prefix `stale-rollback:` is the reconciler's
@@ -28,7 +44,7 @@ export const transactionBody = z
     roundComplete: z.boolean().optional(),
     originalTransactionId: z.string().min(1).max(255).optional(),
     playerRef: z.string().min(1).max(255),
-    amount: z.number().int().nonnegative().refine(Number.isSafeInteger, 'expected a non-negative safe integer'),
+    amount: amountMinor(),
     currency: z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code'),
     gameId: z.string().min(1).max(200),
     direction: z.enum(['DEBIT', 'CREDIT']).optional(),
@@ -66,7 +82,7 @@ export const walletTransactionRequest = z.strictObject({
   roundComplete: z.boolean(),
   originalTransactionId: z.string().min(1).optional(),
   playerRef: z.string().min(1),
-  amount: z.number().int().nonnegative(),
+  amount: amountMinor(),
   currency: z.string().regex(/^[A-Z]{3}$/),
   gameId: z.string(),
   direction: z.enum(['DEBIT', 'CREDIT']).optional(),

@@ -1,0 +1,187 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grantsProjection } from '../../projections/grants/projection.ts';
+import { waitForProjection } from '../../projections/runner.ts';
+import { grantIdFor, grantStream } from '../../shared/domain/grants/events.ts';
+import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
+import { ADMIN_TOKEN } from '../helpers/service.ts';
+import { signedRequest, toTestResponse } from '../helpers/signing.ts';
+import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
+
+/**
+ * #18 part 8, "no poison input": every number the service accepts fits where it is stored and
+ * projected. At each bound: the maximum is accepted and comes back exactly from the read models, the
+ * maximum plus one is a 400 `{"error": "<field>: ..."}` and nothing is recorded.
+ */
+const MAX_SAFE = Number.MAX_SAFE_INTEGER; // 9007199254740991, the largest amount in minor units
+const MAX_SPINS = 1_000_000;
+
+type Body = Record<string, unknown> & { error?: string };
+
+describe('bounds on every number the service accepts (#18 part 8)', () => {
+  let h: MoneyHarness;
+  beforeAll(async () => {
+    h = await startMoneyHarness('bounds');
+  });
+  afterAll(async () => h?.close());
+
+  const issue = (body: Record<string, unknown>, as = OP1) => signedRequest<Body>(h.svc.url, { path: '/v1/operator/free-spins/grants', body, as });
+  const list = (as = OP1) => signedRequest<Body[]>(h.svc.url, { path: '/v1/operator/free-spins/grants', as });
+  const grant = (over: Record<string, unknown> = {}) => ({ playerRef: 'b-p', idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 5, currency: 'EUR', betAmountMinor: 10, ...over });
+  const putCatalog = async (body: unknown) =>
+    toTestResponse<{ error?: string }>(
+      await fetch(`${h.svc.url}/v1/admin/catalog`, { method: 'PUT', headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` }, body: JSON.stringify(body) }),
+    );
+
+  describe('free-spin grants', () => {
+    it(`accepts spins = ${MAX_SPINS} and betAmountMinor = 2^53-1, and lists them exactly`, async () => {
+      const body = grant({ spins: MAX_SPINS, betAmountMinor: MAX_SAFE });
+      const res = await issue(body);
+      expect(res.status).toBe(201);
+      expect(res.json).toMatchObject({ spins: MAX_SPINS, betAmountMinor: MAX_SAFE, status: 'active' });
+      const listed = (await list()).json.find((g) => g.id === res.json.id);
+      expect(listed).toMatchObject({ spins: MAX_SPINS, betAmountMinor: MAX_SAFE, status: 'active' });
+    });
+
+    it.each([
+      ['spins', { spins: MAX_SPINS + 1 }],
+      ['spins', { spins: MAX_SAFE }], // the reproduction of the issue: was 201, then the projection failed for good
+      ['betAmountMinor', { betAmountMinor: MAX_SAFE + 1 }],
+    ])('refuses %s above its maximum with 400 naming it, and records nothing', async (field, over) => {
+      const body = grant(over);
+      const res = await issue(body);
+      expect(res.status).toBe(400);
+      expect(res.json.error).toMatch(new RegExp(`^${field}: `));
+      expect(await h.svc.ctx.eventStore.readStream(grantStream(grantIdFor(OP1.id, body.idempotencyKey)))).toEqual([]);
+    });
+
+    it('keeps every operator’s grant list moving after an out-of-range request', async () => {
+      expect((await issue(grant({ spins: MAX_SAFE }))).status).toBe(400);
+      const theirs = await issue(grant(), OP2);
+      expect(theirs.status).toBe(201);
+      expect((await list(OP2)).json.map((g) => g.id)).toContain(theirs.json.id);
+      expect((await fetch(`${h.svc.url}/readyz`)).status).toBe(200);
+    });
+
+    it('projects a grant recorded before the bound with spins = 2^53-1 (the read model column is bigint)', async () => {
+      const id = randomUUID();
+      const now = new Date().toISOString();
+      const { position } = await h.svc.ctx.eventStore.append(grantStream(id), [
+        {
+          id: randomUUID(),
+          type: 'GrantRequested',
+          data: {
+            grantId: id, operatorId: OP1.id, providerId: 'studio-a', gameId: 'fruit-1', playerRef: 'b-old', spins: MAX_SAFE, betAmountMinor: MAX_SAFE,
+            currency: 'EUR', idempotencyKey: `old-${id}`, requestedAt: now,
+          },
+        },
+      ], 'no_stream');
+      expect(await waitForProjection(h.svc.ctx.pool, grantsProjection.name, position, 5000)).toBe(true);
+      const listed = (await list()).json.find((g) => g.id === id);
+      expect(listed).toMatchObject({ spins: MAX_SAFE, betAmountMinor: MAX_SAFE, status: 'pending' });
+    });
+  });
+
+  describe('provider transactions and adjustments', () => {
+    it('accepts amount = 2^53-1 and the rounds read model holds it exactly', async () => {
+      const token = await h.launch('b-tx');
+      const bet = h.bet(token, { playerRef: 'b-tx', amount: MAX_SAFE });
+      const res = await h.tx(bet);
+      expect(res.status).toBe(200);
+      expect(res.json).toMatchObject({ status: 'DECLINED' }); // the fake wallet holds 10000
+      await h.until(async () => {
+        const { rows } = await h.svc.ctx.pool.query<{ amount: string }>('SELECT amount FROM rm_transactions WHERE transaction_id = $1', [bet.transactionId]);
+        return rows[0]?.amount === String(MAX_SAFE);
+      });
+    });
+
+    it('refuses amount = 2^53 with 400 naming it', async () => {
+      const token = await h.launch('b-tx2');
+      const res = await h.tx(h.bet(token, { playerRef: 'b-tx2', amount: MAX_SAFE + 1 }));
+      expect(res.status).toBe(400);
+      expect(res.json.error).toMatch(/^amount: /);
+    });
+
+    it('refuses metadata holding a number past a double (1e400 would be stored and forwarded as null) with 400 naming metadata', async () => {
+      const token = await h.launch('b-meta');
+      const bet = h.bet(token, { playerRef: 'b-meta' });
+      const rawBody = JSON.stringify(bet).replace(/}$/, ',"metadata":{"jackpot":{"amountMinor":1e400}}}');
+      const res = await signedRequest<Body>(h.svc.url, { path: '/v1/wallet/transaction', rawBody, as: PROV_A });
+      expect(res.status).toBe(400);
+      expect(res.json.error).toMatch(/^metadata/);
+      expect(h.walletCallsFor(bet.transactionId as string)).toHaveLength(0);
+    });
+
+    const adjust = async (amount: number) =>
+      toTestResponse<Body>(
+        await fetch(`${h.svc.url}/v1/admin/adjustments`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` },
+          body: JSON.stringify({ operatorId: OP1.id, playerRef: 'b-adj', amount, currency: 'EUR', direction: 'DEBIT', reason: 'bounds test' }),
+        }),
+      );
+
+    it('accepts an adjustment of 2^53-1 and refuses 2^53 with 400 naming amount', async () => {
+      const ok = await adjust(MAX_SAFE);
+      expect(ok.status).toBe(200);
+      expect(ok.json).toMatchObject({ status: 'applied' });
+      await h.until(async () => {
+        const { rows } = await h.svc.ctx.pool.query<{ amount: string }>('SELECT amount FROM rm_transactions WHERE transaction_id = $1', [ok.json.transactionId]);
+        return rows[0]?.amount === String(MAX_SAFE);
+      });
+      const over = await adjust(MAX_SAFE + 1);
+      expect(over.status).toBe(400);
+      expect(over.json.error).toMatch(/^amount: /);
+    });
+  });
+
+  describe('catalog numbers', () => {
+    const base = () => testCatalog({ walletUrl: h.wallet.url, providerUrl: h.provider.url });
+    const withProvider = (over: Record<string, unknown>) => {
+      const c = base();
+      return { providers: [{ ...c.providers[0]!, ...over }] };
+    };
+    const withOperator = (over: Record<string, unknown>) => {
+      const c = base();
+      return { providers: c.providers, operators: [{ ...c.operators[0]!, id: 'op-bounds', ...over }] };
+    };
+    const withCampaign = (over: Record<string, unknown>) => {
+      const c = base();
+      return { campaigns: [{ ...c.campaigns[0]!, id: 'bounds-campaign', ...over }] };
+    };
+
+    it.each([
+      ['providers[0].timeoutMs', withProvider, { timeoutMs: 60_000 }, { timeoutMs: 60_001 }],
+      ['providers[0].timeoutMs', withProvider, { timeoutMs: 1 }, { timeoutMs: 0 }],
+      ['operators[0].walletTimeoutMs', withOperator, { walletTimeoutMs: 60_000 }, { walletTimeoutMs: 60_001 }],
+      ['operators[0].rateLimit.limit', withOperator, { rateLimit: { limit: 1_000_000, windowSeconds: 1 } }, { rateLimit: { limit: 1_000_001, windowSeconds: 1 } }],
+      ['operators[0].rateLimit.windowSeconds', withOperator, { rateLimit: { limit: 10, windowSeconds: 86_400 } }, { rateLimit: { limit: 10, windowSeconds: 86_401 } }],
+      ['campaigns[0].spins', withCampaign, { spins: MAX_SPINS }, { spins: MAX_SPINS + 1 }],
+      ['campaigns[0].betAmountMinor', withCampaign, { betAmountMinor: MAX_SAFE }, { betAmountMinor: MAX_SAFE + 1 }],
+    ] as const)('%s: accepts the bound, refuses one past it with 400 naming the field', async (field, build, ok, bad) => {
+      const accepted = await putCatalog(build(ok));
+      expect(accepted.status, accepted.text).toBe(200);
+      const refused = await putCatalog(build(bad));
+      expect(refused.status).toBe(400);
+      expect(refused.json.error).toContain(`catalog: ${field}: `);
+      // Put the harness's catalog back for the other tests.
+      expect((await putCatalog(base())).status).toBe(200);
+    });
+
+    it('an operator whose rate window is at the maximum still gets answers (Redis takes the expiry)', async () => {
+      expect((await putCatalog(base())).status).toBe(200);
+      const c = base();
+      expect((await putCatalog({ operators: [{ ...c.operators[1]!, rateLimit: { limit: 1_000_000, windowSeconds: 86_400 } }] })).status).toBe(200);
+      const res = await signedRequest(h.svc.url, { path: '/v1/operator/games', as: OP2 });
+      expect(res.status).toBe(200);
+      expect((await putCatalog(base())).status).toBe(200);
+    });
+
+    it('a campaign of the maximum size issues a grant that lists exactly', async () => {
+      expect((await putCatalog(withCampaign({ spins: MAX_SPINS, betAmountMinor: MAX_SAFE }))).status).toBe(200);
+      const res = await issue({ playerRef: 'b-camp', idempotencyKey: randomUUID(), campaignId: 'bounds-campaign' });
+      expect(res.status).toBe(201);
+      expect((await list()).json.find((g) => g.id === res.json.id)).toMatchObject({ spins: MAX_SPINS, betAmountMinor: MAX_SAFE, campaignId: 'bounds-campaign' });
+    });
+  });
+});
