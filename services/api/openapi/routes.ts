@@ -401,13 +401,10 @@ const publicRoutes: RouteSpec[] = [
     tag: 'Health',
     summary: 'Readiness',
     description:
-      'Answers 200 only when Postgres, Redis and the event store answer (each within 2 s) and no read model is stuck on an event it cannot apply (database-wide: any process answers the same).',
+      'Answers 200 only when Postgres, Redis and the event store answer (each within 2 s). The body is `{"status":"ready"}`, or `{"status":"degraded","failingProjections":[…]}` while a read model is stuck on an event it cannot apply (database-wide: any process answers the same): the money path reads no read model, so the process stays in rotation, and each entry names the projection, the event (position, type, stream), the error and since when. The runner retries the event with backoff.',
     responses: {
-      200: json(readyResponse, 'Ready.'),
-      503: json(
-        notReadyResponse,
-        'Not ready: `down` names what did not answer, or is `["projections"]` when a read model cannot apply an event; then `failingProjections` names each such projection, the event (position, type, stream), the error and since when. It retries the event with backoff and is ready again once it applies.',
-      ),
+      200: json(readyResponse, 'Ready, or degraded (a read model stuck on an event).'),
+      503: json(notReadyResponse, 'Not ready: `down` names what did not answer.'),
     },
   },
   {
