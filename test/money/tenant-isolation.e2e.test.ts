@@ -1,0 +1,92 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
+import type { FakeWallet, TransactionBody } from '../helpers/fakes.ts';
+import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+
+/**
+ * Contract section 8, rule 8: tenants do not share their failures. One operator's hung wallet, with
+ * hundreds of its credits awaiting retry, must not delay another operator's retries nor its first
+ * attempts. Fails on the code before per-operator queues (retries waited behind the hung operator's
+ * in the worker's shared slots, 17 s instead of 0.3 s) and per-operator connection pools (first
+ * attempts queued behind the hung operator's calls for a connection to the shared wallet host).
+ */
+
+const BACKOFF_BASE_MS = 300;
+/** Operator one's wallet (A) answers nothing; each call ends at this timeout. */
+const A_TIMEOUT_MS = 2000;
+const A_BACKLOG = 300;
+
+type Operator = typeof OP1;
+
+/** Runs `fn` over `items`, `width` at a time. */
+async function inBatches<T, R>(items: T[], width: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += width) out.push(...(await Promise.all(items.slice(i, i + width).map(fn))));
+  return out;
+}
+
+function rounds(h: MoneyHarness) {
+  return async (as: Operator, playerRef: string) => {
+    const token = await h.launch(playerRef, {}, as);
+    return (tag: string) => {
+      const roundId = `ti-${tag}-${randomUUID()}`;
+      const base = { sessionToken: token, roundId, playerRef, currency: 'EUR', gameId: 'fruit-1' };
+      return {
+        bet: { ...base, transactionId: `${roundId}-bet`, type: 'BET', roundComplete: false, amount: 10 },
+        win: { ...base, transactionId: `${roundId}-win`, type: 'WIN', roundComplete: true, amount: 25 },
+      };
+    };
+  };
+}
+
+const winsOf = (wallet: FakeWallet, playerPrefix: string) =>
+  wallet.calls.filter((c) => {
+    const b = c.body as Partial<TransactionBody> | undefined;
+    return b?.type === 'WIN' && b.playerRef?.startsWith(playerPrefix) === true;
+  }).length;
+
+describe('tenant isolation: retries (contract 8 rule 8)', () => {
+  let h: MoneyHarness;
+  beforeAll(async () => {
+    h = await startMoneyHarness('tenantretry', { DISPATCH_BACKOFF_BASE_MS: String(BACKOFF_BASE_MS), DISPATCH_BACKOFF_MAX_MS: '5000' });
+    const catalog = testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 1000 });
+    catalog.operators[0]!.walletTimeoutMs = A_TIMEOUT_MS;
+    await h.svc.ctx.catalog.apply(catalog);
+  });
+  afterAll(async () => h?.close());
+
+  it("retries another operator's failed WIN on its own schedule while one operator's wallet hangs with hundreds of WINs awaiting retry", async () => {
+    // A: bets are taken, then the wallet hangs on every WIN.
+    h.wallet.setChaos((tx) => (tx.type === 'WIN' ? { hang: true } : undefined));
+    const roundOfA = await rounds(h)(OP1, `a-${randomUUID().slice(0, 6)}`);
+    const backlog = Array.from({ length: A_BACKLOG }, (_, i) => roundOfA(`a${i}`));
+    const bets = await inBatches(backlog, 50, (r) => h.tx(r.bet));
+    expect(bets.every((r) => r.status === 200)).toBe(true);
+    const wins = await Promise.all(backlog.map((r) => h.tx(r.win)));
+    expect(wins.every((r) => r.status === 504)).toBe(true); // timed out: every one awaits retry
+    // (Fewer reached the wallet: 128 connections per host; the others timed out waiting for one.)
+    const firstAttemptsOfA = winsOf(h.wallet, 'a-');
+
+    // B: its WIN fails once, then the wallet takes it.
+    const roundOfB = await rounds(h)(OP2, `b-${randomUUID().slice(0, 6)}`);
+    const b = roundOfB('b');
+    expect((await h.tx(b.bet)).status).toBe(200);
+    h.wallet2.script(b.win.transactionId, { status: 500, body: { error: 'once' } });
+    expect((await h.tx(b.win)).status).toBe(502);
+    const failedAt = Date.now();
+    await h.until(() => h.wallet2.processed.has(b.win.transactionId), 45_000);
+    const retryDelayMs = Date.now() - failedAt;
+    const retriesOfA = winsOf(h.wallet, 'a-') - firstAttemptsOfA;
+
+    expect(h.wallet2.processed.get(b.win.transactionId)?.status).toBe('OK');
+    expect(h.wallet2.effects.get(b.win.transactionId)).toBe(1);
+    // Not a speed check: A's backlog needs 300 / 32 slots x 2 s = 19 s for one pass, and B's retry is
+    // due after 0.3 s. With a generous margin, B was retried long before A's backlog could drain,
+    // i.e. it did not wait behind it.
+    expect(retryDelayMs, `B's retry came ${retryDelayMs} ms after its failure; A had ${retriesOfA} retries sent`).toBeLessThan(BACKOFF_BASE_MS + 5000);
+    expect(retriesOfA).toBeLessThan(A_BACKLOG);
+    // And A's retries do go on meanwhile, in A's own slots.
+    await h.until(() => winsOf(h.wallet, 'a-') > firstAttemptsOfA, 10_000);
+  }, 120_000);
+});
