@@ -90,3 +90,39 @@ describe('tenant isolation: retries (contract 8 rule 8)', () => {
     await h.until(() => winsOf(h.wallet, 'a-') > firstAttemptsOfA, 10_000);
   }, 120_000);
 });
+
+describe('tenant isolation: first attempts (contract 8 rule 8)', () => {
+  let h: MoneyHarness;
+  beforeAll(async () => {
+    h = await startMoneyHarness('tenantfirst');
+    // Both operators' wallets on one host (a white-label wallet platform): one fake wallet serves both,
+    // operator two signing with operator one's secret so that the fake checks both signatures.
+    const catalog = testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet.url, providerUrl: h.provider.url, walletTimeoutMs: 1000 });
+    catalog.operators[0]!.walletTimeoutMs = 4000;
+    catalog.operators[1]!.secret = OP1.secret;
+    await h.svc.ctx.catalog.apply(catalog);
+  });
+  afterAll(async () => h?.close());
+
+  it("answers another operator's BET and WIN while one operator's hung wallet holds hundreds of calls on the same host", async () => {
+    h.wallet.setChaos((tx) => (tx.playerRef.startsWith('a-') ? { hang: true } : undefined));
+    const roundOfA = await rounds(h)(OP1, `a-${randomUUID().slice(0, 6)}`);
+    const hung = Array.from({ length: 200 }, (_, i) => roundOfA(`a${i}`));
+    const flood = Promise.all(hung.map((r) => h.tx(r.bet)));
+    // More of A's calls hang at the wallet than one connection pool holds (128).
+    await h.until(() => h.wallet.calls.length >= 128, 10_000);
+
+    const roundOfB = await rounds(h)({ ...OP2, secret: OP1.secret }, `b-${randomUUID().slice(0, 6)}`);
+    const b = roundOfB('b');
+    const bet = await h.tx(b.bet);
+    const win = await h.tx(b.win);
+    // Answered by the wallet while every one of A's calls was still hanging (A's time out at 4 s).
+    const aAnswered = await Promise.race([flood.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 0))]);
+    expect(bet.status, bet.text).toBe(200);
+    expect(win.status, win.text).toBe(200);
+    expect(h.wallet.effects.get(b.bet.transactionId)).toBe(1);
+    expect(h.wallet.effects.get(b.win.transactionId)).toBe(1);
+    expect(aAnswered).toBe(false);
+    expect((await flood).every((r) => r.status === 504)).toBe(true);
+  }, 60_000);
+});
