@@ -89,6 +89,21 @@ describe('tenant isolation: retries (contract 8 rule 8)', () => {
     // And A's retries do go on meanwhile, in A's own slots.
     await h.until(() => winsOf(h.wallet, 'a-') > firstAttemptsOfA, 10_000);
   }, 120_000);
+
+  it("works the retry queue of an operator added to the catalog after the worker started", async () => {
+    const catalog = testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 1000 });
+    catalog.operators[0]!.walletTimeoutMs = A_TIMEOUT_MS;
+    // Operator three shares operator two's wallet (and its secret, which that fake checks).
+    const op3 = { ...OP2, id: 'op-3' };
+    await h.svc.ctx.catalog.apply({ ...catalog, operators: [...catalog.operators, { ...catalog.operators[1]!, id: op3.id }] });
+    expect(h.svc.worker!.operators()).toContain(op3.id);
+    const r = (await rounds(h)(op3, `c-${randomUUID().slice(0, 6)}`))('c');
+    expect((await h.tx(r.bet)).status).toBe(200);
+    h.wallet2.script(r.win.transactionId, { status: 500, body: { error: 'once' } });
+    expect((await h.tx(r.win)).status).toBe(502);
+    await h.until(() => h.wallet2.processed.has(r.win.transactionId), 15_000);
+    expect(h.wallet2.effects.get(r.win.transactionId)).toBe(1);
+  }, 60_000);
 });
 
 describe('tenant isolation: first attempts (contract 8 rule 8)', () => {
