@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STALE_ROLLBACK_PREFIX } from '../../shared/domain/rounds/events.ts';
 import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
 import type { FakeWallet, TransactionBody } from '../helpers/fakes.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
@@ -139,5 +140,38 @@ describe('tenant isolation: first attempts (contract 8 rule 8)', () => {
     expect(h.wallet.effects.get(b.win.transactionId)).toBe(1);
     expect(aAnswered).toBe(false);
     expect((await flood).every((r) => r.status === 504)).toBe(true);
+  }, 60_000);
+});
+
+describe('tenant isolation: stale-round rollbacks (contract 8 rule 8)', () => {
+  let h: MoneyHarness;
+  beforeAll(async () => {
+    h = await startMoneyHarness('tenantstale', { STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' });
+  });
+  afterAll(async () => h?.close());
+
+  it("rolls back another operator's stale round while the sweep is still waiting on one operator's hung wallet", async () => {
+    // Older stale rounds of A first (the sweep takes the oldest first), then one of B's.
+    const roundOfA = await rounds(h)(OP1, `a-${randomUUID().slice(0, 6)}`);
+    const stale = Array.from({ length: 4 }, (_, i) => roundOfA(`sa${i}`));
+    for (const r of stale) expect((await h.tx(r.bet)).status).toBe(200);
+    const b = (await rounds(h)(OP2, `b-${randomUUID().slice(0, 6)}`))('sb');
+    expect((await h.tx(b.bet)).status).toBe(200);
+    const ids = [...stale, b].map((r) => r.bet.roundId);
+    await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_rounds WHERE round_id = ANY($1) AND outstanding_bets > 0`, [ids])).rowCount === ids.length);
+    await new Promise((r) => setTimeout(r, 1500));
+
+    // A's wallet now hangs: each of A's rounds costs a balance check and a rollback, 500 ms each.
+    h.wallet.setBalanceReply({ hang: true });
+    h.wallet.setChaos((tx) => (tx.type === 'ROLLBACK' ? { hang: true } : undefined));
+    // A's rounds rolled back so far (each one's first call; the worker retries them too).
+    const rollbacksOfA = () =>
+      new Set(h.wallet.calls.map((c) => c.body as Partial<TransactionBody> | undefined).filter((t) => t?.type === 'ROLLBACK').map((t) => t!.transactionId)).size;
+    const sweep = h.svc.reconciler!.sweep();
+    await h.until(() => h.wallet2.processed.has(`${STALE_ROLLBACK_PREFIX}${b.bet.transactionId}`), 20_000);
+    // B's round did not wait for A's: A's rounds were not all through when B's rollback was applied.
+    expect(rollbacksOfA()).toBeLessThan(stale.length);
+    expect(h.wallet2.effects.get(`${STALE_ROLLBACK_PREFIX}${b.bet.transactionId}`)).toBe(1);
+    expect(await sweep).toEqual({ roundsClosed: stale.length + 1, rollbacks: stale.length + 1 });
   }, 60_000);
 });
