@@ -25,7 +25,7 @@ import { grantRoutes } from './api/operator/grants.ts';
 import { adjustmentRoutes } from './api/adjustments.ts';
 import { auditRoutes } from './api/audit.ts';
 import { registryMigrations } from './ledger/registry.ts';
-import { bullConnection, createDispatchQueue } from './ledger/queue.ts';
+import { bullConnection, DispatchQueues } from './ledger/queue.ts';
 import type { LedgerDeps } from './ledger/submit.ts';
 import { RoundCache } from './ledger/round-cache.ts';
 import { startWorkerRole, type RunningWorker } from './worker/worker.ts';
@@ -135,21 +135,21 @@ export async function startService(config: Config, logger: Logger = createLogger
   }
 
   const queueConnection = bullConnection(config.redisUrl, false);
-  const queue = createDispatchQueue(queueConnection);
-  queue.on('error', (err) => logger.warn({ err: err.message }, 'dispatch queue error'));
-  const ledger: LedgerDeps = { ...ctx, queue, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recordWithClaim: eventStore.kind === 'postgres' };
+  const queues = new DispatchQueues(queueConnection, (err, operatorId) => logger.warn({ err: err.message, operatorId }, 'dispatch queue error'));
+  const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recordWithClaim: eventStore.kind === 'postgres' };
 
   let worker: RunningWorker | undefined;
   if (config.roles.includes('worker')) {
     worker = startWorkerRole(
       {
         ...ctx,
-        queue,
+        queues,
         redisUrl: config.redisUrl,
         retryWindowSeconds: config.dispatchRetryWindowSeconds,
         backoffBaseMs: config.dispatchBackoffBaseMs,
         backoffMaxMs: config.dispatchBackoffMaxMs,
         sweepSeconds: config.recoverySweepSeconds,
+        concurrencyPerOperator: config.dispatchConcurrencyPerOperator,
       },
       logger,
     );
@@ -198,7 +198,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       await worker?.close();
       await Promise.all(runners.map((r) => r.stop()));
       await ctx.background.drain();
-      await queue.close();
+      await queues.close();
       queueConnection.disconnect();
       await catalog.close();
       await eventStore.close();

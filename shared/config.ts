@@ -49,6 +49,8 @@ const envSchema = z.object({
   DISPATCH_BACKOFF_MAX_MS: positiveMs(600_000),
   DISPATCH_RETRY_WINDOW_SECONDS: positiveInt(86_400),
   RECOVERY_SWEEP_SECONDS: positiveInt(10),
+  // Each operator's retries have slots of their own (contract section 8, rule 8): this many per operator.
+  DISPATCH_CONCURRENCY_PER_OPERATOR: positiveInt(32),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -69,6 +71,7 @@ export interface Config {
   dispatchBackoffMaxMs: number;
   dispatchRetryWindowSeconds: number;
   recoverySweepSeconds: number;
+  dispatchConcurrencyPerOperator: number;
   logLevel: string;
 }
 
@@ -102,6 +105,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dispatchBackoffMaxMs: e.DISPATCH_BACKOFF_MAX_MS,
     dispatchRetryWindowSeconds: e.DISPATCH_RETRY_WINDOW_SECONDS,
     recoverySweepSeconds: e.RECOVERY_SWEEP_SECONDS,
+    dispatchConcurrencyPerOperator: e.DISPATCH_CONCURRENCY_PER_OPERATOR,
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -2,7 +2,17 @@ import { Queue, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { txKey, type TxRef } from './dispatch.ts';
 
-export const DISPATCH_QUEUE = 'wallet-dispatch';
+/**
+ * Wallet retries go on one BullMQ queue per operator, `wallet-dispatch.<operatorId>` (the id
+ * URI-encoded: BullMQ refuses ':' in a queue name), each worked by a Worker of its own with its own
+ * concurrency: one operator's hung wallet fills only its own slots, so another operator's retries run
+ * on their own schedule (contract section 8, rule 8).
+ */
+export const DISPATCH_QUEUE_PREFIX = 'wallet-dispatch';
+export const dispatchQueueName = (operatorId: string): string => `${DISPATCH_QUEUE_PREFIX}.${encodeURIComponent(operatorId)}`;
+
+/** Wallet calls in flight at once per operator in one worker process, unless configured. */
+export const DEFAULT_CONCURRENCY_PER_OPERATOR = 32;
 
 export type DispatchJob = TxRef;
 
@@ -13,17 +23,41 @@ export function bullConnection(url: string, forWorker: boolean): Redis {
   return redis;
 }
 
-export function createDispatchQueue(connection: ConnectionOptions): Queue<DispatchJob> {
-  return new Queue<DispatchJob>(DISPATCH_QUEUE, { connection });
+/** The per-operator dispatch queues of a process, made on first use, all on one Redis connection. */
+export class DispatchQueues {
+  private readonly queues = new Map<string, Queue<DispatchJob>>();
+
+  constructor(
+    private readonly connection: Redis,
+    private readonly onError: (err: Error, operatorId: string) => void = () => undefined,
+  ) {}
+
+  of(operatorId: string): Queue<DispatchJob> {
+    let queue = this.queues.get(operatorId);
+    if (!queue) {
+      queue = new Queue<DispatchJob>(dispatchQueueName(operatorId), { connection: this.connection });
+      queue.on('error', (err: Error) => this.onError(err, operatorId));
+      this.queues.set(operatorId, queue);
+    }
+    return queue;
+  }
+
+  /** Closes every queue; the shared connection is the owner's to close. */
+  async close(): Promise<void> {
+    const all = [...this.queues.values()];
+    this.queues.clear();
+    await Promise.all(all.map((q) => q.close()));
+  }
 }
 
 /**
  * One job per transaction (jobId from the transaction), so a retry already waiting absorbs duplicates.
  * Every attempt re-reads the round, so a job that runs twice (BullMQ delivers at least once) is harmless.
+ * It goes on its operator's queue.
  */
-export async function enqueueRetry(queue: Queue<DispatchJob> | undefined, ref: TxRef, delayMs: number): Promise<void> {
-  if (!queue) return;
-  await queue.add('dispatch', ref, {
+export async function enqueueRetry(queues: DispatchQueues | undefined, operatorId: string, ref: TxRef, delayMs: number): Promise<void> {
+  if (!queues) return;
+  await queues.of(operatorId).add('dispatch', ref, {
     jobId: `tx-${txKey(ref)}`,
     delay: delayMs,
     attempts: 1_000_000, // bounded by the retry window, not a count (see the worker)
@@ -38,18 +72,20 @@ export function backoffDelay(attemptsMade: number, baseMs: number, maxMs: number
   return Math.min(maxMs, baseMs * 2 ** Math.max(0, attemptsMade - 1));
 }
 
+/** The Worker of one operator's queue: at most `concurrency` of its wallet calls at once. */
 export function createDispatchWorker(
   connection: ConnectionOptions,
+  operatorId: string,
   process: (job: Job<DispatchJob>) => Promise<void>,
-  backoff: { baseMs: number; maxMs: number },
+  options: { baseMs: number; maxMs: number; concurrency: number },
 ): Worker<DispatchJob> {
-  return new Worker<DispatchJob>(DISPATCH_QUEUE, process, {
+  return new Worker<DispatchJob>(dispatchQueueName(operatorId), process, {
     connection,
-    concurrency: 32,
+    concurrency: options.concurrency,
     // A killed worker's job comes back within seconds; jobs are idempotent, so stalls never fail them.
     lockDuration: 10_000,
     stalledInterval: 5_000,
     maxStalledCount: 1_000_000,
-    settings: { backoffStrategy: (attemptsMade: number) => backoffDelay(attemptsMade, backoff.baseMs, backoff.maxMs) },
+    settings: { backoffStrategy: (attemptsMade: number) => backoffDelay(attemptsMade, options.baseMs, options.maxMs) },
   });
 }

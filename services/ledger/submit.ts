@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { Queue } from 'bullmq';
 import { contentHash } from '../../shared/canonical.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { decideRecord, isCredit, isFinal, roundDecider, type RecordDecision, type RoundState, type TxState } from '../../shared/domain/rounds/decider.ts';
@@ -8,13 +7,14 @@ import { AppError, conflict } from '../../shared/errors.ts';
 import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
 import { guardBroken, type StreamGuard } from '../../shared/eventstore/port.ts';
 import { attemptWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease, type RoundSnapshot } from './dispatch.ts';
-import { enqueueRetry, type DispatchJob } from './queue.ts';
+import { enqueueRetry, type DispatchQueues } from './queue.ts';
 import { claimAndRecord, claimIsOwn, claimTransaction, releaseClaim, releaseLease, type Claim, type RegistryEntry } from './registry.ts';
 import type { RoundCache } from './round-cache.ts';
 
 export interface LedgerDeps extends DispatchDeps {
   pool: Pool;
-  queue: Queue<DispatchJob> | undefined;
+  /** The per-operator retry queues (undefined: no retries from here). */
+  queues: DispatchQueues | undefined;
   retryDelayMs: number;
   /** The rounds this process wrote last: the next transaction of a round is decided without reading it. */
   rounds: RoundCache;
@@ -202,7 +202,7 @@ async function underLease(
     }
     const tx = await attemptWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease);
     if (isCredit(tx.request.type) && !isFinal(tx.status)) {
-      await enqueueRetry(deps.queue, { roundStream: sub.roundStream, transactionId: txId }, deps.retryDelayMs).catch((err: unknown) =>
+      await enqueueRetry(deps.queues, sub.operatorId, { roundStream: sub.roundStream, transactionId: txId }, deps.retryDelayMs).catch((err: unknown) =>
         // The recovery sweep finds it from Postgres; nothing is lost.
         deps.logger.warn({ err, transactionId: txId }, 'could not enqueue wallet retry'),
       );

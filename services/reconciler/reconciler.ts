@@ -3,7 +3,7 @@ import { isFinal, outstandingBets, roundDecider } from '../../shared/domain/roun
 import { RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
 import { AppError } from '../../shared/errors.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
-import { signedCall } from '../../shared/http/outbound.ts';
+import { signedCall, walletTenant } from '../../shared/http/outbound.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { readRound } from '../ledger/dispatch.ts';
 import { submitTransaction, type LedgerDeps } from '../ledger/submit.ts';
@@ -37,25 +37,42 @@ export async function sweepStaleRounds(deps: ReconcilerDeps): Promise<SweepResul
     if (!lock[0]?.ok) return result;
     try {
       // Stale open rounds, and rounds this reconciler closed whose rollbacks are not all recorded yet
-      // (a process that died between closing and rolling back).
-      const { rows } = await client.query<{ round_stream: string }>(
-        `SELECT round_stream FROM rm_rounds
-         WHERE outstanding_bets > 0
-           AND ((status = 'open' AND last_activity_at < now() - $1 * interval '1 second') OR force_closed)
-         ORDER BY last_activity_at LIMIT 500`,
+      // (a process that died between closing and rolling back). Up to 500 per operator, oldest first.
+      const { rows } = await client.query<{ round_stream: string; operator_id: string }>(
+        `SELECT round_stream, operator_id FROM (
+           SELECT round_stream, operator_id, last_activity_at,
+                  row_number() OVER (PARTITION BY operator_id ORDER BY last_activity_at) AS n
+           FROM rm_rounds
+           WHERE outstanding_bets > 0
+             AND ((status = 'open' AND last_activity_at < now() - $1 * interval '1 second') OR force_closed)
+         ) stale
+         WHERE n <= 500 ORDER BY last_activity_at`,
         [deps.staleAfterSeconds],
       );
-      for (const { round_stream } of rows) {
-        try {
-          const n = await closeRound(deps, round_stream);
-          if (n !== undefined) {
-            result.roundsClosed += 1;
-            result.rollbacks += n;
-          }
-        } catch (err) {
-          deps.logger.error({ err, roundStream: round_stream }, 'could not close stale round; next sweep retries');
-        }
+      // Each operator's rounds one after the other, the operators side by side: one operator's hung wallet
+      // (a balance check and a rollback per round, each up to its timeout) delays only its own rounds
+      // (contract section 8, rule 8).
+      const byOperator = new Map<string, string[]>();
+      for (const r of rows) {
+        const streams = byOperator.get(r.operator_id);
+        if (streams) streams.push(r.round_stream);
+        else byOperator.set(r.operator_id, [r.round_stream]);
       }
+      await Promise.all(
+        [...byOperator.values()].map(async (streams) => {
+          for (const round_stream of streams) {
+            try {
+              const n = await closeRound(deps, round_stream);
+              if (n !== undefined) {
+                result.roundsClosed += 1;
+                result.rollbacks += n;
+              }
+            } catch (err) {
+              deps.logger.error({ err, roundStream: round_stream }, 'could not close stale round; next sweep retries');
+            }
+          }
+        }),
+      );
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [SWEEP_LOCK]);
     }
@@ -131,6 +148,7 @@ async function balanceCheck(deps: ReconcilerDeps, operatorId: string, playerRef:
     method: 'GET',
     secret: operator.secret,
     timeoutMs: operator.walletTimeoutMs,
+    tenant: walletTenant(operator.id),
   });
   deps.metrics?.walletBalance(operatorId, r, startedAt);
   deps.logger.info({ operatorId, playerRef, outcome: r.kind === 'response' ? r.status : r.kind }, 'stale round: balance before rollback');

@@ -1,24 +1,28 @@
-import type { Job, Queue, Worker } from 'bullmq';
+import type { Job, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Pool } from '../../shared/db/pool.ts';
 import { isFinal } from '../../shared/domain/rounds/decider.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { deadLetter, dispatch, readTx, type DispatchDeps } from '../ledger/dispatch.ts';
-import { bullConnection, createDispatchWorker, enqueueRetry, type DispatchJob } from '../ledger/queue.ts';
+import { bullConnection, createDispatchWorker, enqueueRetry, type DispatchJob, type DispatchQueues } from '../ledger/queue.ts';
 
 export interface WorkerRoleDeps extends DispatchDeps {
   pool: Pool;
-  queue: Queue<DispatchJob>;
+  queues: DispatchQueues;
   redisUrl: string;
   retryWindowSeconds: number;
   backoffBaseMs: number;
   backoffMaxMs: number;
   sweepSeconds: number;
+  /** Wallet calls in flight at once per operator (each operator's queue has a Worker of its own). */
+  concurrencyPerOperator: number;
 }
 
 export interface RunningWorker {
   /** One recovery sweep now; resolves with how many transactions it (re-)enqueued. */
   sweep(): Promise<number>;
+  /** The operators whose queues this process works now. */
+  operators(): string[];
   close(): Promise<void>;
 }
 
@@ -43,17 +47,44 @@ export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWo
     if (!after) throw new Error('another process is attempting it right now');
     if (!isFinal(after.status)) throw new Error(`attempt ${after.attempts} did not settle: ${after.lastError ?? after.status}`);
   };
-  const worker: Worker<DispatchJob> = createDispatchWorker(connection, process, { baseMs: deps.backoffBaseMs, maxMs: deps.backoffMaxMs });
-  worker.on('error', (err) => logger.error({ err }, 'dispatch worker error'));
-  worker.on('failed', (job, err) => logger.warn({ transactionId: job?.data.transactionId, attemptsMade: job?.attemptsMade, err: err.message }, 'wallet retry scheduled'));
+  // One Worker per operator's queue, each with its own slots: one operator's hung wallet fills only
+  // its own (contract section 8, rule 8). Worked: every operator in the catalog, and any operator the
+  // last sweep found unsettled credits of (one gone from the catalog still gets its retries, which
+  // fail and end dead-lettered, as before). Followed as the catalog changes.
+  const workers = new Map<string, Worker<DispatchJob>>();
+  const retiring = new Set<Promise<void>>();
+  let swept = new Set<string>();
+  let closed = false;
+  const follow = () => {
+    if (closed) return;
+    const wanted = new Set([...deps.catalog.snapshot().operators.keys(), ...swept]);
+    for (const operatorId of wanted) {
+      if (workers.has(operatorId)) continue;
+      const worker = createDispatchWorker(connection, operatorId, process, { baseMs: deps.backoffBaseMs, maxMs: deps.backoffMaxMs, concurrency: deps.concurrencyPerOperator });
+      worker.on('error', (err) => logger.error({ err, operatorId }, 'dispatch worker error'));
+      worker.on('failed', (job, err) => logger.warn({ operatorId, transactionId: job?.data.transactionId, attemptsMade: job?.attemptsMade, err: err.message }, 'wallet retry scheduled'));
+      workers.set(operatorId, worker);
+    }
+    for (const [operatorId, worker] of workers) {
+      if (wanted.has(operatorId)) continue;
+      workers.delete(operatorId);
+      const done: Promise<void> = worker.close().catch((err: unknown) => logger.warn({ err, operatorId }, 'closing a dispatch worker failed'));
+      retiring.add(done);
+      void done.then(() => retiring.delete(done));
+    }
+  };
+  const unfollow = deps.catalog.onChange(follow);
+  follow();
 
   const sweep = async (): Promise<number> => {
     // Credits recorded and not settled for good; a few seconds old, so the attempt in flight is left to finish.
-    const { rows } = await deps.pool.query<{ round_stream: string; transaction_id: string }>(
-      `SELECT round_stream, transaction_id FROM rm_transactions
+    const { rows } = await deps.pool.query<{ round_stream: string; transaction_id: string; operator_id: string }>(
+      `SELECT round_stream, transaction_id, operator_id FROM rm_transactions
        WHERE type <> 'BET' AND status IN ('recorded', 'failed', 'timed_out') AND updated_at < now() - interval '2 seconds'`,
     );
-    for (const r of rows) await enqueueRetry(deps.queue, { roundStream: r.round_stream, transactionId: r.transaction_id }, 0);
+    swept = new Set(rows.map((r) => r.operator_id));
+    follow();
+    for (const r of rows) await enqueueRetry(deps.queues, r.operator_id, { roundStream: r.round_stream, transactionId: r.transaction_id }, 0);
     return rows.length;
   };
   let sweeping = Promise.resolve(0);
@@ -67,10 +98,15 @@ export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWo
 
   return {
     sweep,
+    operators: () => [...workers.keys()],
     async close() {
+      closed = true;
+      unfollow();
       clearInterval(timer);
       await sweeping;
-      await worker.close(); // waits for jobs in flight
+      // Worker.close() waits for the jobs in flight.
+      await Promise.all([...[...workers.values()].map((w) => w.close()), ...retiring]);
+      workers.clear();
       connection.disconnect();
     },
   };

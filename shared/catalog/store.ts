@@ -64,6 +64,7 @@ export class CatalogStore {
   private current = new CatalogSnapshot([], [], []);
   private readonly listener: PgListener;
   private reloading: Promise<void> = Promise.resolve();
+  private readonly listeners = new Set<() => void>();
 
   constructor(
     private readonly pool: Pool,
@@ -88,6 +89,12 @@ export class CatalogStore {
 
   snapshot(): CatalogSnapshot {
     return this.current;
+  }
+
+  /** Calls `listener` after every reload (this process's apply or another's); returns the unsubscribe. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   /**
@@ -176,5 +183,6 @@ export class CatalogStore {
       operators.rows.map((r) => r.doc),
       campaigns.rows.map((r) => r.doc),
     );
+    for (const listener of this.listeners) listener();
   }
 }

@@ -2,8 +2,26 @@ import { randomBytes } from 'node:crypto';
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { HEADER, sign } from './signature.ts';
 
-/** Keep-alive connection pools shared by every outbound call of the process (wallets, providers). */
-const agent = new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 128 });
+const newAgent = () => new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 128 });
+/** Keep-alive connection pools for calls that name no tenant. */
+const shared = newAgent();
+/**
+ * Keep-alive connection pools per tenant (an operator's wallet, a provider): up to 128 connections per
+ * origin each, so a partner that hangs holds only its own and never makes another partner's calls
+ * queue for a connection, even when both are served from one host (contract section 8, rule 8).
+ */
+const agents = new Map<string, Agent>();
+const agentOf = (tenant: string | undefined): Agent => {
+  if (tenant === undefined) return shared;
+  let agent = agents.get(tenant);
+  if (!agent) agents.set(tenant, (agent = newAgent()));
+  return agent;
+};
+
+/** The tenant key of an operator's wallet calls. */
+export const walletTenant = (operatorId: string): string => `operator:${operatorId}`;
+/** The tenant key of a provider's calls. */
+export const providerTenant = (providerId: string): string => `provider:${providerId}`;
 
 export interface OutboundRequest {
   baseUrl: string;
@@ -16,6 +34,8 @@ export interface OutboundRequest {
   secret: string;
   timeoutMs: number;
   signal?: AbortSignal;
+  /** Whose connection pools the call uses (walletTenant, providerTenant); calls of different tenants never wait for each other's connections. */
+  tenant?: string;
 }
 
 /**
@@ -71,7 +91,7 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
   try {
     const res = await request(url, {
       method: req.method,
-      dispatcher: agent,
+      dispatcher: agentOf(req.tenant),
       signal,
       headers: {
         [HEADER.timestamp]: timestamp,

@@ -8,6 +8,7 @@
  *                   taken per pair, and the median pair is the headline
  *   --one-process   run the ledger's api, worker and projector roles in one process
  *   --ledger-only   skip the forwarder
+ *   --isolation     instead: operator B's retry delay alone and beside operator A's hung wallet (see isolation.ts)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -16,6 +17,7 @@ import path from 'node:path';
 import { Pool as HttpPool } from 'undici';
 import { sign } from '../../shared/http/signature.ts';
 import { CpuMeter } from './cpu.ts';
+import { isolationMain } from './isolation.ts';
 import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
@@ -282,7 +284,7 @@ async function main() {
   }
 }
 
-main().catch((err: unknown) => {
+(process.argv.includes('--isolation') ? isolationMain() : main()).catch((err: unknown) => {
   console.error(err);
   process.exit(1);
 });

@@ -17,8 +17,14 @@ describe('configuration (contract section 1)', () => {
       replayLinkTtlSeconds: 900,
       signatureWindowSeconds: 300,
       adminToken: undefined,
+      dispatchConcurrencyPerOperator: 32,
       logLevel: 'info',
     });
+  });
+
+  it('takes the per-operator retry concurrency, a positive integer', () => {
+    expect(loadConfig({ DISPATCH_CONCURRENCY_PER_OPERATOR: '4' }).dispatchConcurrencyPerOperator).toBe(4);
+    expect(() => loadConfig({ DISPATCH_CONCURRENCY_PER_OPERATOR: '0' })).toThrow(/DISPATCH_CONCURRENCY_PER_OPERATOR/);
   });
 
   it('keeps a user named in DATABASE_URL and parses every variable', () => {

@@ -9,7 +9,7 @@ import { decideCancelOutcome, decideIssue, decideIssueOutcome, grantDecider, typ
 import { grantIdFor, grantStream, type GrantRequested } from '../../../shared/domain/grants/events.ts';
 import { AppError, badRequest, forbidden, notFound } from '../../../shared/errors.ts';
 import { handleCommand, readState } from '../../../shared/eventstore/command.ts';
-import { signedCall, type OutboundResult } from '../../../shared/http/outbound.ts';
+import { providerTenant, signedCall, type OutboundResult } from '../../../shared/http/outbound.ts';
 import { parseOr400 } from '../../../shared/http/validate.ts';
 import type { ServiceContext } from '../../context.ts';
 import { CURRENCY, type ProviderCancelRequest, type ProviderGrantRequest } from './schemas.ts';
@@ -144,6 +144,7 @@ export function grantRoutes(ctx: ServiceContext): Router {
           } satisfies ProviderGrantRequest,
           secret: provider.secret,
           timeoutMs: provider.timeoutMs,
+          tenant: providerTenant(provider.id),
         })
       : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
     const externalRef = externalRefOf(result);
@@ -232,6 +233,7 @@ export function grantRoutes(ctx: ServiceContext): Router {
           body: { requestRef: grant.id } satisfies ProviderCancelRequest,
           secret: provider.secret,
           timeoutMs: provider.timeoutMs,
+          tenant: providerTenant(provider.id),
         })
       : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
     const ok = result.kind === 'response' && result.status === 200;

@@ -2,7 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { resolveSession } from '../../../shared/domain/sessions/lookup.ts';
 import { AppError, badRequest } from '../../../shared/errors.ts';
-import { signedCall } from '../../../shared/http/outbound.ts';
+import { signedCall, walletTenant } from '../../../shared/http/outbound.ts';
 import { parseOr400 } from '../../../shared/http/validate.ts';
 import type { ServiceContext } from '../../context.ts';
 
@@ -28,6 +28,7 @@ export function balanceRoutes(ctx: ServiceContext): Router {
       method: 'GET',
       secret: operator.secret,
       timeoutMs: operator.walletTimeoutMs,
+      tenant: walletTenant(operator.id),
     });
     ctx.metrics.walletBalance(operator.id, result, startedAt);
     switch (result.kind) {
