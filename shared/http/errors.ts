@@ -39,9 +39,28 @@ export function errorRenderer(logger: Logger): ErrorRequestHandler {
       res.status(bp.status).json({ error: 'bad request' });
       return;
     }
+    if (isLostConnection(err)) {
+      // Postgres went away under the request (restart, failover, a killed connection): nothing about the
+      // request was wrong, and what it recorded is answered on resubmission, so it is worth retrying.
+      logger.warn({ err, reqId: requestIdOf(res) }, 'database connection lost during the request');
+      res.set('Retry-After', '1').status(503).json({ error: 'service unavailable' });
+      return;
+    }
     logger.error({ err, reqId: requestIdOf(res) }, 'unhandled error');
     res.status(500).json({ error: 'internal error' });
   };
+}
+
+/**
+ * A failure of the database connection itself, not of a statement: SQLSTATE class 08 (connection
+ * exception), 57P01-57P03 (the server shutting down or not yet up), 53300 (too many connections), or the
+ * socket failing under node-postgres.
+ */
+export function isLostConnection(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const { code, message } = err as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && (/^08/.test(code) || ['57P01', '57P02', '57P03', '53300', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(code))) return true;
+  return typeof message === 'string' && /^(Connection terminated|Client has encountered a connection error|connection timeout|timeout exceeded when trying to connect)/i.test(message);
 }
 
 /** The request id the api answered with (X-Request-Id), for the request's log lines. */

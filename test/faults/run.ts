@@ -152,6 +152,9 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
     RECONCILE_INTERVAL_SECONDS: '1',
   });
   const procs = new Map<RoleName, SpawnedService>();
+  /** Every process started, killed ones too: their logs explain a 500. */
+  const started: SpawnedService[] = [];
+  const requestIds: string[] = [];
   /** Processes that died without being killed by the injector: a crash is a defect. */
   const crashed: string[] = [];
   const watch = (role: RoleName, p: SpawnedService) => {
@@ -159,6 +162,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       if (procs.get(role) === p && !stopping) crashed.push(`${role} exited by itself with code ${code}: ${p.output().split('\n').slice(-8).join(' | ').slice(0, 1500)}`);
     });
     procs.set(role, p);
+    started.push(p);
   };
   let stopping = false;
   const faults: Record<string, number> = {};
@@ -196,7 +200,11 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
         await sleep(200);
       }
     };
-    const unexpected = (what: string, res: TestResponse) => violations.push(`${what}: answered ${res.status} ${res.text.slice(0, 300)}`);
+    const unexpected = (what: string, res: TestResponse) => {
+      const id = res.headers.get('x-request-id');
+      if (res.status >= 500 && id) requestIds.push(id);
+      violations.push(`${what}: answered ${res.status} ${res.text.slice(0, 300)}${id ? ` (request ${id})` : ''}`);
+    };
 
     // Sessions, per operator, player and game; a kick ends every session of the player at that operator.
     const sessions = new Map<string, string>();
@@ -514,6 +522,11 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       await askAgain(ledger);
       violations.push(...compareWallets(ledger, wallets));
       violations.push(...crashed);
+      // What the service logged about each 500.
+      for (const id of requestIds) {
+        const lines = started.flatMap((p) => p.output().split('\n').filter((l) => l.includes(id)));
+        log(`request ${id}: ${lines.join(' | ').slice(0, 3000)}`);
+      }
 
       // Every read model equals a fresh rebuild.
       let differing = false;
