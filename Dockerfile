@@ -15,6 +15,8 @@ COPY services/ services/
 
 USER node
 EXPOSE 8080
+# In a container the service is reached through its network interface, not loopback (the default).
+ENV HOST=0.0.0.0
 
 # Every role listens on PORT (the api its routes, the others /healthz, /readyz and /metrics).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \

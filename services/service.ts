@@ -75,11 +75,30 @@ async function retry<T>(what: string, logger: Logger, fn: () => Promise<T>, atte
     try {
       return await fn();
     } catch (err) {
+      if (refusedForGood(err)) throw new StartupError(`${what}: Postgres refused: ${(err as Error).message}. Check the user and password in DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/ledger)`);
       if (i >= attempts) throw new StartupError(`${what}: ${(err as Error).message}`);
       logger.warn({ err: (err as Error).message, attempt: i }, `${what} failed; retrying`);
       await new Promise((r) => setTimeout(r, 1000));
     }
   }
+}
+
+/** What a first `npm start` lacks, said once at start with what to do about it. */
+function warnAboutFirstRun(config: Config, catalog: CatalogStore, logger: Logger): void {
+  if (!config.roles.includes('api')) return;
+  if (catalog.snapshot().operators.size === 0) {
+    logger.warn('no operator in the catalog yet: every signed request is refused (401 invalid signature). Load one with CATALOG_FILE=catalog.example.json, or PUT /v1/admin/catalog');
+  }
+  if (!config.adminToken) logger.warn('ADMIN_TOKEN is not set: the admin and audit routes and /metrics are closed. Set ADMIN_TOKEN to open them');
+}
+
+/**
+ * Failures that waiting will not mend: Postgres refused the credentials (28000: no such role, 28P01:
+ * wrong password) or the rights to create the database (42501). Said at once, not after 30 retries.
+ */
+function refusedForGood(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === '28000' || code === '28P01' || code === '42501';
 }
 
 /** Builds everything the configured roles need and starts them. */
@@ -172,12 +191,14 @@ export async function startService(config: Config, logger: Logger = createLogger
   );
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err) => reject(new StartupError(`PORT ${config.port}: ${err.message}`)));
-    server.listen(config.port, '0.0.0.0', () => resolve());
+    server.once('error', (err) => reject(new StartupError(`HOST ${config.host} PORT ${config.port}: ${err.message}`)));
+    server.listen(config.port, config.host, () => resolve());
   });
-  const httpUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const local = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
+  const httpUrl = `http://${local}:${(server.address() as AddressInfo).port}`;
   const url = config.roles.includes('api') ? httpUrl : undefined;
-  logger.info({ roles: config.roles, url: httpUrl, eventStore: eventStore.kind }, 'service started');
+  logger.info({ roles: config.roles, url: httpUrl, host: config.host, eventStore: eventStore.kind }, 'service started');
+  warnAboutFirstRun(config, catalog, logger);
 
   let stopping: Promise<void> | undefined;
   const stop = () =>

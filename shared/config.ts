@@ -33,6 +33,8 @@ const eventStoreSchema = z
 
 const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  // Loopback unless asked: a machine's other interfaces only when the operator says so (compose: 0.0.0.0).
+  HOST: z.union([z.ipv4(), z.ipv6(), z.literal('localhost')], { error: 'expected an IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0' }).default('127.0.0.1'),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL').default('postgres://127.0.0.1:5432/ledger'),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'expected a redis:// URL').default('redis://127.0.0.1:6379'),
   EVENT_STORE: eventStoreSchema,
@@ -56,6 +58,7 @@ const envSchema = z.object({
 
 export interface Config {
   port: number;
+  host: string;
   databaseUrl: string;
   redisUrl: string;
   eventStore: string;
@@ -90,6 +93,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parsed.data;
   return {
     port: e.PORT,
+    host: e.HOST,
     databaseUrl: withDefaultUser(e.DATABASE_URL, env),
     redisUrl: e.REDIS_URL,
     eventStore: e.EVENT_STORE,

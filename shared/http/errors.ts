@@ -19,6 +19,7 @@ export function errorRenderer(logger: Logger): ErrorRequestHandler {
       return;
     }
     if (err instanceof InvalidSignature) {
+      res.locals.refusal = err.reason; // for the request's log line
       res.status(401).type('text/plain').send('invalid signature');
       return;
     }

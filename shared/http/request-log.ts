@@ -34,6 +34,8 @@ export function requestLog(logger: Logger, options: RequestLogOptions): RequestH
           req: stdSerializers.req(req),
           res: stdSerializers.res(res),
           responseTime: Math.round(performance.now() - started),
+          // Why a request was refused when the answer does not say (a 401's reason).
+          ...(typeof res.locals.refusal === 'string' ? { refusal: res.locals.refusal } : {}),
         },
         res.writableFinished ? 'request completed' : 'request aborted',
       );

@@ -28,9 +28,13 @@ export interface VerifierOptions {
   now?: () => number;
 }
 
-/** Plain-text 401 of contract section 3: the signature check runs before any handler. */
+/**
+ * Plain-text 401 of contract section 3: the signature check runs before any handler. The reason goes to
+ * the service's log (the request's line), never into the response: a caller probing the check learns
+ * nothing from it, while whoever runs the service sees why a partner's calls fail.
+ */
 export class InvalidSignature extends AppError {
-  constructor() {
+  constructor(readonly reason: string) {
     super(401, 'invalid signature');
   }
 }
@@ -67,16 +71,20 @@ export function signatureVerifier(options: VerifierOptions): RequestHandler {
     const callerId = header(req, idHeader);
     const timestamp = header(req, HEADER.timestamp);
     const signature = header(req, HEADER.signature);
-    if (callerId === undefined || timestamp === undefined || signature === undefined || !/^\d{1,12}$/.test(timestamp)) {
-      throw new InvalidSignature();
+    if (callerId === undefined || timestamp === undefined || signature === undefined) {
+      const missing = Object.entries({ [idHeader]: callerId, [HEADER.timestamp]: timestamp, [HEADER.signature]: signature }).filter(([, v]) => v === undefined);
+      throw new InvalidSignature(`missing header ${missing.map(([h]) => h).join(', ')}`);
     }
+    if (!/^\d{1,12}$/.test(timestamp)) throw new InvalidSignature(`${HEADER.timestamp} is not Unix seconds`);
     const snapshot = options.catalog();
-    const secret = options.kind === 'operator' ? snapshot.operators.get(callerId)?.secret : snapshot.providers.get(callerId)?.secret;
-    if (secret === undefined) throw new InvalidSignature();
-    if (Math.abs(Math.floor(now() / 1000) - Number(timestamp)) > options.windowSeconds) throw new InvalidSignature();
+    const callers = options.kind === 'operator' ? snapshot.operators : snapshot.providers;
+    const secret = callers.get(callerId)?.secret;
+    if (secret === undefined) throw new InvalidSignature(`unknown ${options.kind} ${JSON.stringify(callerId)}${callers.size === 0 ? ` (no ${options.kind} is in the catalog)` : ''}`);
+    const skew = Math.floor(now() / 1000) - Number(timestamp);
+    if (Math.abs(skew) > options.windowSeconds) throw new InvalidSignature(`${HEADER.timestamp} is ${Math.abs(skew)} s ${skew > 0 ? 'behind' : 'ahead of'} this server's clock (window ${options.windowSeconds} s)`);
     const target = req.originalUrl.split('?')[0]!;
     const input = { timestamp, nonce, method: req.method, target, body: req.rawBody ?? Buffer.alloc(0) };
-    if (!signatureMatches(secret, input, signature)) throw new InvalidSignature();
+    if (!signatureMatches(secret, input, signature)) throw new InvalidSignature(`signature does not match ${req.method} ${target} with this ${options.kind}'s secret`);
 
     let fresh: string | null;
     try {
