@@ -25,7 +25,14 @@ const run = (file: string, args: string[], env: Record<string, string> = {}) => 
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 };
 
-const TOOLS = [
+interface Tool {
+  name: string;
+  file: string;
+  usage: string;
+  bad: Array<[string[], string]>;
+}
+
+const TOOLS: Tool[] = [
   {
     name: 'audit',
     file: 'services/audit/cli.ts',
@@ -75,7 +82,7 @@ const TOOLS = [
       [['--isolation', '--seconds', '3'], '--seconds does not apply to --isolation'],
     ],
   },
-] as const;
+];
 
 describe.each(TOOLS)('npm run $name options', ({ file, usage, bad }) => {
   it('--help prints the usage and exits 0', () => {
