@@ -221,7 +221,7 @@ function printWhereToLook(url: string, config: Config, catalog: CatalogInput, re
   print(`    ${bearer} '${url}/v1/audit/rounds/${providerId}/${operatorId}/${roundId}'`);
   print(`    ${bearer} '${url}/v1/audit/players/${operatorId}/${playerRef}/sessions'`);
   if (grantId) print(`    ${bearer} '${url}/v1/audit/grants/${grantId}'`);
-  print(`    ${bearer} '${url}/v1/audit/transactions?status=all'`);
+  print(`    ${bearer} '${url}/v1/audit/transactions?status=unresolved'`);
   print(`    ${bearer} '${url}/v1/audit/events?limit=50'`);
   print(`    DATABASE_URL='${config.databaseUrl}' npm run audit -- verify     (every read model equals a rebuild from the history)`);
   print('  Signed calls by hand, as the operator and as the provider (scripts/signed-curl.sh):');
