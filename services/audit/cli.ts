@@ -93,7 +93,7 @@ async function probe(databaseUrl: string): Promise<'ok' | 'missing' | 'no ledger
 }
 
 async function main(): Promise<number> {
-  const cli = new Cli('audit', USAGE);
+  const cli: Cli = new Cli('audit', USAGE);
   const { values, positionals } = cli.parse({ options: { projection: { type: 'string' }, help: { type: 'boolean' } }, allowPositionals: true });
   const [command, ...extra] = positionals;
   if (command === undefined) cli.fail('a command is needed: verify or rebuild');

@@ -18,7 +18,7 @@ four roles, with faults injected, then a checker over every wallet's ledger and 
 
 Exit status: 0 when every invariant holds, 1 when the checker found a violation, 2 on bad usage.`;
 
-const cli = new Cli('test:faults', USAGE);
+const cli: Cli = new Cli('test:faults', USAGE);
 const { values } = cli.parse({
   options: { seed: { type: 'string' }, duration: { type: 'string' }, 'restart-servers': { type: 'boolean' }, help: { type: 'boolean' } },
 });
