@@ -75,14 +75,14 @@ const fail = (message: string): number => {
 };
 
 /** The database as it is: 'missing' when it does not exist, 'no ledger' when the service never ran on it. Creates nothing. */
-async function probe(databaseUrl: string): Promise<'ok' | 'missing' | 'no ledger'> {
+async function probe(databaseUrl: string): Promise<'ok' | 'missing' | 'no ledger' | { unreachable: string }> {
   const client = new pg.Client({ connectionString: databaseUrl });
   try {
     await client.connect();
   } catch (err) {
     await client.end().catch(() => undefined);
     if ((err as { code?: string }).code === '3D000') return 'missing';
-    throw err;
+    return { unreachable: (err as Error).message };
   }
   try {
     const { rows } = await client.query<{ t: string | null }>(`SELECT to_regclass('schema_migrations')::text AS t`);
@@ -114,6 +114,7 @@ async function main(): Promise<number> {
   const where = `database ${name} on ${db.host}`;
   const state = await probe(config.databaseUrl);
   if (state === 'missing') return fail(`database ${name} does not exist on ${db.host}: nothing to audit (audit never creates a database; set DATABASE_URL to the ledger's)`);
+  if (typeof state === 'object') return fail(`cannot connect to ${where}: ${state.unreachable}`);
   if (state === 'no ledger') return fail(`${where} holds no ledger (the service never ran on it): nothing to audit; set DATABASE_URL to the ledger's`);
   const pool = createPool(config.databaseUrl, 4);
   await migrate(pool, allMigrations);

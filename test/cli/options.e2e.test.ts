@@ -141,6 +141,12 @@ describe('npm run audit never creates a database, and never passes a history it 
     expect(await exists(name)).toBe(false);
   });
 
+  it('verify when Postgres cannot be reached: says so in a line, exit 2', () => {
+    const r = run('services/audit/cli.ts', ['verify']);
+    expect(r.stderr).toBe('audit: cannot connect to database "nothing" on 127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1\n');
+    expect(r.code).toBe(2);
+  });
+
   it('verify against a database that holds no ledger: says so, exit 2, and creates no table there', async () => {
     const r = run('services/audit/cli.ts', ['verify'], { DATABASE_URL: empty.url });
     expect(r.stderr).toContain('holds no ledger');
