@@ -1,5 +1,5 @@
 import { Cli } from '../../shared/cli.ts';
-import { formatReport, runConformance, type ConformanceOptions } from './checks.ts';
+import { exitStatus, formatReport, runConformance, type ConformanceOptions } from './checks.ts';
 
 const USAGE = `usage: npm run conformance -- --wallet-url URL --operator-secret SECRET [options]
 
@@ -60,13 +60,9 @@ async function main(): Promise<number> {
   const options = parseOptions();
   const report = await runConformance(options);
   process.stdout.write(`${formatReport(report)}\n`);
-  if (report.failed > 0) return 1;
-  if (report.passed === 0) {
-    // Every check skipped: nothing about the wallet was verified, which is no pass.
-    process.stdout.write('No check ran: nothing about the wallet was verified.\n');
-    return 1;
-  }
-  return 0;
+  // Every check skipped: nothing about the wallet was verified, which is no pass.
+  if (report.passed === 0 && report.failed === 0) process.stdout.write('No check ran: nothing about the wallet was verified.\n');
+  return exitStatus(report);
 }
 
 // Exit explicitly: the outbound keep-alive pool would otherwise hold the process open.
