@@ -54,7 +54,20 @@ const roundView = (s: RoundState) => ({
 const sessionsView = (s: PlayerSessionsState) => ({ openSessions: s.open.map((o) => ({ token: o.token, providerId: o.providerId, expiresAt: o.expiresAt, demo: o.demo })) });
 
 export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) });
-export const txQuery = z.object({ status: z.enum(['dead', 'unsettled', 'all']).default('all') });
+/**
+ * `unresolved` (dead or unsettled) was called `all` until issue #24, though it never listed a settled
+ * transaction; `all` is refused, naming its new name, rather than quietly meaning something else.
+ */
+export const txQuery = z.object({
+  status: z
+    .enum(['dead', 'unsettled', 'unresolved'], {
+      error: (issue) =>
+        issue.input === 'all'
+          ? 'not dead, unsettled or unresolved ("all" was renamed "unresolved": it lists the dead and the unsettled, never the settled)'
+          : 'not dead, unsettled or unresolved',
+    })
+    .default('unresolved'),
+});
 
 /** /v1/audit: read-only views of the history of record (bearer ADMIN_TOKEN). */
 export function auditRoutes(ctx: ServiceContext): Router {
@@ -107,7 +120,7 @@ export function auditRoutes(ctx: ServiceContext): Router {
 
   router.get('/transactions', async (req, res) => {
     const { status } = parseOr400(txQuery, req.query, 'query');
-    const statuses = status === 'dead' ? ['dead'] : status === 'unsettled' ? ['recorded', 'failed', 'timed_out'] : ['dead', 'recorded', 'failed', 'timed_out'];
+    const statuses = status === 'dead' ? ['dead'] : status === 'unsettled' ? ['recorded', 'failed', 'timed_out'] : ['dead', 'recorded', 'failed', 'timed_out']; // unresolved
     const { rows } = await ctx.pool.query<{ amount: string } & Record<string, unknown>>(
       `SELECT provider_id, operator_id, round_id, round_stream, transaction_id, type, player_ref, amount, currency, status, attempts, last_error,
               recorded_at, dead_lettered_at, updated_at

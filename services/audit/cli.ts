@@ -1,17 +1,31 @@
 /**
- * npm run audit -- verify [--projection NAME]   rebuild read models from the whole history into scratch
- *                                                tables and compare them row by row with the live ones
- * npm run audit -- rebuild [--projection NAME]  replace the live read models with a fresh rebuild, safely
- *                                                while the service runs
- * Exit code: 0 when everything matches (or was rebuilt), 1 when verify found a difference, 2 on bad usage.
+ * npm run audit -- verify|rebuild [--projection NAME]: see USAGE. It audits the database DATABASE_URL
+ * names and never creates one.
  */
+import pg from 'pg';
 import { allProjections } from '../../projections/index.ts';
+import { Cli } from '../../shared/cli.ts';
 import { ConfigError, loadConfig } from '../../shared/config.ts';
 import { migrate } from '../../shared/db/migrations.ts';
-import { createPool, ensureDatabase } from '../../shared/db/pool.ts';
+import { createPool } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
+import { START } from '../../shared/eventstore/port.ts';
 import { allMigrations } from '../service.ts';
 import { rebuildProjection, verifyProjection, type Difference } from './rebuild.ts';
+
+const PROJECTIONS = allProjections().map((p) => p.name);
+const USAGE = `usage: npm run audit -- verify|rebuild [--projection NAME]
+
+Audits the read models of the ledger whose database DATABASE_URL names (default postgres://127.0.0.1:5432/ledger).
+
+  verify             rebuild the read models from the whole history into scratch tables and compare them
+                     row by row with the live ones
+  rebuild            replace the live read models with a fresh rebuild, safely while the service runs
+  --projection NAME  only this read model: ${PROJECTIONS.join(', ')} (default: every one)
+  --help             this text
+
+Exit status: 0 everything matches (or was rebuilt), 1 verify found a difference, 2 nothing was audited:
+bad usage, a database that does not exist or holds no ledger (audit never creates one), an empty history.`;
 
 function progressBar(label: string, total: number | undefined): { update(n: number): void; done(): void } {
   const tty = process.stderr.isTTY;
@@ -55,35 +69,63 @@ function describe(d: Difference): string {
   return `  ${d.table} ${key}: ${fields.map((f) => `${f} live=${JSON.stringify(d.live![f])} rebuilt=${JSON.stringify(d.rebuilt![f])}`).join(', ')}`;
 }
 
+const fail = (message: string): number => {
+  process.stderr.write(`audit: ${message}\n`);
+  return 2;
+};
+
+/** The database as it is: 'missing' when it does not exist, 'no ledger' when the service never ran on it. Creates nothing. */
+async function probe(databaseUrl: string): Promise<'ok' | 'missing' | 'no ledger' | { unreachable: string }> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  try {
+    await client.connect();
+  } catch (err) {
+    await client.end().catch(() => undefined);
+    if ((err as { code?: string }).code === '3D000') return 'missing';
+    return { unreachable: (err as Error).message };
+  }
+  try {
+    const { rows } = await client.query<{ t: string | null }>(`SELECT to_regclass('schema_migrations')::text AS t`);
+    return rows[0]!.t === null ? 'no ledger' : 'ok';
+  } finally {
+    await client.end();
+  }
+}
+
 async function main(): Promise<number> {
-  const [command, ...rest] = process.argv.slice(2);
-  const only = rest.includes('--projection') ? rest[rest.indexOf('--projection') + 1] : undefined;
-  if (command !== 'verify' && command !== 'rebuild') {
-    process.stderr.write('usage: npm run audit -- verify|rebuild [--projection NAME]\n');
-    return 2;
-  }
+  const cli: Cli = new Cli('audit', USAGE);
+  const { values, positionals } = cli.parse({ options: { projection: { type: 'string' }, help: { type: 'boolean' } }, allowPositionals: true });
+  const [command, ...extra] = positionals;
+  if (command === undefined) cli.fail('a command is needed: verify or rebuild');
+  if (command !== 'verify' && command !== 'rebuild') cli.fail(`unknown command "${command}": verify or rebuild`);
+  if (extra.length > 0) cli.fail(`Unexpected argument '${extra[0]}': one command only`);
+  const only = values.projection;
+  if (only !== undefined && !PROJECTIONS.includes(only)) cli.fail(`no projection named "${only}"; known: ${PROJECTIONS.join(', ')}`);
   const projections = allProjections().filter((p) => only === undefined || p.name === only);
-  if (projections.length === 0) {
-    process.stderr.write(`no projection named ${only}; known: ${allProjections().map((p) => p.name).join(', ')}\n`);
-    return 2;
-  }
   let config;
   try {
     config = loadConfig();
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
-      return 2;
-    }
+    if (err instanceof ConfigError) return fail(err.message);
     throw err;
   }
-  await ensureDatabase(config.databaseUrl);
+  const db = new URL(config.databaseUrl);
+  const name = `"${decodeURIComponent(db.pathname.slice(1))}"`;
+  const where = `database ${name} on ${db.host}`;
+  const state = await probe(config.databaseUrl);
+  if (state === 'missing') return fail(`database ${name} does not exist on ${db.host}: nothing to audit (audit never creates a database; set DATABASE_URL to the ledger's)`);
+  if (typeof state === 'object') return fail(`cannot connect to ${where}: ${state.unreachable}`);
+  if (state === 'no ledger') return fail(`${where} holds no ledger (the service never ran on it): nothing to audit; set DATABASE_URL to the ledger's`);
   const pool = createPool(config.databaseUrl, 4);
   await migrate(pool, allMigrations);
   const store = await createEventStore(config.eventStore, pool, config.databaseUrl);
   const total = store.kind === 'postgres' ? Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM es_events')).rows[0]!.n) : undefined;
   let failed = false;
   try {
+    if (command === 'verify' && (await store.readAll({ from: START, maxCount: 1 })).length === 0) {
+      // Empty read models "match" an empty history: nothing would have been checked.
+      return fail(`the history is empty: nothing to verify in ${where}`);
+    }
     for (const p of projections) {
       const bar = progressBar(p.name, total);
       if (command === 'verify') {

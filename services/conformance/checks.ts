@@ -698,6 +698,11 @@ export async function runConformance(options: ConformanceOptions): Promise<Confo
   return { walletUrl: full.walletUrl, playerRef: full.playerRef, runId, results, passed: count('PASS'), failed: count('FAIL'), skipped: count('SKIP') };
 }
 
+/** The exit status of a run: 0 when every check that ran passed, 1 when one failed or none ran (all skipped: nothing verified). */
+export function exitStatus(report: Pick<ConformanceReport, 'passed' | 'failed'>): 0 | 1 {
+  return report.failed > 0 || report.passed === 0 ? 1 : 0;
+}
+
 /** The human report: one line per check, the details of a FAIL under it, a summary line last. */
 export function formatReport(report: ConformanceReport): string {
   const width = Math.max(...report.results.map((r) => r.id.length));

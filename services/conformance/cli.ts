@@ -1,7 +1,7 @@
-import { parseArgs } from 'node:util';
-import { formatReport, runConformance, type ConformanceOptions } from './checks.ts';
+import { Cli } from '../../shared/cli.ts';
+import { exitStatus, formatReport, runConformance, type ConformanceOptions } from './checks.ts';
 
-const USAGE = `Usage: npm run conformance -- --wallet-url URL --operator-secret SECRET [options]
+const USAGE = `usage: npm run conformance -- --wallet-url URL --operator-secret SECRET [options]
 
 Checks an operator wallet against API document part 4.2, calling it as the service does.
 
@@ -11,55 +11,41 @@ Checks an operator wallet against API document part 4.2, calling it as the servi
                             which only a wallet that funds new players, like the demo wallet, accepts)
   --currency CODE           upper-case ISO-4217 code (default EUR)
   --game-id ID              gameId sent on the transactions (default conformance-game)
-  --timeout-ms N            per-call timeout in ms (default 5000)
+  --timeout-ms N            per-call timeout in ms, 1..600000 (default 5000)
   --help                    this text
 
-Exit status: 0 every check passed, 1 a check failed, 2 usage error.`;
+Exit status: 0 every check that ran passed, 1 a check failed or none ran (all skipped), 2 usage error.`;
 
-class UsageError extends Error {}
+const cli: Cli = new Cli('conformance', USAGE);
 
-function parseOptions(argv: string[]): ConformanceOptions | 'help' {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        'wallet-url': { type: 'string' },
-        'operator-secret': { type: 'string' },
-        player: { type: 'string' },
-        currency: { type: 'string' },
-        'game-id': { type: 'string' },
-        'timeout-ms': { type: 'string' },
-        help: { type: 'boolean' },
-      },
-    }));
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-  if (values.help) return 'help';
+/** The options, or exit: 0 after --help, 2 on bad usage. */
+function parseOptions(): ConformanceOptions {
+  const { values } = cli.parse({
+    options: {
+      'wallet-url': { type: 'string' },
+      'operator-secret': { type: 'string' },
+      player: { type: 'string' },
+      currency: { type: 'string' },
+      'game-id': { type: 'string' },
+      'timeout-ms': { type: 'string' },
+      help: { type: 'boolean' },
+    },
+  });
   const walletUrl = values['wallet-url'];
   const secret = values['operator-secret'];
-  if (!walletUrl) throw new UsageError('--wallet-url is required');
-  if (!secret) throw new UsageError('--operator-secret is required');
+  if (!walletUrl) cli.fail('--wallet-url is required');
+  if (!secret) cli.fail('--operator-secret is required');
   let url: URL;
   try {
     url = new URL(walletUrl);
   } catch {
-    throw new UsageError(`--wallet-url is not a URL: ${walletUrl}`);
+    cli.fail(`--wallet-url is not a URL: ${walletUrl}`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--wallet-url must be http or https: ${walletUrl}`);
-  if (values.currency !== undefined && !/^[A-Z]{3}$/.test(values.currency)) throw new UsageError(`--currency must be an upper-case ISO-4217 code: ${values.currency}`);
-  if (values.player !== undefined && values.player.length === 0) throw new UsageError('--player must not be empty');
-  if (values['game-id'] !== undefined && values['game-id'].length === 0) throw new UsageError('--game-id must not be empty');
-  let timeoutMs: number | undefined;
-  if (values['timeout-ms'] !== undefined) {
-    timeoutMs = Number(values['timeout-ms']);
-    if (!/^\d+$/.test(values['timeout-ms']) || !Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
-      throw new UsageError(`--timeout-ms must be a positive integer: ${values['timeout-ms']}`);
-    }
-  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') cli.fail(`--wallet-url must be http or https: ${walletUrl}`);
+  if (values.currency !== undefined && !/^[A-Z]{3}$/.test(values.currency)) cli.fail(`--currency must be an upper-case ISO-4217 code: ${values.currency}`);
+  if (values.player !== undefined && values.player.length === 0) cli.fail('--player must not be empty');
+  if (values['game-id'] !== undefined && values['game-id'].length === 0) cli.fail('--game-id must not be empty');
+  const timeoutMs = values['timeout-ms'] !== undefined ? cli.whole('timeout-ms', values['timeout-ms'], 1, 600_000) : undefined;
   return {
     walletUrl,
     operatorSecret: secret,
@@ -71,21 +57,12 @@ function parseOptions(argv: string[]): ConformanceOptions | 'help' {
 }
 
 async function main(): Promise<number> {
-  let options: ConformanceOptions | 'help';
-  try {
-    options = parseOptions(process.argv.slice(2));
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`error: ${err.message}\n\n${USAGE}\n`);
-    return 2;
-  }
-  if (options === 'help') {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
+  const options = parseOptions();
   const report = await runConformance(options);
   process.stdout.write(`${formatReport(report)}\n`);
-  return report.failed > 0 ? 1 : 0;
+  // Every check skipped: nothing about the wallet was verified, which is no pass.
+  if (report.passed === 0 && report.failed === 0) process.stdout.write('No check ran: nothing about the wallet was verified.\n');
+  return exitStatus(report);
 }
 
 // Exit explicitly: the outbound keep-alive pool would otherwise hold the process open.

@@ -5,6 +5,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { catalogSchema, type CatalogInput } from '../../shared/catalog/schema.ts';
 import { ConfigError, loadConfig, type Config } from '../../shared/config.ts';
+import { Cli } from '../../shared/cli.ts';
 import { createLogger } from '../../shared/logger.ts';
 import { startService, StartupError, type RunningService } from '../service.ts';
 import { startDemoProvider, type DemoProvider } from './demo-provider.ts';
@@ -17,7 +18,16 @@ import { runStory, type StoryResult } from './story.ts';
  * `--exit` stops after the story: exit 0 when every step behaved as expected, 1 otherwise.
  */
 
-const USAGE = 'usage: npm run sandbox [-- --exit]';
+const USAGE = `usage: npm run sandbox [-- --exit]
+
+The whole system on one machine: a demo wallet per demo operator, a demo provider, and a short scripted story
+played through the real APIs; then it stays up for you to explore (Ctrl-C stops it). Its own database
+ledger_sandbox and Redis db 15, emptied at every start, unless DATABASE_URL or REDIS_URL name others.
+
+  --exit   stop after the story: exit 0 when every step behaved as expected, 1 otherwise
+  --help   this text
+
+Exit status: 0 the story passed (with --exit, or stopped by Ctrl-C), 1 it failed or could not run, 2 bad usage.`;
 const SANDBOX_DATABASE_URL = 'postgres://127.0.0.1:5432/ledger_sandbox';
 const SANDBOX_REDIS_URL = 'redis://127.0.0.1:6379/15';
 const STALE_ROUND_AFTER_SECONDS = 5;
@@ -69,13 +79,8 @@ function sandboxConfig(): { config: Config; ownDatabase: boolean; ownRedis: bool
 }
 
 async function main(): Promise<number> {
-  const args = process.argv.slice(2);
-  const unknown = args.filter((a) => a !== '--exit');
-  if (unknown.length > 0) {
-    process.stderr.write(`unknown option ${unknown.join(' ')}\n${USAGE}\n`);
-    return 2;
-  }
-  const exitAfterStory = args.includes('--exit');
+  const { values } = new Cli('sandbox', USAGE).parse({ options: { exit: { type: 'boolean' }, help: { type: 'boolean' } } });
+  const exitAfterStory = values.exit === true;
 
   let setup: ReturnType<typeof sandboxConfig>;
   try {
@@ -181,7 +186,9 @@ async function main(): Promise<number> {
 
   if (stopping) return new Promise<number>(() => undefined); // Ctrl-C during the story: the signal handler exits
   print('');
-  if (result.failures.length === 0) print(`Story complete: ${result.steps} steps, ${result.checks} checks, all as expected.`);
+  const passed = result.failures.length === 0 && result.checks > 0; // a story that checked nothing passed nothing
+  if (passed) print(`Story complete: ${result.steps} steps, ${result.checks} checks, all as expected.`);
+  else if (result.checks === 0) print('Story FAILED: it checked nothing.');
   else {
     print(`Story FAILED: ${result.failures.length} of ${result.checks} checks did not behave as expected:`);
     for (const f of result.failures) print(`  - ${f}`);
@@ -190,7 +197,7 @@ async function main(): Promise<number> {
 
   if (exitAfterStory) {
     await stopAll();
-    return result.failures.length === 0 ? 0 : 1;
+    return passed ? 0 : 1;
   }
   print('');
   print('The sandbox keeps running. Ctrl-C stops it.');
@@ -214,7 +221,7 @@ function printWhereToLook(url: string, config: Config, catalog: CatalogInput, re
   print(`    ${bearer} '${url}/v1/audit/rounds/${providerId}/${operatorId}/${roundId}'`);
   print(`    ${bearer} '${url}/v1/audit/players/${operatorId}/${playerRef}/sessions'`);
   if (grantId) print(`    ${bearer} '${url}/v1/audit/grants/${grantId}'`);
-  print(`    ${bearer} '${url}/v1/audit/transactions?status=all'`);
+  print(`    ${bearer} '${url}/v1/audit/transactions?status=unresolved'`);
   print(`    ${bearer} '${url}/v1/audit/events?limit=50'`);
   print(`    DATABASE_URL='${config.databaseUrl}' npm run audit -- verify     (every read model equals a rebuild from the history)`);
   print('  Signed calls by hand, as the operator and as the provider (scripts/signed-curl.sh):');

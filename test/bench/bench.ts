@@ -2,13 +2,7 @@
  * npm run bench: BET+WIN rounds through the ledger and through a bare forwarder (signature check and
  * forward, no ledger) against the same fast wallet, each in its own process. Prints throughput at
  * saturation and latency percentiles at fixed offered rates, and the ratios the targets are about.
- *   --seconds N     length of each fixed-rate phase (default 10)
- *   --rates a,b     offered transactions per second (default 100,500,1000)
- *   --repeat N      saturation pairs (forwarder, then ledger) to measure (default 3); the ratio is
- *                   taken per pair, and the median pair is the headline
- *   --one-process   run the ledger's api, worker and projector roles in one process
- *   --ledger-only   skip the forwarder
- *   --isolation     instead: operator B's retry delay alone and beside operator A's hung wallet (see isolation.ts)
+ * Options: see USAGE.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -16,23 +10,64 @@ import os from 'node:os';
 import path from 'node:path';
 import { Pool as HttpPool } from 'undici';
 import { sign } from '../../shared/http/signature.ts';
+import { Cli } from '../../shared/cli.ts';
 import { CpuMeter } from './cpu.ts';
 import { isolationMain } from './isolation.ts';
 import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
 
+const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat N] [--one-process] [--ledger-only]
+       npm run bench -- --isolation [--backlog N] [--samples N]
+
+BET+WIN rounds through the ledger and through a bare forwarder (signature check and forward, no ledger)
+against the same fast wallet: throughput at saturation, latency percentiles at fixed offered rates.
+
+  --seconds N      length of each fixed-rate phase, 1..3600 (default 10)
+  --rates A,B,...  offered transactions per second, each 1..1000000 (default 100,500,1000)
+  --repeat N       saturation pairs (forwarder, then ledger), 1..100 (default 3); the ratio is taken per
+                   pair, and the median pair is the headline
+  --one-process    run the ledger's api, worker and projector roles in one process
+  --ledger-only    skip the forwarder
+  --isolation      instead: operator B's retry delay alone and beside operator A's hung wallet
+    --backlog N    A's WINs awaiting retry, 1..100000 (default 300)
+    --samples N    B's failed WINs per phase, 1..1000 (default 5)
+  --help           this text
+
+Exit status: 0 measured, 1 it failed or measured nothing (every transaction of a target failed), 2 bad usage.`;
+
+const cli: Cli = new Cli('bench', USAGE);
+const { values: opts } = cli.parse({
+  options: {
+    seconds: { type: 'string' },
+    rates: { type: 'string' },
+    repeat: { type: 'string' },
+    'one-process': { type: 'boolean' },
+    'ledger-only': { type: 'boolean' },
+    isolation: { type: 'boolean' },
+    backlog: { type: 'string' },
+    samples: { type: 'string' },
+    help: { type: 'boolean' },
+  },
+});
+const ISOLATION = opts.isolation === true;
+for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only'] as const) {
+  if (ISOLATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --isolation`);
+}
+for (const o of ['backlog', 'samples'] as const) {
+  if (!ISOLATION && opts[o] !== undefined) cli.fail(`--${o} applies only with --isolation`);
+}
+const SECONDS = opts.seconds !== undefined ? cli.whole('seconds', opts.seconds, 1, 3600) : 10;
+const RATES = (opts.rates ?? '100,500,1000').split(',').map((r) => (/^\d{1,7}$/.test(r) && Number(r) >= 1 && Number(r) <= 1_000_000 ? Number(r) : cli.fail(`--rates must be whole numbers 1..1000000 separated by commas, not "${opts.rates}"`)));
+const REPEAT = opts.repeat !== undefined ? cli.whole('repeat', opts.repeat, 1, 100) : 3;
+const ONE_PROCESS = opts['one-process'] === true;
+const LEDGER_ONLY = opts['ledger-only'] === true;
+const BACKLOG = opts.backlog !== undefined ? cli.whole('backlog', opts.backlog, 1, 100_000) : 300;
+const SAMPLES = opts.samples !== undefined ? cli.whole('samples', opts.samples, 1, 1000) : 5;
+
 const ROOT = path.resolve(import.meta.dirname, '../..');
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1]! : fallback;
-};
-const SECONDS = Number(arg('seconds', '10'));
-const RATES = arg('rates', '100,500,1000').split(',').map(Number);
 const SATURATION_SECONDS = 6;
 const SATURATION_CONCURRENCY = 64;
-const REPEAT = Math.max(1, Number(arg('repeat', '3')));
-const ONE_PROCESS = process.argv.includes('--one-process');
 const PLAYERS = 200;
 
 function start(script: string, env: Record<string, string>, readyPattern: RegExp): Promise<{ child: ChildProcess; line: string }> {
@@ -164,7 +199,7 @@ async function waitHealthy(url: string): Promise<void> {
   throw new Error(`${url} did not come up`);
 }
 
-async function main() {
+async function main(): Promise<number> {
   const db = await createTestDatabase('bench');
   const redis = await claimTestRedis();
   const children: ChildProcess[] = [];
@@ -203,7 +238,7 @@ async function main() {
       const r = await post(ledgerPool, '/v1/operator/games/launch', { playerRef, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, OP1);
       sessions.push({ token: (JSON.parse(r.text) as { sessionToken: string }).sessionToken, playerRef });
     }
-    const only = process.argv.includes('--ledger-only') ? ['ledger'] : ['forwarder', 'ledger'];
+    const only = LEDGER_ONLY ? ['ledger'] : ['forwarder', 'ledger'];
     const targets: Target[] = [
       { name: 'forwarder', pool: forwarderPool, sessions },
       { name: 'ledger', pool: ledgerPool, sessions },
@@ -221,6 +256,12 @@ async function main() {
     // At the saturation concurrency: a fresh service's first seconds at full load are slower (its pools
     // grow, new Postgres backends compile the functions, V8 optimizes); a 2 s warm-up at 16 rounds left
     // the first saturation pair measuring the ledger about a fifth low.
+    /** Transactions each target answered 200 to, over the measured phases: a target with none measured nothing. */
+    const answered: Record<string, number> = {};
+    const measured = (t: Target, r: PhaseResult) => {
+      answered[t.name] = (answered[t.name] ?? 0) + r.count - r.errors;
+      return r;
+    };
     console.log('warm-up (5 s per target at the saturation concurrency) ...');
     for (const t of targets) await saturate(t, 5, SATURATION_CONCURRENCY);
 
@@ -232,7 +273,7 @@ async function main() {
       const sat: Record<string, PhaseResult> = {};
       for (const t of targets) {
         cpu.start();
-        sat[t.name] = await saturate(t, SATURATION_SECONDS, SATURATION_CONCURRENCY);
+        sat[t.name] = measured(t, await saturate(t, SATURATION_SECONDS, SATURATION_CONCURRENCY));
         console.log(`  ${t.name.padEnd(10)} ${fmt(sat[t.name]!)}`);
         console.log(`  ${''.padEnd(10)} ${cpu.stop()}`);
       }
@@ -255,7 +296,7 @@ async function main() {
       const row = { rate } as { rate: number; forwarder: PhaseResult; ledger: PhaseResult };
       for (const t of targets) {
         cpu.start();
-        row[t.name as 'forwarder' | 'ledger'] = await fixedRate(t, rate, SECONDS);
+        row[t.name as 'forwarder' | 'ledger'] = measured(t, await fixedRate(t, rate, SECONDS));
         console.log(`  ${t.name.padEnd(10)} ${fmt(row[t.name as 'forwarder' | 'ledger'])}`);
         console.log(`  ${''.padEnd(10)} ${cpu.stop()}`);
       }
@@ -276,6 +317,12 @@ async function main() {
     console.log(`\nledger history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.applied} settled`);
     await ledgerPool.close();
     await forwarderPool.close();
+    const nothing = targets.filter((t) => !answered[t.name]).map((t) => t.name);
+    if (nothing.length > 0 || Number(rows[0]!.recorded) === 0) {
+      console.log(`measured nothing: every transaction through ${nothing.join(' and ') || 'the ledger'} failed (see the errors above)`);
+      return 1;
+    }
+    return 0;
   } finally {
     for (const c of children) c.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 500));
@@ -284,7 +331,10 @@ async function main() {
   }
 }
 
-(process.argv.includes('--isolation') ? isolationMain() : main()).catch((err: unknown) => {
-  console.error(err);
-  process.exit(1);
-});
+(ISOLATION ? isolationMain({ backlog: BACKLOG, samples: SAMPLES }) : main()).then(
+  (code) => process.exit(code ?? 0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -15,12 +15,6 @@ import { claimTestRedis } from '../helpers/redis.ts';
 import { spawnService, type SpawnedService } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1]! : fallback;
-};
-const BACKLOG = Number(arg('backlog', '300'));
-const SAMPLES = Number(arg('samples', '5'));
 const BACKOFF_BASE_MS = 300;
 const A_TIMEOUT_MS = 2000;
 const ADMIN = 'bench-isolation';
@@ -29,7 +23,7 @@ type Operator = typeof OP1;
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length - 1) * p))]!;
 
-export async function isolationMain(): Promise<void> {
+export async function isolationMain({ backlog: BACKLOG, samples: SAMPLES }: { backlog: number; samples: number }): Promise<void> {
   const db = await createTestDatabase('isolation');
   const redis = await claimTestRedis();
   const [walletA, walletB] = await Promise.all([startFakeWallet(OP1.secret), startFakeWallet(OP2.secret)]);

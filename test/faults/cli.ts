@@ -1,6 +1,6 @@
 // npm run test:faults -- [--duration SECONDS] [--seed N] [--restart-servers]: the seeded simulator (see
 // run.ts), printing its seed, what it did and what its checker found.
-import { parseArgs } from 'node:util';
+import { Cli } from '../../shared/cli.ts';
 import { runFaults } from './run.ts';
 
 const USAGE = `usage: npm run test:faults -- [--seed N] [--duration SECONDS] [--restart-servers]
@@ -18,31 +18,12 @@ four roles, with faults injected, then a checker over every wallet's ledger and 
 
 Exit status: 0 when every invariant holds, 1 when the checker found a violation, 2 on bad usage.`;
 
-function usageError(message: string): never {
-  console.error(`test:faults: ${message}\n\n${USAGE}`);
-  process.exit(2);
-}
-
-let values: { seed?: string; duration?: string; 'restart-servers'?: boolean; help?: boolean };
-try {
-  ({ values } = parseArgs({
-    options: { seed: { type: 'string' }, duration: { type: 'string' }, 'restart-servers': { type: 'boolean' }, help: { type: 'boolean' } },
-    strict: true,
-    allowPositionals: false,
-  }));
-} catch (err) {
-  usageError((err as Error).message);
-}
-if (values.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-const whole = (name: string, raw: string, min: number, max: number): number => {
-  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) usageError(`--${name} must be a whole number from ${min} to ${max}, not "${raw}"`);
-  return Number(raw);
-};
-const seed = values.seed !== undefined ? whole('seed', values.seed, 0, 2 ** 31 - 1) : Math.floor(Math.random() * 2 ** 31);
-const durationMs = (values.duration !== undefined ? whole('duration', values.duration, 5, 3600) : 30) * 1000;
+const cli: Cli = new Cli('test:faults', USAGE);
+const { values } = cli.parse({
+  options: { seed: { type: 'string' }, duration: { type: 'string' }, 'restart-servers': { type: 'boolean' }, help: { type: 'boolean' } },
+});
+const seed = values.seed !== undefined ? cli.whole('seed', values.seed, 0, 2 ** 31 - 1) : Math.floor(Math.random() * 2 ** 31);
+const durationMs = (values.duration !== undefined ? cli.whole('duration', values.duration, 5, 3600) : 30) * 1000;
 const restartServers = values['restart-servers'] === true;
 
 console.log(`fault run: seed ${seed}, ${durationMs / 1000} s of workload (replay with --seed ${seed})`);

@@ -87,6 +87,9 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
   });
 
   it("shows one stream, a player's session history and a grant's history", async () => {
+    const all = await audit<{ error: string }>('/transactions?status=all');
+    expect(all.status).toBe(400);
+    expect(all.json.error).toContain('unresolved');
     const player = `au-s-${randomUUID().slice(0, 6)}`;
     await h.launch(player);
     await signedRequest(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: player }, as: OP1 });
@@ -137,5 +140,29 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
     const dead = await audit<{ transactions: unknown[] }>('/transactions?status=dead');
     expect(dead.status).toBe(200);
     expect((await audit('/transactions?status=weird')).status).toBe(400);
+  });
+
+  it('offers no status=all: what it listed was only the unresolved transactions (dead or unsettled), so it is status=unresolved, the default', async () => {
+    const all = await audit<{ error: string }>('/transactions?status=all');
+    expect(all.status).toBe(400);
+    expect(all.json.error).toContain('unresolved');
+    const player = `au-s-${randomUUID().slice(0, 6)}`;
+    const token = await h.launch(player);
+    const base = { sessionToken: token, roundId: 'au-s', playerRef: player, currency: 'EUR', gameId: 'fruit-1' };
+    expect((await h.tx({ ...base, transactionId: 'au-settled-bet', type: 'BET', roundComplete: false, amount: 5 })).status).toBe(200);
+    h.wallet.script('au-s-stuck-win', { status: 503, body: {} });
+    await h.tx({ ...base, transactionId: 'au-s-stuck-win', type: 'WIN', roundComplete: true, amount: 7 });
+    type Listed = { transactions: Array<{ transaction_id: string; status: string }> };
+    const ids = (res: { json: Listed }) => res.json.transactions.map((t) => t.transaction_id);
+    await h.until(async () => ids(await audit<Listed>('/transactions?status=unresolved')).includes('au-s-stuck-win'));
+    // The settled BET is in the read model, and in no list of this route.
+    await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_transactions WHERE transaction_id = 'au-settled-bet' AND status = 'applied'`)).rowCount === 1);
+    for (const query of ['?status=unresolved', '']) {
+      const res = await audit<Listed>(`/transactions${query}`);
+      expect(res.status).toBe(200);
+      expect(ids(res)).toContain('au-s-stuck-win');
+      expect(ids(res)).not.toContain('au-settled-bet');
+      expect(res.json.transactions.every((t) => ['dead', 'recorded', 'failed', 'timed_out'].includes(t.status))).toBe(true);
+    }
   });
 });

@@ -376,9 +376,9 @@ const auditRoutes: RouteSpec[] = [
     tag: 'Audit',
     summary: 'List dead-lettered and unsettled transactions',
     description:
-      '`dead`: transactions the wallet never accepted before retries stopped (24 h), kept for auditors. `unsettled`: recorded, failed or timed out, not yet settled. `all`: both. Oldest first.',
+      '`dead`: transactions the wallet never accepted before retries stopped (24 h), kept for auditors. `unsettled`: recorded, failed or timed out, not yet settled. `unresolved` (the default): both. Settled transactions are in none of these lists (see the round\'s audit history). Oldest first.',
     query: txQuery,
-    responses: { 200: json(auditTransactions, 'The transactions.'), 400: error('`status: ...`: not dead, unsettled or all.'), ...auditErrors },
+    responses: { 200: json(auditTransactions, 'The transactions.'), 400: error('`status: ...`: not dead, unsettled or unresolved (`all` was renamed `unresolved`).'), ...auditErrors },
   },
 ];
 

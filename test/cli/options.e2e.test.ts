@@ -1,0 +1,168 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../../shared/db/migrations.ts';
+import { createPool } from '../../shared/db/pool.ts';
+import { allMigrations } from '../../services/service.ts';
+import { createTestDatabase, TEST_PG_ADMIN_URL, type TestDatabase } from '../helpers/db.ts';
+
+/**
+ * Issue #24: every command-line tool has --help (exit 0), refuses unknown options, stray words and bad
+ * values with exit 2 and a message naming them, before doing any work; and never reports success for a
+ * run that did nothing. (test:faults: test/faults/faults.e2e.test.ts.)
+ */
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const run = (file: string, args: string[], env: Record<string, string> = {}) => {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', file, ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 60_000,
+    // A Postgres nobody listens on: a tool that tried to do its work anyway would fail differently.
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nothing', REDIS_URL: 'redis://127.0.0.1:1/0', LOG_LEVEL: 'silent', ...env },
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+};
+
+interface Tool {
+  name: string;
+  file: string;
+  usage: string;
+  bad: Array<[string[], string]>;
+}
+
+const TOOLS: Tool[] = [
+  {
+    name: 'audit',
+    file: 'services/audit/cli.ts',
+    usage: 'usage: npm run audit',
+    bad: [
+      [['verify', '--bogus'], "Unknown option '--bogus'"],
+      [['verify', 'everything'], "Unexpected argument 'everything'"],
+      [['verify', '--projection'], "Option '--projection <value>' argument missing"],
+      [['verify', '--projection', 'nope'], 'no projection named "nope"'],
+      [['check'], 'unknown command "check"'],
+      [[], 'a command is needed'],
+    ],
+  },
+  {
+    name: 'conformance',
+    file: 'services/conformance/cli.ts',
+    usage: 'usage: npm run conformance',
+    bad: [
+      [['--wallet-url', 'http://127.0.0.1:1', '--operator-secret', 's', '--bogus'], "Unknown option '--bogus'"],
+      [['--wallet-url', 'http://127.0.0.1:1', '--operator-secret', 's', 'extra'], "Unexpected argument 'extra'"],
+      [['--wallet-url', 'http://127.0.0.1:1', '--operator-secret', 's', '--timeout-ms', 'abc'], '--timeout-ms must be a whole number'],
+      [['--wallet-url', 'not a url', '--operator-secret', 's'], '--wallet-url is not a URL'],
+      [['--operator-secret', 's'], '--wallet-url is required'],
+    ],
+  },
+  {
+    name: 'sandbox',
+    file: 'services/sandbox/main.ts',
+    usage: 'usage: npm run sandbox',
+    bad: [
+      [['--bogus'], "Unknown option '--bogus'"],
+      [['exit'], "Unexpected argument 'exit'"],
+    ],
+  },
+  {
+    name: 'bench',
+    file: 'test/bench/bench.ts',
+    usage: 'usage: npm run bench',
+    bad: [
+      [['--bogus'], "Unknown option '--bogus'"],
+      [['fast'], "Unexpected argument 'fast'"],
+      [['--seconds', 'abc'], '--seconds must be a whole number'],
+      [['--seconds', '0'], '--seconds must be a whole number'],
+      [['--rates', '100,x'], '--rates must be'],
+      [['--repeat', '-1'], "Option '--repeat' argument is ambiguous"],
+      [['--repeat=-1'], '--repeat must be a whole number from 1 to 100'],
+      [['--samples', '3'], '--samples applies only with --isolation'],
+      [['--isolation', '--backlog', '1.5'], '--backlog must be a whole number'],
+      [['--isolation', '--seconds', '3'], '--seconds does not apply to --isolation'],
+    ],
+  },
+];
+
+describe.each(TOOLS)('npm run $name options', ({ file, usage, bad }) => {
+  it('--help prints the usage and exits 0', () => {
+    const r = run(file, ['--help']);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toContain(usage);
+    expect(r.code).toBe(0);
+  });
+
+  it.each(bad)('refuses %j with exit 2, naming it, before doing anything', (args, message) => {
+    const r = run(file, [...args]);
+    expect(r.stderr).toContain(message);
+    expect(r.stderr).toContain(usage);
+    expect(r.stdout).toBe('');
+    expect(r.code).toBe(2);
+  });
+});
+
+describe('npm run audit never creates a database, and never passes a history it did not check', () => {
+  const exists = async (name: string) => {
+    const admin = new pg.Client({ connectionString: TEST_PG_ADMIN_URL });
+    await admin.connect();
+    try {
+      return (await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount === 1;
+    } finally {
+      await admin.end();
+    }
+  };
+  const urlOf = (name: string) => {
+    const url = new URL(TEST_PG_ADMIN_URL);
+    url.pathname = `/${name}`;
+    return url.toString();
+  };
+  let empty: TestDatabase;
+  let migrated: TestDatabase;
+  beforeAll(async () => {
+    empty = await createTestDatabase('auditempty');
+    migrated = await createTestDatabase('auditnohistory');
+    const pool = createPool(migrated.url, 2);
+    await migrate(pool, allMigrations);
+    await pool.end();
+  });
+  afterAll(async () => {
+    await empty?.drop();
+    await migrated?.drop();
+  });
+
+  it.each(['verify', 'rebuild'])('%s against a database that does not exist: says so, exit 2, and the database still does not exist', async (command) => {
+    const name = `t_audit_missing_${randomBytes(5).toString('hex')}`;
+    const r = run('services/audit/cli.ts', [command], { DATABASE_URL: urlOf(name) });
+    expect(r.stderr).toContain(`database "${name}" does not exist`);
+    expect(r.stdout).not.toContain('matches');
+    expect(r.code).toBe(2);
+    expect(await exists(name)).toBe(false);
+  });
+
+  it('verify when Postgres cannot be reached: says so in a line, exit 2', () => {
+    const r = run('services/audit/cli.ts', ['verify']);
+    expect(r.stderr).toBe('audit: cannot connect to database "nothing" on 127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1\n');
+    expect(r.code).toBe(2);
+  });
+
+  it('verify against a database that holds no ledger: says so, exit 2, and creates no table there', async () => {
+    const r = run('services/audit/cli.ts', ['verify'], { DATABASE_URL: empty.url });
+    expect(r.stderr).toContain('holds no ledger');
+    expect(r.stdout).not.toContain('matches');
+    expect(r.code).toBe(2);
+    const c = new pg.Client({ connectionString: empty.url });
+    await c.connect();
+    const { rows } = await c.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'`);
+    await c.end();
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('verify of an empty history: nothing was verified, exit 2 (not "matches")', async () => {
+    const r = run('services/audit/cli.ts', ['verify'], { DATABASE_URL: migrated.url });
+    expect(r.stderr).toContain('the history is empty: nothing to verify');
+    expect(r.stdout).not.toContain('matches');
+    expect(r.code).toBe(2);
+  });
+});
