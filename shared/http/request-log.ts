@@ -16,7 +16,7 @@ export interface RequestLogOptions {
  *
  * The line is built only when its level is enabled. pino-http, used before, made a child logger for
  * every request, serializing and redacting the whole request whatever the level: at LOG_LEVEL=warn
- * that measured about a tenth of the api process's CPU per provider transaction (README "Performance").
+ * that measured about a tenth of the api process's CPU per provider transaction (measured with A/B runs; see the git log).
  */
 export function requestLog(logger: Logger, options: RequestLogOptions): RequestHandler {
   return (req, res, next) => {

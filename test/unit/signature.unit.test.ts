@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { sign, signatureMatches, signingString } from '../../shared/http/signature.ts';
 
 describe('signing string (contract section 3)', () => {
-  // The worked example of the README's operator guide; a partner can check its own code against it.
+  // The worked example of docs/signing.md; a partner can check its own code against it.
   const example = {
     timestamp: '1795000000',
     nonce: 'n-0001',
@@ -21,7 +21,7 @@ describe('signing string (contract section 3)', () => {
     expect(signingString({ ...example, body: '' }).split('\n')[4]).toBe('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
   });
 
-  it('produces the README example signature', () => {
+  it('produces the docs/signing.md example signature', () => {
     expect(sign('operator-secret', example)).toBe(README_SIGNATURE);
   });
 
