@@ -173,3 +173,32 @@ describe('signals to npm start and npm run sandbox', () => {
     expect(out).toMatch(script === 'start' ? /"msg":"stopped"/ : new RegExp(`${signal}: stopping the sandbox`));
   }, 60_000);
 });
+
+describe('the log on a terminal', () => {
+  let env: TestEnv;
+  beforeAll(async () => {
+    env = await createTestEnv('tty');
+  });
+  afterAll(async () => env?.cleanup());
+
+  it('is pretty-printed for a person when stdout is a terminal, JSON otherwise', async () => {
+    const run = async (tty: boolean) => {
+      const port = await freePort();
+      const cmd = `${process.execPath} --import tsx services/main.ts`;
+      // script(1) gives the service a pseudo-terminal as stdout, as a person's shell does.
+      const child = tty ? spawn('script', ['-qfec', cmd, '/dev/null'], { cwd: ROOT, env: { ...process.env, ...env.env({ ROLES: 'api', PORT: String(port), LOG_LEVEL: 'info' }) } }) : spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], { cwd: ROOT, env: { ...process.env, ...env.env({ ROLES: 'api', PORT: String(port), LOG_LEVEL: 'info' }) } });
+      let out = '';
+      child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      const deadline = Date.now() + 30_000;
+      while (!/service started/.test(out) && Date.now() < deadline && child.exitCode === null) await new Promise((r) => setTimeout(r, 50));
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      return out.split('\n').find((l) => l.includes('service started')) ?? out;
+    };
+    const pretty = await run(true);
+    expect(pretty).toMatch(/INFO.*service started/);
+    expect(pretty).not.toMatch(/^\{"level"/);
+    const json = await run(false);
+    expect(JSON.parse(json)).toMatchObject({ level: 30, msg: 'service started' });
+  }, 60_000);
+});
