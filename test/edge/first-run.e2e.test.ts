@@ -104,6 +104,7 @@ describe('a first run that explains itself', () => {
   it("logs why each 401 was refused, and tells the caller nothing more than 'invalid signature'", async () => {
     const { svc, lines } = await start({}, 'warn');
     await stopping(svc, async () => {
+      await svc.ctx.catalog.apply(testCatalog());
       const cases: Array<[Parameters<typeof signedRequest>[1], RegExp]> = [
         [{ path: '/v1/operator/probe', as: { ...OP1, id: 'op-nobody' } }, /^unknown operator "op-nobody"$/],
         [{ path: '/v1/operator/probe', as: OP1, timestamp: Math.floor(Date.now() / 1000) - 1000 }, /^x-timestamp is 100[01] s behind this server's clock \(window 300 s\)$/],
