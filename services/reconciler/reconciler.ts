@@ -21,60 +21,79 @@ export interface SweepResult {
 
 const SWEEP_LOCK = 7281004;
 
+/** The operators a process is sweeping now, with their sweeps: a tick starts only the others. */
+export type SweepsInFlight = Map<string, Promise<SweepResult>>;
+
 /**
  * One sweep: rounds with outstanding bets and no transaction for staleAfterSeconds are force-closed.
  * Candidates come from the rounds read model; each is confirmed against its own stream before anything
  * is sent. Each outstanding bet gets a best-effort balance call, then a ROLLBACK with the deterministic
  * id `stale-rollback:<bet id>`, submitted like any credit (recorded, dispatched, retried until the wallet
- * accepts it). An advisory lock keeps a sweep single across reconciler processes; the deterministic id
- * makes a repeat harmless anyway (it is answered from what was recorded).
+ * accepts it).
+ *
+ * Operators are swept apart (contract section 8, rule 8): each operator's rounds one after the other,
+ * under a lock of that operator's alone, so one operator's hung wallet (a balance check and a rollback per
+ * round, each up to its timeout) holds back only its own rounds. A tick starts the operators not being
+ * swept already, so another operator's round that goes stale meanwhile is refunded on the next tick. The
+ * advisory lock keeps an operator's sweep single across reconciler processes; the deterministic id makes
+ * a repeat harmless anyway (it is answered from what was recorded).
  */
-export async function sweepStaleRounds(deps: ReconcilerDeps): Promise<SweepResult> {
-  const client = await deps.pool.connect();
+export async function sweepStaleRounds(deps: ReconcilerDeps, inFlight: SweepsInFlight = new Map()): Promise<SweepResult> {
+  // Stale open rounds, and rounds this reconciler closed whose rollbacks are not all recorded yet (a
+  // process that died between closing and rolling back). Up to 500 per operator, oldest first.
+  const { rows } = await deps.pool.query<{ round_stream: string; operator_id: string }>(
+    `SELECT round_stream, operator_id FROM (
+       SELECT round_stream, operator_id, last_activity_at,
+              row_number() OVER (PARTITION BY operator_id ORDER BY last_activity_at) AS n
+       FROM rm_rounds
+       WHERE outstanding_bets > 0
+         AND ((status = 'open' AND last_activity_at < now() - $1 * interval '1 second') OR force_closed)
+     ) stale
+     WHERE n <= 500 ORDER BY last_activity_at`,
+    [deps.staleAfterSeconds],
+  );
+  const byOperator = new Map<string, string[]>();
+  for (const r of rows) {
+    const streams = byOperator.get(r.operator_id);
+    if (streams) streams.push(r.round_stream);
+    else byOperator.set(r.operator_id, [r.round_stream]);
+  }
+  const started: Array<Promise<SweepResult>> = [];
+  for (const [operatorId, streams] of byOperator) {
+    if (inFlight.has(operatorId)) continue;
+    const sweep = sweepOperator(deps, operatorId, streams).finally(() => inFlight.delete(operatorId));
+    inFlight.set(operatorId, sweep);
+    started.push(sweep);
+  }
   const result: SweepResult = { roundsClosed: 0, rollbacks: 0 };
+  for (const r of await Promise.all(started)) {
+    result.roundsClosed += r.roundsClosed;
+    result.rollbacks += r.rollbacks;
+  }
+  return result;
+}
+
+/** One operator's stale rounds, under that operator's advisory lock (held on a connection for the sweep). */
+async function sweepOperator(deps: ReconcilerDeps, operatorId: string, streams: readonly string[]): Promise<SweepResult> {
+  const result: SweepResult = { roundsClosed: 0, rollbacks: 0 };
+  const client = await deps.pool.connect();
   try {
-    const { rows: lock } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [SWEEP_LOCK]);
+    const { rows: lock } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [SWEEP_LOCK, operatorId]);
     if (!lock[0]?.ok) return result;
     try {
-      // Stale open rounds, and rounds this reconciler closed whose rollbacks are not all recorded yet
-      // (a process that died between closing and rolling back). Up to 500 per operator, oldest first.
-      const { rows } = await client.query<{ round_stream: string; operator_id: string }>(
-        `SELECT round_stream, operator_id FROM (
-           SELECT round_stream, operator_id, last_activity_at,
-                  row_number() OVER (PARTITION BY operator_id ORDER BY last_activity_at) AS n
-           FROM rm_rounds
-           WHERE outstanding_bets > 0
-             AND ((status = 'open' AND last_activity_at < now() - $1 * interval '1 second') OR force_closed)
-         ) stale
-         WHERE n <= 500 ORDER BY last_activity_at`,
-        [deps.staleAfterSeconds],
-      );
-      // Each operator's rounds one after the other, the operators side by side: one operator's hung wallet
-      // (a balance check and a rollback per round, each up to its timeout) delays only its own rounds
-      // (contract section 8, rule 8).
-      const byOperator = new Map<string, string[]>();
-      for (const r of rows) {
-        const streams = byOperator.get(r.operator_id);
-        if (streams) streams.push(r.round_stream);
-        else byOperator.set(r.operator_id, [r.round_stream]);
-      }
-      await Promise.all(
-        [...byOperator.values()].map(async (streams) => {
-          for (const round_stream of streams) {
-            try {
-              const n = await closeRound(deps, round_stream);
-              if (n !== undefined) {
-                result.roundsClosed += 1;
-                result.rollbacks += n;
-              }
-            } catch (err) {
-              deps.logger.error({ err, roundStream: round_stream }, 'could not close stale round; next sweep retries');
-            }
+      for (const roundStream of streams) {
+        try {
+          const n = await closeRound(deps, roundStream);
+          if (n !== undefined) {
+            result.roundsClosed += 1;
+            result.rollbacks += n;
           }
-        }),
-      );
+        } catch (err) {
+          deps.logger.error({ err, roundStream }, 'could not close stale round; next sweep retries');
+        }
+      }
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [SWEEP_LOCK]);
+      await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [SWEEP_LOCK, operatorId]);
     }
   } finally {
     client.release();
@@ -160,9 +179,11 @@ export interface RunningReconciler {
 }
 
 export function startReconcilerRole(deps: ReconcilerDeps, logger: Logger): RunningReconciler {
+  const inFlight: SweepsInFlight = new Map();
+  const sweep = () => sweepStaleRounds(deps, inFlight);
   let running: Promise<unknown> = Promise.resolve();
   const tick = () => {
-    running = sweepStaleRounds(deps)
+    running = sweep()
       .then((r) => {
         if (r.roundsClosed > 0) logger.info(r, 'stale rounds closed');
       })
@@ -170,10 +191,11 @@ export function startReconcilerRole(deps: ReconcilerDeps, logger: Logger): Runni
   };
   const timer = setInterval(tick, deps.intervalSeconds * 1000);
   return {
-    sweep: () => sweepStaleRounds(deps),
+    sweep,
     async close() {
       clearInterval(timer);
       await running;
+      await Promise.allSettled([...inFlight.values()]);
     },
   };
 }
