@@ -57,7 +57,7 @@ export class DispatchQueues {
  */
 export async function enqueueRetry(queues: DispatchQueues | undefined, operatorId: string, ref: TxRef, delayMs: number): Promise<void> {
   if (!queues) return;
-  await queues.of(operatorId).add('dispatch', ref, {
+  const added = queues.of(operatorId).add('dispatch', ref, {
     jobId: `tx-${txKey(ref)}`,
     delay: delayMs,
     attempts: 1_000_000, // bounded by the retry window, not a count (see the worker)
@@ -65,7 +65,22 @@ export async function enqueueRetry(queues: DispatchQueues | undefined, operatorI
     removeOnComplete: true,
     removeOnFail: 1000,
   });
+  // A queue made while Redis is unreachable waits for its connection without end; its callers (a provider
+  // waiting for its answer, a sweep, a shutdown) must not. Failing here loses nothing: the recovery sweep
+  // finds the credit in Postgres. An add that completes later is harmless (one job per transaction).
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`retry queue of ${operatorId} unavailable (Redis)`)), ENQUEUE_TIMEOUT_MS);
+  });
+  added.catch(() => undefined);
+  try {
+    await Promise.race([added, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
+
+const ENQUEUE_TIMEOUT_MS = 2000;
 
 /** Exponential from the base delay, capped, so retries go on until the retry window closes. */
 export function backoffDelay(attemptsMade: number, baseMs: number, maxMs: number): number {
