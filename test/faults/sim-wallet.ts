@@ -102,8 +102,8 @@ export async function startSimWallet(operatorId: string, secret: string, initial
         break;
       }
       case 'ADJUSTMENT':
-        if (tx.direction === 'DEBIT' && balance < tx.amount) status = 'DECLINED';
-        else delta = tx.direction === 'DEBIT' ? -tx.amount : tx.amount;
+        // Only a BET may be DECLINED (API document 4.2): an adjustment is applied, a DEBIT even below zero.
+        delta = tx.direction === 'DEBIT' ? -tx.amount : tx.amount;
         break;
     }
     balance += delta;
