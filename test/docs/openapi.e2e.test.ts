@@ -59,6 +59,8 @@ describe('the OpenAPI document matches the running service', () => {
     for (const [name, header] of Object.entries(spec.headers ?? {})) {
       if (header.required) expect(header.schema.safeParse(res.headers.get(name)).success, `${where}: header ${name}`).toBe(true);
     }
+    // Every response carries X-Request-Id (components.headers.RequestId).
+    expect(res.headers.get('x-request-id'), `${where}: X-Request-Id`).toMatch(/^[\w.-]{1,64}$/);
     if (status < 300) succeeded.add(key(method, path));
   }
 

@@ -1,10 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { buildOpenApiDocument } from '../../services/api/openapi/document.ts';
+import { namedSchemas } from '../../services/api/openapi/components.ts';
+import { buildOpenApiDocument, documentedResponse } from '../../services/api/openapi/document.ts';
+import { schemaNames } from '../../services/api/openapi/json-schema.ts';
 import { routes } from '../../services/api/openapi/routes.ts';
 import { webhooks } from '../../services/api/openapi/webhooks.ts';
 import { launchBody } from '../../services/api/operator/schemas.ts';
-import { transactionBody } from '../../services/api/provider/schemas.ts';
+import { transactionBody, walletTransactionRequest } from '../../services/api/provider/schemas.ts';
 import { catalogSchema } from '../../shared/catalog/schema.ts';
 
 type Json = Record<string, unknown>;
@@ -181,3 +183,154 @@ describe('the OpenAPI document says what the contract says', () => {
     }
   });
 });
+
+describe('the OpenAPI document shows realistic examples and the rules only prose had (issue #24 part 5)', () => {
+  const components = doc.components as { schemas: Record<string, Json>; headers?: Record<string, Json> };
+  const contentObjects = (): Array<{ where: string; media: string; node: Json }> => {
+    const out: Array<{ where: string; media: string; node: Json }> = [];
+    const visit = (node: unknown, at: string) => {
+      if (Array.isArray(node)) return node.forEach((n, i) => visit(n, `${at}/${i}`));
+      if (node === null || typeof node !== 'object') return;
+      for (const [k, v] of Object.entries(node as Json)) {
+        if (k === 'content' && v !== null && typeof v === 'object' && !('type' in (v as Json))) {
+          for (const [media, m] of Object.entries(v as Json)) out.push({ where: `${at}/content/${media}`, media, node: m as Json });
+        } else if (k !== 'schemas' && k !== 'examples' && k !== 'example') visit(v, `${at}/${k}`);
+      }
+    };
+    visit(doc.paths, '#/paths');
+    visit(doc.webhooks, '#/webhooks');
+    visit((doc.components as Json).responses, '#/components/responses');
+    return out;
+  };
+
+  it('gives every component schema examples, each accepted by the zod schema it was generated from', () => {
+    for (const [id, schema] of Object.entries(components.schemas)) {
+      const examples = schema.examples as unknown[] | undefined;
+      expect(examples?.length ?? 0, `${id} has no examples`).toBeGreaterThan(0);
+      const zodSchema = namedSchemas.get(id)!;
+      for (const e of examples!) {
+        const parsed = zodSchema.safeParse(e);
+        expect(parsed.success, `${id} example ${JSON.stringify(e).slice(0, 200)}: ${parsed.error?.message ?? ''}`).toBe(true);
+      }
+    }
+  });
+
+  it('gives every request and response body an example, and response examples parse with the documented schema', () => {
+    const bare = contentObjects().filter(({ node }) => node.example === undefined && node.examples === undefined);
+    expect(bare.map((b) => b.where)).toEqual([]);
+    for (const r of [...routes, ...webhooks]) {
+      for (const status of Object.keys(r.responses)) {
+        const spec = documentedResponse(r, status === 'default' ? 'default' : Number(status))!;
+        const own = (spec.examples ?? {}) as Record<string, unknown>;
+        for (const [media, schema] of Object.entries(spec.content ?? {})) {
+          const example = own[media] ?? schemaNames.get(schema)?.examples?.[0];
+          const parsed = schema.safeParse(example);
+          expect(parsed.success, `${r.operationId} ${status} ${media}: ${JSON.stringify(example)}`).toBe(true);
+        }
+      }
+    }
+  });
+
+  it('shows error examples with the real message, never "string"', () => {
+    const text = JSON.stringify(doc);
+    expect(text).not.toContain('"error":"string"');
+    const launch = ((doc.paths as Record<string, Json>)['/v1/operator/games/launch']!.post as Json).responses as Record<string, Json>;
+    expect((launch['404']!.content as Record<string, Json>)['application/json']!.example).toEqual({ error: 'game not found' });
+  });
+
+  it('shows a BET as a BET: the transaction examples parse with the request schemas, per type', () => {
+    const bodyOf = (section: 'paths' | 'webhooks', key: string, method: string) =>
+      ((((doc[section] as Record<string, Json>)[key]![method] as Json).requestBody as Json).content as Record<string, Json>)['application/json']!;
+    const provider = bodyOf('paths', '/v1/wallet/transaction', 'post').examples as Record<string, { value: Json }>;
+    expect(Object.keys(provider)).toEqual(expect.arrayContaining(['bet', 'win', 'rollback']));
+    for (const { value } of Object.values(provider)) expect(transactionBody.safeParse(value).success, JSON.stringify(value)).toBe(true);
+    const bet = provider.bet!.value;
+    expect(bet.type).toBe('BET');
+    expect(bet).toHaveProperty('roundComplete');
+    expect(bet).not.toHaveProperty('originalTransactionId');
+    expect(bet).not.toHaveProperty('direction');
+    expect(bet.currency).toMatch(/^(EUR|USD|GBP)$/);
+    expect(bet.amount).toBeLessThan(1_000_000);
+    const wallet = bodyOf('webhooks', 'operatorWalletTransaction', 'post').examples as Record<string, { value: Json }>;
+    expect(new Set(Object.values(wallet).map((e) => e.value.type))).toEqual(new Set(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']));
+    for (const { value } of Object.values(wallet)) expect(walletTransactionRequest.safeParse(value).success, JSON.stringify(value)).toBe(true);
+  });
+
+  it('gives every parameter an example, which the route accepts', () => {
+    for (const { where, op } of operations()) {
+      for (const p of ((op.parameters as unknown[]) ?? []).map((x) => deref<Json>(x))) {
+        expect(p.example, `${where} ${p.in} ${p.name as string}`).toBeDefined();
+      }
+    }
+    for (const r of routes) {
+      for (const [where, shape] of [['path', r.pathParams], ['query', r.query]] as const) {
+        if (!shape) continue;
+        const params = (pathOpOf(r.method, r.path).parameters as Json[]).filter((p) => p.in === where);
+        const value = Object.fromEntries(params.map((p) => [p.name, p.example]));
+        expect(shape.safeParse(value).success, `${r.path} ${where} ${JSON.stringify(value)}`).toBe(true);
+      }
+    }
+  });
+
+  it('marks every timestamp as date-time', () => {
+    const missing: string[] = [];
+    const visit = (node: unknown, at: string) => {
+      if (Array.isArray(node)) return node.forEach((n, i) => visit(n, `${at}/${i}`));
+      if (node === null || typeof node !== 'object') return;
+      for (const [k, v] of Object.entries(node as Json)) {
+        if (k === 'properties' && v && typeof v === 'object') {
+          for (const [name, s] of Object.entries(v as Record<string, Json>)) {
+            if (/(At|_at|^since|^validFrom|^validUntil)$/.test(name) && s.type === 'string' && s.format !== 'date-time') missing.push(`${at}/${name}`);
+            if (/(At|_at)$/.test(name) && Array.isArray(s.anyOf) && !(s.anyOf as Json[]).some((a) => a.format === 'date-time')) missing.push(`${at}/${name}`);
+          }
+        }
+        if (k !== 'examples' && k !== 'example') visit(v, `${at}/${k}`);
+      }
+    };
+    visit(components.schemas, '#/components/schemas');
+    expect(missing).toEqual([]);
+  });
+
+  it('names a license and a contact', () => {
+    const info = doc.info as Json & { license?: Json; contact?: Json };
+    expect(info.license?.name).toBeTruthy();
+    expect(info.license?.identifier ?? info.license?.url).toBeTruthy();
+    expect(info.contact?.name).toBeTruthy();
+  });
+
+  it('describes every field of the catalog', () => {
+    for (const id of ['Catalog', 'CatalogProvider', 'CatalogGame', 'CatalogOperator', 'CatalogCampaign']) {
+      const schema = components.schemas[id]!;
+      expect(schema.description, id).toBeTruthy();
+      for (const [name, p] of Object.entries(schema.properties as Record<string, Json>)) expect(p.description, `${id}.${name}`).toBeTruthy();
+    }
+  });
+
+  it('documents X-Request-Id on every response of the service', () => {
+    expect(components.headers?.RequestId).toBeDefined();
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
+      for (const m of METHODS) {
+        const op = item[m] as Json | undefined;
+        if (!op) continue;
+        for (const [status, r] of Object.entries(op.responses as Record<string, Json>)) {
+          const headers = deref<Json>(r).headers as Record<string, Json> | undefined;
+          expect(headers?.['X-Request-Id'], `${m} ${path} ${status}`).toEqual({ $ref: '#/components/headers/RequestId' });
+        }
+      }
+    }
+  });
+
+  it('speaks in its own words: no citations of documents an integrator does not have', () => {
+    const text = JSON.stringify(doc);
+    expect(text).not.toMatch(/contract section|API document \d/i);
+  });
+
+  it('says what prose alone said: integer audit amounts, metadata.jackpot, SESSION_REVOKED, reserved grant statuses', () => {
+    expect(components.schemas.AuditTransactions!.description).not.toMatch(/decimal string/);
+    expect(components.schemas.TransactionMetadata!.description).toContain('jackpot');
+    expect(pathOpOf('post', '/v1/operator/players/kick').description).toContain('SESSION_REVOKED');
+    expect(components.schemas.GrantStatus!.description).toMatch(/`expired`.*`completed`.*reserved/);
+  });
+});
+
+const pathOpOf = (method: string, path: string) => (doc.paths as Record<string, Json>)[path]![method] as Json;
