@@ -9,6 +9,7 @@ import { registeredRoutes } from '../../services/api/openapi/walk.ts';
 import { providerCancelRequest, providerGrantRequest, providerRevokeRequest } from '../../services/api/operator/schemas.ts';
 import { walletTransactionRequest } from '../../services/api/provider/schemas.ts';
 import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
+import { satisfies } from '../helpers/json-rules.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { signedRequest, toTestResponse, type SignedRequestOptions, type TestResponse } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
@@ -243,6 +244,10 @@ describe('the OpenAPI document matches the running service', () => {
     for (const c of transactions) {
       const parsed = walletTransactionRequest.safeParse(c.body);
       expect(parsed.success, `${c.rawBody}: ${parsed.error?.message ?? ''}`).toBe(true);
+      // The per-type rules the document states with if/then (originalTransactionId, direction).
+      const rules = (served.components as { schemas: Record<string, { allOf?: unknown[] }> }).schemas.WalletTransactionRequest!.allOf;
+      expect(rules, 'WalletTransactionRequest has per-type rules').toBeDefined();
+      expect(satisfies({ allOf: rules }, c.body), c.rawBody).toBe(true);
     }
     const balances = walletCalls.filter((c) => c.method === 'GET');
     expect(balances.length).toBeGreaterThan(0);

@@ -8,6 +8,7 @@ import { webhooks } from '../../services/api/openapi/webhooks.ts';
 import { launchBody } from '../../services/api/operator/schemas.ts';
 import { transactionBody, walletTransactionRequest } from '../../services/api/provider/schemas.ts';
 import { catalogSchema } from '../../shared/catalog/schema.ts';
+import { satisfies } from '../helpers/json-rules.ts';
 
 type Json = Record<string, unknown>;
 
@@ -334,3 +335,42 @@ describe('the OpenAPI document shows realistic examples and the rules only prose
 });
 
 const pathOpOf = (method: string, path: string) => (doc.paths as Record<string, Json>)[path]![method] as Json;
+
+describe('the per-type rules of the transaction bodies are in the schema (if/then), exactly as the server applies them', () => {
+  const schemas = (doc.components as { schemas: Record<string, Json> }).schemas;
+  const rules = (id: string) => ({ allOf: schemas[id]!.allOf as unknown[] });
+  const bet = { transactionId: 'tx-1', sessionToken: 'tok', type: 'BET', roundId: 'r-1', playerRef: 'p1', amount: 100, currency: 'EUR', gameId: 'fruit-1' };
+  /** Every type with every combination of the three per-type fields present or absent. */
+  const variants = ['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT'].flatMap((type) =>
+    [0, 1, 2, 3, 4, 5, 6, 7].map((bits) => ({
+      ...bet,
+      type,
+      ...(bits & 1 ? { roundComplete: true } : {}),
+      ...(bits & 2 ? { originalTransactionId: 'tx-0' } : {}),
+      ...(bits & 4 ? { direction: 'CREDIT' } : {}),
+    })),
+  );
+
+  it('ProviderTransactionRequest refuses what the server refuses and accepts what it accepts', () => {
+    expect(schemas.ProviderTransactionRequest!.allOf).toBeDefined();
+    for (const body of variants) {
+      // The schema's superRefine, then the route's refusal of ADJUSTMENT from providers.
+      const server = transactionBody.safeParse(body).success && body.type !== 'ADJUSTMENT';
+      expect(satisfies(rules('ProviderTransactionRequest'), body), JSON.stringify(body)).toBe(server);
+    }
+  });
+
+  it('WalletTransactionRequest says which fields each type carries towards the wallet', () => {
+    const ok = (body: Json) => satisfies(rules('WalletTransactionRequest'), body);
+    const base = { ...bet, roundComplete: false };
+    expect(ok(base)).toBe(true);
+    expect(ok({ ...base, originalTransactionId: 'tx-0' })).toBe(false);
+    expect(ok({ ...base, direction: 'DEBIT' })).toBe(false);
+    expect(ok({ ...base, type: 'ROLLBACK' })).toBe(false);
+    expect(ok({ ...base, type: 'ROLLBACK', originalTransactionId: 'tx-0' })).toBe(true);
+    expect(ok({ ...base, type: 'ADJUSTMENT' })).toBe(false);
+    expect(ok({ ...base, type: 'ADJUSTMENT', direction: 'CREDIT' })).toBe(true);
+    for (const e of schemas.WalletTransactionRequest!.examples as Json[]) expect(ok(e), JSON.stringify(e)).toBe(true);
+    for (const e of schemas.ProviderTransactionRequest!.examples as Json[]) expect(satisfies(rules('ProviderTransactionRequest'), e)).toBe(true);
+  });
+});

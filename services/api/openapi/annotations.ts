@@ -8,7 +8,38 @@ import type { JsonSchema } from './json-schema.ts';
  * the zod schemas, body by body.
  */
 
-export const schemaConditionals: Record<string, JsonSchema[]> = {};
+const typeIs = (...types: string[]): JsonSchema => ({
+  properties: { type: types.length === 1 ? { const: types[0] } : { enum: types } },
+  required: ['type'],
+});
+
+export const schemaConditionals: Record<string, JsonSchema[]> = {
+  ProviderTransactionRequest: [
+    { description: 'roundComplete is required on a BET and a WIN.', if: typeIs('BET', 'WIN'), then: { required: ['roundComplete'] } },
+    {
+      description: 'originalTransactionId is required on a ROLLBACK and refused on anything else.',
+      if: typeIs('ROLLBACK'),
+      then: { required: ['originalTransactionId'] },
+      else: { not: { required: ['originalTransactionId'] } },
+    },
+    { description: 'direction is refused on anything but an ADJUSTMENT.', if: { not: typeIs('ADJUSTMENT') }, then: { not: { required: ['direction'] } } },
+    { description: 'ADJUSTMENT is platform-internal: the route refuses it from providers (400).', not: typeIs('ADJUSTMENT') },
+  ],
+  WalletTransactionRequest: [
+    {
+      description: 'originalTransactionId is present on every ROLLBACK and on nothing else.',
+      if: typeIs('ROLLBACK'),
+      then: { required: ['originalTransactionId'] },
+      else: { not: { required: ['originalTransactionId'] } },
+    },
+    {
+      description: 'direction is present on every ADJUSTMENT and on nothing else.',
+      if: typeIs('ADJUSTMENT'),
+      then: { required: ['direction'] },
+      else: { not: { required: ['direction'] } },
+    },
+  ],
+};
 
 const catalogId = (who: string) => `1 to 200 characters; the \`${who}\` it signs with.`;
 
