@@ -178,13 +178,23 @@ describe('the OpenAPI document matches the running service', () => {
     conforms('post', '/v1/wallet/transaction', await h.tx(win), 200);
 
     const balance = (sessionToken: string) => signedRequest(h.svc.url, { path: '/v1/wallet/balance', body: { sessionToken }, as: PROV_A });
-    conforms('post', '/v1/wallet/balance', await balance(token), 200);
-    conforms('post', '/v1/wallet/balance', await balance('unknown-token'), 401);
+    const walletsOk = await balance(token);
+    conforms('post', '/v1/wallet/balance', walletsOk, 200);
+    expect(walletsOk.headers.get('x-wallet-passthrough')).toBe('true');
+    const ours = await balance('unknown-token');
+    conforms('post', '/v1/wallet/balance', ours, 401);
+    expect(ours.headers.get('x-wallet-passthrough')).toBeNull();
     h.wallet.setBalanceReply({ status: 503, body: { error: 'wallet maintenance' } });
     try {
       const passthrough = await balance(token);
       conforms('post', '/v1/wallet/balance', passthrough, 503);
       expect(passthrough.json).toEqual({ error: 'wallet maintenance' });
+      expect(passthrough.headers.get('x-wallet-passthrough')).toBe('true');
+      // A wallet 401 with the very body the service uses is told apart by the header alone.
+      h.wallet.setBalanceReply({ status: 401, body: { error: 'invalid session' } });
+      const wallets401 = await balance(token);
+      conforms('post', '/v1/wallet/balance', wallets401, 401);
+      expect(wallets401.headers.get('x-wallet-passthrough')).toBe('true');
     } finally {
       h.wallet.setBalanceReply(undefined);
     }

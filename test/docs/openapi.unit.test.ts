@@ -119,12 +119,12 @@ describe('the OpenAPI document says what the contract says', () => {
       const op = pathOp(r.method, r.path);
       const responses = op.responses as Record<string, Json>;
       if (r.path.startsWith('/v1/operator/')) {
-        expect(securityOf(op), r.path).toEqual(['operatorSignature']);
+        expect(securityOf(op), r.path).toEqual(['operatorId', 'signatureTimestamp', 'signatureNonce', 'operatorSignature']);
         expect(Object.keys(deref<Json>(responses['401']!).content as Json).sort(), r.path).toEqual(['application/json', 'text/plain']);
         expect(deref<Json>(responses['400']!).description, r.path).toContain('invalid nonce');
         expect(deref<{ headers: Json }>(responses['429']!).headers['Retry-After'], r.path).toBeDefined();
       } else if (r.path.startsWith('/v1/wallet/')) {
-        expect(securityOf(op), r.path).toEqual(['providerSignature']);
+        expect(securityOf(op), r.path).toEqual(['providerId', 'signatureTimestamp', 'signatureNonce', 'providerSignature']);
         expect(Object.keys(deref<Json>(responses['401']!).content as Json).sort(), r.path).toEqual(['application/json', 'text/plain']);
         expect(deref<Json>(responses['400']!).description, r.path).toContain('invalid nonce');
         expect(responses['429'], r.path).toBeUndefined(); // providers are not rate limited
@@ -372,5 +372,52 @@ describe('the per-type rules of the transaction bodies are in the schema (if/the
     expect(ok({ ...base, type: 'ADJUSTMENT', direction: 'CREDIT' })).toBe(true);
     for (const e of schemas.WalletTransactionRequest!.examples as Json[]) expect(ok(e), JSON.stringify(e)).toBe(true);
     for (const e of schemas.ProviderTransactionRequest!.examples as Json[]) expect(satisfies(rules('ProviderTransactionRequest'), e)).toBe(true);
+  });
+});
+
+describe('a signing middleware is enough for a generated client; webhooks and the balance passthrough say what they carry', () => {
+  const schemes = (doc.components as { securitySchemes: Record<string, Json> }).securitySchemes;
+  const SIGNING = ['x-operator-id', 'x-provider-id', 'x-timestamp', 'x-nonce', 'x-signature'];
+
+  it('puts all four signature headers in one security requirement and none in the operations\' parameters', () => {
+    for (const r of routes.filter((x) => x.audience === 'operator' || x.audience === 'provider')) {
+      const op = pathOpOf(r.method, r.path);
+      const params = ((op.parameters as unknown[]) ?? []).map((p) => deref<Json>(p));
+      expect(params.filter((p) => p.in === 'header' && SIGNING.includes(String(p.name).toLowerCase())), r.path).toEqual([]);
+      const requirement = op.security as Array<Record<string, unknown>>;
+      expect(requirement.length, r.path).toBe(1); // one requirement: its schemes apply together
+      const headers = Object.keys(requirement[0]!).map((name) => schemes[name]!);
+      for (const h of headers) expect(h).toMatchObject({ type: 'apiKey', in: 'header' });
+      const idHeader = r.audience === 'operator' ? 'X-Operator-Id' : 'X-Provider-Id';
+      expect(headers.map((h) => h.name).sort(), r.path).toEqual([idHeader, 'X-Nonce', 'X-Signature', 'X-Timestamp'].sort());
+      expect(op.description, r.path).toContain(idHeader); // also said where Swagger UI shows the operation
+    }
+  });
+
+  it('gives every webhook its signature headers as typed parameters', () => {
+    for (const { where, isWebhook, op } of operations()) {
+      if (!isWebhook) continue;
+      const params = ((op.parameters as unknown[]) ?? []).map((p) => deref<Json & { schema: Json }>(p)).filter((p) => p.in === 'header');
+      expect(params.map((p) => p.name).sort(), where).toEqual(['X-Nonce', 'X-Signature', 'X-Timestamp']);
+      for (const p of params) {
+        expect(p.required, where).toBe(true);
+        expect(p.schema.type, where).toBe('string');
+        expect(new RegExp(p.schema.pattern as string ?? '.').test(p.example as string), `${where} ${p.name as string}`).toBe(true);
+      }
+    }
+  });
+
+  it("documents the balance route's other statuses as possibly the wallet's, told apart by X-Wallet-Passthrough", () => {
+    const responses = pathOpOf('post', '/v1/wallet/balance').responses as Record<string, Json>;
+    for (const [status, r] of Object.entries(responses)) {
+      const resolved = deref<{ description: string; headers?: Record<string, Json>; content?: Record<string, { schema: Json }> }>(r);
+      expect(resolved.headers?.['X-Wallet-Passthrough'], status).toBeDefined();
+      if (status === '200' || status === 'default') {
+        expect(resolved.headers!['X-Wallet-Passthrough']!.required, status).toBe(true);
+        continue;
+      }
+      expect(resolved.description, status).toContain(`wallet's own ${status}`);
+      expect(resolved.content!['application/json']!.schema, status).toEqual({ $ref: '#/components/schemas/ErrorOrWalletBody' });
+    }
   });
 });

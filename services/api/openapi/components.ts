@@ -28,6 +28,7 @@ import {
   auditTransactions,
   catalogCounts,
   errorBody,
+  errorOrWalletBody,
   eventsPage,
   grantHistory,
   healthResponse,
@@ -39,6 +40,7 @@ import {
   roundHistory,
   roundState,
   streamEvents,
+  walletBody,
 } from '../schemas.ts';
 import { schemaExamples } from './examples.ts';
 import { schemaNames } from './json-schema.ts';
@@ -64,6 +66,8 @@ const named: Array<[z.ZodType, string, string?]> = [
   [campaignSchema, 'CatalogCampaign', 'A free-spin campaign an operator can grant by campaignId.'],
   [adjustmentBody, 'AdjustmentRequest', 'A manual balance correction. transactionId is optional: a retry with the same id is answered from the first; one is generated when omitted.'],
   // Responses.
+  [walletBody, 'WalletBody', "The operator wallet's body, passed through verbatim: whatever it answered (JSON or not)."],
+  [errorOrWalletBody, 'ErrorOrWalletBody', 'The service\'s own Error, or, when the response carries `X-Wallet-Passthrough: true`, the wallet\'s body verbatim.'],
   [errorBody, 'Error', 'Every error body except the plain-text 401 `invalid signature`. The messages are listed in docs/errors.md.'],
   [gameSummarySchema, 'GameSummary', 'A game visible to the calling operator.'],
   [gameListResponse, 'GameList'],
@@ -126,51 +130,63 @@ ${
 Swagger UI's "Try it out" cannot compute the signature; use \`scripts/signed-curl.sh\` or your own signer.`;
 };
 
+const headerScheme = (name: string, description: string) => ({ type: 'apiKey', in: 'header', name, description }) as const;
+const oneOfFour = (scheme: string) =>
+  `One of the four signature headers, all required together (a security requirement of four schemes): a client that signs in a middleware passes none of them per call. How to sign: the \`${scheme}\` scheme.`;
+
+/**
+ * The signature is four headers, so each audience's security requirement names four schemes (they
+ * apply together); no operation lists them as parameters. A generated client therefore needs only a
+ * middleware that adds the four headers, never dummy values per call.
+ */
 export const securitySchemes = {
-  operatorSignature: {
-    type: 'apiKey',
-    in: 'header',
-    name: 'X-Signature',
-    description: `**Operator signature** (docs/signing.md), for \`/v1/operator/*\`.\n\n${signingSteps('operator')}`,
-  },
-  providerSignature: {
-    type: 'apiKey',
-    in: 'header',
-    name: 'X-Signature',
-    description: `**Provider signature** (docs/signing.md), for \`/v1/wallet/*\`.\n\n${signingSteps('provider')}`,
-  },
+  operatorId: headerScheme('X-Operator-Id', `Your operator id in the catalog. ${oneOfFour('operatorSignature')}`),
+  providerId: headerScheme('X-Provider-Id', `Your provider id in the catalog. ${oneOfFour('providerSignature')}`),
+  signatureTimestamp: headerScheme(
+    'X-Timestamp',
+    `Unix time in whole seconds, within SIGNATURE_WINDOW_SECONDS (default 300) of the server's clock. ${oneOfFour('operatorSignature or providerSignature')}`,
+  ),
+  signatureNonce: headerScheme(
+    'X-Nonce',
+    `1 to ${MAX_NONCE_LENGTH} characters, fresh for every request, retries included; checked first (400 \`invalid nonce\`). ${oneOfFour('operatorSignature or providerSignature')}`,
+  ),
+  operatorSignature: headerScheme('X-Signature', `**Operator signature** (docs/signing.md), for \`/v1/operator/*\`.\n\n${signingSteps('operator')}`),
+  providerSignature: headerScheme('X-Signature', `**Provider signature** (docs/signing.md), for \`/v1/wallet/*\`.\n\n${signingSteps('provider')}`),
   adminBearer: {
     type: 'http',
     scheme: 'bearer',
     description:
       '`Authorization: Bearer <ADMIN_TOKEN>` for `/v1/admin/*`, `/v1/audit/*` and `/metrics`. With `ADMIN_TOKEN` unset these routes always answer 401 `{"error":"unauthorized"}`.',
   },
-  serviceSignature: {
-    type: 'apiKey',
-    in: 'header',
-    name: 'X-Signature',
-    description: `**The service's signature** on the calls it makes to partners (docs/signing.md). Headers \`X-Timestamp\`, \`X-Nonce\` and \`X-Signature\`, no caller id; the same construction as partners use towards the service, with one difference: the target is the **path plus the query string exactly as sent** (\`/v1/wallet/balance?playerRef=p1\`).
+  serviceSignature: headerScheme(
+    'X-Signature',
+    `**The service's signature** on the calls it makes to partners (docs/signing.md). Headers \`X-Timestamp\`, \`X-Nonce\` and \`X-Signature\` (each webhook lists them as parameters), no caller id; the same construction as partners use towards the service, with one difference: the target is the **path plus the query string exactly as sent** (\`/v1/wallet/balance?playerRef=p1\`).
 
     signing string = timestamp + "\\n" + nonce + "\\n" + METHOD + "\\n" + path?query + "\\n" + lowercase hex of SHA-256(raw body bytes)
 
 Wallet calls are signed with the operator's catalog \`secret\`, provider calls with the provider's. Verify every call (constant-time comparison, timestamp within your window, nonce not seen before) and refuse a bad one with 401 \`text/plain\` \`invalid signature\` or a reused nonce with 401 \`{"error":"replayed request"}\`. A retry repeats the identical body with a fresh nonce, timestamp and signature.`,
-  },
+  ),
 } as const;
 
 const headerParam = (name: string, description: string, schema: Record<string, unknown>, example: string) => ({ name, in: 'header', required: true, description, schema, example });
 
+/** The signature headers of the calls the service makes (webhooks), as typed parameters. */
 export const parameters = {
-  OperatorId: headerParam('X-Operator-Id', "The operator's catalog id (part of the operator signature).", { type: 'string', minLength: 1 }, 'op-1'),
-  ProviderId: headerParam('X-Provider-Id', "The provider's catalog id (part of the provider signature).", { type: 'string', minLength: 1 }, 'studio-a'),
-  Timestamp: headerParam('X-Timestamp', 'Unix time in whole seconds; must be within SIGNATURE_WINDOW_SECONDS (default 300) of the receiver\'s clock.', {
+  Timestamp: headerParam('X-Timestamp', 'Unix time in whole seconds when the service signed the call; refuse it outside your window (e.g. 300 s).', {
     type: 'string',
     pattern: '^[0-9]{1,12}$',
   }, '1795357200'),
-  Nonce: headerParam('X-Nonce', 'Fresh for every request, retries included. Checked first: missing, empty or too long is 400 `invalid nonce`.', {
+  Nonce: headerParam('X-Nonce', 'Fresh for every call, retries included: refuse one you have seen within your window (401 `{"error":"replayed request"}`).', {
     type: 'string',
     minLength: 1,
     maxLength: MAX_NONCE_LENGTH,
   }, 'c5e0b7f2-3a41-4d8e-9b6a-1f2e3d4c5b6a'),
+  Signature: headerParam(
+    'X-Signature',
+    'Lowercase hex HMAC-SHA256 with your catalog secret over timestamp, nonce, METHOD, path plus query and the body\'s SHA-256, joined by "\\n" (the `serviceSignature` scheme). Compare in constant time.',
+    { type: 'string', pattern: '^[0-9a-f]{64}$' },
+    '9b2f4c0d1e6a8b3c5d7e9f0a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4',
+  ),
 } as const;
 
 const errorJson = { 'application/json': errorBody };

@@ -44,19 +44,20 @@ const tags = [
 ];
 
 const security: Record<Audience, Array<Record<string, string[]>>> = {
-  operator: [{ operatorSignature: [] }],
-  provider: [{ providerSignature: [] }],
+  operator: [{ operatorId: [], signatureTimestamp: [], signatureNonce: [], operatorSignature: [] }],
+  provider: [{ providerId: [], signatureTimestamp: [], signatureNonce: [], providerSignature: [] }],
   admin: [{ adminBearer: [] }],
   public: [],
 };
 
 const paramRef = (name: keyof typeof parameters) => ({ $ref: `#/components/parameters/${name}` });
 
-const signingHeaders: Record<Audience, unknown[]> = {
-  operator: [paramRef('OperatorId'), paramRef('Timestamp'), paramRef('Nonce')],
-  provider: [paramRef('ProviderId'), paramRef('Timestamp'), paramRef('Nonce')],
-  admin: [],
-  public: [],
+/** Said in each signed operation's description: the four headers are in its security requirement, not its parameters. */
+const signedWith: Record<Audience, string> = {
+  operator: '\n\n**Signed** with `X-Operator-Id`, `X-Timestamp`, `X-Nonce` and `X-Signature` (the four `operatorSignature` security schemes).',
+  provider: '\n\n**Signed** with `X-Provider-Id`, `X-Timestamp`, `X-Nonce` and `X-Signature` (the four `providerSignature` security schemes).',
+  admin: '',
+  public: '',
 };
 
 function exampleFor(parameter: string, own: Record<string, unknown> = {}): unknown {
@@ -163,11 +164,11 @@ export function buildOpenApiDocument(): OpenApiDocument {
   for (const r of routes) {
     const item = (paths[r.path] ??= {});
     if (item[r.method]) throw new Error(`${r.method.toUpperCase()} ${r.path} is documented twice`);
-    item[r.method] = operation(r, { security: security[r.audience], headers: signingHeaders[r.audience] });
+    item[r.method] = operation({ ...r, description: r.description + signedWith[r.audience] }, { security: security[r.audience], headers: [] });
   }
   const hooks: Record<string, Record<string, unknown>> = {};
   for (const w of webhooks) {
-    hooks[w.name] = { [w.method]: operation(w, { security: [{ serviceSignature: [] }], headers: [paramRef('Timestamp'), paramRef('Nonce')], webhook: true }) };
+    hooks[w.name] = { [w.method]: operation(w, { security: [{ serviceSignature: [] }], headers: [paramRef('Timestamp'), paramRef('Nonce'), paramRef('Signature')], webhook: true }) };
   }
   return {
     openapi: '3.1.1',

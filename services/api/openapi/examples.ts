@@ -200,6 +200,8 @@ export const schemaExamples: Record<string, unknown[]> = {
   CatalogCampaign: [catalogCampaign],
   AdjustmentRequest: [{ operatorId: 'op-1', playerRef: 'p1', amount: 500, currency: 'EUR', direction: 'CREDIT', reason: 'goodwill credit, ticket 1234' }],
   Error: [{ error: 'game not found' }],
+  WalletBody: [{ error: 'wallet maintenance' }],
+  ErrorOrWalletBody: [{ error: 'invalid session' }, { code: 'MAINTENANCE', message: 'wallet maintenance until 04:00 UTC' }],
   GameSummary: [game],
   GameList: [[game]],
   LaunchGameResponse: [

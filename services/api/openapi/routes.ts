@@ -14,13 +14,14 @@ import {
   launchResponse,
   replayResponse,
 } from '../operator/schemas.ts';
-import { balanceBody } from '../provider/balance.ts';
+import { balanceBody, WALLET_PASSTHROUGH_HEADER } from '../provider/balance.ts';
 import { balanceResponse, transactionBody, transactionResponse } from '../provider/schemas.ts';
 import {
   adjustmentResponse,
   auditTransactions,
   catalogCounts,
   errorBody,
+  errorOrWalletBody,
   eventsPage,
   grantHistory,
   healthResponse,
@@ -31,10 +32,12 @@ import {
   readyResponse,
   roundHistory,
   streamEvents,
+  walletBody,
 } from '../schemas.ts';
 import { openApiDocumentSchema } from './components.ts';
 import { providerTransactionExamples, SESSION_TOKEN } from './examples.ts';
-import type { ResponseSpec, Responses, RouteSpec } from './spec.ts';
+import { sharedResponses } from './components.ts';
+import { isShared, type HeaderSpec, type ResponseEntry, type ResponseSpec, type Responses, type RouteSpec } from './spec.ts';
 
 const json = (schema: z.ZodType, description: string): ResponseSpec => ({ description, content: { 'application/json': schema } });
 /**
@@ -213,6 +216,38 @@ A DEMO session never reaches your wallet.`,
   },
 ];
 
+const passthroughHeader = (required: boolean): Record<string, HeaderSpec> => ({
+  [WALLET_PASSTHROUGH_HEADER]: {
+    description: "`true` when the status and body are the operator wallet's, passed through verbatim; absent on the service's own answers.",
+    schema: z.literal('true'),
+    required,
+    example: 'true',
+  },
+});
+
+/**
+ * POST /v1/wallet/balance passes the wallet's status and body through, so any status it lists may be
+ * the wallet's: each one says so, with a body that is ours (Error) or the wallet's (anything), told
+ * apart by X-Wallet-Passthrough.
+ */
+function orTheWallets(responses: Responses): Responses {
+  const out: Responses = {};
+  for (const [status, entry] of Object.entries(responses) as Array<[string, ResponseEntry]>) {
+    if (status === '200' || status === 'default') {
+      out[status as 'default'] = entry;
+      continue;
+    }
+    const ours = isShared(entry) ? sharedResponses[entry.shared]! : entry;
+    out[Number(status)] = {
+      description: `The service's own answer: ${ours.description}\n\n**Or the wallet's own ${status}**, passed through verbatim with \`X-Wallet-Passthrough: true\`: the body is then the wallet's, in the content type it chose. The service's own answers never carry that header.`,
+      content: { 'application/json': errorOrWalletBody, ...(ours.content?.['text/plain'] ? { 'text/plain': z.string() } : {}) },
+      headers: { ...ours.headers, ...passthroughHeader(false) },
+      ...(ours.examples ? { examples: ours.examples } : {}),
+    };
+  }
+  return out;
+}
+
 const providerRoutes: RouteSpec[] = [
   {
     method: 'post',
@@ -257,14 +292,18 @@ const providerRoutes: RouteSpec[] = [
     description:
       "Forwarded live to the operator's wallet (`GET {walletUrl}/v1/wallet/balance?playerRef=...`, see Webhooks); the wallet's status and body come back **verbatim**.",
     body: { schema: balanceBody, example: { sessionToken: SESSION_TOKEN } },
-    responses: {
-      200: json(balanceResponse, "The wallet's 200 reply, verbatim."),
+    responses: orTheWallets({
+      200: { ...json(balanceResponse, "The wallet's 200 reply, verbatim."), headers: passthroughHeader(true) },
       400: signedBadRequest('demo session: demo play never reaches the operator wallet', '`sessionToken: ...`: missing or invalid.', 'a DEMO session.'),
       502: error('`wallet unreachable`, or `wallet reply over 1 MiB` (such a reply is never passed on).'),
       504: error('`wallet timeout`.'),
       ...providerErrors,
-      default: { description: "Any other status the wallet answered, with the wallet's body, verbatim." },
-    },
+      default: {
+        description: "Any other status the wallet answered, with the wallet's body, verbatim (`X-Wallet-Passthrough: true`).",
+        content: { 'application/json': walletBody },
+        headers: passthroughHeader(true),
+      },
+    }),
   },
 ];
 
