@@ -127,7 +127,7 @@ ${
     ? '\nThen the per-operator rate limit (catalog `rateLimit`, shared by every instance): **429** `{"error":"rate limit exceeded"}` with `Retry-After` in seconds. Only requests that passed the signature check count.\n'
     : ''
 }
-Swagger UI's "Try it out" cannot compute the signature; use \`scripts/signed-curl.sh\` or your own signer.`;
+**In Swagger UI (\`/docs\`):** Authorize with your id and, in the \`X-Signature\` box, your **secret**; \`X-Timestamp\` and \`X-Nonce\` may hold anything. The page then signs each "Try it out" request in your browser (fresh timestamp and nonce, WebCrypto: https or localhost only) and sends the signature, never the secret. Elsewhere: \`scripts/signed-curl.sh\` or your own signer.`;
 };
 
 const headerScheme = (name: string, description: string) => ({ type: 'apiKey', in: 'header', name, description }) as const;

@@ -27,7 +27,7 @@ const DESCRIPTION = `A seamless-wallet gaming aggregator: providers submit BET, 
 
 **Webhooks** lists what partners implement and the service calls, signed: the operator wallet's transaction and balance callbacks, and the provider's free-spin and session-revoke endpoints.
 
-**Signatures:** see the security schemes for the exact signing string. The target is the path only for calls to the service, path plus query for calls made by it. "Try it out" cannot sign a request: use \`scripts/signed-curl.sh\` or your own signer.
+**Signatures:** see the security schemes for the exact signing string. The target is the path only for calls to the service, path plus query for calls made by it. In \`/docs\`, "Try it out" signs partner requests in the browser: Authorize with your id and, in the X-Signature box, your secret (see the signature schemes). A generated client signs in one middleware: the four headers are each operation's security, not its parameters.
 
 **Errors** are JSON \`{"error": "<message>"}\`, except the 401 \`text/plain\` body \`invalid signature\`. An unknown route is 404, a body that is not JSON 400, a body over 64 KiB 413; a 500 reveals no detail.
 
