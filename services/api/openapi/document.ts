@@ -31,6 +31,8 @@ const DESCRIPTION = `A seamless-wallet gaming aggregator: providers submit BET, 
 
 **Errors** are JSON \`{"error": "<message>"}\`, except the 401 \`text/plain\` body \`invalid signature\`. An unknown route is 404, a body that is not JSON 400, a body over 64 KiB 413; a 500 reveals no detail.
 
+**Request ids:** every response carries \`X-Request-Id\`: the one you sent, if it matches \`^[\\w.-]{1,64}$\`, else a fresh UUID. Quote it when reporting a problem.
+
 **Money:** amounts are integers in the currency's minor unit, never floats; currencies are upper-case ISO-4217 codes.`;
 
 const tags = [

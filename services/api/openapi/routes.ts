@@ -290,7 +290,7 @@ const providerRoutes: RouteSpec[] = [
     tag: 'Provider API',
     summary: "Read a player's balance from the operator wallet",
     description:
-      "Forwarded live to the operator's wallet (`GET {walletUrl}/v1/wallet/balance?playerRef=...`, see Webhooks); the wallet's status and body come back **verbatim**.",
+      "Forwarded live to the operator's wallet (`GET {walletUrl}/v1/wallet/balance?playerRef=...`, see Webhooks); the wallet's status and body come back **verbatim**, with `X-Wallet-Passthrough: true`. The service's own answers (a refused signature or session, a DEMO session, an unreachable or slow wallet) never carry that header: that is how a wallet 401 is told from the service's.",
     body: { schema: balanceBody, example: { sessionToken: SESSION_TOKEN } },
     responses: orTheWallets({
       200: { ...json(balanceResponse, "The wallet's 200 reply, verbatim."), headers: passthroughHeader(true) },
