@@ -12,6 +12,9 @@ export function satisfies(schema: unknown, value: unknown): boolean {
   const obj = value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : undefined;
   for (const [k, v] of Object.entries(s)) {
     switch (k) {
+      case 'unevaluatedProperties':
+        if (v !== true) throw new Error('json-rules.ts evaluates only unevaluatedProperties: true (no constraint)');
+        break;
       case 'description':
       case 'then':
       case 'else':

@@ -8,6 +8,18 @@ import type { JsonSchema } from './json-schema.ts';
  * the zod schemas, body by body.
  */
 
+/**
+ * `required` of a field the subschema itself declares (as `{}`: its type is the parent's), so linters
+ * that look for required fields among a schema's own properties find it. `unevaluatedProperties: true`
+ * says outright that this subschema closes nothing (the parent's additionalProperties does); without it
+ * Redocly's example check treats a subschema with properties as closed and refuses every example.
+ */
+const has = (...fields: string[]): JsonSchema => ({
+  properties: Object.fromEntries(fields.map((f) => [f, {}])),
+  required: fields,
+  unevaluatedProperties: true,
+});
+
 const typeIs = (...types: string[]): JsonSchema => ({
   properties: { type: types.length === 1 ? { const: types[0] } : { enum: types } },
   required: ['type'],
@@ -15,28 +27,28 @@ const typeIs = (...types: string[]): JsonSchema => ({
 
 export const schemaConditionals: Record<string, JsonSchema[]> = {
   ProviderTransactionRequest: [
-    { description: 'roundComplete is required on a BET and a WIN.', if: typeIs('BET', 'WIN'), then: { required: ['roundComplete'] } },
+    { description: 'roundComplete is required on a BET and a WIN.', if: typeIs('BET', 'WIN'), then: has('roundComplete') },
     {
       description: 'originalTransactionId is required on a ROLLBACK and refused on anything else.',
       if: typeIs('ROLLBACK'),
-      then: { required: ['originalTransactionId'] },
-      else: { not: { required: ['originalTransactionId'] } },
+      then: has('originalTransactionId'),
+      else: { not: has('originalTransactionId') },
     },
-    { description: 'direction is refused on anything but an ADJUSTMENT.', if: { not: typeIs('ADJUSTMENT') }, then: { not: { required: ['direction'] } } },
+    { description: 'direction is refused on anything but an ADJUSTMENT.', if: { not: typeIs('ADJUSTMENT') }, then: { not: has('direction') } },
     { description: 'ADJUSTMENT is platform-internal: the route refuses it from providers (400).', not: typeIs('ADJUSTMENT') },
   ],
   WalletTransactionRequest: [
     {
       description: 'originalTransactionId is present on every ROLLBACK and on nothing else.',
       if: typeIs('ROLLBACK'),
-      then: { required: ['originalTransactionId'] },
-      else: { not: { required: ['originalTransactionId'] } },
+      then: has('originalTransactionId'),
+      else: { not: has('originalTransactionId') },
     },
     {
       description: 'direction is present on every ADJUSTMENT and on nothing else.',
       if: typeIs('ADJUSTMENT'),
-      then: { required: ['direction'] },
-      else: { not: { required: ['direction'] } },
+      then: has('direction'),
+      else: { not: has('direction') },
     },
   ],
 };
