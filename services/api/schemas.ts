@@ -8,7 +8,14 @@ import { grantSchema } from './operator/schemas.ts';
 /** Every error except the plain-text 401 of a bad signature (shared/http/errors.ts renders it). */
 export const errorBody = z.strictObject({ error: z.string() });
 
-/** The plain-text 401 of contract section 3. */
+/**
+ * A body of POST /v1/wallet/balance at a status both the service and the wallet may answer: the
+ * service's Error, or (with X-Wallet-Passthrough: true) whatever the wallet answered, verbatim.
+ */
+export const walletBody = z.unknown();
+export const errorOrWalletBody = z.union([errorBody, walletBody]);
+
+/** The plain-text 401 of a refused signature. */
 export const invalidSignatureText = z.literal('invalid signature');
 
 export const healthResponse = z.strictObject({ status: z.literal('ok') });

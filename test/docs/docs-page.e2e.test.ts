@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/service.ts';
+import { OP1, testCatalog } from '../helpers/catalog.ts';
 import { createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -19,6 +20,7 @@ describe('/docs in a real browser (headless Chromium)', () => {
     if (!existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM}: run \`npm run setup:browser\` (scripts/install-browser.sh) first`);
     env = await createTestEnv('docspage');
     svc = await startInProcess(env, { ROLES: 'api' });
+    await svc.ctx.catalog.apply(testCatalog()); // op-1, for the signed "Try it out" below
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
@@ -86,6 +88,31 @@ describe('/docs in a real browser (headless Chromium)', () => {
     expect(text).toContain('X-Nonce');
     expect(text).toContain('playerRef');
     expect(text).toContain('launch blocked');
+  });
+
+  it('signs "Try it out" after Authorize with the id and, in the X-Signature box, the secret', async () => {
+    await page.evaluate(
+      ([id, secret]) => {
+        const ui = (window as unknown as { ui: { preauthorizeApiKey(name: string, value: string): void } }).ui;
+        ui.preauthorizeApiKey('operatorId', id!);
+        ui.preauthorizeApiKey('signatureTimestamp', 'auto');
+        ui.preauthorizeApiKey('signatureNonce', 'auto');
+        ui.preauthorizeApiKey('operatorSignature', secret!);
+      },
+      [OP1.id, OP1.secret],
+    );
+    const sent = page.waitForRequest((r) => r.url().endsWith('/v1/operator/games'));
+    const games = page.locator('.opblock-get:has(.opblock-summary-path[data-path="/v1/operator/games"])');
+    await games.locator('.opblock-summary').first().click();
+    await games.locator('button.try-out__btn').click();
+    await games.locator('button.execute').click();
+    const headers = (await sent).headers();
+    expect(headers['x-operator-id']).toBe(OP1.id);
+    expect(headers['x-signature']).toMatch(/^[0-9a-f]{64}$/); // the signature, never the secret
+    expect(headers['x-timestamp']).toMatch(/^\d{10}$/);
+    expect(headers['x-nonce']).not.toBe('auto');
+    const status = games.locator('.live-responses-table .response .response-col_status').first();
+    await expect.poll(() => status.textContent(), { timeout: 10_000 }).toContain('200');
   });
 
   it('loaded everything from the service itself, with no failed request and no console error', () => {

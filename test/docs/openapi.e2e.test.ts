@@ -9,6 +9,7 @@ import { registeredRoutes } from '../../services/api/openapi/walk.ts';
 import { providerCancelRequest, providerGrantRequest, providerRevokeRequest } from '../../services/api/operator/schemas.ts';
 import { walletTransactionRequest } from '../../services/api/provider/schemas.ts';
 import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
+import { satisfies } from '../helpers/json-rules.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { signedRequest, toTestResponse, type SignedRequestOptions, type TestResponse } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
@@ -59,6 +60,8 @@ describe('the OpenAPI document matches the running service', () => {
     for (const [name, header] of Object.entries(spec.headers ?? {})) {
       if (header.required) expect(header.schema.safeParse(res.headers.get(name)).success, `${where}: header ${name}`).toBe(true);
     }
+    // Every response carries X-Request-Id (components.headers.RequestId).
+    expect(res.headers.get('x-request-id'), `${where}: X-Request-Id`).toMatch(/^[\w.-]{1,64}$/);
     if (status < 300) succeeded.add(key(method, path));
   }
 
@@ -175,13 +178,23 @@ describe('the OpenAPI document matches the running service', () => {
     conforms('post', '/v1/wallet/transaction', await h.tx(win), 200);
 
     const balance = (sessionToken: string) => signedRequest(h.svc.url, { path: '/v1/wallet/balance', body: { sessionToken }, as: PROV_A });
-    conforms('post', '/v1/wallet/balance', await balance(token), 200);
-    conforms('post', '/v1/wallet/balance', await balance('unknown-token'), 401);
+    const walletsOk = await balance(token);
+    conforms('post', '/v1/wallet/balance', walletsOk, 200);
+    expect(walletsOk.headers.get('x-wallet-passthrough')).toBe('true');
+    const ours = await balance('unknown-token');
+    conforms('post', '/v1/wallet/balance', ours, 401);
+    expect(ours.headers.get('x-wallet-passthrough')).toBeNull();
     h.wallet.setBalanceReply({ status: 503, body: { error: 'wallet maintenance' } });
     try {
       const passthrough = await balance(token);
       conforms('post', '/v1/wallet/balance', passthrough, 503);
       expect(passthrough.json).toEqual({ error: 'wallet maintenance' });
+      expect(passthrough.headers.get('x-wallet-passthrough')).toBe('true');
+      // A wallet 401 with the very body the service uses is told apart by the header alone.
+      h.wallet.setBalanceReply({ status: 401, body: { error: 'invalid session' } });
+      const wallets401 = await balance(token);
+      conforms('post', '/v1/wallet/balance', wallets401, 401);
+      expect(wallets401.headers.get('x-wallet-passthrough')).toBe('true');
     } finally {
       h.wallet.setBalanceReply(undefined);
     }
@@ -241,6 +254,10 @@ describe('the OpenAPI document matches the running service', () => {
     for (const c of transactions) {
       const parsed = walletTransactionRequest.safeParse(c.body);
       expect(parsed.success, `${c.rawBody}: ${parsed.error?.message ?? ''}`).toBe(true);
+      // The per-type rules the document states with if/then (originalTransactionId, direction).
+      const rules = (served.components as { schemas: Record<string, { allOf?: unknown[] }> }).schemas.WalletTransactionRequest!.allOf;
+      expect(rules, 'WalletTransactionRequest has per-type rules').toBeDefined();
+      expect(satisfies({ allOf: rules }, c.body), c.rawBody).toBe(true);
     }
     const balances = walletCalls.filter((c) => c.method === 'GET');
     expect(balances.length).toBeGreaterThan(0);

@@ -1,11 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { buildOpenApiDocument } from '../../services/api/openapi/document.ts';
+import { namedSchemas } from '../../services/api/openapi/components.ts';
+import { buildOpenApiDocument, documentedResponse } from '../../services/api/openapi/document.ts';
+import { schemaNames } from '../../services/api/openapi/json-schema.ts';
 import { routes } from '../../services/api/openapi/routes.ts';
 import { webhooks } from '../../services/api/openapi/webhooks.ts';
 import { launchBody } from '../../services/api/operator/schemas.ts';
-import { transactionBody } from '../../services/api/provider/schemas.ts';
+import { transactionBody, walletTransactionRequest } from '../../services/api/provider/schemas.ts';
 import { catalogSchema } from '../../shared/catalog/schema.ts';
+import { satisfies } from '../helpers/json-rules.ts';
 
 type Json = Record<string, unknown>;
 
@@ -116,12 +119,12 @@ describe('the OpenAPI document says what the contract says', () => {
       const op = pathOp(r.method, r.path);
       const responses = op.responses as Record<string, Json>;
       if (r.path.startsWith('/v1/operator/')) {
-        expect(securityOf(op), r.path).toEqual(['operatorSignature']);
+        expect(securityOf(op), r.path).toEqual(['operatorId', 'signatureTimestamp', 'signatureNonce', 'operatorSignature']);
         expect(Object.keys(deref<Json>(responses['401']!).content as Json).sort(), r.path).toEqual(['application/json', 'text/plain']);
         expect(deref<Json>(responses['400']!).description, r.path).toContain('invalid nonce');
         expect(deref<{ headers: Json }>(responses['429']!).headers['Retry-After'], r.path).toBeDefined();
       } else if (r.path.startsWith('/v1/wallet/')) {
-        expect(securityOf(op), r.path).toEqual(['providerSignature']);
+        expect(securityOf(op), r.path).toEqual(['providerId', 'signatureTimestamp', 'signatureNonce', 'providerSignature']);
         expect(Object.keys(deref<Json>(responses['401']!).content as Json).sort(), r.path).toEqual(['application/json', 'text/plain']);
         expect(deref<Json>(responses['400']!).description, r.path).toContain('invalid nonce');
         expect(responses['429'], r.path).toBeUndefined(); // providers are not rate limited
@@ -178,6 +181,253 @@ describe('the OpenAPI document says what the contract says', () => {
     for (const r of withExamples) {
       const parsed = r.body!.schema.safeParse(r.body!.example);
       expect(parsed.success, `${r.method} ${r.path}: ${parsed.error?.message ?? ''}`).toBe(true);
+    }
+  });
+});
+
+describe('the OpenAPI document shows realistic examples and the rules only prose had (issue #24 part 5)', () => {
+  const components = doc.components as { schemas: Record<string, Json>; headers?: Record<string, Json> };
+  const contentObjects = (): Array<{ where: string; media: string; node: Json }> => {
+    const out: Array<{ where: string; media: string; node: Json }> = [];
+    const visit = (node: unknown, at: string) => {
+      if (Array.isArray(node)) return node.forEach((n, i) => visit(n, `${at}/${i}`));
+      if (node === null || typeof node !== 'object') return;
+      for (const [k, v] of Object.entries(node as Json)) {
+        if (k === 'content' && v !== null && typeof v === 'object' && !('type' in (v as Json))) {
+          for (const [media, m] of Object.entries(v as Json)) out.push({ where: `${at}/content/${media}`, media, node: m as Json });
+        } else if (k !== 'schemas' && k !== 'examples' && k !== 'example') visit(v, `${at}/${k}`);
+      }
+    };
+    visit(doc.paths, '#/paths');
+    visit(doc.webhooks, '#/webhooks');
+    visit((doc.components as Json).responses, '#/components/responses');
+    return out;
+  };
+
+  it('gives every component schema examples, each accepted by the zod schema it was generated from', () => {
+    for (const [id, schema] of Object.entries(components.schemas)) {
+      const examples = schema.examples as unknown[] | undefined;
+      expect(examples?.length ?? 0, `${id} has no examples`).toBeGreaterThan(0);
+      const zodSchema = namedSchemas.get(id)!;
+      for (const e of examples!) {
+        const parsed = zodSchema.safeParse(e);
+        expect(parsed.success, `${id} example ${JSON.stringify(e).slice(0, 200)}: ${parsed.error?.message ?? ''}`).toBe(true);
+      }
+    }
+  });
+
+  it('gives every request and response body an example, and response examples parse with the documented schema', () => {
+    const bare = contentObjects().filter(({ node }) => node.example === undefined && node.examples === undefined);
+    expect(bare.map((b) => b.where)).toEqual([]);
+    for (const r of [...routes, ...webhooks]) {
+      for (const status of Object.keys(r.responses)) {
+        const spec = documentedResponse(r, status === 'default' ? 'default' : Number(status))!;
+        const own = (spec.examples ?? {}) as Record<string, unknown>;
+        for (const [media, schema] of Object.entries(spec.content ?? {})) {
+          const example = own[media] ?? schemaNames.get(schema)?.examples?.[0];
+          const parsed = schema.safeParse(example);
+          expect(parsed.success, `${r.operationId} ${status} ${media}: ${JSON.stringify(example)}`).toBe(true);
+        }
+      }
+    }
+  });
+
+  it('shows error examples with the real message, never "string"', () => {
+    const text = JSON.stringify(doc);
+    expect(text).not.toContain('"error":"string"');
+    const launch = ((doc.paths as Record<string, Json>)['/v1/operator/games/launch']!.post as Json).responses as Record<string, Json>;
+    expect((launch['404']!.content as Record<string, Json>)['application/json']!.example).toEqual({ error: 'game not found' });
+  });
+
+  it('shows a BET as a BET: the transaction examples parse with the request schemas, per type', () => {
+    const bodyOf = (section: 'paths' | 'webhooks', key: string, method: string) =>
+      ((((doc[section] as Record<string, Json>)[key]![method] as Json).requestBody as Json).content as Record<string, Json>)['application/json']!;
+    const provider = bodyOf('paths', '/v1/wallet/transaction', 'post').examples as Record<string, { value: Json }>;
+    expect(Object.keys(provider)).toEqual(expect.arrayContaining(['bet', 'win', 'rollback']));
+    for (const { value } of Object.values(provider)) expect(transactionBody.safeParse(value).success, JSON.stringify(value)).toBe(true);
+    const bet = provider.bet!.value;
+    expect(bet.type).toBe('BET');
+    expect(bet).toHaveProperty('roundComplete');
+    expect(bet).not.toHaveProperty('originalTransactionId');
+    expect(bet).not.toHaveProperty('direction');
+    expect(bet.currency).toMatch(/^(EUR|USD|GBP)$/);
+    expect(bet.amount).toBeLessThan(1_000_000);
+    const wallet = bodyOf('webhooks', 'operatorWalletTransaction', 'post').examples as Record<string, { value: Json }>;
+    expect(new Set(Object.values(wallet).map((e) => e.value.type))).toEqual(new Set(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']));
+    for (const { value } of Object.values(wallet)) expect(walletTransactionRequest.safeParse(value).success, JSON.stringify(value)).toBe(true);
+  });
+
+  it('gives every parameter an example, which the route accepts', () => {
+    for (const { where, op } of operations()) {
+      for (const p of ((op.parameters as unknown[]) ?? []).map((x) => deref<Json>(x))) {
+        expect(p.example, `${where} ${p.in} ${p.name as string}`).toBeDefined();
+      }
+    }
+    for (const r of routes) {
+      for (const [where, shape] of [['path', r.pathParams], ['query', r.query]] as const) {
+        if (!shape) continue;
+        const params = (pathOpOf(r.method, r.path).parameters as Json[]).filter((p) => p.in === where);
+        const value = Object.fromEntries(params.map((p) => [p.name, p.example]));
+        expect(shape.safeParse(value).success, `${r.path} ${where} ${JSON.stringify(value)}`).toBe(true);
+      }
+    }
+  });
+
+  it('marks every timestamp as date-time', () => {
+    const missing: string[] = [];
+    const visit = (node: unknown, at: string) => {
+      if (Array.isArray(node)) return node.forEach((n, i) => visit(n, `${at}/${i}`));
+      if (node === null || typeof node !== 'object') return;
+      for (const [k, v] of Object.entries(node as Json)) {
+        if (k === 'properties' && v && typeof v === 'object') {
+          for (const [name, s] of Object.entries(v as Record<string, Json>)) {
+            if (/(At|_at|^since|^validFrom|^validUntil)$/.test(name) && s.type === 'string' && s.format !== 'date-time') missing.push(`${at}/${name}`);
+            if (/(At|_at)$/.test(name) && Array.isArray(s.anyOf) && !(s.anyOf as Json[]).some((a) => a.format === 'date-time')) missing.push(`${at}/${name}`);
+          }
+        }
+        if (k !== 'examples' && k !== 'example') visit(v, `${at}/${k}`);
+      }
+    };
+    visit(components.schemas, '#/components/schemas');
+    expect(missing).toEqual([]);
+  });
+
+  it('names a license and a contact', () => {
+    const info = doc.info as Json & { license?: Json; contact?: Json };
+    expect(info.license?.name).toBeTruthy();
+    expect(info.license?.identifier ?? info.license?.url).toBeTruthy();
+    expect(info.contact?.name).toBeTruthy();
+  });
+
+  it('describes every field of the catalog', () => {
+    for (const id of ['Catalog', 'CatalogProvider', 'CatalogGame', 'CatalogOperator', 'CatalogCampaign']) {
+      const schema = components.schemas[id]!;
+      expect(schema.description, id).toBeTruthy();
+      for (const [name, p] of Object.entries(schema.properties as Record<string, Json>)) expect(p.description, `${id}.${name}`).toBeTruthy();
+    }
+  });
+
+  it('documents X-Request-Id on every response of the service', () => {
+    expect(components.headers?.RequestId).toBeDefined();
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
+      for (const m of METHODS) {
+        const op = item[m] as Json | undefined;
+        if (!op) continue;
+        for (const [status, r] of Object.entries(op.responses as Record<string, Json>)) {
+          const headers = deref<Json>(r).headers as Record<string, Json> | undefined;
+          expect(headers?.['X-Request-Id'], `${m} ${path} ${status}`).toEqual({ $ref: '#/components/headers/RequestId' });
+        }
+      }
+    }
+  });
+
+  it('speaks in its own words: no citations of documents an integrator does not have', () => {
+    const text = JSON.stringify(doc);
+    expect(text).not.toMatch(/contract section|API document \d/i);
+  });
+
+  it('says what prose alone said: integer audit amounts, metadata.jackpot, SESSION_REVOKED, reserved grant statuses', () => {
+    expect(components.schemas.AuditTransactions!.description).not.toMatch(/decimal string/);
+    expect(components.schemas.TransactionMetadata!.description).toContain('jackpot');
+    expect(pathOpOf('post', '/v1/operator/players/kick').description).toContain('SESSION_REVOKED');
+    expect(components.schemas.GrantStatus!.description).toMatch(/`expired`.*`completed`.*reserved/);
+  });
+});
+
+const pathOpOf = (method: string, path: string) => (doc.paths as Record<string, Json>)[path]![method] as Json;
+
+describe('the per-type rules of the transaction bodies are in the schema (if/then), exactly as the server applies them', () => {
+  const schemas = (doc.components as { schemas: Record<string, Json> }).schemas;
+  const rules = (id: string) => ({ allOf: schemas[id]!.allOf as unknown[] });
+  const bet = { transactionId: 'tx-1', sessionToken: 'tok', type: 'BET', roundId: 'r-1', playerRef: 'p1', amount: 100, currency: 'EUR', gameId: 'fruit-1' };
+  /** Every type with every combination of the three per-type fields present or absent. */
+  const variants = ['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT'].flatMap((type) =>
+    [0, 1, 2, 3, 4, 5, 6, 7].map((bits) => ({
+      ...bet,
+      type,
+      ...(bits & 1 ? { roundComplete: true } : {}),
+      ...(bits & 2 ? { originalTransactionId: 'tx-0' } : {}),
+      ...(bits & 4 ? { direction: 'CREDIT' } : {}),
+    })),
+  );
+
+  it('ProviderTransactionRequest refuses what the server refuses and accepts what it accepts', () => {
+    expect(schemas.ProviderTransactionRequest!.allOf).toBeDefined();
+    for (const body of variants) {
+      // The schema's superRefine, then the route's refusal of ADJUSTMENT from providers.
+      const server = transactionBody.safeParse(body).success && body.type !== 'ADJUSTMENT';
+      expect(satisfies(rules('ProviderTransactionRequest'), body), JSON.stringify(body)).toBe(server);
+    }
+  });
+
+  it('WalletTransactionRequest says which fields each type carries towards the wallet', () => {
+    const ok = (body: Json) => satisfies(rules('WalletTransactionRequest'), body);
+    const base = { ...bet, roundComplete: false };
+    expect(ok(base)).toBe(true);
+    expect(ok({ ...base, originalTransactionId: 'tx-0' })).toBe(false);
+    expect(ok({ ...base, direction: 'DEBIT' })).toBe(false);
+    expect(ok({ ...base, type: 'ROLLBACK' })).toBe(false);
+    expect(ok({ ...base, type: 'ROLLBACK', originalTransactionId: 'tx-0' })).toBe(true);
+    expect(ok({ ...base, type: 'ADJUSTMENT' })).toBe(false);
+    expect(ok({ ...base, type: 'ADJUSTMENT', direction: 'CREDIT' })).toBe(true);
+    for (const e of schemas.WalletTransactionRequest!.examples as Json[]) expect(ok(e), JSON.stringify(e)).toBe(true);
+    for (const e of schemas.ProviderTransactionRequest!.examples as Json[]) expect(satisfies(rules('ProviderTransactionRequest'), e)).toBe(true);
+  });
+});
+
+describe('a signing middleware is enough for a generated client; webhooks and the balance passthrough say what they carry', () => {
+  const schemes = (doc.components as { securitySchemes: Record<string, Json> }).securitySchemes;
+  const SIGNING = ['x-operator-id', 'x-provider-id', 'x-timestamp', 'x-nonce', 'x-signature'];
+
+  it('puts all four signature headers in one security requirement and none in the operations\' parameters', () => {
+    for (const r of routes.filter((x) => x.audience === 'operator' || x.audience === 'provider')) {
+      const op = pathOpOf(r.method, r.path);
+      const params = ((op.parameters as unknown[]) ?? []).map((p) => deref<Json>(p));
+      expect(params.filter((p) => p.in === 'header' && SIGNING.includes(String(p.name).toLowerCase())), r.path).toEqual([]);
+      const requirement = op.security as Array<Record<string, unknown>>;
+      expect(requirement.length, r.path).toBe(1); // one requirement: its schemes apply together
+      const headers = Object.keys(requirement[0]!).map((name) => schemes[name]!);
+      for (const h of headers) expect(h).toMatchObject({ type: 'apiKey', in: 'header' });
+      const idHeader = r.audience === 'operator' ? 'X-Operator-Id' : 'X-Provider-Id';
+      expect(headers.map((h) => h.name).sort(), r.path).toEqual([idHeader, 'X-Nonce', 'X-Signature', 'X-Timestamp'].sort());
+      expect(op.description, r.path).toContain(idHeader); // also said where Swagger UI shows the operation
+    }
+  });
+
+  it('gives every webhook its signature headers as typed parameters', () => {
+    for (const { where, isWebhook, op } of operations()) {
+      if (!isWebhook) continue;
+      const params = ((op.parameters as unknown[]) ?? []).map((p) => deref<Json & { schema: Json }>(p)).filter((p) => p.in === 'header');
+      expect(params.map((p) => p.name).sort(), where).toEqual(['X-Nonce', 'X-Signature', 'X-Timestamp']);
+      for (const p of params) {
+        expect(p.required, where).toBe(true);
+        expect(p.schema.type, where).toBe('string');
+        expect(new RegExp(p.schema.pattern as string ?? '.').test(p.example as string), `${where} ${p.name as string}`).toBe(true);
+      }
+    }
+  });
+
+  it("documents the balance route's other statuses as possibly the wallet's, told apart by X-Wallet-Passthrough", () => {
+    const responses = pathOpOf('post', '/v1/wallet/balance').responses as Record<string, Json>;
+    for (const [status, r] of Object.entries(responses)) {
+      const resolved = deref<{ description: string; headers?: Record<string, Json>; content?: Record<string, { schema: Json }> }>(r);
+      expect(resolved.headers?.['X-Wallet-Passthrough'], status).toBeDefined();
+      if (status === '200' || status === 'default') {
+        expect(resolved.headers!['X-Wallet-Passthrough']!.required, status).toBe(true);
+        continue;
+      }
+      expect(resolved.description, status).toContain(`wallet's own ${status}`);
+      expect(resolved.content!['application/json']!.schema, status).toEqual({ $ref: '#/components/schemas/ErrorOrWalletBody' });
+    }
+  });
+});
+
+describe('what redocly.yaml leaves to this file', () => {
+  it('documents a 4xx on every operation that takes input (operation-4xx-response is off only for the four that take none)', () => {
+    const NO_INPUT = ['GET /healthz', 'GET /readyz', 'GET /openapi.json', 'GET /docs'];
+    for (const r of routes) {
+      const has4xx = Object.keys(r.responses).some((s) => /^4\d\d$/.test(s));
+      expect(has4xx, `${r.method.toUpperCase()} ${r.path}`).toBe(!NO_INPUT.includes(`${r.method.toUpperCase()} ${r.path}`));
     }
   });
 });

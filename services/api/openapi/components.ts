@@ -28,6 +28,7 @@ import {
   auditTransactions,
   catalogCounts,
   errorBody,
+  errorOrWalletBody,
   eventsPage,
   grantHistory,
   healthResponse,
@@ -39,41 +40,45 @@ import {
   roundHistory,
   roundState,
   streamEvents,
+  walletBody,
 } from '../schemas.ts';
+import { schemaExamples } from './examples.ts';
 import { schemaNames } from './json-schema.ts';
 import type { ResponseSpec } from './spec.ts';
 
 /** Just enough of /openapi.json to tell it apart; the document's own structure is tested in test/docs. */
 export const openApiDocumentSchema = z.looseObject({ openapi: z.string().regex(/^3\.1\.\d+$/), info: z.looseObject({ title: z.string(), version: z.string() }) });
 
-const named: Array<[z.ZodType, string, string?, unknown[]?]> = [
+const named: Array<[z.ZodType, string, string?]> = [
   [openApiDocumentSchema, 'OpenApiDocument'],
   // Requests, exactly the schemas the routers validate with.
-  [launchBody, 'LaunchGameRequest', 'LaunchGameRequestBody (API document 2.3). The currency format is checked after the game lookup, as contract section 4 orders the checks.'],
+  [launchBody, 'LaunchGameRequest', 'Launches a game session. The currency format is checked after the game lookup (see the launch operation for the order of the checks).'],
   [kickBody, 'KickPlayerRequest'],
   [replayBody, 'RoundReplayRequest'],
-  [issueGrantBody, 'IssueGrantRequest', 'IssueGrantRequestBody (API document 2.7). With campaignId, the game, spins, stake and currency come from the campaign and the request\'s gameId, spins, betAmountMinor and currency are ignored, whatever they hold (not validated: 0, absent or of another type is fine); without it gameId, spins (1 to 1,000,000) and currency are required.'],
-  [transactionBody, 'ProviderTransactionRequest', 'TransactionRequest (API document 2.10) as a provider submits it. roundComplete is required on BET and WIN; originalTransactionId only (and always) on ROLLBACK; direction only on ADJUSTMENT, which providers may not submit. The prefix `stale-rollback:` is reserved.'],
-  [transactionMetadata, 'TransactionMetadata', 'Opaque to the service, stored and forwarded verbatim (API document 2.11).'],
+  [issueGrantBody, 'IssueGrantRequest', 'With campaignId, the game, spins, stake and currency come from the campaign and the request\'s gameId, spins, betAmountMinor and currency are ignored, whatever they hold (not validated: 0, absent or of another type is fine); without it gameId, spins (1 to 1,000,000) and currency are required.'],
+  [transactionBody, 'ProviderTransactionRequest', 'A transaction as a provider submits it. roundComplete is required on BET and WIN; originalTransactionId only (and always) on ROLLBACK; direction only on ADJUSTMENT, which providers may not submit (the `if`/`then` rules below say the same). The prefix `stale-rollback:` is reserved.'],
+  [transactionMetadata, 'TransactionMetadata', 'Opaque to the service, stored and forwarded to the wallet verbatim. By convention a WIN that pays a jackpot carries `jackpot: {won, tier?, amountMinor?, poolId?}` (see docs/providers.md); free-spin marking is agreed between operator and provider.'],
   [balanceBody, 'BalanceRequest'],
-  [catalogSchema, 'Catalog', 'The catalog (contract section 2); every entry is inserted or updated. URLs are absolute http(s) URLs; a game id is unique across providers.'],
-  [providerSchema, 'CatalogProvider'],
-  [gameSchema, 'CatalogGame', 'replayBaseUrl may be "" (replay unsupported).'],
-  [operatorSchema, 'CatalogOperator'],
-  [campaignSchema, 'CatalogCampaign'],
+  [catalogSchema, 'Catalog', 'The catalog: every entry is inserted or updated by its id, entries not named are left alone. URLs are absolute http(s) URLs; a game id is unique across providers. Field by field in docs/operations.md (catalog reference).'],
+  [providerSchema, 'CatalogProvider', 'A provider (game studio) and its games.'],
+  [gameSchema, 'CatalogGame', 'A game of a provider. replayBaseUrl may be "" (replay unsupported).'],
+  [operatorSchema, 'CatalogOperator', 'An operator (casino): its credentials, wallet and what it may see.'],
+  [campaignSchema, 'CatalogCampaign', 'A free-spin campaign an operator can grant by campaignId.'],
   [adjustmentBody, 'AdjustmentRequest', 'A manual balance correction. transactionId is optional: a retry with the same id is answered from the first; one is generated when omitted.'],
   // Responses.
-  [errorBody, 'Error', 'Every error body except the plain-text 401 `invalid signature`.'],
-  [gameSummarySchema, 'GameSummary', 'GameSummary (API document 2.2).'],
+  [walletBody, 'WalletBody', "The operator wallet's body, passed through verbatim: whatever it answered (JSON or not)."],
+  [errorOrWalletBody, 'ErrorOrWalletBody', 'The service\'s own Error, or, when the response carries `X-Wallet-Passthrough: true`, the wallet\'s body verbatim.'],
+  [errorBody, 'Error', 'Every error body except the plain-text 401 `invalid signature`. The messages are listed in docs/errors.md.'],
+  [gameSummarySchema, 'GameSummary', 'A game visible to the calling operator.'],
   [gameListResponse, 'GameList'],
   [launchResponse, 'LaunchGameResponse', 'launchUrl is launchBaseUrl plus `token`, `language` and `lobby` (when given), URL-encoded. The token is opaque, URL-safe, with at least 128 random bits.'],
   [kickResponse, 'KickPlayerResponse', 'revokedCount is 0 when the player had no active session (still a success).'],
-  [replayResponse, 'RoundReplayResponse', 'replayUrl is replayBaseUrl plus `token`, a short-lived HS256 JWT (contract section 6).'],
-  [grantStatusSchema, 'GrantStatus'],
-  [grantSchema, 'Grant', 'GrantResponseBody (API document 2.7).'],
+  [replayResponse, 'RoundReplayResponse', 'replayUrl is replayBaseUrl plus `token`, a short-lived HS256 JWT signed with the provider secret (see docs/providers.md, replay links).'],
+  [grantStatusSchema, 'GrantStatus', '`pending` (the provider call is under way), `active`, `cancelled`, `failed`. The statuses `expired` and `completed` are reserved: nothing produces them today, but a client should accept them.'],
+  [grantSchema, 'Grant', 'A free-spin grant.'],
   [grantListResponse, 'GrantList', 'Newest first.'],
-  [transactionResponse, 'TransactionResponse', "TransactionResponse (API document 2.12): the operator wallet's reply. DECLINED is valid only for a BET.", [{ status: 'OK', balance: 9900 }]],
-  [balanceResponse, 'BalanceResponse', 'Balance in minor units.', [{ balance: 10000 }]],
+  [transactionResponse, 'TransactionResponse', "The operator wallet's reply to a transaction, passed to the provider verbatim. DECLINED is valid only for a BET."],
+  [balanceResponse, 'BalanceResponse', 'Balance in minor units.'],
   [healthResponse, 'Health'],
   [readyResponse, 'Ready'],
   [notReadyResponse, 'NotReady'],
@@ -87,15 +92,18 @@ const named: Array<[z.ZodType, string, string?, unknown[]?]> = [
   [roundHistory, 'RoundHistory'],
   [playerSessionsHistory, 'PlayerSessionsHistory'],
   [grantHistory, 'GrantHistory'],
-  [auditTransactions, 'AuditTransactions', 'Rows of the rm_transactions read model, column names as stored; amount is a bigint rendered as a decimal string.'],
+  [auditTransactions, 'AuditTransactions', 'Rows of the rm_transactions read model, column names as stored; amount is an integer in minor units (a JSON number, never a string).'],
   // What partners receive and answer (webhooks).
-  [walletTransactionRequest, 'WalletTransactionRequest', 'TransactionRequest (API document 2.10) as the operator wallet receives it: roundComplete is always present (false where meaningless). Identical bytes on every retry.'],
+  [walletTransactionRequest, 'WalletTransactionRequest', 'A transaction as the operator wallet receives it: roundComplete is always present (false where meaningless), originalTransactionId only and always on a ROLLBACK, direction only and always on an ADJUSTMENT. Identical bytes on every retry.'],
   [providerGrantRequest, 'ProviderGrantRequest', 'requestRef is the grant id: a repeat carries the same requestRef, deduplicate on it.'],
-  [providerGrantResponse, 'ProviderGrantResponse', undefined, [{ externalRef: 'batch-7f3a' }]],
+  [providerGrantResponse, 'ProviderGrantResponse', 'Other fields are ignored.'],
   [providerCancelRequest, 'ProviderCancelRequest'],
   [providerRevokeRequest, 'ProviderRevokeRequest'],
 ];
-for (const [schema, id, description, examples] of named) {
+/** The zod schema behind each component name, for the tests (examples parse with their schema). */
+export const namedSchemas: ReadonlyMap<string, z.ZodType> = new Map(named.map(([schema, id]) => [id, schema]));
+for (const [schema, id, description] of named) {
+  const examples = schemaExamples[id];
   schemaNames.add(schema, { id, ...(description !== undefined ? { description } : {}), ...(examples !== undefined ? { examples } : {}) });
 }
 
@@ -119,54 +127,66 @@ ${
     ? '\nThen the per-operator rate limit (catalog `rateLimit`, shared by every instance): **429** `{"error":"rate limit exceeded"}` with `Retry-After` in seconds. Only requests that passed the signature check count.\n'
     : ''
 }
-Swagger UI's "Try it out" cannot compute the signature; use \`scripts/signed-curl.sh\` or your own signer.`;
+**In Swagger UI (\`/docs\`):** Authorize with your id and, in the \`X-Signature\` box, your **secret**; \`X-Timestamp\` and \`X-Nonce\` may hold anything. The page then signs each "Try it out" request in your browser (fresh timestamp and nonce, WebCrypto: https or localhost only) and sends the signature, never the secret. Elsewhere: \`scripts/signed-curl.sh\` or your own signer.`;
 };
 
+const headerScheme = (name: string, description: string) => ({ type: 'apiKey', in: 'header', name, description }) as const;
+const oneOfFour = (scheme: string) =>
+  `One of the four signature headers, all required together (a security requirement of four schemes): a client that signs in a middleware passes none of them per call. How to sign: the \`${scheme}\` scheme.`;
+
+/**
+ * The signature is four headers, so each audience's security requirement names four schemes (they
+ * apply together); no operation lists them as parameters. A generated client therefore needs only a
+ * middleware that adds the four headers, never dummy values per call.
+ */
 export const securitySchemes = {
-  operatorSignature: {
-    type: 'apiKey',
-    in: 'header',
-    name: 'X-Signature',
-    description: `**Operator signature** (contract section 3), for \`/v1/operator/*\`.\n\n${signingSteps('operator')}`,
-  },
-  providerSignature: {
-    type: 'apiKey',
-    in: 'header',
-    name: 'X-Signature',
-    description: `**Provider signature** (contract section 3), for \`/v1/wallet/*\`.\n\n${signingSteps('provider')}`,
-  },
+  operatorId: headerScheme('X-Operator-Id', `Your operator id in the catalog. ${oneOfFour('operatorSignature')}`),
+  providerId: headerScheme('X-Provider-Id', `Your provider id in the catalog. ${oneOfFour('providerSignature')}`),
+  signatureTimestamp: headerScheme(
+    'X-Timestamp',
+    `Unix time in whole seconds, within SIGNATURE_WINDOW_SECONDS (default 300) of the server's clock. ${oneOfFour('operatorSignature or providerSignature')}`,
+  ),
+  signatureNonce: headerScheme(
+    'X-Nonce',
+    `1 to ${MAX_NONCE_LENGTH} characters, fresh for every request, retries included; checked first (400 \`invalid nonce\`). ${oneOfFour('operatorSignature or providerSignature')}`,
+  ),
+  operatorSignature: headerScheme('X-Signature', `**Operator signature** (docs/signing.md), for \`/v1/operator/*\`.\n\n${signingSteps('operator')}`),
+  providerSignature: headerScheme('X-Signature', `**Provider signature** (docs/signing.md), for \`/v1/wallet/*\`.\n\n${signingSteps('provider')}`),
   adminBearer: {
     type: 'http',
     scheme: 'bearer',
     description:
       '`Authorization: Bearer <ADMIN_TOKEN>` for `/v1/admin/*`, `/v1/audit/*` and `/metrics`. With `ADMIN_TOKEN` unset these routes always answer 401 `{"error":"unauthorized"}`.',
   },
-  serviceSignature: {
-    type: 'apiKey',
-    in: 'header',
-    name: 'X-Signature',
-    description: `**The service's signature** on the calls it makes to partners (contract sections 3 and 6). Headers \`X-Timestamp\`, \`X-Nonce\` and \`X-Signature\`, no caller id; the same construction as partners use towards the service, with one difference: the target is the **path plus the query string exactly as sent** (\`/v1/wallet/balance?playerRef=p1\`).
+  serviceSignature: headerScheme(
+    'X-Signature',
+    `**The service's signature** on the calls it makes to partners (docs/signing.md). Headers \`X-Timestamp\`, \`X-Nonce\` and \`X-Signature\` (each webhook lists them as parameters), no caller id; the same construction as partners use towards the service, with one difference: the target is the **path plus the query string exactly as sent** (\`/v1/wallet/balance?playerRef=p1\`).
 
     signing string = timestamp + "\\n" + nonce + "\\n" + METHOD + "\\n" + path?query + "\\n" + lowercase hex of SHA-256(raw body bytes)
 
 Wallet calls are signed with the operator's catalog \`secret\`, provider calls with the provider's. Verify every call (constant-time comparison, timestamp within your window, nonce not seen before) and refuse a bad one with 401 \`text/plain\` \`invalid signature\` or a reused nonce with 401 \`{"error":"replayed request"}\`. A retry repeats the identical body with a fresh nonce, timestamp and signature.`,
-  },
+  ),
 } as const;
 
-const headerParam = (name: string, description: string, schema: Record<string, unknown>) => ({ name, in: 'header', required: true, description, schema });
+const headerParam = (name: string, description: string, schema: Record<string, unknown>, example: string) => ({ name, in: 'header', required: true, description, schema, example });
 
+/** The signature headers of the calls the service makes (webhooks), as typed parameters. */
 export const parameters = {
-  OperatorId: headerParam('X-Operator-Id', "The operator's catalog id (part of the operator signature).", { type: 'string', minLength: 1 }),
-  ProviderId: headerParam('X-Provider-Id', "The provider's catalog id (part of the provider signature).", { type: 'string', minLength: 1 }),
-  Timestamp: headerParam('X-Timestamp', 'Unix time in whole seconds; must be within SIGNATURE_WINDOW_SECONDS (default 300) of the receiver\'s clock.', {
+  Timestamp: headerParam('X-Timestamp', 'Unix time in whole seconds when the service signed the call; refuse it outside your window (e.g. 300 s).', {
     type: 'string',
     pattern: '^[0-9]{1,12}$',
-  }),
-  Nonce: headerParam('X-Nonce', 'Fresh for every request, retries included. Checked first: missing, empty or too long is 400 `invalid nonce`.', {
+  }, '1795357200'),
+  Nonce: headerParam('X-Nonce', 'Fresh for every call, retries included: refuse one you have seen within your window (401 `{"error":"replayed request"}`).', {
     type: 'string',
     minLength: 1,
     maxLength: MAX_NONCE_LENGTH,
-  }),
+  }, 'c5e0b7f2-3a41-4d8e-9b6a-1f2e3d4c5b6a'),
+  Signature: headerParam(
+    'X-Signature',
+    'Lowercase hex HMAC-SHA256 with your catalog secret over timestamp, nonce, METHOD, path plus query and the body\'s SHA-256, joined by "\\n" (the `serviceSignature` scheme). Compare in constant time.',
+    { type: 'string', pattern: '^[0-9a-f]{64}$' },
+    '9b2f4c0d1e6a8b3c5d7e9f0a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4',
+  ),
 } as const;
 
 const errorJson = { 'application/json': errorBody };
@@ -175,27 +195,40 @@ const errorJson = { 'application/json': errorBody };
 export const sharedResponses: Record<string, ResponseSpec> = {
   OperatorUnauthorized: {
     description:
-      'Signature refused (contract section 3): `text/plain` `invalid signature` for an unknown caller, a missing or bad signature, or a timestamp outside the window; JSON `{"error":"replayed request"}` for a nonce already used.',
+      'Signature refused (docs/signing.md): `text/plain` `invalid signature` for an unknown caller, a missing or bad signature, or a timestamp outside the window; JSON `{"error":"replayed request"}` for a nonce already used.',
     content: { 'text/plain': invalidSignatureText, ...errorJson },
+    examples: { 'text/plain': 'invalid signature', 'application/json': { error: 'replayed request' } },
   },
   ProviderUnauthorized: {
     description:
-      'Signature refused (contract section 3): `text/plain` `invalid signature`, or JSON `{"error":"replayed request"}`. Also JSON `{"error":"invalid session"}`: the session token is unknown, revoked by a kick, belongs to another provider, or has expired (an expired session still settles the rounds it opened: WIN and ROLLBACK are accepted, a BET is not).',
+      'Signature refused (docs/signing.md): `text/plain` `invalid signature`, or JSON `{"error":"replayed request"}`. Also JSON `{"error":"invalid session"}`: the session token is unknown, revoked by a kick, belongs to another provider, or has expired (an expired session still settles the rounds it opened: WIN and ROLLBACK are accepted, a BET is not).',
     content: { 'text/plain': invalidSignatureText, ...errorJson },
+    examples: { 'text/plain': 'invalid signature', 'application/json': { error: 'invalid session' } },
   },
   AdminUnauthorized: {
     description: 'Missing or wrong bearer token, or `ADMIN_TOKEN` unset: `{"error":"unauthorized"}`.',
     content: errorJson,
+    examples: { 'application/json': { error: 'unauthorized' } },
   },
   RateLimited: {
     description: "The operator's rate limit is exceeded: `{\"error\":\"rate limit exceeded\"}`. Wait `Retry-After` seconds before retrying.",
     content: errorJson,
-    headers: { 'Retry-After': { description: 'Seconds to wait before retrying (at least 1).', schema: z.string().regex(/^[1-9][0-9]*$/), required: true } },
+    examples: { 'application/json': { error: 'rate limit exceeded' } },
+    headers: { 'Retry-After': { description: 'Seconds to wait before retrying (at least 1).', schema: z.string().regex(/^[1-9][0-9]*$/), required: true, example: '1' } },
   },
-  PayloadTooLarge: { description: 'The body is over 64 KiB: `{"error":"request body too large"}`.', content: errorJson },
-  InternalError: { description: 'Unexpected failure: `{"error":"internal error"}`; nothing more is revealed (the log has it).', content: errorJson },
+  PayloadTooLarge: {
+    description: 'The body is over 64 KiB: `{"error":"request body too large"}`.',
+    content: errorJson,
+    examples: { 'application/json': { error: 'request body too large' } },
+  },
+  InternalError: {
+    description: 'Unexpected failure: `{"error":"internal error"}`; nothing more is revealed (the log has it, under the response\'s X-Request-Id).',
+    content: errorJson,
+    examples: { 'application/json': { error: 'internal error' } },
+  },
   Unavailable: {
     description: 'Redis could not record the nonce or count the request: `{"error":"service unavailable"}`. Nothing was done; retry with a fresh nonce.',
     content: errorJson,
+    examples: { 'application/json': { error: 'service unavailable' } },
   },
 };

@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { grantSchema, providerGrantRequest } from '../operator/schemas.ts';
 import { transactionMetadata, METADATA_MAX_BYTES } from '../provider/schemas.ts';
+import { propertyDescriptions, schemaConditionals } from './annotations.ts';
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -20,6 +22,11 @@ const lineage = (schema: z.core.$ZodType): Set<unknown> => {
   return out;
 };
 const metadataSchemas = lineage(transactionMetadata);
+/**
+ * Timestamps kept as plain strings in zod (a grant answers its expiresAt as it was given, already
+ * checked as an RFC 3339 date-time at issue): the document still says what they are.
+ */
+const dateTimeStrings = new Set<unknown>([grantSchema.shape.expiresAt.unwrap(), providerGrantRequest.shape.expiresAt.unwrap()]);
 
 const options: z.core.ToJSONSchemaParams = {
   target: 'draft-2020-12',
@@ -30,7 +37,8 @@ const options: z.core.ToJSONSchemaParams = {
       ? { type: 'object', additionalProperties: true, description: `Any JSON object, at most ${METADATA_MAX_BYTES} bytes as UTF-8 JSON, without a number too large for a double (e.g. 1e400).` }
       : 'throw',
   // zod spells out its date-time and uuid checks as long regular expressions; the format says it.
-  override: ({ jsonSchema }) => {
+  override: ({ zodSchema, jsonSchema }) => {
+    if (dateTimeStrings.has(zodSchema)) jsonSchema.format = 'date-time';
     if (jsonSchema.format === 'date-time' || jsonSchema.format === 'uuid') delete jsonSchema.pattern;
   },
 };
@@ -40,10 +48,22 @@ const strip = (s: JsonSchema): JsonSchema => {
   return rest;
 };
 
+/** Adds the OpenAPI layer's property descriptions and per-type rules (annotations.ts) to a component. */
+function annotate(id: string, schema: JsonSchema): JsonSchema {
+  const properties = schema.properties as Record<string, JsonSchema> | undefined;
+  for (const [name, description] of Object.entries(propertyDescriptions[id] ?? {})) {
+    const property = properties?.[name];
+    if (!property) throw new Error(`annotations.ts describes ${id}.${name}, which the schema does not have`);
+    properties[name] = { ...property, description };
+  }
+  const rules = schemaConditionals[id];
+  return rules ? { ...schema, allOf: rules } : schema;
+}
+
 /** Every named schema as a component; references between them point into components.schemas. */
 export function componentSchemas(): Record<string, JsonSchema> {
   const out: { schemas: Record<string, JsonSchema> } = z.toJSONSchema(schemaNames, { ...options, metadata: schemaNames, uri: componentRef });
-  return Object.fromEntries(Object.entries(out.schemas).map(([id, s]) => [id, strip(s)]));
+  return Object.fromEntries(Object.entries(out.schemas).map(([id, s]) => [id, annotate(id, strip(s))]));
 }
 
 /** A $ref for a named schema, or the schema inline (parameters, headers, literal text bodies). */

@@ -14,13 +14,14 @@ import {
   launchResponse,
   replayResponse,
 } from '../operator/schemas.ts';
-import { balanceBody } from '../provider/balance.ts';
+import { balanceBody, WALLET_PASSTHROUGH_HEADER } from '../provider/balance.ts';
 import { balanceResponse, transactionBody, transactionResponse } from '../provider/schemas.ts';
 import {
   adjustmentResponse,
   auditTransactions,
   catalogCounts,
   errorBody,
+  errorOrWalletBody,
   eventsPage,
   grantHistory,
   healthResponse,
@@ -31,22 +32,34 @@ import {
   readyResponse,
   roundHistory,
   streamEvents,
+  walletBody,
 } from '../schemas.ts';
 import { openApiDocumentSchema } from './components.ts';
-import type { ResponseSpec, Responses, RouteSpec } from './spec.ts';
+import { providerTransactionExamples, SESSION_TOKEN } from './examples.ts';
+import { sharedResponses } from './components.ts';
+import { isShared, type HeaderSpec, type ResponseEntry, type ResponseSpec, type Responses, type RouteSpec } from './spec.ts';
 
 const json = (schema: z.ZodType, description: string): ResponseSpec => ({ description, content: { 'application/json': schema } });
-const error = (description: string): ResponseSpec => json(errorBody, description);
+/**
+ * An error response whose example is `example`, or else the first message quoted in the description
+ * (a quoted message with a placeholder in it needs an explicit example).
+ */
+const error = (description: string, example?: string): ResponseSpec => {
+  const message = example ?? /`([^`]+)`/.exec(description)?.[1];
+  if (message === undefined || (example === undefined && /\.\.\.|</.test(message))) throw new Error(`give the error response "${description.slice(0, 60)}" an example message`);
+  return { ...json(errorBody, description), examples: { 'application/json': { error: message } } };
+};
 const bullets = (lines: string[]): string => lines.map((l) => `- ${l}`).join('\n');
 
 /** 400 of a signed route: the nonce check comes first, then the route's own reasons. */
-const signedBadRequest = (...reasons: string[]): ResponseSpec =>
+const signedBadRequest = (example: string, ...reasons: string[]): ResponseSpec =>
   error(
     bullets([
       '`invalid nonce`: X-Nonce missing, empty or longer than 64 characters (checked before the signature).',
       '`request body is not valid JSON`.',
       ...reasons,
     ]),
+    example,
   );
 
 const operatorErrors: Responses = {
@@ -76,8 +89,8 @@ const operatorRoutes: RouteSpec[] = [
     operationId: 'listGames',
     tag: 'Operator API',
     summary: 'List the games visible to your tenant',
-    description: 'The games of the catalog your operator entry lists in `visibleGames` (API document 4.1.2).',
-    responses: { 200: json(gameListResponse, 'GameSummary[] of the visible games.'), 400: signedBadRequest(), ...operatorErrors },
+    description: 'The games of the catalog your operator entry lists in `visibleGames`.',
+    responses: { 200: json(gameListResponse, 'GameSummary[] of the visible games.'), 400: signedBadRequest('invalid nonce'), ...operatorErrors },
   },
   {
     method: 'post',
@@ -86,7 +99,7 @@ const operatorRoutes: RouteSpec[] = [
     operationId: 'launchGame',
     tag: 'Operator API',
     summary: 'Launch a game session for a player',
-    description: `Creates a session (API document 2.8, 4.1.1) and answers the URL to embed in an iframe. Checks, in this order (contract section 4):
+    description: `Creates a session and answers the URL to embed in an iframe. Checks, in this order (a failed check answers at once; docs/errors.md lists the messages):
 1. body shape (400);
 2. the game exists (404);
 3. REAL mode only: the game is visible to your tenant (404, indistinguishable from a missing game); DEMO skips this check;
@@ -97,7 +110,7 @@ A DEMO session never reaches your wallet.`,
     body: { schema: launchBody, example: { playerRef: 'p1', gameId: 'fruit-1', currency: 'EUR', mode: 'REAL', language: 'en', lobbyUrl: 'https://casino.example/lobby' } },
     responses: {
       200: json(launchResponse, 'The session was created.'),
-      400: signedBadRequest('a field fails validation, e.g. `currency: expected an upper-case ISO-4217 code`, `language: xx is not supported by this game`, `lobbyUrl: expected an absolute http(s) URL`.'),
+      400: signedBadRequest('currency: expected an upper-case ISO-4217 code', 'a field fails validation, e.g. `currency: expected an upper-case ISO-4217 code`, `language: xx is not supported by this game`, `lobbyUrl: expected an absolute http(s) URL`.'),
       403: error('`launch blocked`: the player is on your blocklist.'),
       404: error('`game not found`: no such game, or (REAL mode) not visible to your tenant.'),
       ...operatorErrors,
@@ -111,9 +124,9 @@ A DEMO session never reaches your wallet.`,
     tag: 'Operator API',
     summary: "End all of a player's sessions",
     description:
-      "Ends every active session of playerRef under your tenant, at once (API document 4.1.3): the game client's next wallet call fails with 401. Each affected provider is then told (`POST /v1/sessions/revoke`, see Webhooks), best effort: its failure changes nothing.",
+      "Ends every active session of playerRef under your tenant, at once: the game client's next wallet call fails with 401 `invalid session`. Tell the player's browser yourself with the shell bridge event `SESSION_REVOKED`; the service pushes nothing to browsers. Each affected provider is then told (`POST /v1/sessions/revoke`, see Webhooks), best effort: its failure changes nothing.",
     body: { schema: kickBody, example: { playerRef: 'p1' } },
-    responses: { 200: json(kickResponse, 'Sessions ended (0 is a success too).'), 400: signedBadRequest('`playerRef: ...`: missing or invalid.'), ...operatorErrors },
+    responses: { 200: json(kickResponse, 'Sessions ended (0 is a success too).'), 400: signedBadRequest('playerRef: Invalid input: expected string, received undefined', '`playerRef: ...`: missing or invalid.'), ...operatorErrors },
   },
   {
     method: 'post',
@@ -123,11 +136,11 @@ A DEMO session never reaches your wallet.`,
     tag: 'Operator API',
     summary: 'Get a replay link for a round',
     description:
-      'A link to the provider-hosted replay page (API document 4.1.4). Its token expires after `REPLAY_LINK_TTL_SECONDS` (default 900): request a fresh link every time, do not cache it.',
-    body: { schema: replayBody, example: { roundId: 'r-1', gameId: 'fruit-1' } },
+      'A link to the provider-hosted replay page. Its token expires after `REPLAY_LINK_TTL_SECONDS` (default 900): request a fresh link every time, do not cache it.',
+    body: { schema: replayBody, example: { roundId: 'r-20261121-0001', gameId: 'fruit-1' } },
     responses: {
       200: json(replayResponse, 'The replay link.'),
-      400: signedBadRequest('roundId or gameId missing or invalid.', "`gameId: this game does not support round replay` (the game's replayBaseUrl is empty)."),
+      400: signedBadRequest('gameId: this game does not support round replay', 'roundId or gameId missing or invalid.', "`gameId: this game does not support round replay` (the game's replayBaseUrl is empty)."),
       404: error('`round not found`: no round with this roundId and gameId under your tenant (another operator\'s or another game\'s round looks the same).'),
       ...operatorErrors,
     },
@@ -139,7 +152,7 @@ A DEMO session never reaches your wallet.`,
     operationId: 'issueGrant',
     tag: 'Operator API: free spins',
     summary: 'Issue a free-spin grant',
-    description: `Issues a batch of free spins through the game's provider, synchronously (API document 4.1.5, contract section 4). The game must be visible to your tenant and the currency supported by its provider, as for a launch.
+    description: `Issues a batch of free spins through the game's provider, synchronously. The game must be visible to your tenant and the currency supported by its provider, as for a launch.
 
 **Idempotency:** the grant is identified by (your operator, idempotencyKey). A new key answers **201** with the grant \`active\`; the same key repeated answers **200** with the original grant unchanged, whatever its status (\`failed\` included), whatever the body says now, and calls the provider no second time. A failed issuance consumes its key: retry with a fresh one.`,
     body: { schema: issueGrantBody, example: { playerRef: 'p1', idempotencyKey: 'promo-42-p1', campaignId: 'welcome-10' } },
@@ -147,13 +160,14 @@ A DEMO session never reaches your wallet.`,
       200: json(grantSchema, 'A repeated idempotencyKey: the original grant, unchanged.'),
       201: json(grantSchema, 'A new grant, issued at the provider: status `active` with its externalRef.'),
       400: signedBadRequest(
+        'campaignId: the campaign is inactive or outside its validity window',
         'missing or invalid fields (gameId, spins and currency are required without campaignId; spins from 1 to 1,000,000, betAmountMinor from 0 to 2^53-1). With campaignId those four fields are ignored, whatever they hold, and never refused.',
         'a currency that is malformed or not supported by the provider.',
         'a campaign that is inactive or outside its validity window.',
       ),
       403: error('`game not visible to this operator`.'),
       404: error('`campaign not found` or `game not found`.'),
-      502: error('`provider call failed: ...`: the grant was recorded with status `failed` and lastError; its idempotencyKey is consumed.'),
+      502: error('`provider call failed: <reason>`, e.g. `provider answered 500`: the grant was recorded with status `failed` and lastError; its idempotencyKey is consumed.', 'provider call failed: provider answered 500'),
       ...operatorErrors,
     },
   },
@@ -164,10 +178,10 @@ A DEMO session never reaches your wallet.`,
     operationId: 'listGrants',
     tag: 'Operator API: free spins',
     summary: "List your tenant's grants",
-    description: 'Grants of your tenant, newest first, optionally for one player (API document 4.1.6).',
+    description: 'Grants of your tenant, newest first, optionally for one player.',
     query: listQuery,
     paramDescriptions: { playerRef: 'Only this player\'s grants. Not part of the signed target.' },
-    responses: { 200: json(grantListResponse, 'Grants, newest first.'), 400: signedBadRequest('`playerRef: ...`: empty or too long.'), ...operatorErrors },
+    responses: { 200: json(grantListResponse, 'Grants, newest first.'), 400: signedBadRequest('playerRef: Too small: expected string to have >=1 characters', '`playerRef: ...`: empty or too long.'), ...operatorErrors },
   },
   {
     method: 'get',
@@ -176,10 +190,10 @@ A DEMO session never reaches your wallet.`,
     operationId: 'getGrant',
     tag: 'Operator API: free spins',
     summary: 'Read one grant',
-    description: 'One grant of your tenant (API document 4.1.7).',
+    description: 'One grant of your tenant.',
     pathParams: grantPath,
     paramDescriptions: { id: 'The grant id (a UUID).' },
-    responses: { 200: json(grantSchema, 'The grant.'), 400: signedBadRequest('`id: expected a UUID`.'), 404: grantNotFound, ...operatorErrors },
+    responses: { 200: json(grantSchema, 'The grant.'), 400: signedBadRequest('id: expected a UUID', '`id: expected a UUID`.'), 404: grantNotFound, ...operatorErrors },
   },
   {
     method: 'post',
@@ -189,18 +203,50 @@ A DEMO session never reaches your wallet.`,
     tag: 'Operator API: free spins',
     summary: 'Cancel an active grant',
     description:
-      "Cancels the grant at the provider, synchronously (API document 3.1, 4.1.8). No body. Only an `active` grant can be cancelled. When the provider's cancel fails the grant stays `active` (502): retry the cancel.",
+      "Cancels the grant at the provider, synchronously. No body. Only an `active` grant can be cancelled. When the provider's cancel fails the grant stays `active` (502): retry the cancel.",
     pathParams: grantPath,
     paramDescriptions: { id: 'The grant id (a UUID).' },
     responses: {
       200: json(grantSchema, 'The grant, now `cancelled`.'),
-      400: signedBadRequest('`id: expected a UUID`.', '`grant not cancellable: it is <status>` (pending, cancelled or failed).'),
+      400: signedBadRequest('grant not cancellable: it is cancelled', '`id: expected a UUID`.', '`grant not cancellable: it is <status>` (pending, cancelled or failed).'),
       404: grantNotFound,
-      502: error('`provider cancel failed: ...; the grant stays active, retry the cancel`.'),
+      502: error('`provider cancel failed: <reason>; the grant stays active, retry the cancel`.', 'provider cancel failed: provider answered 503; the grant stays active, retry the cancel'),
       ...operatorErrors,
     },
   },
 ];
+
+const passthroughHeader = (required: boolean): Record<string, HeaderSpec> => ({
+  [WALLET_PASSTHROUGH_HEADER]: {
+    description: "`true` when the status and body are the operator wallet's, passed through verbatim; absent on the service's own answers.",
+    schema: z.literal('true'),
+    required,
+    example: 'true',
+  },
+});
+
+/**
+ * POST /v1/wallet/balance passes the wallet's status and body through, so any status it lists may be
+ * the wallet's: each one says so, with a body that is ours (Error) or the wallet's (anything), told
+ * apart by X-Wallet-Passthrough.
+ */
+function orTheWallets(responses: Responses): Responses {
+  const out: Responses = {};
+  for (const [status, entry] of Object.entries(responses) as Array<[string, ResponseEntry]>) {
+    if (status === '200' || status === 'default') {
+      out[status as 'default'] = entry;
+      continue;
+    }
+    const ours = isShared(entry) ? sharedResponses[entry.shared]! : entry;
+    out[Number(status)] = {
+      description: `The service's own answer: ${ours.description}\n\n**Or the wallet's own ${status}**, passed through verbatim with \`X-Wallet-Passthrough: true\`: the body is then the wallet's, in the content type it chose. The service's own answers never carry that header.`,
+      content: { 'application/json': errorOrWalletBody, ...(ours.content?.['text/plain'] ? { 'text/plain': z.string() } : {}) },
+      headers: { ...ours.headers, ...passthroughHeader(false) },
+      ...(ours.examples ? { examples: ours.examples } : {}),
+    };
+  }
+  return out;
+}
 
 const providerRoutes: RouteSpec[] = [
   {
@@ -210,19 +256,17 @@ const providerRoutes: RouteSpec[] = [
     operationId: 'submitTransaction',
     tag: 'Provider API',
     summary: "Submit a BET, WIN or ROLLBACK to the player's operator wallet",
-    description: `The service records the transaction, forwards it to the operator's wallet (\`POST {walletUrl}/v1/wallet/transaction\`, see Webhooks) and answers **200** with the wallet's TransactionResponse **verbatim**, DECLINED included (contract section 5).
+    description: `The service records the transaction, forwards it to the operator's wallet (\`POST {walletUrl}/v1/wallet/transaction\`, see Webhooks) and answers **200** with the wallet's TransactionResponse **verbatim**, DECLINED included. The rules of a round are in docs/providers.md.
 
 - **Idempotent on transactionId:** resubmitting identical content gets the stored reply without a second wallet call, even after the round completed or the session was kicked. Different content under a used transactionId is 409: an id names one transaction for its provider (under any operator) and for the operator's player (whoever sends it), because the wallet deduplicates on (playerRef, transactionId).
 - A ROLLBACK carries exactly its BET's amount and currency. A round belongs to the player and currency of its first transaction.
 - playerRef, gameId and currency must equal the session's; a DEMO session is refused.
 - A failed or timed-out **WIN or ROLLBACK** is retried by the service until the wallet answers 200 (exponential backoff, up to 24 h); resubmit to learn its outcome. A **BET** that failed or timed out is not retried; if its round stays incomplete the reconciler rolls it back.`,
-    body: {
-      schema: transactionBody,
-      example: { transactionId: 'tx-1', sessionToken: '<sessionToken from launch>', type: 'BET', roundId: 'r-1', roundComplete: false, playerRef: 'p1', amount: 100, currency: 'EUR', gameId: 'fruit-1' },
-    },
+    body: { schema: transactionBody, examples: providerTransactionExamples },
     responses: {
       200: json(transactionResponse, "The operator wallet's reply, verbatim (status OK or DECLINED, balance in minor units)."),
       400: signedBadRequest(
+        'roundComplete: required for a BET',
         'a field fails validation: amount not a non-negative safe integer, currency not `^[A-Z]{3}$`, metadata not a JSON object or over 8 KiB, ROLLBACK without originalTransactionId, roundComplete missing on a BET or WIN, direction on anything but ADJUSTMENT.',
         '`type: ADJUSTMENT is platform-internal ...`.',
         'playerRef, gameId or currency differing from the session.',
@@ -231,9 +275,10 @@ const providerRoutes: RouteSpec[] = [
       ),
       409: error(
         'transactionId already used with different content (by this provider, or by anyone for this operator player); a BET or WIN on a round already completed; a second ROLLBACK of a BET already rolled back; `round belongs to another player`; `round is in another currency`; `bet was rolled back` (a BET whose ROLLBACK came before the wallet answered it: never sent again).',
+        'round already completed',
       ),
-      502: error('The wallet answered non-200, answered over 1 MiB, answered DECLINED to a WIN or ROLLBACK, or retries stopped. A WIN or ROLLBACK stays queued for retry.'),
-      504: error('The wallet did not answer in time (`walletTimeoutMs`), or the transaction is still being attempted: resubmit to get its outcome.'),
+      502: error('`wallet call failed` (the wallet answered non-200, over 1 MiB, or could not be reached), `wallet answered DECLINED to a WIN` (or ROLLBACK), or `wallet never accepted the transaction; retries stopped`. A WIN or ROLLBACK stays queued for retry.'),
+      504: error('`wallet timeout`: the wallet did not answer within `walletTimeoutMs`; or `transaction still in progress; resubmit to get its outcome`.'),
       ...providerErrors,
     },
   },
@@ -245,16 +290,20 @@ const providerRoutes: RouteSpec[] = [
     tag: 'Provider API',
     summary: "Read a player's balance from the operator wallet",
     description:
-      "Forwarded live to the operator's wallet (`GET {walletUrl}/v1/wallet/balance?playerRef=...`, see Webhooks); the wallet's status and body come back **verbatim** (API document 4.2 rule 5, contract section 5).",
-    body: { schema: balanceBody, example: { sessionToken: '<sessionToken from launch>' } },
-    responses: {
-      200: json(balanceResponse, "The wallet's 200 reply, verbatim."),
-      400: signedBadRequest('`sessionToken: ...`: missing or invalid.', 'a DEMO session.'),
+      "Forwarded live to the operator's wallet (`GET {walletUrl}/v1/wallet/balance?playerRef=...`, see Webhooks); the wallet's status and body come back **verbatim**, with `X-Wallet-Passthrough: true`. The service's own answers (a refused signature or session, a DEMO session, an unreachable or slow wallet) never carry that header: that is how a wallet 401 is told from the service's.",
+    body: { schema: balanceBody, example: { sessionToken: SESSION_TOKEN } },
+    responses: orTheWallets({
+      200: { ...json(balanceResponse, "The wallet's 200 reply, verbatim."), headers: passthroughHeader(true) },
+      400: signedBadRequest('demo session: demo play never reaches the operator wallet', '`sessionToken: ...`: missing or invalid.', 'a DEMO session.'),
       502: error('`wallet unreachable`, or `wallet reply over 1 MiB` (such a reply is never passed on).'),
       504: error('`wallet timeout`.'),
       ...providerErrors,
-      default: { description: "Any other status the wallet answered, with the wallet's body, verbatim." },
-    },
+      default: {
+        description: "Any other status the wallet answered, with the wallet's body, verbatim (`X-Wallet-Passthrough: true`).",
+        content: { 'application/json': walletBody },
+        headers: passthroughHeader(true),
+      },
+    }),
   },
 ];
 
@@ -267,7 +316,7 @@ const adminRoutes: RouteSpec[] = [
     tag: 'Admin',
     summary: 'Load a catalog',
     description:
-      'Inserts or updates every provider, game, operator and campaign of the body (contract section 2), in one transaction; entries not in the body stay. Every running instance picks the change up.',
+      'Inserts or updates every provider, game, operator and campaign of the body, in one transaction (field reference: docs/operations.md); entries not in the body stay. Every running instance picks the change up.',
     body: { schema: catalogSchema },
     responses: {
       200: json(catalogCounts, 'Applied; the counts the catalog now holds.'),
@@ -297,12 +346,20 @@ const adminRoutes: RouteSpec[] = [
     body: { schema: adjustmentBody, example: { operatorId: 'op-1', playerRef: 'p1', amount: 500, currency: 'EUR', direction: 'CREDIT', reason: 'goodwill credit, ticket 1234' } },
     responses: {
       200: json(adjustmentResponse, 'The wallet applied it (status `applied`).'),
-      202: json(adjustmentResponse, 'Recorded, not accepted by the wallet yet; `retrying: true` while the service keeps retrying (it stops after 24 h: status `dead`).'),
-      400: error('A field fails validation (amount must be a positive safe integer, currency `^[A-Z]{3}$`, reason required) or the body is not JSON.'),
+      202: {
+        ...json(adjustmentResponse, 'Recorded, not accepted by the wallet yet; `retrying: true` while the service keeps retrying (it stops after 24 h: status `dead`).'),
+        examples: { 'application/json': { transactionId: 'adj-5b0e8f3c-1d2a-4e6f-8a9b-0c1d2e3f4a5b', status: 'failed', attempts: 1, lastError: 'wallet answered 503', retrying: true } },
+      },
+      400: error('A field fails validation (amount must be a positive safe integer, currency `^[A-Z]{3}$`, reason required) or the body is not JSON.', 'amount: expected a positive integer'),
       404: error('`operator not found`.'),
-      409: error('transactionId already used with different content.'),
-      502: json(adjustmentResponse, 'The wallet answered DECLINED, which is invalid for an ADJUSTMENT (status `invalid`).'),
-      504: error('The transaction is still being attempted by another request: resubmit to get its outcome.'),
+      409: error('`transactionId already used with different content`.'),
+      502: {
+        ...json(adjustmentResponse, 'The wallet answered DECLINED, which is invalid for an ADJUSTMENT (status `invalid`).'),
+        examples: {
+          'application/json': { transactionId: 'adj-5b0e8f3c-1d2a-4e6f-8a9b-0c1d2e3f4a5b', status: 'invalid', attempts: 1, reply: { status: 'DECLINED', balance: 10000 }, retrying: false },
+        },
+      },
+      504: error('`transaction still in progress; resubmit to get its outcome`: another request is attempting it.'),
       ...adminErrors,
     },
   },
@@ -320,7 +377,7 @@ const auditRoutes: RouteSpec[] = [
     description: `The log in commit order, strictly after \`from\` (omit it to start at the beginning). It is complete but eventually consistent: an event appears once every older transaction on the server has ended, so a short page means "nothing more yet"; page again from \`next\`. ${eventLink}`,
     query: eventsQuery,
     paramDescriptions: { from: 'A position from an earlier page (`next`, or an event\'s `position`).', limit: 'Events per page.' },
-    responses: { 200: json(eventsPage, 'A page of the log.'), 400: error('`limit` out of range, or `from: not a position of this log`.'), ...auditErrors },
+    responses: { 200: json(eventsPage, 'A page of the log.'), 400: error('`limit` out of range, or `from: not a position of this log`.', 'limit: Too big: expected number to be <=1000'), ...auditErrors },
   },
   {
     method: 'get',
@@ -378,7 +435,7 @@ const auditRoutes: RouteSpec[] = [
     description:
       '`dead`: transactions the wallet never accepted before retries stopped (24 h), kept for auditors. `unsettled`: recorded, failed or timed out, not yet settled. `unresolved` (the default): both. Settled transactions are in none of these lists (see the round\'s audit history). Oldest first.',
     query: txQuery,
-    responses: { 200: json(auditTransactions, 'The transactions.'), 400: error('`status: ...`: not dead, unsettled or unresolved (`all` was renamed `unresolved`).'), ...auditErrors },
+    responses: { 200: json(auditTransactions, 'The transactions.'), 400: error('`status: ...`: not dead, unsettled or unresolved (`all` was renamed `unresolved`).', 'status: not dead, unsettled or unresolved'), ...auditErrors },
   },
 ];
 
@@ -416,7 +473,11 @@ const publicRoutes: RouteSpec[] = [
     summary: 'Prometheus metrics',
     description: 'Prometheus text exposition. Bearer ADMIN_TOKEN: its labels name operators.',
     responses: {
-      200: { description: 'Metrics in the Prometheus text format.', content: { 'text/plain': metricsText } },
+      200: {
+        description: 'Metrics in the Prometheus text format.',
+        content: { 'text/plain': metricsText },
+        examples: { 'text/plain': '# HELP wallet_retries_total Wallet transaction calls after the first for the same transaction (worker retries and resubmissions)\n# TYPE wallet_retries_total counter\nwallet_retries_total{operator="op-1"} 3\n' },
+      },
       401: { shared: 'AdminUnauthorized' },
       500: { shared: 'InternalError' },
     },
@@ -439,7 +500,7 @@ const publicRoutes: RouteSpec[] = [
     tag: 'Documentation',
     summary: 'This page',
     description: 'Swagger UI over /openapi.json, served by the service itself (no external resources).',
-    responses: { 200: { description: 'An HTML page.', content: { 'text/html': z.string() } } },
+    responses: { 200: { description: 'An HTML page.', content: { 'text/html': z.string() }, examples: { 'text/html': '<!doctype html>\n<html lang="en">…</html>\n' } } },
   },
 ];
 

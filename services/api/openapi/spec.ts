@@ -8,6 +8,7 @@ export interface HeaderSpec {
   description: string;
   schema: z.ZodType;
   required?: boolean;
+  example?: unknown;
 }
 
 export interface ResponseSpec {
@@ -15,6 +16,8 @@ export interface ResponseSpec {
   /** Body schema per media type: the same zod schemas the tests check real responses with. */
   content?: Partial<Record<Media, z.ZodType>>;
   headers?: Record<string, HeaderSpec>;
+  /** An example body per media type; a JSON body without one shows its schema's first example. */
+  examples?: Partial<Record<Media, unknown>>;
 }
 
 /** A response defined once under components.responses (see components.ts). */
@@ -36,6 +39,8 @@ export interface RequestBodySpec {
   schema: z.ZodType;
   description?: string;
   example?: unknown;
+  /** Several named examples (e.g. one per transaction type), instead of `example`. */
+  examples?: Record<string, { summary: string; value: unknown }>;
 }
 
 export interface OperationSpec {
@@ -47,6 +52,8 @@ export interface OperationSpec {
   /** Query parameters: the router's own query schema. */
   query?: z.ZodObject;
   paramDescriptions?: Record<string, string>;
+  /** An example value for each path and query parameter. */
+  paramExamples?: Record<string, unknown>;
   body?: RequestBodySpec;
   responses: Responses;
 }

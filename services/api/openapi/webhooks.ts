@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import { providerCancelRequest, providerGrantRequest, providerGrantResponse, providerRevokeRequest } from '../operator/schemas.ts';
 import { balanceResponse, transactionResponse, walletTransactionRequest } from '../provider/schemas.ts';
+import { walletTransactionExamples } from './examples.ts';
 import type { WebhookSpec } from './spec.ts';
 
-/** The calls the service makes to partners (API document 4.2, contract section 6). */
+/** The calls the service makes to partners (docs/operators.md, docs/providers.md). */
 export const webhooks: WebhookSpec[] = [
   {
     name: 'operatorWalletTransaction',
@@ -11,14 +12,14 @@ export const webhooks: WebhookSpec[] = [
     partner: 'operator',
     operationId: 'walletTransaction',
     summary: '{walletUrl}/v1/wallet/transaction',
-    description: `The service settles every BET, WIN, ROLLBACK and ADJUSTMENT against your wallet with this call, signed with your operator secret over path plus query (API document 4.2).
+    description: `The service settles every BET, WIN, ROLLBACK and ADJUSTMENT against your wallet with this call, signed with your operator secret over path plus query (docs/operators.md, the wallet you implement).
 
 - **Idempotency (required):** store the reply for every transactionId you process; on a repeat return the stored reply verbatim without applying the change again. The service resends the identical body after a timeout, an error or a non-200.
 - **ROLLBACK:** originalTransactionId is the BET to refund.
 - **Stale rounds:** the reconciler rolls back outstanding bets of a stale round with transactionId \`stale-rollback:<bet transactionId>\` and sessionToken \`system:stale-round-reconciler\`. Adjustments carry sessionToken \`system:admin-adjustment\` and a direction.
 - **DECLINED** is valid only for a BET. When you cannot apply a WIN, ROLLBACK or ADJUSTMENT, answer non-200.
 - Each call is bounded by your \`walletTimeoutMs\` (default 5000). A WIN, ROLLBACK or ADJUSTMENT that failed is retried with exponential backoff from 1 s for 24 hours, then dead-lettered (kept, visible to auditors).`,
-    body: { schema: walletTransactionRequest },
+    body: { schema: walletTransactionRequest, examples: walletTransactionExamples },
     responses: {
       200: { description: 'Applied (OK) or, for a BET only, declined (DECLINED).', content: { 'application/json': transactionResponse } },
       default: { description: 'Any other status, a reply body over 1 MiB, or no answer in time is a failed attempt: the provider gets 502 (504 on a timeout) and a WIN, ROLLBACK or ADJUSTMENT is retried.' },

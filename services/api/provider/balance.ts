@@ -8,6 +8,9 @@ import type { ServiceContext } from '../../context.ts';
 
 export const balanceBody = z.object({ sessionToken: z.string().min(1).max(512) });
 
+/** On every answer of POST /v1/wallet/balance that is the wallet's status and body, passed through. */
+export const WALLET_PASSTHROUGH_HEADER = 'X-Wallet-Passthrough';
+
 export const invalidSession = () => new AppError(401, 'invalid session');
 
 /** POST /v1/wallet/balance: forwarded live to the operator's wallet, its answer returned verbatim. */
@@ -39,6 +42,8 @@ export function balanceRoutes(ctx: ServiceContext): Router {
       case 'oversized':
         throw new AppError(502, 'wallet reply over 1 MiB');
       case 'response':
+        // Marks the wallet's own answer, whatever its status: a wallet 401 or 503 is told from ours by this header.
+        res.setHeader(WALLET_PASSTHROUGH_HEADER, 'true');
         res.status(result.status).type(result.contentType ?? 'application/json').send(result.body);
         return;
       default: {

@@ -1,0 +1,119 @@
+import type { JsonSchema } from './json-schema.ts';
+
+/**
+ * What the OpenAPI layer adds to the schemas zod generates: descriptions of properties (zod's registry
+ * here names whole schemas only) and the per-type rules of the transaction bodies, which zod checks in
+ * a superRefine that JSON Schema output cannot show. The rules are written as `if`/`then`/`else` so a
+ * validating client refuses what the server refuses; test/docs/openapi.unit.test.ts checks them against
+ * the zod schemas, body by body.
+ */
+
+/**
+ * `required` of a field the subschema itself declares (as `{}`: its type is the parent's), so linters
+ * that look for required fields among a schema's own properties find it. `unevaluatedProperties: true`
+ * says outright that this subschema closes nothing (the parent's additionalProperties does); without it
+ * Redocly's example check treats a subschema with properties as closed and refuses every example.
+ */
+const has = (...fields: string[]): JsonSchema => ({
+  properties: Object.fromEntries(fields.map((f) => [f, {}])),
+  required: fields,
+  unevaluatedProperties: true,
+});
+
+const typeIs = (...types: string[]): JsonSchema => ({
+  properties: { type: types.length === 1 ? { const: types[0] } : { enum: types } },
+  required: ['type'],
+});
+
+export const schemaConditionals: Record<string, JsonSchema[]> = {
+  ProviderTransactionRequest: [
+    { description: 'roundComplete is required on a BET and a WIN.', if: typeIs('BET', 'WIN'), then: has('roundComplete') },
+    {
+      description: 'originalTransactionId is required on a ROLLBACK and refused on anything else.',
+      if: typeIs('ROLLBACK'),
+      then: has('originalTransactionId'),
+      else: { not: has('originalTransactionId') },
+    },
+    { description: 'direction is refused on anything but an ADJUSTMENT.', if: { not: typeIs('ADJUSTMENT') }, then: { not: has('direction') } },
+    { description: 'ADJUSTMENT is platform-internal: the route refuses it from providers (400).', not: typeIs('ADJUSTMENT') },
+  ],
+  WalletTransactionRequest: [
+    {
+      description: 'originalTransactionId is present on every ROLLBACK and on nothing else.',
+      if: typeIs('ROLLBACK'),
+      then: has('originalTransactionId'),
+      else: { not: has('originalTransactionId') },
+    },
+    {
+      description: 'direction is present on every ADJUSTMENT and on nothing else.',
+      if: typeIs('ADJUSTMENT'),
+      then: has('direction'),
+      else: { not: has('direction') },
+    },
+  ],
+};
+
+const catalogId = (who: string) => `1 to 200 characters; the \`${who}\` it signs with.`;
+
+export const propertyDescriptions: Record<string, Record<string, string>> = {
+  Catalog: {
+    providers: 'Providers to insert or update, each with its games.',
+    operators: 'Operators to insert or update.',
+    campaigns: 'Free-spin campaigns to insert or update.',
+  },
+  CatalogProvider: {
+    id: catalogId('X-Provider-Id'),
+    name: 'Display name.',
+    apiBaseUrl: 'Absolute http(s) URL where the service calls the provider (free spins, session revoke). A path prefix is kept and signed.',
+    secret: 'Shared HMAC secret: signs the provider\'s calls to the service and the service\'s calls to the provider.',
+    timeoutMs: 'Limit of each call to the provider, 1 to 60,000 ms.',
+    currencies: 'Upper-case ISO-4217 codes, shared by all its games; checked at launch and grant.',
+    supportedLanguages: 'Language tags a launch may ask for.',
+    games: "The provider's games.",
+  },
+  CatalogGame: {
+    id: '1 to 200 characters, unique across all providers: a game another provider owns is refused.',
+    name: 'Display name.',
+    launchBaseUrl: 'Absolute http(s) URL; a launch appends `token`, `language` and `lobby`.',
+    replayBaseUrl: 'Absolute http(s) URL of the replay page, or "" when the game has no replay.',
+  },
+  CatalogOperator: {
+    id: catalogId('X-Operator-Id'),
+    name: 'Display name.',
+    secret: "Shared HMAC secret: signs the operator's calls to the service and the service's calls to the wallet.",
+    walletUrl: 'Absolute http(s) URL of the wallet the service calls (a path prefix is kept and signed).',
+    walletTimeoutMs: 'Limit of each wallet call, 1 to 60,000 ms.',
+    rateLimit: 'At most `limit` accepted requests in any `windowSeconds`: a sliding window shared by all API processes.',
+    visibleGames: 'Game ids the operator may list, launch in REAL mode and grant; each must exist.',
+    blockedPlayers: 'playerRefs refused at launch with 403 `launch blocked`; compared in Unicode NFC.',
+  },
+  CatalogCampaign: {
+    id: '1 to 200 characters; what an operator passes as campaignId.',
+    gameId: 'An existing game.',
+    spins: 'Free spins per grant, 1 to 1,000,000.',
+    betAmountMinor: 'Stake per spin in minor units; 0 means the wallet\'s default stake.',
+    currency: 'Upper-case ISO-4217 code.',
+    active: 'An inactive campaign cannot be granted.',
+    validFrom: 'Grants are refused before this instant (RFC 3339 with offset).',
+    validUntil: 'Grants are refused after this instant (RFC 3339 with offset).',
+  },
+  ProviderTransactionRequest: {
+    transactionId: 'Yours, the same on every resubmission; must not start with `stale-rollback:`.',
+    sessionToken: 'From the launch.',
+    roundId: "Groups the round's transactions; unique per (provider, operator).",
+    roundComplete: 'Required on BET and WIN; `true` on the one that ends the round.',
+    originalTransactionId: 'ROLLBACK only (and required there): the BET it reverses.',
+    amount: 'Integer in minor units.',
+    direction: 'ADJUSTMENT only; providers cannot submit one.',
+    metadata: 'Forwarded to the wallet untouched; by convention `jackpot` on a WIN.',
+  },
+  WalletTransactionRequest: {
+    transactionId: 'Deduplicate on (playerRef, transactionId): a repeat must get the stored reply.',
+    sessionToken: 'The session\'s token, or `system:stale-round-reconciler` / `system:admin-adjustment`.',
+    roundComplete: 'Always present; `false` where meaningless (ROLLBACK, ADJUSTMENT).',
+    originalTransactionId: 'On every ROLLBACK: the BET to refund.',
+    direction: 'On every ADJUSTMENT: DEBIT takes from the balance, CREDIT adds to it.',
+    gameId: '"" on an adjustment not tied to a game.',
+    metadata: 'As the provider sent it; `reason` on an adjustment.',
+  },
+};

@@ -1,0 +1,305 @@
+/**
+ * Realistic examples for every component schema, keyed by component name. Each one is a value the
+ * schema it illustrates accepts (test/docs/openapi.unit.test.ts parses every one with the zod schema),
+ * and a BET example is a BET: no originalTransactionId, no direction, roundComplete present.
+ * They tell one story: operator op-1's player p1 plays studio-a's fruit-1 in EUR.
+ */
+
+export const GRANT_ID = '3f1c2a9e-8b7d-4c1e-9a51-2f6d7e8c9b10';
+export const SESSION_TOKEN = 'JnqnB1ngQ0u2xXbVh4mYkA';
+const ROUND_STREAM = 'round|studio-a|op-1|r-20261121-0001';
+
+const bet = {
+  transactionId: 'tx-bet-0001',
+  sessionToken: SESSION_TOKEN,
+  type: 'BET',
+  roundId: 'r-20261121-0001',
+  roundComplete: false,
+  playerRef: 'p1',
+  amount: 100,
+  currency: 'EUR',
+  gameId: 'fruit-1',
+};
+const win = { ...bet, transactionId: 'tx-win-0001', type: 'WIN', roundComplete: true, amount: 250 };
+const jackpotWin = {
+  ...win,
+  transactionId: 'tx-win-0002',
+  amount: 500000,
+  metadata: { jackpot: { won: true, tier: 'major', amountMinor: 500000, poolId: 'fruit-progressive-eur' } },
+};
+const { roundComplete: _rc, ...betFields } = bet;
+const rollback = { ...betFields, transactionId: 'tx-rb-0001', type: 'ROLLBACK', originalTransactionId: 'tx-bet-0001' };
+
+/** Named examples of the transaction bodies, one per type (request bodies and the wallet webhook). */
+export const providerTransactionExamples = {
+  bet: { summary: 'BET (opens the round)', value: bet },
+  win: { summary: 'WIN (closes the round)', value: win },
+  jackpotWin: { summary: 'WIN with the metadata.jackpot convention', value: jackpotWin },
+  rollback: { summary: 'ROLLBACK of the BET (same amount and currency)', value: rollback },
+};
+
+export const walletTransactionExamples = {
+  bet: { summary: 'BET', value: bet },
+  win: { summary: 'WIN', value: win },
+  rollback: { summary: 'ROLLBACK (roundComplete is always present towards the wallet)', value: { ...rollback, roundComplete: false } },
+  staleRollback: {
+    summary: "The reconciler's ROLLBACK of a stale round's BET",
+    value: { ...rollback, transactionId: 'stale-rollback:tx-bet-0001', sessionToken: 'system:stale-round-reconciler', roundComplete: false },
+  },
+  adjustment: {
+    summary: 'ADJUSTMENT (admin balance correction)',
+    value: {
+      transactionId: 'adj-5b0e8f3c-1d2a-4e6f-8a9b-0c1d2e3f4a5b',
+      sessionToken: 'system:admin-adjustment',
+      type: 'ADJUSTMENT',
+      roundId: 'adjustment:adj-5b0e8f3c-1d2a-4e6f-8a9b-0c1d2e3f4a5b',
+      roundComplete: false,
+      playerRef: 'p1',
+      amount: 500,
+      currency: 'EUR',
+      gameId: '',
+      direction: 'CREDIT',
+      metadata: { reason: 'goodwill credit, ticket 1234' },
+    },
+  },
+};
+
+const game = {
+  gameId: 'fruit-1',
+  name: 'Fruit Fiesta',
+  provider: 'studio-a',
+  currencies: ['EUR', 'USD'],
+  supportedLanguages: ['en', 'de'],
+  launchBaseUrl: 'https://play.studio-a.test/fruit',
+  replayBaseUrl: 'https://replay.studio-a.test/fruit',
+};
+
+const grant = {
+  id: GRANT_ID,
+  campaignId: 'welcome-10',
+  operatorId: 'op-1',
+  providerId: 'studio-a',
+  gameId: 'fruit-1',
+  playerRef: 'p1',
+  spins: 10,
+  betAmountMinor: 20,
+  currency: 'EUR',
+  externalRef: 'batch-7f3a',
+  status: 'active',
+  idempotencyKey: 'promo-42-p1',
+  expiresAt: '2026-12-31T23:59:59Z',
+  createdAt: '2026-11-21T16:20:00.000Z',
+  updatedAt: '2026-11-21T16:20:00.123Z',
+};
+
+const catalogProvider = {
+  id: 'studio-a',
+  name: 'Studio A',
+  apiBaseUrl: 'https://api.studio-a.test',
+  secret: 'provider-secret',
+  timeoutMs: 5000,
+  currencies: ['EUR', 'USD'],
+  supportedLanguages: ['en', 'de'],
+  games: [{ id: 'fruit-1', name: 'Fruit Fiesta', launchBaseUrl: 'https://play.studio-a.test/fruit', replayBaseUrl: 'https://replay.studio-a.test/fruit' }],
+};
+const catalogOperator = {
+  id: 'op-1',
+  name: 'Casino One',
+  secret: 'operator-secret',
+  walletUrl: 'https://wallet.casino-one.test',
+  walletTimeoutMs: 5000,
+  rateLimit: { limit: 100, windowSeconds: 1 },
+  visibleGames: ['fruit-1'],
+  blockedPlayers: ['player-banned'],
+};
+const catalogCampaign = {
+  id: 'welcome-10',
+  gameId: 'fruit-1',
+  spins: 10,
+  betAmountMinor: 20,
+  currency: 'EUR',
+  active: true,
+  validFrom: '2026-11-01T00:00:00Z',
+  validUntil: '2026-12-31T23:59:59Z',
+};
+
+const recordedEvent = {
+  position: '1042.1042',
+  streamId: ROUND_STREAM,
+  revision: 0,
+  id: '7d9e2c4a-5b6f-4a1d-8e3c-9f0a1b2c3d4e',
+  type: 'TransactionRecorded',
+  data: {
+    providerId: 'studio-a',
+    operatorId: 'op-1',
+    origin: 'provider',
+    request: bet,
+    walletBody: JSON.stringify(bet),
+    contentHash: '5f2b1c0e9d8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c',
+    recordedAt: '2026-11-21T16:21:00.000Z',
+  },
+  metadata: {},
+  createdAt: '2026-11-21T16:21:00.004Z',
+};
+const settledEvent = {
+  position: '1043.1043',
+  streamId: ROUND_STREAM,
+  revision: 1,
+  id: '8e0f3d5b-6c7a-4b2e-9f4d-0a1b2c3d4e5f',
+  type: 'TransactionSettled',
+  data: { transactionId: 'tx-bet-0001', outcome: 'applied', reply: { status: 'OK', balance: 9900 }, attempt: 1, settledAt: '2026-11-21T16:21:00.052Z' },
+  metadata: {},
+  createdAt: '2026-11-21T16:21:00.055Z',
+};
+const roundAfterBet = {
+  completed: false,
+  playerRef: 'p1',
+  gameId: 'fruit-1',
+  lastActivityAt: '2026-11-21T16:21:00.052Z',
+  outstandingBets: [],
+  transactions: [{ transactionId: 'tx-bet-0001', type: 'BET', amount: 100, origin: 'provider', status: 'applied', attempts: 1, reply: { status: 'OK', balance: 9900 } }],
+};
+const sessionStarted = {
+  position: '1040.1040',
+  streamId: 'player-sessions|op-1|p1',
+  revision: 0,
+  id: '6c8d1b3f-4a5e-4f0c-8d2b-8e9f0a1b2c3d',
+  type: 'SessionStarted',
+  data: { token: SESSION_TOKEN, providerId: 'studio-a', gameId: 'fruit-1', currency: 'EUR', language: 'en', demo: false, expiresAt: '2026-11-22T16:20:00.000Z' },
+  metadata: {},
+  createdAt: '2026-11-21T16:20:00.010Z',
+};
+const grantEvent = {
+  position: '1050.1050',
+  streamId: `grant|${GRANT_ID}`,
+  revision: 1,
+  id: '9f1a4e6c-7d8b-4c3f-a05e-1b2c3d4e5f6a',
+  type: 'GrantIssued',
+  data: { externalRef: 'batch-7f3a' },
+  metadata: {},
+  createdAt: '2026-11-21T16:20:00.123Z',
+};
+
+/** Examples per component schema name (components.ts attaches them; each is parsed by its schema in the tests). */
+export const schemaExamples: Record<string, unknown[]> = {
+  OpenApiDocument: [{ openapi: '3.1.1', info: { title: 'Seamless-wallet ledger API', version: '1.0.0' }, paths: {} }],
+  LaunchGameRequest: [{ playerRef: 'p1', gameId: 'fruit-1', currency: 'EUR', mode: 'REAL', language: 'en', lobbyUrl: 'https://casino.example/lobby' }],
+  KickPlayerRequest: [{ playerRef: 'p1' }],
+  RoundReplayRequest: [{ roundId: 'r-20261121-0001', gameId: 'fruit-1' }],
+  IssueGrantRequest: [
+    { playerRef: 'p1', idempotencyKey: 'promo-42-p1', campaignId: 'welcome-10' },
+    { playerRef: 'p1', idempotencyKey: 'promo-43-p1', gameId: 'fruit-1', spins: 5, betAmountMinor: 20, currency: 'EUR', expiresAt: '2026-12-31T23:59:59Z' },
+  ],
+  ProviderTransactionRequest: [bet, win, rollback],
+  TransactionMetadata: [{ jackpot: { won: true, tier: 'major', amountMinor: 500000, poolId: 'fruit-progressive-eur' } }],
+  BalanceRequest: [{ sessionToken: SESSION_TOKEN }],
+  Catalog: [{ providers: [catalogProvider], operators: [catalogOperator], campaigns: [catalogCampaign] }],
+  CatalogProvider: [catalogProvider],
+  CatalogGame: [catalogProvider.games[0], { id: 'gems-2', name: 'Gems', launchBaseUrl: 'https://play.studio-a.test/gems', replayBaseUrl: '' }],
+  CatalogOperator: [catalogOperator],
+  CatalogCampaign: [catalogCampaign],
+  AdjustmentRequest: [{ operatorId: 'op-1', playerRef: 'p1', amount: 500, currency: 'EUR', direction: 'CREDIT', reason: 'goodwill credit, ticket 1234' }],
+  Error: [{ error: 'game not found' }],
+  WalletBody: [{ error: 'wallet maintenance' }],
+  ErrorOrWalletBody: [{ error: 'invalid session' }, { code: 'MAINTENANCE', message: 'wallet maintenance until 04:00 UTC' }],
+  GameSummary: [game],
+  GameList: [[game]],
+  LaunchGameResponse: [
+    { launchUrl: `https://play.studio-a.test/fruit?token=${SESSION_TOKEN}&language=en&lobby=https%3A%2F%2Fcasino.example%2Flobby`, sessionToken: SESSION_TOKEN },
+  ],
+  KickPlayerResponse: [{ revokedCount: 1 }],
+  RoundReplayResponse: [
+    {
+      replayUrl:
+        'https://replay.studio-a.test/fruit?token=eyJhbGciOiJIUzI1NiJ9.eyJyb3VuZElkIjoici0yMDI2MTEyMS0wMDAxIiwiZ2FtZUlkIjoiZnJ1aXQtMSJ9.q3J9x0Zt0m1fQbYw8R4n5dLk2sVv6uA7eHcI1oPjKgU',
+    },
+  ],
+  GrantStatus: ['active'],
+  Grant: [grant],
+  GrantList: [[grant]],
+  TransactionResponse: [{ status: 'OK', balance: 9900 }, { status: 'DECLINED', balance: 50 }],
+  BalanceResponse: [{ balance: 10000 }],
+  Health: [{ status: 'ok' }],
+  Ready: [
+    { status: 'ready' },
+    {
+      status: 'degraded',
+      failingProjections: [
+        { name: 'rounds', position: '1043.1043', eventType: 'TransactionSettled', streamId: ROUND_STREAM, error: 'duplicate key value', since: '2026-11-21T16:25:00.000Z' },
+      ],
+    },
+  ],
+  NotReady: [{ error: 'not ready', down: ['redis'] }],
+  CatalogCounts: [{ providers: 2, games: 5, operators: 2, campaigns: 3 }],
+  ProjectionLags: [{ projections: [{ name: 'rounds', position: '1043.1043', eventsBehind: 0, msBehind: 0, owned: true }] }],
+  AdjustmentResponse: [
+    { transactionId: 'adj-5b0e8f3c-1d2a-4e6f-8a9b-0c1d2e3f4a5b', status: 'applied', attempts: 1, reply: { status: 'OK', balance: 10500 }, retrying: false },
+  ],
+  AuditEvent: [recordedEvent],
+  EventsPage: [{ events: [recordedEvent, settledEvent], next: '1043.1043' }],
+  StreamEvents: [{ streamId: ROUND_STREAM, events: [recordedEvent, settledEvent] }],
+  RoundState: [roundAfterBet],
+  RoundHistory: [{ streamId: ROUND_STREAM, history: [{ event: settledEvent, stateAfter: roundAfterBet }] }],
+  PlayerSessionsHistory: [
+    {
+      history: [{ event: sessionStarted, stateAfter: { openSessions: [{ token: SESSION_TOKEN, providerId: 'studio-a', expiresAt: '2026-11-22T16:20:00.000Z', demo: false }] } }],
+      sessions: [
+        {
+          token: SESSION_TOKEN,
+          provider_id: 'studio-a',
+          game_id: 'fruit-1',
+          currency: 'EUR',
+          language: 'en',
+          demo: false,
+          created_at: '2026-11-21T16:20:00.010Z',
+          expires_at: '2026-11-22T16:20:00.000Z',
+          revoked_at: null,
+        },
+      ],
+    },
+  ],
+  GrantHistory: [{ history: [{ event: grantEvent, stateAfter: grant }] }],
+  AuditTransactions: [
+    {
+      transactions: [
+        {
+          provider_id: 'studio-a',
+          operator_id: 'op-1',
+          round_id: 'r-20261121-0001',
+          round_stream: ROUND_STREAM,
+          transaction_id: 'tx-win-0001',
+          type: 'WIN',
+          player_ref: 'p1',
+          amount: 250,
+          currency: 'EUR',
+          status: 'failed',
+          attempts: 3,
+          last_error: 'wallet answered 500',
+          recorded_at: '2026-11-21T16:22:00.000Z',
+          dead_lettered_at: null,
+          updated_at: '2026-11-21T16:22:07.000Z',
+        },
+      ],
+    },
+  ],
+  WalletTransactionRequest: Object.values(walletTransactionExamples).map((e) => e.value),
+  ProviderGrantRequest: [
+    { requestRef: GRANT_ID, operatorId: 'op-1', playerRef: 'p1', gameId: 'fruit-1', spins: 10, betAmountMinor: 20, currency: 'EUR', expiresAt: '2026-12-31T23:59:59Z' },
+  ],
+  ProviderGrantResponse: [{ externalRef: 'batch-7f3a' }],
+  ProviderCancelRequest: [{ requestRef: GRANT_ID }],
+  ProviderRevokeRequest: [{ operatorId: 'op-1', playerRef: 'p1', sessionTokens: [SESSION_TOKEN] }],
+};
+
+/** An example for each path and query parameter, by name (the same name means the same thing everywhere). */
+export const parameterExamples: Record<string, unknown> = {
+  id: GRANT_ID,
+  streamId: ROUND_STREAM,
+  providerId: 'studio-a',
+  operatorId: 'op-1',
+  roundId: 'r-20261121-0001',
+  playerRef: 'p1',
+  from: '1043.1043',
+  limit: 100,
+  status: 'unresolved',
+};
