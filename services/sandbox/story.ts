@@ -354,8 +354,15 @@ export async function runStory(world: StoryWorld): Promise<StoryResult> {
         const balance = wallet.balanceOf(player);
         print(`    ${player}: started with ${start}, ${mine.length} wallet movements, net ${net > 0 ? '+' : ''}${net}, balance ${balance}`);
         check(balance === start + net && balance === expected, "the wallet balance equals the start plus every BET, WIN and ROLLBACK, and the story's own tally", `start ${start}, net ${net}, tally ${expected}`);
-        const res = await admin<{ transactions: Array<{ player_ref: string }> }>('GET', '/v1/audit/transactions?status=unsettled');
-        const unsettled = res.status === 200 ? (res.json?.transactions.filter((t) => t.player_ref === player).length ?? 0) : -1;
+        // The list is a read model: it has the reconciler's refund a moment after the wallet does.
+        let res: ApiResponse<{ transactions: Array<{ player_ref: string }> }>;
+        let unsettled: number;
+        const until = Date.now() + 5000;
+        do {
+          res = await admin<{ transactions: Array<{ player_ref: string }> }>('GET', '/v1/audit/transactions?status=unsettled');
+          unsettled = res.status === 200 ? (res.json?.transactions.filter((t) => t.player_ref === player).length ?? 0) : -1;
+          if (unsettled !== 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+        } while (unsettled !== 0 && Date.now() < until);
         sent('auditor', 'GET /v1/audit/transactions?status=unsettled', { ...res, text: `${unsettled} of ${player}` });
         check(unsettled === 0, 'the ledger holds no unsettled transaction of this player');
       },

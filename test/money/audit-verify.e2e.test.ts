@@ -70,7 +70,8 @@ describe('npm run audit -- verify | rebuild', () => {
 
   it('fails after a read-model row is tampered with, naming the row and the field', async () => {
     await caughtUp();
-    const { rows } = await h.svc.ctx.pool.query(`SELECT round_stream FROM rm_rounds WHERE status = 'completed' LIMIT 1`);
+    // A completed round with no outstanding bet (a completed round may still hold a bet nobody rolled back).
+    const { rows } = await h.svc.ctx.pool.query(`SELECT round_stream FROM rm_rounds WHERE status = 'completed' AND outstanding_bets = 0 LIMIT 1`);
     const stream = rows[0].round_stream as string;
     await h.svc.ctx.pool.query(`UPDATE rm_rounds SET outstanding_bets = 42 WHERE round_stream = $1`, [stream]);
     const { rows: grants } = await h.svc.ctx.pool.query(`SELECT id FROM rm_grants LIMIT 1`);
