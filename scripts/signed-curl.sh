@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Signed call to the service, as contract section 3 describes (for trying the API by hand).
+# Signed call to the service, as docs/signing.md describes (for trying the API by hand).
 #   SW_URL=http://localhost:8080 SW_ID=op-1 SW_SECRET=operator-secret scripts/signed-curl.sh POST /v1/operator/players/kick '{"playerRef":"p1"}'
-# Set SW_KIND=provider to sign as a provider (X-Provider-Id). Extra curl options may follow the body.
+# Set SW_KIND=provider to sign as a provider (X-Provider-Id). Extra curl options (-i, -v, ...) may follow the
+# body, or the path when there is no body: a third argument starting with '-' is an option, not a body.
 set -euo pipefail
-method=${1:?method}; target=${2:?path}; body=${3:-}; shift $(( $# < 3 ? $# : 3 ))
+method=${1:?method}; target=${2:?path}; shift 2
+body=''
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then body=$1; shift; fi
 url=${SW_URL:-http://localhost:8080}; id=${SW_ID:-op-1}; secret=${SW_SECRET:-operator-secret}
 header=X-Operator-Id; [ "${SW_KIND:-operator}" = provider ] && header=X-Provider-Id
 path=${target%%\?*}   # calls to the service sign the path only
