@@ -163,7 +163,7 @@ async function main(): Promise<number> {
   print(`  redis          ${config.redisUrl}${ownRedis ? '   (the sandbox\'s own: flushed at every start)' : '   (from REDIS_URL, left as it was)'}`);
   for (const o of catalog.operators) print(`  operator       ${o.id.padEnd(14)} secret ${o.secret.padEnd(22)} demo wallet ${o.walletUrl}`);
   for (const p of catalog.providers) print(`  provider       ${p.id.padEnd(14)} secret ${p.secret.padEnd(22)} demo provider ${p.apiBaseUrl}`);
-  print('  Amounts are integers in minor units (cents). Every call below is signed as contract section 3 says.');
+  print('  Amounts are integers in minor units (cents). Every call below is signed as docs/signing.md describes.');
 
   let result: StoryResult;
   try {
