@@ -3,7 +3,8 @@ import { exitStatus, formatReport, runConformance, type ConformanceOptions } fro
 
 const USAGE = `usage: npm run conformance -- --wallet-url URL --operator-secret SECRET [options]
 
-Checks an operator wallet against API document part 4.2, calling it as the service does.
+Checks an operator wallet against the rules of "The wallet you implement" in docs/operators.md, calling
+it as the service does.
 
   --wallet-url URL          the wallet's base address (the catalog's walletUrl), http or https
   --operator-secret SECRET  the operator's shared secret (signs the calls)
