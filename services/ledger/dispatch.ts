@@ -4,7 +4,7 @@ import { decideDeadLetter, decideOutcome, isFinal, roundDecider, type RoundState
 import type { WalletReply } from '../../shared/domain/rounds/events.ts';
 import { handleCommand, readState } from '../../shared/eventstore/command.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
-import { signedCall, walletTenant, type OutboundResult } from '../../shared/http/outbound.ts';
+import { signedCall, walletTarget, type OutboundResult } from '../../shared/http/outbound.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { Pool } from '../../shared/db/pool.ts';
@@ -129,13 +129,10 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
   const startedAt = performance.now();
   const result: OutboundResult = operator
     ? await signedCall({
-        baseUrl: operator.walletUrl,
+        ...walletTarget(operator),
         pathAndQuery: '/v1/wallet/transaction',
         method: 'POST',
         rawBody: tx.walletBody,
-        secret: operator.secret,
-        timeoutMs: operator.walletTimeoutMs,
-        tenant: walletTenant(operator.id),
       })
     : { kind: 'unreachable', error: `operator ${tx.operatorId} is not in the catalog` };
   const outcome = classify(result);

@@ -3,7 +3,7 @@ import { isFinal, outstandingBets, roundDecider } from '../../shared/domain/roun
 import { RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
 import { AppError } from '../../shared/errors.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
-import { signedCall, walletTenant } from '../../shared/http/outbound.ts';
+import { signedCall, walletTarget } from '../../shared/http/outbound.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { readRound } from '../ledger/dispatch.ts';
 import { submitTransaction, type LedgerDeps } from '../ledger/submit.ts';
@@ -162,12 +162,9 @@ async function balanceCheck(deps: ReconcilerDeps, operatorId: string, playerRef:
   if (!operator) return;
   const startedAt = performance.now();
   const r = await signedCall({
-    baseUrl: operator.walletUrl,
+    ...walletTarget(operator),
     pathAndQuery: `/v1/wallet/balance?playerRef=${encodeURIComponent(playerRef)}`,
     method: 'GET',
-    secret: operator.secret,
-    timeoutMs: operator.walletTimeoutMs,
-    tenant: walletTenant(operator.id),
   });
   deps.metrics?.walletBalance(operatorId, r, startedAt);
   deps.logger.info({ operatorId, playerRef, outcome: r.kind === 'response' ? r.status : r.kind }, 'stale round: balance before rollback');

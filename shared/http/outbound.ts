@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Agent, errors as undiciErrors, request } from 'undici';
+import type { Operator, Provider } from '../catalog/schema.ts';
 import { HEADER, sign } from './signature.ts';
 
 const newAgent = () => new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 128 });
@@ -18,10 +19,16 @@ const agentOf = (tenant: string | undefined): Agent => {
   return agent;
 };
 
-/** The tenant key of an operator's wallet calls. */
-export const walletTenant = (operatorId: string): string => `operator:${operatorId}`;
-/** The tenant key of a provider's calls. */
-export const providerTenant = (providerId: string): string => `provider:${providerId}`;
+/**
+ * Where and how to call an operator's wallet: its address, secret, timeout and connection pools of its
+ * own. Every call to a partner takes these from here, so none can share another tenant's pools.
+ */
+export const walletTarget = (operator: Pick<Operator, 'id' | 'walletUrl' | 'secret' | 'walletTimeoutMs'>) =>
+  ({ baseUrl: operator.walletUrl, secret: operator.secret, timeoutMs: operator.walletTimeoutMs, tenant: `operator:${operator.id}` }) as const;
+
+/** Where and how to call a provider's API (see walletTarget). */
+export const providerTarget = (provider: Pick<Provider, 'id' | 'apiBaseUrl' | 'secret' | 'timeoutMs'>) =>
+  ({ baseUrl: provider.apiBaseUrl, secret: provider.secret, timeoutMs: provider.timeoutMs, tenant: `provider:${provider.id}` }) as const;
 
 export interface OutboundRequest {
   baseUrl: string;
@@ -34,7 +41,7 @@ export interface OutboundRequest {
   secret: string;
   timeoutMs: number;
   signal?: AbortSignal;
-  /** Whose connection pools the call uses (walletTenant, providerTenant); calls of different tenants never wait for each other's connections. */
+  /** Whose connection pools the call uses (walletTarget, providerTarget); calls of different tenants never wait for each other's connections. */
   tenant?: string;
 }
 

@@ -9,7 +9,7 @@ import { decideCancelOutcome, decideIssue, decideIssueOutcome, grantDecider, typ
 import { grantIdFor, grantStream, type GrantRequested } from '../../../shared/domain/grants/events.ts';
 import { AppError, badRequest, forbidden, notFound } from '../../../shared/errors.ts';
 import { handleCommand, readState } from '../../../shared/eventstore/command.ts';
-import { providerTenant, signedCall, type OutboundResult } from '../../../shared/http/outbound.ts';
+import { providerTarget, signedCall, type OutboundResult } from '../../../shared/http/outbound.ts';
 import { parseOr400 } from '../../../shared/http/validate.ts';
 import type { ServiceContext } from '../../context.ts';
 import { CURRENCY, type ProviderCancelRequest, type ProviderGrantRequest } from './schemas.ts';
@@ -129,7 +129,7 @@ export function grantRoutes(ctx: ServiceContext): Router {
     const provider = ctx.catalog.snapshot().providers.get(grant.providerId);
     const result: OutboundResult = provider
       ? await signedCall({
-          baseUrl: provider.apiBaseUrl,
+          ...providerTarget(provider),
           pathAndQuery: '/v1/free-spins/grants',
           method: 'POST',
           body: {
@@ -142,9 +142,6 @@ export function grantRoutes(ctx: ServiceContext): Router {
             currency: grant.currency,
             ...(grant.expiresAt !== undefined ? { expiresAt: grant.expiresAt } : {}),
           } satisfies ProviderGrantRequest,
-          secret: provider.secret,
-          timeoutMs: provider.timeoutMs,
-          tenant: providerTenant(provider.id),
         })
       : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
     const externalRef = externalRefOf(result);
@@ -227,13 +224,10 @@ export function grantRoutes(ctx: ServiceContext): Router {
     const provider = ctx.catalog.snapshot().providers.get(grant.providerId);
     const result: OutboundResult = provider
       ? await signedCall({
-          baseUrl: provider.apiBaseUrl,
+          ...providerTarget(provider),
           pathAndQuery: `/v1/free-spins/grants/${encodeURIComponent(grant.externalRef ?? '')}/cancel`,
           method: 'POST',
           body: { requestRef: grant.id } satisfies ProviderCancelRequest,
-          secret: provider.secret,
-          timeoutMs: provider.timeoutMs,
-          tenant: providerTenant(provider.id),
         })
       : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
     const ok = result.kind === 'response' && result.status === 200;

@@ -6,7 +6,7 @@ import { playerSessionsStream } from '../../../shared/domain/sessions/events.ts'
 import { recordSessionToken } from '../../../shared/domain/sessions/lookup.ts';
 import { AppError, badRequest, forbidden, notFound } from '../../../shared/errors.ts';
 import { handleCommand } from '../../../shared/eventstore/command.ts';
-import { providerTenant, signedCall } from '../../../shared/http/outbound.ts';
+import { providerTarget, signedCall } from '../../../shared/http/outbound.ts';
 import { parseOr400 } from '../../../shared/http/validate.ts';
 import type { ServiceContext } from '../../context.ts';
 import { CURRENCY, kickBody, launchBody, type LaunchBody, type ProviderRevokeRequest } from './schemas.ts';
@@ -149,13 +149,10 @@ function notifyProviders(ctx: ServiceContext, operatorId: string, playerRef: str
     if (!provider) continue;
     ctx.background.track(
       signedCall({
-        baseUrl: provider.apiBaseUrl,
+        ...providerTarget(provider),
         pathAndQuery: '/v1/sessions/revoke',
         method: 'POST',
         body: { operatorId, playerRef, sessionTokens } satisfies ProviderRevokeRequest,
-        secret: provider.secret,
-        timeoutMs: provider.timeoutMs,
-        tenant: providerTenant(provider.id),
       }).then((r) => {
         const ok = r.kind === 'response' && r.status === 200;
         ctx.logger[ok ? 'info' : 'warn']({ providerId, outcome: r.kind === 'response' ? r.status : r.kind }, 'provider told of revoked sessions');

@@ -2,7 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { resolveSession } from '../../../shared/domain/sessions/lookup.ts';
 import { AppError, badRequest } from '../../../shared/errors.ts';
-import { signedCall, walletTenant } from '../../../shared/http/outbound.ts';
+import { signedCall, walletTarget } from '../../../shared/http/outbound.ts';
 import { parseOr400 } from '../../../shared/http/validate.ts';
 import type { ServiceContext } from '../../context.ts';
 
@@ -26,12 +26,9 @@ export function balanceRoutes(ctx: ServiceContext): Router {
     if (!operator) throw invalidSession();
     const startedAt = performance.now();
     const result = await signedCall({
-      baseUrl: operator.walletUrl,
+      ...walletTarget(operator),
       pathAndQuery: `/v1/wallet/balance?playerRef=${encodeURIComponent(session.playerRef)}`,
       method: 'GET',
-      secret: operator.secret,
-      timeoutMs: operator.walletTimeoutMs,
-      tenant: walletTenant(operator.id),
     });
     ctx.metrics.walletBalance(operator.id, result, startedAt);
     switch (result.kind) {
