@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { allProjections, readModelMigrations } from '../projections/index.ts';
-import { projectionMigrations, ProjectionRunner } from '../projections/runner.ts';
+import { projectionFailures, projectionMigrations, ProjectionRunner } from '../projections/runner.ts';
 import { BackgroundTasks } from '../shared/background.ts';
 import { CatalogError, CatalogStore, catalogMigrations } from '../shared/catalog/store.ts';
 import type { Config } from '../shared/config.ts';
@@ -150,7 +150,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       runner.start();
       runners.push(runner);
     }
-    ctx.metrics.watchReadModels({ pool, runners, operators: () => catalog.snapshot().operators.keys(), logger });
+    ctx.metrics.watchReadModels({ pool, runners, operators: () => catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool), logger });
   }
 
   const queueConnection = bullConnection(config.redisUrl, false);

@@ -181,7 +181,14 @@ export class Metrics {
    * every READ_MODEL_TTL_MS, and left out of a scrape that would wait for them longer than
    * READ_MODEL_TIMEOUT_MS.
    */
-  watchReadModels(opts: { pool: Pool; runners: Array<LagSource & { readonly projection: { name: string } }>; operators: () => Iterable<string>; logger: Logger }): void {
+  watchReadModels(opts: {
+    pool: Pool;
+    runners: Array<LagSource & { readonly projection: { name: string } }>;
+    operators: () => Iterable<string>;
+    /** The projections stuck on an event (projectionFailures of the runner module). */
+    failing: () => Promise<ReadonlyArray<{ name: string }>>;
+    logger: Logger;
+  }): void {
     let computing: Promise<ReadModelSnapshot | undefined> | undefined;
     let computedAt = 0;
     const compute = async (): Promise<ReadModelSnapshot | undefined> => {
@@ -189,14 +196,14 @@ export class Metrics {
         const [lag, dead, stuck] = await Promise.all([
           Promise.all(opts.runners.filter((r) => r.isOwner()).map((r) => r.lag())),
           opts.pool.query<{ operator_id: string; n: number }>(`SELECT operator_id, count(*)::int AS n FROM rm_transactions WHERE status = 'dead' GROUP BY operator_id`),
-          opts.pool.query<{ name: string }>('SELECT name FROM projection_checkpoints WHERE failing_since IS NOT NULL'),
+          opts.failing(),
         ]);
         const deadLettered = new Map<string, number>();
         for (const id of opts.operators()) deadLettered.set(id, 0);
         for (const r of dead.rows) deadLettered.set(r.operator_id, r.n);
         const failing = new Map<string, number>();
         for (const r of opts.runners) failing.set(r.projection.name, 0);
-        for (const r of stuck.rows) failing.set(r.name, 1);
+        for (const r of stuck) failing.set(r.name, 1);
         return { lag, deadLettered, failing };
       } catch (err) {
         opts.logger.warn({ err }, 'metrics: could not read projection lag or dead letters');

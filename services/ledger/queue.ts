@@ -8,11 +8,7 @@ import { txKey, type TxRef } from './dispatch.ts';
  * concurrency: one operator's hung wallet fills only its own slots, so another operator's retries run
  * on their own schedule (contract section 8, rule 8).
  */
-export const DISPATCH_QUEUE_PREFIX = 'wallet-dispatch';
-export const dispatchQueueName = (operatorId: string): string => `${DISPATCH_QUEUE_PREFIX}.${encodeURIComponent(operatorId)}`;
-
-/** Wallet calls in flight at once per operator in one worker process, unless configured. */
-export const DEFAULT_CONCURRENCY_PER_OPERATOR = 32;
+export const dispatchQueueName = (operatorId: string): string => `wallet-dispatch.${encodeURIComponent(operatorId)}`;
 
 export type DispatchJob = TxRef;
 
