@@ -2,8 +2,8 @@ import { performance } from 'node:perf_hooks';
 import type { Express, NextFunction, Request, RequestHandler, Response } from 'express';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Pool } from './db/pool.ts';
-import type { WalletOutcome } from './domain/rounds/decider.ts';
-import type { TransactionType } from './domain/rounds/events.ts';
+import type { WalletOutcome } from '../services/rounds/decider.ts';
+import type { TransactionType } from '../services/rounds/events.ts';
 import type { OutboundResult } from './http/outbound.ts';
 import type { Logger } from './logger.ts';
 
@@ -237,7 +237,7 @@ export function createMetrics(): Metrics {
   return new Metrics();
 }
 
-/** The ledger's reading of a wallet answer (shared/domain/rounds/decider.ts decideOutcome), as a label. */
+/** The ledger's reading of a wallet answer (services/rounds/decider.ts), as a label. */
 function transactionOutcome(type: TransactionType, outcome: WalletOutcome): WalletCallOutcome {
   switch (outcome.kind) {
     case 'reply':

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
-import { ADMIN_SESSION, RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import { ADMIN_SESSION, RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from '../rounds/events.ts';
 import { joinUrl, readCapped, REPLY_LIMIT_BYTES, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
 import { HEADER, sign } from '../../shared/http/signature.ts';
 

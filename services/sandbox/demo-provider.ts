@@ -3,7 +3,7 @@ import { jwtVerify } from 'jose';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { providerCancelRequest, providerGrantRequest, providerRevokeRequest } from '../api/operator/schemas.ts';
-import type { TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import type { TransactionRequest } from '../rounds/events.ts';
 import { signatureCheck, startPartnerServer, type PartnerReply } from './partner-server.ts';
 import { SignedClient, type ApiResponse } from './signed-client.ts';
 

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { grantsProjection } from '../../projections/grants/projection.ts';
+import { grantsProjection } from '../../services/grants/projection.ts';
 import { waitForProjection } from '../../projections/runner.ts';
-import { grantIdFor, grantStream } from '../../shared/domain/grants/events.ts';
+import { grantIdFor, grantStream } from '../../services/grants/events.ts';
 import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { signedRequest, toTestResponse } from '../helpers/signing.ts';

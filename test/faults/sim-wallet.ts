@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import type { TransactionRequest } from '../../services/rounds/events.ts';
 import { verifyServiceSignature } from '../helpers/fakes.ts';
 
 /**

@@ -125,8 +125,8 @@ function record(req: http.IncomingMessage, raw: string, secret: string): Receive
   };
 }
 
-export type { TransactionRequest as TransactionBody } from '../../shared/domain/rounds/events.ts';
-import type { TransactionRequest as TransactionBody } from '../../shared/domain/rounds/events.ts';
+export type { TransactionRequest as TransactionBody } from '../../services/rounds/events.ts';
+import type { TransactionRequest as TransactionBody } from '../../services/rounds/events.ts';
 
 export interface FakeWallet extends FakeServer {
   balances: Map<string, number>;

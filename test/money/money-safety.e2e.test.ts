@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attemptWallet, leaseTtl, readRound } from '../../services/ledger/dispatch.ts';
-import { claimTransaction, takeLease } from '../../services/ledger/registry.ts';
+import { attemptWallet, leaseTtl, readRound } from '../../services/rounds/dispatch.ts';
+import { claimTransaction, takeLease } from '../../services/rounds/registry.ts';
 import { contentHash } from '../../shared/canonical.ts';
-import { roundStream } from '../../shared/domain/rounds/events.ts';
+import { roundStream } from '../../services/rounds/events.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
 

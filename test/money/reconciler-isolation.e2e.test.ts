@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STALE_ROLLBACK_PREFIX } from '../../shared/domain/rounds/events.ts';
+import { STALE_ROLLBACK_PREFIX } from '../../services/rounds/events.ts';
 import { OP1, OP2 } from '../helpers/catalog.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
 
 /**
- * Review finding (services/reconciler/reconciler.ts, sweepStaleRounds): the sweep works operators side by
+ * Review finding (services/rounds/reconciler.ts, sweepStaleRounds): the sweep works operators side by
  * side, but it holds the sweep's advisory lock until the slowest operator's last round is done
  * (Promise.all), and every interval tick meanwhile finds the lock taken and returns at once. So a round of
  * operator B that goes stale after the sweep started waits for the whole of operator A's hung backlog (up

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readRound } from '../../services/ledger/dispatch.ts';
+import { readRound } from '../../services/rounds/dispatch.ts';
 import type { RunningService } from '../../services/service.ts';
-import { roundStream } from '../../shared/domain/rounds/events.ts';
+import { roundStream } from '../../services/rounds/events.ts';
 import { startInProcess } from '../helpers/service.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
 

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimAndRecord, claimTransaction, releaseLease, type RecordRequest, type RegistryEntry, type WalletKey } from '../../services/ledger/registry.ts';
+import { claimAndRecord, claimTransaction, releaseLease, type RecordRequest, type RegistryEntry, type WalletKey } from '../../services/rounds/registry.ts';
 import type { Pool } from '../../shared/db/pool.ts';
-import { registryMigrations } from '../../services/ledger/registry.ts';
+import { registryMigrations } from '../../services/rounds/registry.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/service.ts';
-import { roundStream } from '../../shared/domain/rounds/events.ts';
+import { roundStream } from '../../services/rounds/events.ts';
 import { PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { startInProcess } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STALE_ROLLBACK_PREFIX } from '../../shared/domain/rounds/events.ts';
+import { STALE_ROLLBACK_PREFIX } from '../../services/rounds/events.ts';
 import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
 import type { FakeWallet, TransactionBody } from '../helpers/fakes.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';

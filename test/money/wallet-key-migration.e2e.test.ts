@@ -4,7 +4,7 @@ import { allMigrations, type RunningService } from '../../services/service.ts';
 import { contentHash } from '../../shared/canonical.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
-import { roundStream, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import { roundStream, type TransactionRequest } from '../../services/rounds/events.ts';
 import { PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { OP1, PROV_A, PROV_B, testCatalog } from '../helpers/catalog.ts';
 import { startFakeWallet, type FakeWallet } from '../helpers/fakes.ts';

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/service.ts';
-import type { Grant as GrantRecord } from '../../shared/domain/grants/decider.ts';
-import { grantIdFor, grantStream } from '../../shared/domain/grants/events.ts';
+import type { Grant as GrantRecord } from '../../services/grants/decider.ts';
+import { grantIdFor, grantStream } from '../../services/grants/events.ts';
 import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { startFakeProvider, type FakeProvider } from '../helpers/fakes.ts';
 import { createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/service.ts';
-import { grantIdFor, grantStream } from '../../shared/domain/grants/events.ts';
+import { grantIdFor, grantStream } from '../../services/grants/events.ts';
 import { OP1 } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { signedRequest, toTestResponse } from '../helpers/signing.ts';

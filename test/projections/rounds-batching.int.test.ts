@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { roundsProjection, roundsReadModelMigrations } from '../../projections/rounds/projection.ts';
+import { roundsProjection, roundsReadModelMigrations } from '../../services/rounds/projection.ts';
 import { createScratch, dropScratch } from '../../services/audit/rebuild.ts';
 import type { Pool } from '../../shared/db/pool.ts';
-import type { RoundEvent } from '../../shared/domain/rounds/events.ts';
+import type { RoundEvent } from '../../services/rounds/events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
 

@@ -1,9 +1,9 @@
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { bullConnection, DispatchQueues, enqueueRetry } from '../../services/ledger/queue.ts';
+import { bullConnection, DispatchQueues, enqueueRetry } from '../../services/rounds/queue.ts';
 
 /**
- * Review finding (services/ledger/queue.ts, DispatchQueues.of): a Queue is made on an operator's first
+ * Review finding (services/rounds/queue.ts, DispatchQueues.of): a Queue is made on an operator's first
  * retry. Made while Redis is unreachable, BullMQ's Queue waits for its connection to become ready, so the
  * add() never fails: submitTransaction awaits it (submit.ts, after the wallet attempt), and the provider's
  * WIN / the reconciler's sweep / the worker's recovery sweep (and so close()) hang until Redis returns.

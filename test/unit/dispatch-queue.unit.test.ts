@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dispatchQueueName } from '../../services/ledger/queue.ts';
+import { dispatchQueueName } from '../../services/rounds/queue.ts';
 
 describe('per-operator dispatch queues (contract 8 rule 8)', () => {
   it('names one queue per operator, which BullMQ accepts whatever the operator id', () => {

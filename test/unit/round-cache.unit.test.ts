@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { RoundCache } from '../../services/ledger/round-cache.ts';
-import { roundDecider, type RoundState, type TxState } from '../../shared/domain/rounds/decider.ts';
+import { RoundCache } from '../../services/rounds/round-cache.ts';
+import { roundDecider, type RoundState, type TxState } from '../../services/rounds/decider.ts';
 
 const tx = (id: string, status: TxState['status']): TxState => ({
   request: { transactionId: id, sessionToken: 't', type: 'BET', roundId: 'r', roundComplete: false, playerRef: 'p', amount: 1, currency: 'EUR', gameId: 'g' },

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { campaignSchema, catalogSchema, gameSchema, operatorSchema, providerSchema } from '../../../shared/catalog/schema.ts';
 import { MAX_NONCE_LENGTH } from '../../../shared/http/signature.ts';
-import { adjustmentBody } from '../adjustments.ts';
-import { issueGrantBody } from '../operator/grants.ts';
-import { replayBody } from '../operator/replay.ts';
+import { adjustmentBody } from '../../rounds/adjustments.ts';
+import { issueGrantBody } from '../../grants/routes.ts';
+import { replayBody } from '../../rounds/replay.ts';
 import {
   gameListResponse,
   gameSummarySchema,
@@ -20,7 +20,7 @@ import {
   providerRevokeRequest,
   replayResponse,
 } from '../operator/schemas.ts';
-import { balanceBody } from '../provider/balance.ts';
+import { balanceBody } from '../../sessions/balance.ts';
 import { balanceResponse, transactionBody, transactionMetadata, transactionResponse, walletTransactionRequest } from '../provider/schemas.ts';
 import {
   adjustmentResponse,

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { catalogSchema } from '../../../shared/catalog/schema.ts';
-import { adjustmentBody } from '../adjustments.ts';
-import { eventsQuery, txQuery } from '../audit.ts';
-import { grantIdParam, issueGrantBody, listQuery } from '../operator/grants.ts';
-import { replayBody } from '../operator/replay.ts';
+import { adjustmentBody } from '../../rounds/adjustments.ts';
+import { eventsQuery, txQuery } from '../../audit/routes.ts';
+import { grantIdParam, issueGrantBody, listQuery } from '../../grants/routes.ts';
+import { replayBody } from '../../rounds/replay.ts';
 import {
   gameListResponse,
   grantListResponse,
@@ -14,7 +14,7 @@ import {
   launchResponse,
   replayResponse,
 } from '../operator/schemas.ts';
-import { balanceBody, WALLET_PASSTHROUGH_HEADER } from '../provider/balance.ts';
+import { balanceBody, WALLET_PASSTHROUGH_HEADER } from '../../sessions/balance.ts';
 import { balanceResponse, transactionBody, transactionResponse } from '../provider/schemas.ts';
 import {
   adjustmentResponse,

@@ -1,9 +1,9 @@
 import type { z } from 'zod';
 import type { ProjectionLag } from '../../../projections/runner.ts';
-import type { Grant } from '../../../shared/domain/grants/decider.ts';
-import type { TxStatus } from '../../../shared/domain/rounds/decider.ts';
-import type { Origin, TransactionRequest } from '../../../shared/domain/rounds/events.ts';
-import type { GameSummary } from '../operator/sessions.ts';
+import type { Grant } from '../../grants/decider.ts';
+import type { TxStatus } from '../../rounds/decider.ts';
+import type { Origin, TransactionRequest } from '../../rounds/events.ts';
+import type { GameSummary } from '../../sessions/routes.ts';
 import type { gameSummarySchema, grantSchema } from '../operator/schemas.ts';
 import type { walletTransactionRequest } from '../provider/schemas.ts';
 import type { adjustmentResponse, projectionsResponse, roundState } from '../schemas.ts';

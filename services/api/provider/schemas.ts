@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { amountMinor } from '../../../shared/bounds.ts';
-import { STALE_ROLLBACK_PREFIX } from '../../../shared/domain/rounds/events.ts';
+import { STALE_ROLLBACK_PREFIX } from '../../rounds/events.ts';
 
 export const METADATA_MAX_BYTES = 8 * 1024;
 

@@ -1,6 +1,6 @@
-import type { Migration } from '../../db/migrations.ts';
-import type { Pool } from '../../db/pool.ts';
-import { guardBroken, type EventStore, type StreamGuard } from '../../eventstore/port.ts';
+import type { Migration } from '../../shared/db/migrations.ts';
+import type { Pool } from '../../shared/db/pool.ts';
+import { guardBroken, type EventStore, type StreamGuard } from '../../shared/eventstore/port.ts';
 import { playerSessionsStream, type SessionStarted } from './events.ts';
 
 /**

@@ -1,11 +1,11 @@
 import { safeIntegerFrom } from '../../shared/bounds.ts';
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { Pool, PoolClient } from '../../shared/db/pool.ts';
-import { grantDecider, type Grant } from '../../shared/domain/grants/decider.ts';
-import type { GrantEvent } from '../../shared/domain/grants/events.ts';
-import { GRANT_EVENT_TYPES } from '../../shared/domain/grants/events.ts';
+import { grantDecider, type Grant } from './decider.ts';
+import type { GrantEvent } from './events.ts';
+import { GRANT_EVENT_TYPES } from './events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
-import type { Projection } from '../runner.ts';
+import type { Projection } from '../../projections/runner.ts';
 
 export const grantsReadModelMigrations: Migration[] = [
   {

@@ -1,10 +1,10 @@
 import type { Job, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Pool } from '../../shared/db/pool.ts';
-import { isFinal } from '../../shared/domain/rounds/decider.ts';
+import { isFinal } from './decider.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { deadLetter, dispatch, readTx, type DispatchDeps } from '../ledger/dispatch.ts';
-import { bullConnection, createDispatchWorker, enqueueRetry, type DispatchJob, type DispatchQueues } from '../ledger/queue.ts';
+import { deadLetter, dispatch, readTx, type DispatchDeps } from './dispatch.ts';
+import { bullConnection, createDispatchWorker, enqueueRetry, type DispatchJob, type DispatchQueues } from './queue.ts';
 
 export interface WorkerRoleDeps extends DispatchDeps {
   pool: Pool;

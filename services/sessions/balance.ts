@@ -1,10 +1,10 @@
 import { Router } from 'express';
 import { z } from 'zod';
-import { resolveSession } from '../../../shared/domain/sessions/lookup.ts';
-import { AppError, badRequest } from '../../../shared/errors.ts';
-import { signedCall, walletTarget } from '../../../shared/http/outbound.ts';
-import { parseOr400 } from '../../../shared/http/validate.ts';
-import type { ServiceContext } from '../../context.ts';
+import { resolveSession } from './store.ts';
+import { AppError, badRequest } from '../../shared/errors.ts';
+import { signedCall, walletTarget } from '../../shared/http/outbound.ts';
+import { parseOr400 } from '../../shared/http/validate.ts';
+import type { ServiceContext } from '../context.ts';
 
 export const balanceBody = z.object({ sessionToken: z.string().min(1).max(512) });
 

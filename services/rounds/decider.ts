@@ -1,6 +1,6 @@
-import { AppError, badRequest, conflict } from '../../errors.ts';
-import type { Decider } from '../../eventstore/command.ts';
-import type { RecordedEvent } from '../../eventstore/port.ts';
+import { AppError, badRequest, conflict } from '../../shared/errors.ts';
+import type { Decider } from '../../shared/eventstore/command.ts';
+import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Origin, RoundEvent, TransactionRecorded, TransactionRequest, TransactionVoided, WalletReply } from './events.ts';
 
 /** voided: a BET rolled back before the wallet answered it; never sent again. */

@@ -1,8 +1,8 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
-import type { SessionEvent } from '../../shared/domain/sessions/events.ts';
+import type { SessionEvent } from './events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
-import { perEvent } from '../runner.ts';
+import { perEvent } from '../../projections/runner.ts';
 
 export const sessionsReadModelMigrations: Migration[] = [
   {

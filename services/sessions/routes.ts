@@ -1,15 +1,15 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Router, type Request } from 'express';
-import type { Game, Operator, Provider } from '../../../shared/catalog/schema.ts';
-import { decideRevoke, decideStart, playerSessionsDecider } from '../../../shared/domain/sessions/decider.ts';
-import { playerSessionsStream } from '../../../shared/domain/sessions/events.ts';
-import { recordSessionToken } from '../../../shared/domain/sessions/lookup.ts';
-import { AppError, badRequest, forbidden, notFound } from '../../../shared/errors.ts';
-import { handleCommand } from '../../../shared/eventstore/command.ts';
-import { providerTarget, signedCall } from '../../../shared/http/outbound.ts';
-import { parseOr400 } from '../../../shared/http/validate.ts';
-import type { ServiceContext } from '../../context.ts';
-import { CURRENCY, kickBody, launchBody, type LaunchBody, type ProviderRevokeRequest } from './schemas.ts';
+import type { Game, Operator, Provider } from '../../shared/catalog/schema.ts';
+import { decideRevoke, decideStart, playerSessionsDecider } from './decider.ts';
+import { playerSessionsStream } from './events.ts';
+import { recordSessionToken } from './store.ts';
+import { AppError, badRequest, forbidden, notFound } from '../../shared/errors.ts';
+import { handleCommand } from '../../shared/eventstore/command.ts';
+import { providerTarget, signedCall } from '../../shared/http/outbound.ts';
+import { parseOr400 } from '../../shared/http/validate.ts';
+import type { ServiceContext } from '../context.ts';
+import { CURRENCY, kickBody, launchBody, type LaunchBody, type ProviderRevokeRequest } from '../api/operator/schemas.ts';
 
 export interface GameSummary {
   gameId: string;

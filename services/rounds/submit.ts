@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { contentHash } from '../../shared/canonical.ts';
 import type { Pool } from '../../shared/db/pool.ts';
-import { decideRecord, isCredit, isFinal, roundDecider, type RecordDecision, type RoundState, type TxState } from '../../shared/domain/rounds/decider.ts';
-import type { Origin, TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import { decideRecord, isCredit, isFinal, roundDecider, type RecordDecision, type RoundState, type TxState } from './decider.ts';
+import type { Origin, TransactionRequest } from './events.ts';
 import { AppError, conflict } from '../../shared/errors.ts';
 import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
 import { guardBroken, type StreamGuard } from '../../shared/eventstore/port.ts';

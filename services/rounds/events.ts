@@ -1,4 +1,4 @@
-import type { DomainEvent } from '../../eventstore/command.ts';
+import type { DomainEvent } from '../../shared/eventstore/command.ts';
 
 export type TransactionType = 'BET' | 'WIN' | 'ROLLBACK' | 'ADJUSTMENT';
 

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { CatalogStore } from '../../shared/catalog/store.ts';
-import { decideDeadLetter, decideOutcome, isFinal, roundDecider, type RoundState, type TxState, type WalletOutcome } from '../../shared/domain/rounds/decider.ts';
-import type { WalletReply } from '../../shared/domain/rounds/events.ts';
+import { decideDeadLetter, decideOutcome, isFinal, roundDecider, type RoundState, type TxState, type WalletOutcome } from './decider.ts';
+import type { WalletReply } from './events.ts';
 import { handleCommand, readState } from '../../shared/eventstore/command.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
 import { signedCall, walletTarget, type OutboundResult } from '../../shared/http/outbound.ts';

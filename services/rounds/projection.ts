@@ -1,8 +1,8 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
-import { ROUND_EVENT_TYPES, type RoundEvent } from '../../shared/domain/rounds/events.ts';
+import { ROUND_EVENT_TYPES, type RoundEvent } from './events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
-import type { Projection } from '../runner.ts';
+import type { Projection } from '../../projections/runner.ts';
 
 export const roundsReadModelMigrations: Migration[] = [
   {

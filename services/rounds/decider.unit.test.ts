@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { decideOutcome, decideRecord, roundDecider, type RecordTransaction, type RoundState } from '../../shared/domain/rounds/decider.ts';
-import type { RoundEvent, TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import { decideOutcome, decideRecord, roundDecider, type RecordTransaction, type RoundState } from './decider.ts';
+import type { RoundEvent, TransactionRequest } from './events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 
 /** given(events) / when(command) / then(events or refusal), for the round rules of contract sections 5 and 8. */

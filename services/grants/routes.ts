@@ -1,19 +1,19 @@
 import { Router, type Request } from 'express';
 import { z } from 'zod';
-import { amountMinor, spinCount } from '../../../shared/bounds.ts';
-import { grantsProjection, listGrants } from '../../../projections/grants/projection.ts';
-import { waitForProjection } from '../../../projections/runner.ts';
-import type { Position } from '../../../shared/eventstore/port.ts';
-import type { Campaign, Provider } from '../../../shared/catalog/schema.ts';
-import { decideCancelOutcome, decideIssue, decideIssueOutcome, grantDecider, type Grant, type GrantState } from '../../../shared/domain/grants/decider.ts';
-import { grantIdFor, grantStream, type GrantRequested } from '../../../shared/domain/grants/events.ts';
-import { AppError, badRequest, forbidden, notFound } from '../../../shared/errors.ts';
-import { handleCommand, readState } from '../../../shared/eventstore/command.ts';
-import { providerTarget, signedCall, type OutboundResult } from '../../../shared/http/outbound.ts';
-import { parseOr400 } from '../../../shared/http/validate.ts';
-import type { ServiceContext } from '../../context.ts';
-import { CURRENCY, type ProviderCancelRequest, type ProviderGrantRequest } from './schemas.ts';
-import { callingOperator } from './sessions.ts';
+import { amountMinor, spinCount } from '../../shared/bounds.ts';
+import { grantsProjection, listGrants } from './projection.ts';
+import { waitForProjection } from '../../projections/runner.ts';
+import type { Position } from '../../shared/eventstore/port.ts';
+import type { Campaign, Provider } from '../../shared/catalog/schema.ts';
+import { decideCancelOutcome, decideIssue, decideIssueOutcome, grantDecider, type Grant, type GrantState } from './decider.ts';
+import { grantIdFor, grantStream, type GrantRequested } from './events.ts';
+import { AppError, badRequest, forbidden, notFound } from '../../shared/errors.ts';
+import { handleCommand, readState } from '../../shared/eventstore/command.ts';
+import { providerTarget, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
+import { parseOr400 } from '../../shared/http/validate.ts';
+import type { ServiceContext } from '../context.ts';
+import { CURRENCY, type ProviderCancelRequest, type ProviderGrantRequest } from '../api/operator/schemas.ts';
+import { callingOperator } from '../sessions/routes.ts';
 
 export const issueGrantBody = z.object({
   playerRef: z.string().min(1).max(255),

@@ -1,5 +1,5 @@
 import type { KnownState } from '../../shared/eventstore/command.ts';
-import { isFinal, type RoundState } from '../../shared/domain/rounds/decider.ts';
+import { isFinal, type RoundState } from './decider.ts';
 import type { RoundSnapshot } from './dispatch.ts';
 
 /**

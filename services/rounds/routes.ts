@@ -1,13 +1,13 @@
 import { Router } from 'express';
-import type { TransactionRequest } from '../../../shared/domain/rounds/events.ts';
-import { roundStream } from '../../../shared/domain/rounds/events.ts';
-import { launchedSession, revocationGuard, sessionRevoked } from '../../../shared/domain/sessions/lookup.ts';
-import { badRequest } from '../../../shared/errors.ts';
-import { parseOr400 } from '../../../shared/http/validate.ts';
-import { replyFor, submitTransaction, type LedgerDeps } from '../../ledger/submit.ts';
-import type { ServiceContext } from '../../context.ts';
-import { invalidSession } from './balance.ts';
-import { transactionBody, type TransactionBody } from './schemas.ts';
+import type { TransactionRequest } from './events.ts';
+import { roundStream } from './events.ts';
+import { launchedSession, revocationGuard, sessionRevoked } from '../sessions/store.ts';
+import { badRequest } from '../../shared/errors.ts';
+import { parseOr400 } from '../../shared/http/validate.ts';
+import { replyFor, submitTransaction, type LedgerDeps } from './submit.ts';
+import type { ServiceContext } from '../context.ts';
+import { invalidSession } from '../sessions/balance.ts';
+import { transactionBody, type TransactionBody } from '../api/provider/schemas.ts';
 
 /** The wallet body, fields in one fixed order, exactly as the operator's wallet will receive it. */
 export function toWalletRequest(b: TransactionBody): TransactionRequest {

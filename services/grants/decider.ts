@@ -1,4 +1,4 @@
-import type { Decider } from '../../eventstore/command.ts';
+import type { Decider } from '../../shared/eventstore/command.ts';
 import type { GrantEvent, GrantRequested } from './events.ts';
 
 export type GrantStatus = 'pending' | 'active' | 'cancelled' | 'failed';

@@ -2,13 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
 import { SignJWT } from 'jose';
 import { z } from 'zod';
-import { roundDecider } from '../../../shared/domain/rounds/decider.ts';
-import { roundStream } from '../../../shared/domain/rounds/events.ts';
-import { badRequest, notFound } from '../../../shared/errors.ts';
-import { fold } from '../../../shared/eventstore/command.ts';
-import { parseOr400 } from '../../../shared/http/validate.ts';
-import type { ServiceContext } from '../../context.ts';
-import { callingOperator } from './sessions.ts';
+import { roundDecider } from './decider.ts';
+import { roundStream } from './events.ts';
+import { badRequest, notFound } from '../../shared/errors.ts';
+import { fold } from '../../shared/eventstore/command.ts';
+import { parseOr400 } from '../../shared/http/validate.ts';
+import type { ServiceContext } from '../context.ts';
+import { callingOperator } from '../sessions/routes.ts';
 
 export const replayBody = z.object({ roundId: z.string().min(1).max(255), gameId: z.string().min(1).max(200) });
 

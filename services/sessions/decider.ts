@@ -1,5 +1,5 @@
-import type { Decider } from '../../eventstore/command.ts';
-import type { RecordedEvent } from '../../eventstore/port.ts';
+import type { Decider } from '../../shared/eventstore/command.ts';
+import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { SessionEvent, SessionsRevoked, SessionStarted } from './events.ts';
 
 export interface SessionRecord {

@@ -1,11 +1,11 @@
 import { Router } from 'express';
 import { z } from 'zod';
-import { grantDecider } from '../../shared/domain/grants/decider.ts';
-import { grantStream } from '../../shared/domain/grants/events.ts';
-import { outstandingBets, roundDecider, type RoundState } from '../../shared/domain/rounds/decider.ts';
-import { roundStream } from '../../shared/domain/rounds/events.ts';
-import { playerSessionsDecider, type PlayerSessionsState } from '../../shared/domain/sessions/decider.ts';
-import { playerSessionsStream } from '../../shared/domain/sessions/events.ts';
+import { grantDecider } from '../grants/decider.ts';
+import { grantStream } from '../grants/events.ts';
+import { outstandingBets, roundDecider, type RoundState } from '../rounds/decider.ts';
+import { roundStream } from '../rounds/events.ts';
+import { playerSessionsDecider, type PlayerSessionsState } from '../sessions/decider.ts';
+import { playerSessionsStream } from '../sessions/events.ts';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import type { Decider, DomainEvent } from '../../shared/eventstore/command.ts';
 import { START, type RecordedEvent } from '../../shared/eventstore/port.ts';

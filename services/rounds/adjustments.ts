@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
 import { z } from 'zod';
 import { amountMinor } from '../../shared/bounds.ts';
-import { ADMIN_SESSION, PLATFORM_PROVIDER, roundStream, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import { ADMIN_SESSION, PLATFORM_PROVIDER, roundStream, type TransactionRequest } from './events.ts';
 import { notFound } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
-import { submitTransaction, type LedgerDeps } from '../ledger/submit.ts';
-import { submittedTransactionId } from './provider/schemas.ts';
+import { submitTransaction, type LedgerDeps } from './submit.ts';
+import { submittedTransactionId } from '../api/provider/schemas.ts';
 
 export const adjustmentBody = z.object({
   operatorId: z.string().min(1),

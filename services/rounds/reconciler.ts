@@ -1,12 +1,12 @@
 import type { Pool } from '../../shared/db/pool.ts';
-import { isFinal, outstandingBets, roundDecider } from '../../shared/domain/rounds/decider.ts';
-import { RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from '../../shared/domain/rounds/events.ts';
+import { isFinal, outstandingBets, roundDecider } from './decider.ts';
+import { RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from './events.ts';
 import { AppError } from '../../shared/errors.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
 import { signedCall, walletTarget } from '../../shared/http/outbound.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { readRound } from '../ledger/dispatch.ts';
-import { submitTransaction, type LedgerDeps } from '../ledger/submit.ts';
+import { readRound } from './dispatch.ts';
+import { submitTransaction, type LedgerDeps } from './submit.ts';
 
 export interface ReconcilerDeps extends LedgerDeps {
   pool: Pool;
