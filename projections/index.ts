@@ -2,11 +2,12 @@ import type { Migration } from '../shared/db/migrations.ts';
 import type { Projection } from './runner.ts';
 import { grantsProjection, grantsReadModelMigrations } from '../services/grants/projection.ts';
 import { roundsProjection, roundsReadModelMigrations } from '../services/rounds/projection.ts';
-import { sessionsProjection, sessionsReadModelMigrations } from '../services/sessions/projection.ts';
+import { sessionsProjection } from '../services/sessions/projection.ts';
 
 /** Every read model the projector role runs. Each capability adds its own. */
 export function allProjections(): Projection[] {
   return [sessionsProjection, roundsProjection, grantsProjection];
 }
 
-export const readModelMigrations: Migration[] = [...sessionsReadModelMigrations, ...roundsReadModelMigrations, ...grantsReadModelMigrations];
+/** The sessions read model's table is created with the sessions' own (services/sessions/store.ts: sessions are stored once). */
+export const readModelMigrations: Migration[] = [...roundsReadModelMigrations, ...grantsReadModelMigrations];

@@ -10,7 +10,7 @@ import type { Config } from '../shared/config.ts';
 import { migrate, type Migration } from '../shared/db/migrations.ts';
 import { createPool, ensureDatabase } from '../shared/db/pool.ts';
 import { AppError } from '../shared/errors.ts';
-import { sessionLookupMigrations } from './sessions/store.ts';
+import { sessionsMigrations } from './sessions/store.ts';
 import { createEventStore } from '../shared/eventstore/index.ts';
 import { eventStoreMigrations } from '../shared/eventstore/postgres.ts';
 import { createLogger, type Logger } from '../shared/logger.ts';
@@ -24,7 +24,8 @@ import { replayRoutes } from './rounds/replay.ts';
 import { grantRoutes } from './grants/routes.ts';
 import { adjustmentRoutes } from './rounds/adjustments.ts';
 import { auditRoutes } from './audit/routes.ts';
-import { registryMigrations } from './rounds/registry.ts';
+import { registryMigrations } from '../shared/eventstore/registry.ts';
+import { deadLetteredByOperator } from './rounds/queries.ts';
 import { bullConnection, DispatchQueues } from './rounds/queue.ts';
 import type { LedgerDeps } from './rounds/submit.ts';
 import { RoundCache } from './rounds/round-cache.ts';
@@ -36,8 +37,8 @@ export const allMigrations: Migration[] = [
   ...eventStoreMigrations,
   ...catalogMigrations,
   ...projectionMigrations,
-  ...sessionLookupMigrations,
   ...registryMigrations,
+  ...sessionsMigrations,
   ...readModelMigrations,
 ];
 
@@ -150,12 +151,12 @@ export async function startService(config: Config, logger: Logger = createLogger
       runner.start();
       runners.push(runner);
     }
-    ctx.metrics.watchReadModels({ pool, runners, operators: () => catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool), logger });
+    ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool), logger });
   }
 
   const queueConnection = bullConnection(config.redisUrl, false);
   const queues = new DispatchQueues(queueConnection, (err, operatorId) => logger.warn({ err: err.message, operatorId }, 'dispatch queue error'));
-  const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recordWithClaim: eventStore.kind === 'postgres' };
+  const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recorder: eventStore.transactionRecorder(pool) };
 
   let worker: RunningWorker | undefined;
   if (config.roles.includes('worker')) {

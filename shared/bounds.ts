@@ -37,3 +37,8 @@ export function safeIntegerFrom(value: string | number, what: string): number {
   if (!Number.isSafeInteger(n) || (typeof value === 'string' && String(n) !== value)) throw new Error(`${what}: ${String(value)} is not a safe integer`);
   return n;
 }
+
+/** A currency: an upper-case ISO-4217 code. The one definition every schema and rule uses. */
+export const CURRENCY_PATTERN = /^[A-Z]{3}$/;
+export const CURRENCY_MESSAGE = 'expected an upper-case ISO-4217 code';
+export const currencyCode = (message = CURRENCY_MESSAGE) => z.string().regex(CURRENCY_PATTERN, message);

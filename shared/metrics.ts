@@ -1,7 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Express, NextFunction, Request, RequestHandler, Response } from 'express';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { Pool } from './db/pool.ts';
 import type { WalletOutcome } from '../services/rounds/decider.ts';
 import type { TransactionType } from '../services/rounds/events.ts';
 import type { OutboundResult } from './http/outbound.ts';
@@ -182,7 +181,8 @@ export class Metrics {
    * READ_MODEL_TIMEOUT_MS.
    */
   watchReadModels(opts: {
-    pool: Pool;
+    /** Dead-lettered transactions per operator (the rounds read model's query). */
+    deadLettered: () => Promise<ReadonlyMap<string, number>>;
     runners: Array<LagSource & { readonly projection: { name: string } }>;
     operators: () => Iterable<string>;
     /** The projections stuck on an event (projectionFailures of the runner module). */
@@ -195,12 +195,12 @@ export class Metrics {
       try {
         const [lag, dead, stuck] = await Promise.all([
           Promise.all(opts.runners.filter((r) => r.isOwner()).map((r) => r.lag())),
-          opts.pool.query<{ operator_id: string; n: number }>(`SELECT operator_id, count(*)::int AS n FROM rm_transactions WHERE status = 'dead' GROUP BY operator_id`),
+          opts.deadLettered(),
           opts.failing(),
         ]);
         const deadLettered = new Map<string, number>();
         for (const id of opts.operators()) deadLettered.set(id, 0);
-        for (const r of dead.rows) deadLettered.set(r.operator_id, r.n);
+        for (const [id, n] of dead) deadLettered.set(id, n);
         const failing = new Map<string, number>();
         for (const r of opts.runners) failing.set(r.projection.name, 0);
         for (const r of stuck) failing.set(r.name, 1);

@@ -10,6 +10,7 @@ import { httpMetrics, metricsEndpoint } from '../../shared/metrics.ts';
 import type { ServiceContext } from '../context.ts';
 import { adminRouter } from './admin.ts';
 import { healthRouter } from './health.ts';
+import { answerFor } from './refusals.ts';
 import { docsRoutes } from './openapi/docs.ts';
 
 /** Routes per audience; each audience is authenticated before any of its handlers runs. */
@@ -77,6 +78,6 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
 
   app.use(docsRoutes()); // GET /openapi.json and /docs, unauthenticated
   app.use(renderNotFound);
-  app.use(errorRenderer(ctx.logger));
+  app.use(errorRenderer(ctx.logger, answerFor));
   return app;
 }

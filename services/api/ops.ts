@@ -3,6 +3,7 @@ import { adminAuth } from '../../shared/http/admin-auth.ts';
 import { errorRenderer, renderNotFound } from '../../shared/http/errors.ts';
 import { httpMetrics, metricsEndpoint } from '../../shared/metrics.ts';
 import type { ServiceContext } from '../context.ts';
+import { answerFor } from './refusals.ts';
 import { healthRouter } from './health.ts';
 
 /**
@@ -18,6 +19,6 @@ export function createOpsApp(ctx: ServiceContext): Express {
   app.use(healthRouter(ctx));
   app.get('/metrics', adminAuth(ctx.config.adminToken), metricsEndpoint(ctx.metrics));
   app.use(renderNotFound);
-  app.use(errorRenderer(ctx.logger));
+  app.use(errorRenderer(ctx.logger, answerFor));
   return app;
 }

@@ -2,12 +2,14 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { grantDecider } from '../grants/decider.ts';
 import { grantStream } from '../grants/events.ts';
-import { outstandingBets, roundDecider, type RoundState } from '../rounds/decider.ts';
+import { isClosed, outstandingBets, roundDecider, UNSETTLED_STATUSES, type RoundState, type TxStatus } from '../rounds/decider.ts';
+import { transactionsIn } from '../rounds/queries.ts';
 import { roundStream } from '../rounds/events.ts';
-import { playerSessionsDecider, type PlayerSessionsState } from '../sessions/decider.ts';
+import { openSessions, playerSessionsDecider, type PlayerSessionsState } from '../sessions/decider.ts';
+import { sessionsOfPlayer } from '../sessions/queries.ts';
 import { playerSessionsStream } from '../sessions/events.ts';
 import { badRequest, notFound } from '../../shared/errors.ts';
-import type { Decider, DomainEvent } from '../../shared/eventstore/command.ts';
+import type { Decider, DomainEvent, Refusal } from '../../shared/decider.ts';
 import { START, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
@@ -24,7 +26,7 @@ const eventView = (e: RecordedEvent) => ({
 });
 
 /** Every event of a stream with the state the decider derives after it. */
-function history<S, E extends DomainEvent>(events: RecordedEvent[], decider: Decider<S, E>, view: (s: S) => unknown) {
+function history<S, E extends DomainEvent>(events: RecordedEvent[], decider: Pick<Decider<never, S, E, Refusal>, 'initialState' | 'evolve'>, view: (s: S) => unknown) {
   let state = decider.initialState();
   return events.map((e) => {
     state = decider.evolve(state, e as unknown as E, e);
@@ -33,10 +35,10 @@ function history<S, E extends DomainEvent>(events: RecordedEvent[], decider: Dec
 }
 
 const roundView = (s: RoundState) => ({
-  completed: s.completed,
-  playerRef: s.playerRef,
-  gameId: s.gameId,
-  lastActivityAt: s.lastActivityAt,
+  completed: isClosed(s),
+  playerRef: s.status === 'new' ? undefined : s.playerRef,
+  gameId: s.status === 'new' ? undefined : s.gameId,
+  lastActivityAt: s.status === 'new' ? undefined : s.lastActivityAt,
   outstandingBets: outstandingBets(s).map((t) => t.request.transactionId),
   transactions: [...s.txs.values()].map((t) => ({
     transactionId: t.request.transactionId,
@@ -51,7 +53,7 @@ const roundView = (s: RoundState) => ({
   })),
 });
 
-const sessionsView = (s: PlayerSessionsState) => ({ openSessions: s.open.map((o) => ({ token: o.token, providerId: o.providerId, expiresAt: o.expiresAt, demo: o.demo })) });
+const sessionsView = (s: PlayerSessionsState) => ({ openSessions: openSessions(s).map((o) => ({ token: o.token, providerId: o.providerId, expiresAt: o.expiresAt, demo: o.demo })) });
 
 export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) });
 /**
@@ -104,12 +106,7 @@ export function auditRoutes(ctx: ServiceContext): Router {
     const playerRef = String(req.params.playerRef);
     const events = await ctx.eventStore.readStream(playerSessionsStream(operatorId, playerRef));
     if (events.length === 0) throw notFound('no sessions for this player');
-    const { rows } = await ctx.pool.query(
-      `SELECT token, provider_id, game_id, currency, language, demo, created_at, expires_at, revoked_at FROM rm_sessions
-       WHERE operator_id = $1 AND player_ref = $2 ORDER BY created_at`,
-      [operatorId, playerRef],
-    );
-    res.json({ history: history(events, playerSessionsDecider, sessionsView), sessions: rows });
+    res.json({ history: history(events, playerSessionsDecider, sessionsView), sessions: await sessionsOfPlayer(ctx.pool, operatorId, playerRef) });
   });
 
   router.get('/grants/:id', async (req, res) => {
@@ -120,15 +117,8 @@ export function auditRoutes(ctx: ServiceContext): Router {
 
   router.get('/transactions', async (req, res) => {
     const { status } = parseOr400(txQuery, req.query, 'query');
-    const statuses = status === 'dead' ? ['dead'] : status === 'unsettled' ? ['recorded', 'failed', 'timed_out'] : ['dead', 'recorded', 'failed', 'timed_out']; // unresolved
-    const { rows } = await ctx.pool.query<{ amount: string } & Record<string, unknown>>(
-      `SELECT provider_id, operator_id, round_id, round_stream, transaction_id, type, player_ref, amount, currency, status, attempts, last_error,
-              recorded_at, dead_lettered_at, updated_at
-       FROM rm_transactions WHERE status = ANY($1) ORDER BY recorded_at`,
-      [statuses],
-    );
-    // bigint arrives as a decimal string; amounts are accepted only as safe integers, so Number() is exact.
-    res.json({ transactions: rows.map((r) => ({ ...r, amount: Number(r.amount) })) });
+    const statuses: readonly TxStatus[] = status === 'dead' ? ['dead'] : status === 'unsettled' ? UNSETTLED_STATUSES : ['dead', ...UNSETTLED_STATUSES]; // unresolved
+    res.json({ transactions: await transactionsIn(ctx.pool, statuses) });
   });
 
   return router;

@@ -1,5 +1,12 @@
-import type { Decider } from '../../shared/eventstore/command.ts';
+import { CURRENCY_PATTERN } from '../../shared/bounds.ts';
+import type { CatalogSnapshot } from '../../shared/catalog/store.ts';
+import type { Decider, Decision } from '../../shared/decider.ts';
 import type { GrantEvent, GrantRequested } from './events.ts';
+
+/**
+ * A free-spin grant (API document 2.7, 3.1, 4.1.5): issued once per (operator, idempotencyKey), issued at
+ * the provider, cancelled while active. Its stream is its idempotency record.
+ */
 
 export type GrantStatus = 'pending' | 'active' | 'cancelled' | 'failed';
 
@@ -23,63 +30,158 @@ export interface Grant {
   updatedAt: string;
 }
 
-export type GrantState = Grant | undefined;
+/** none: the key was never used. Otherwise the grant, whose `status` tells pending, active, cancelled or failed. */
+export type GrantState = { status: 'none' } | Grant;
 
-export const grantDecider: Decider<GrantState, GrantEvent> = {
-  initialState: () => undefined,
-  evolve(state, event) {
-    switch (event.type) {
-      case 'GrantRequested': {
-        const d = event.data;
-        return {
-          id: d.grantId,
-          ...(d.campaignId !== undefined ? { campaignId: d.campaignId } : {}),
-          operatorId: d.operatorId,
-          providerId: d.providerId,
-          gameId: d.gameId,
-          playerRef: d.playerRef,
-          spins: d.spins,
-          betAmountMinor: d.betAmountMinor,
-          currency: d.currency,
-          status: 'pending',
-          idempotencyKey: d.idempotencyKey,
-          ...(d.expiresAt !== undefined ? { expiresAt: d.expiresAt } : {}),
-          createdAt: d.requestedAt,
-          updatedAt: d.requestedAt,
-        };
-      }
-      case 'GrantActivated':
-        return state && { ...state, status: 'active', externalRef: event.data.externalRef, updatedAt: event.data.activatedAt };
-      case 'GrantFailed':
-        return state && { ...state, status: 'failed', lastError: event.data.lastError, updatedAt: event.data.failedAt };
-      case 'GrantCancelled':
-        return state && { ...state, status: 'cancelled', updatedAt: event.data.cancelledAt };
-      case 'GrantCancelFailed':
-        // The grant stays active (API document 3.1); the failure is kept in the history.
-        return state && { ...state, updatedAt: event.data.failedAt };
+export const grantOf = (s: GrantState): Grant | undefined => (s.status === 'none' ? undefined : s);
+
+/** What an operator asks for, after the body's shape was checked (with a campaign, the request's terms were dropped). */
+export interface GrantRequest {
+  playerRef: string;
+  idempotencyKey: string;
+  campaignId?: string | undefined;
+  gameId?: string | undefined;
+  spins?: number | undefined;
+  betAmountMinor?: number | undefined;
+  currency?: string | undefined;
+  expiresAt?: string | undefined;
+}
+
+export type ProviderOutcome = { ok: true; externalRef?: string } | { ok: false; error: string };
+
+export type GrantCommand =
+  | { type: 'RequestGrant'; grantId: string; operatorId: string; request: GrantRequest; catalog: CatalogSnapshot; now: Date }
+  | { type: 'RecordIssueOutcome'; outcome: ProviderOutcome; now: Date }
+  | { type: 'RecordCancelOutcome'; outcome: ProviderOutcome; now: Date };
+
+export type GrantRefusal =
+  | { kind: 'campaign-not-found' }
+  | { kind: 'campaign-inactive' }
+  | { kind: 'grant-term-missing'; field: 'gameId' | 'spins' | 'currency' }
+  | { kind: 'game-not-found' }
+  | { kind: 'game-not-visible' }
+  | { kind: 'currency-format' }
+  | { kind: 'grant-currency-unsupported'; currency: string }
+  | { kind: 'grant-not-cancellable'; status: GrantStatus | 'none' };
+
+/**
+ * What the grant is for: the campaign's terms when one is named (API document 2.7: the request's are
+ * ignored), else the request's; then the game must exist, be visible to the operator, and take the currency.
+ */
+function decideRequest(cmd: Extract<GrantCommand, { type: 'RequestGrant' }>, state: GrantState): Decision<GrantEvent, GrantRefusal> {
+  // The key is the identity: a repeat gets the original grant, whatever the body says now.
+  if (state.status !== 'none') return [];
+  const { request: r, catalog } = cmd;
+  let terms: { gameId: string; spins: number; betAmountMinor: number; currency: string };
+  if (r.campaignId !== undefined) {
+    const campaign = catalog.campaigns.get(r.campaignId);
+    if (!campaign) return { kind: 'campaign-not-found' };
+    const now = cmd.now.getTime();
+    const started = campaign.validFrom === undefined || Date.parse(campaign.validFrom) <= now;
+    const notEnded = campaign.validUntil === undefined || now <= Date.parse(campaign.validUntil);
+    if (!campaign.active || !started || !notEnded) return { kind: 'campaign-inactive' };
+    terms = { gameId: campaign.gameId, spins: campaign.spins, betAmountMinor: campaign.betAmountMinor, currency: campaign.currency };
+  } else {
+    if (r.gameId === undefined) return { kind: 'grant-term-missing', field: 'gameId' };
+    if (r.spins === undefined) return { kind: 'grant-term-missing', field: 'spins' };
+    if (r.currency === undefined) return { kind: 'grant-term-missing', field: 'currency' };
+    terms = { gameId: r.gameId, spins: r.spins, betAmountMinor: r.betAmountMinor ?? 0, currency: r.currency };
+  }
+  const entry = catalog.games.get(terms.gameId);
+  if (!entry) return { kind: 'game-not-found' };
+  if (!catalog.operators.get(cmd.operatorId)?.visibleGames.includes(terms.gameId)) return { kind: 'game-not-visible' };
+  if (!CURRENCY_PATTERN.test(terms.currency)) return { kind: 'currency-format' };
+  if (!entry.provider.currencies.includes(terms.currency)) return { kind: 'grant-currency-unsupported', currency: terms.currency };
+  const data: GrantRequested['data'] = {
+    grantId: cmd.grantId,
+    operatorId: cmd.operatorId,
+    providerId: entry.provider.id,
+    gameId: terms.gameId,
+    playerRef: r.playerRef,
+    spins: terms.spins,
+    betAmountMinor: terms.betAmountMinor,
+    currency: terms.currency,
+    idempotencyKey: r.idempotencyKey,
+    ...(r.campaignId !== undefined ? { campaignId: r.campaignId } : {}),
+    ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}),
+    requestedAt: cmd.now.toISOString(),
+  };
+  return [{ type: 'GrantRequested', data }];
+}
+
+/** The provider's answer to the issue call; nothing if the grant already left pending. A 200 without an externalRef is a failure. */
+function decideIssueOutcome(cmd: Extract<GrantCommand, { type: 'RecordIssueOutcome' }>, state: GrantState): GrantEvent[] {
+  if (state.status !== 'pending') return [];
+  const at = cmd.now.toISOString();
+  const o = cmd.outcome;
+  if (o.ok && o.externalRef !== undefined && o.externalRef.length > 0) return [{ type: 'GrantActivated', data: { externalRef: o.externalRef, activatedAt: at } }];
+  return [{ type: 'GrantFailed', data: { lastError: o.ok ? 'provider answered 200 without an externalRef' : o.error, failedAt: at } }];
+}
+
+/** Only an active grant can be cancelled (asked before the provider is called). */
+export function cancelRefusal(state: GrantState): GrantRefusal | undefined {
+  return state.status === 'active' ? undefined : { kind: 'grant-not-cancellable', status: state.status };
+}
+
+/** The provider's answer to the cancel call: cancelled, or still active with the failure kept in the history (API document 3.1). */
+function decideCancelOutcome(cmd: Extract<GrantCommand, { type: 'RecordCancelOutcome' }>, state: GrantState): GrantEvent[] {
+  if (cancelRefusal(state)) return [];
+  const at = cmd.now.toISOString();
+  return cmd.outcome.ok ? [{ type: 'GrantCancelled', data: { cancelledAt: at } }] : [{ type: 'GrantCancelFailed', data: { error: cmd.outcome.error, failedAt: at } }];
+}
+
+function evolve(state: GrantState, event: GrantEvent): GrantState {
+  switch (event.type) {
+    case 'GrantRequested': {
+      const d = event.data;
+      return {
+        id: d.grantId,
+        ...(d.campaignId !== undefined ? { campaignId: d.campaignId } : {}),
+        operatorId: d.operatorId,
+        providerId: d.providerId,
+        gameId: d.gameId,
+        playerRef: d.playerRef,
+        spins: d.spins,
+        betAmountMinor: d.betAmountMinor,
+        currency: d.currency,
+        status: 'pending',
+        idempotencyKey: d.idempotencyKey,
+        ...(d.expiresAt !== undefined ? { expiresAt: d.expiresAt } : {}),
+        createdAt: d.requestedAt,
+        updatedAt: d.requestedAt,
+      };
+    }
+    case 'GrantActivated':
+      return state.status === 'none' ? state : { ...state, status: 'active', externalRef: event.data.externalRef, updatedAt: event.data.activatedAt };
+    case 'GrantFailed':
+      return state.status === 'none' ? state : { ...state, status: 'failed', lastError: event.data.lastError, updatedAt: event.data.failedAt };
+    case 'GrantCancelled':
+      return state.status === 'none' ? state : { ...state, status: 'cancelled', updatedAt: event.data.cancelledAt };
+    case 'GrantCancelFailed':
+      // The grant stays active (API document 3.1); the failure is kept in the history.
+      return state.status === 'none' ? state : { ...state, updatedAt: event.data.failedAt };
+    default: {
+      const unknown: never = event;
+      return unknown;
+    }
+  }
+}
+
+export const grantDecider: Decider<GrantCommand, GrantState, GrantEvent, GrantRefusal> = {
+  initialState: () => ({ status: 'none' }),
+  evolve,
+  decide(command, state) {
+    switch (command.type) {
+      case 'RequestGrant':
+        return decideRequest(command, state);
+      case 'RecordIssueOutcome':
+        return decideIssueOutcome(command, state);
+      case 'RecordCancelOutcome':
+        return decideCancelOutcome(command, state);
       default: {
-        const unknown: never = event;
+        const unknown: never = command;
         return unknown;
       }
     }
   },
 };
-
-export function decideIssue(state: GrantState, data: GrantRequested['data']): GrantEvent[] {
-  return state ? [] : [{ type: 'GrantRequested', data }];
-}
-
-/** The outcome of the issuing provider call; nothing if the grant already left pending. */
-export function decideIssueOutcome(state: GrantState, outcome: { externalRef: string } | { error: string }, now: Date): GrantEvent[] {
-  if (!state || state.status !== 'pending') return [];
-  return 'externalRef' in outcome
-    ? [{ type: 'GrantActivated', data: { externalRef: outcome.externalRef, activatedAt: now.toISOString() } }]
-    : [{ type: 'GrantFailed', data: { lastError: outcome.error, failedAt: now.toISOString() } }];
-}
-
-export function decideCancelOutcome(state: GrantState, outcome: { ok: true } | { error: string }, now: Date): GrantEvent[] {
-  if (!state || state.status !== 'active') return [];
-  return 'ok' in outcome
-    ? [{ type: 'GrantCancelled', data: { cancelledAt: now.toISOString() } }]
-    : [{ type: 'GrantCancelFailed', data: { error: outcome.error, failedAt: now.toISOString() } }];
-}

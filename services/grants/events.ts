@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { DomainEvent } from '../../shared/eventstore/command.ts';
+import type { DomainEvent } from '../../shared/decider.ts';
 
 export type GrantRequested = DomainEvent<
   'GrantRequested',

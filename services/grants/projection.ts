@@ -1,7 +1,7 @@
 import { safeIntegerFrom } from '../../shared/bounds.ts';
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { Pool, PoolClient } from '../../shared/db/pool.ts';
-import { grantDecider, type Grant } from './decider.ts';
+import { grantDecider, grantOf, type Grant } from './decider.ts';
 import type { GrantEvent } from './events.ts';
 import { GRANT_EVENT_TYPES } from './events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
@@ -118,7 +118,7 @@ export const grantsProjection: Projection = {
       const current = event.type === 'GrantRequested'
         ? undefined
         : (await tx.query<GrantRow>('SELECT * FROM rm_grants WHERE id = $1', [recorded.streamId.slice('grant|'.length)])).rows[0];
-      const next = grantDecider.evolve(current ? rowToGrant(current) : undefined, event, recorded);
+      const next = grantOf(grantDecider.evolve(current ? rowToGrant(current) : grantDecider.initialState(), event, recorded));
       if (next) await writeGrantRow(tx, next, recorded.revision);
     }
   },

@@ -4,15 +4,15 @@ import { amountMinor, spinCount } from '../../shared/bounds.ts';
 import { grantsProjection, listGrants } from './projection.ts';
 import { waitForProjection } from '../../projections/runner.ts';
 import type { Position } from '../../shared/eventstore/port.ts';
-import type { Campaign, Provider } from '../../shared/catalog/schema.ts';
-import { decideCancelOutcome, decideIssue, decideIssueOutcome, grantDecider, type Grant, type GrantState } from './decider.ts';
-import { grantIdFor, grantStream, type GrantRequested } from './events.ts';
-import { AppError, badRequest, forbidden, notFound } from '../../shared/errors.ts';
+import { cancelRefusal, grantDecider, grantOf, type Grant, type GrantState, type ProviderOutcome } from './decider.ts';
+import { Refused } from '../../shared/decider.ts';
+import { grantIdFor, grantStream } from './events.ts';
+import { AppError, notFound } from '../../shared/errors.ts';
 import { handleCommand, readState } from '../../shared/eventstore/command.ts';
 import { providerTarget, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
-import { CURRENCY, type ProviderCancelRequest, type ProviderGrantRequest } from '../api/operator/schemas.ts';
+import { type ProviderCancelRequest, type ProviderGrantRequest } from '../api/operator/schemas.ts';
 import { callingOperator } from '../sessions/routes.ts';
 
 export const issueGrantBody = z.object({
@@ -47,32 +47,6 @@ export function parseIssueBody(raw: unknown): IssueGrantBody {
 export const grantIdParam = z.uuid({ message: 'expected a UUID' });
 export const listQuery = z.object({ playerRef: z.string().min(1).max(255).optional() });
 
-/** What the grant is for: from the campaign when one is named, else from the request. */
-function grantTerms(ctx: ServiceContext, operatorId: string, body: IssueGrantBody): { gameId: string; spins: number; betAmountMinor: number; currency: string; provider: Provider } {
-  let terms: { gameId: string; spins: number; betAmountMinor: number; currency: string };
-  if (body.campaignId !== undefined) {
-    const campaign: Campaign | undefined = ctx.catalog.snapshot().campaigns.get(body.campaignId);
-    if (!campaign) throw notFound('campaign not found');
-    const now = ctx.now().getTime();
-    const started = campaign.validFrom === undefined || Date.parse(campaign.validFrom) <= now;
-    const notEnded = campaign.validUntil === undefined || now <= Date.parse(campaign.validUntil);
-    if (!campaign.active || !started || !notEnded) throw badRequest('campaignId: the campaign is inactive or outside its validity window');
-    terms = { gameId: campaign.gameId, spins: campaign.spins, betAmountMinor: campaign.betAmountMinor, currency: campaign.currency };
-  } else {
-    if (body.gameId === undefined) throw badRequest('gameId: required when campaignId is omitted');
-    if (body.spins === undefined) throw badRequest('spins: required (a positive integer) when campaignId is omitted');
-    if (body.currency === undefined) throw badRequest('currency: required when campaignId is omitted');
-    terms = { gameId: body.gameId, spins: body.spins, betAmountMinor: body.betAmountMinor ?? 0, currency: body.currency };
-  }
-  const entry = ctx.catalog.snapshot().games.get(terms.gameId);
-  if (!entry) throw notFound('game not found');
-  const operator = ctx.catalog.snapshot().operators.get(operatorId);
-  if (!operator?.visibleGames.includes(terms.gameId)) throw forbidden('game not visible to this operator');
-  if (!CURRENCY.test(terms.currency)) throw badRequest('currency: expected an upper-case ISO-4217 code');
-  if (!entry.provider.currencies.includes(terms.currency)) throw badRequest(`currency: ${terms.currency} is not supported by this game's provider`);
-  return { ...terms, provider: entry.provider };
-}
-
 function describe(r: OutboundResult): string {
   switch (r.kind) {
     case 'timeout':
@@ -90,13 +64,14 @@ function describe(r: OutboundResult): string {
   }
 }
 
-function externalRefOf(r: OutboundResult): string | undefined {
-  if (r.kind !== 'response' || r.status !== 200) return undefined;
+/** The provider's answer as the decider sees it: a 200 (with the externalRef it carries, if any), or a failure. */
+function outcomeOf(r: OutboundResult): ProviderOutcome {
+  if (r.kind !== 'response' || r.status !== 200) return { ok: false, error: describe(r) };
   try {
     const ref = (JSON.parse(r.body) as { externalRef?: unknown }).externalRef;
-    return typeof ref === 'string' && ref.length > 0 ? ref : undefined;
+    return typeof ref === 'string' ? { ok: true, externalRef: ref } : { ok: true };
   } catch {
-    return undefined;
+    return { ok: true };
   }
 }
 
@@ -110,15 +85,17 @@ export function grantRoutes(ctx: ServiceContext): Router {
     const operator = callingOperator(ctx, req);
     const id = parseOr400(grantIdParam, req.params.id, 'id');
     const { state, revision } = await load(id);
-    if (!state || state.operatorId !== operator.id) throw notFound('grant not found');
-    return { grant: state, revision };
+    const grant = grantOf(state);
+    if (!grant || grant.operatorId !== operator.id) throw notFound('grant not found');
+    return { grant, revision };
   };
 
   /**
    * Read-your-writes for lists: answer once the grants read model has applied this change (bounded:
    * without a running projector the answer is not held back for long).
    */
-  const visible = async (state: GrantState, position: Position | undefined): Promise<Grant> => {
+  const visible = async (next: GrantState, position: Position | undefined): Promise<Grant> => {
+    const state = grantOf(next);
     if (!state) throw new Error('grant state missing after append');
     if (position !== undefined) await waitForProjection(ctx.pool, grantsProjection.name, position, 3000);
     return state;
@@ -144,13 +121,11 @@ export function grantRoutes(ctx: ServiceContext): Router {
           } satisfies ProviderGrantRequest,
         })
       : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
-    const externalRef = externalRefOf(result);
-    const outcome = externalRef ? { externalRef } : { error: result.kind === 'response' && result.status === 200 ? 'provider answered 200 without an externalRef' : describe(result) };
     const { next, position } = await handleCommand(
       ctx.eventStore,
       grantStream(grant.id),
       grantDecider,
-      (s) => ({ events: decideIssueOutcome(s, outcome, ctx.now()), result: undefined }),
+      { type: 'RecordIssueOutcome', outcome: outcomeOf(result), now: ctx.now() },
       { known: { state: grant, revision } },
     );
     return visible(next, position);
@@ -163,13 +138,13 @@ export function grantRoutes(ctx: ServiceContext): Router {
    */
   const settled = async (id: string): Promise<Grant> => {
     let { state, revision } = await load(id);
-    const provider = state ? ctx.catalog.snapshot().providers.get(state.providerId) : undefined;
-    const deadline = Date.parse(state?.createdAt ?? new Date().toISOString()) + (provider?.timeoutMs ?? 5000) + 2000;
-    while (state?.status === 'pending' && Date.now() < deadline) {
+    const provider = state.status === 'none' ? undefined : ctx.catalog.snapshot().providers.get(state.providerId);
+    const deadline = Date.parse(state.status === 'none' ? new Date().toISOString() : state.createdAt) + (provider?.timeoutMs ?? 5000) + 2000;
+    while (state.status === 'pending' && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 20));
       ({ state, revision } = await load(id));
     }
-    if (!state) throw new AppError(500, 'grant vanished');
+    if (state.status === 'none') throw new AppError(500, 'grant vanished');
     return state.status === 'pending' ? issueAtProvider(state, revision) : state;
   };
 
@@ -178,32 +153,24 @@ export function grantRoutes(ctx: ServiceContext): Router {
     const body = parseIssueBody(req.body);
     const id = grantIdFor(operator.id, body.idempotencyKey);
     // The key is the identity: a repeat gets the original grant, whatever its status and whatever the body says now.
-    if ((await load(id)).state) {
+    if ((await load(id)).state.status !== 'none') {
       res.status(200).json(await settled(id));
       return;
     }
-    const terms = grantTerms(ctx, operator.id, body);
-    const data: GrantRequested['data'] = {
+    // Appended only if the grant's stream does not exist: of concurrent requests with one key, one creates it.
+    const created = await handleCommand(ctx.eventStore, grantStream(id), grantDecider, {
+      type: 'RequestGrant',
       grantId: id,
       operatorId: operator.id,
-      providerId: terms.provider.id,
-      gameId: terms.gameId,
-      playerRef: body.playerRef,
-      spins: terms.spins,
-      betAmountMinor: terms.betAmountMinor,
-      currency: terms.currency,
-      idempotencyKey: body.idempotencyKey,
-      ...(body.campaignId !== undefined ? { campaignId: body.campaignId } : {}),
-      ...(body.expiresAt !== undefined ? { expiresAt: body.expiresAt } : {}),
-      requestedAt: ctx.now().toISOString(),
-    };
-    // Appended only if the grant's stream does not exist: of concurrent requests with one key, one creates it.
-    const created = await handleCommand(ctx.eventStore, grantStream(id), grantDecider, (s) => ({ events: decideIssue(s, data), result: undefined }));
-    if (created.events.length === 0) {
+      request: body,
+      catalog: ctx.catalog.snapshot(),
+      now: ctx.now(),
+    });
+    if (created.events.length === 0 || created.next.status === 'none') {
       res.status(200).json(await settled(id));
       return;
     }
-    const grant = await issueAtProvider(created.next!, created.revision);
+    const grant = await issueAtProvider(created.next, created.revision);
     if (grant.status === 'failed') throw new AppError(502, `provider call failed: ${grant.lastError ?? 'unknown error'}`);
     res.status(201).json(grant);
   });
@@ -220,7 +187,8 @@ export function grantRoutes(ctx: ServiceContext): Router {
 
   router.post('/free-spins/grants/:id/cancel', async (req, res) => {
     const { grant, revision } = await ownGrant(req);
-    if (grant.status !== 'active') throw badRequest(`grant not cancellable: it is ${grant.status}`);
+    const refusal = cancelRefusal(grant);
+    if (refusal) throw new Refused(refusal);
     const provider = ctx.catalog.snapshot().providers.get(grant.providerId);
     const result: OutboundResult = provider
       ? await signedCall({
@@ -235,7 +203,7 @@ export function grantRoutes(ctx: ServiceContext): Router {
       ctx.eventStore,
       grantStream(grant.id),
       grantDecider,
-      (s) => ({ events: decideCancelOutcome(s, ok ? { ok: true } : { error: describe(result) }, ctx.now()), result: undefined }),
+      { type: 'RecordCancelOutcome', outcome: ok ? { ok: true } : { ok: false, error: describe(result) }, now: ctx.now() },
       { known: { state: grant, revision } },
     );
     const updated = await visible(next, position);

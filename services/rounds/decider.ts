@@ -1,10 +1,35 @@
-import { AppError, badRequest, conflict } from '../../shared/errors.ts';
-import type { Decider } from '../../shared/eventstore/command.ts';
-import type { RecordedEvent } from '../../shared/eventstore/port.ts';
-import type { Origin, RoundEvent, TransactionRecorded, TransactionRequest, TransactionVoided, WalletReply } from './events.ts';
+import type { Decider, Decision, EventMeta } from '../../shared/decider.ts';
+import {
+  RECONCILER_SESSION,
+  STALE_ROLLBACK_PREFIX,
+  type Origin,
+  type RoundEvent,
+  type RoundForceClosed,
+  type TransactionRecorded,
+  type TransactionRequest,
+  type WalletReply,
+} from './events.ts';
 
-/** voided: a BET rolled back before the wallet answered it; never sent again. */
-export type TxStatus = 'recorded' | 'applied' | 'declined' | 'invalid' | 'failed' | 'timed_out' | 'dead' | 'voided';
+/**
+ * The round: every rule of contract sections 5 and 8 about transactions, decided against the round's
+ * own history. Commands: record a transaction, record a wallet attempt's outcome, dead-letter one whose
+ * retries ran out, force-close a stale round. The rules the dispatcher and the reconciler follow
+ * (mayAttempt, betToAwaitBefore, retriesExhausted, staleRollbacks) live here too, as pure functions of
+ * the state.
+ */
+
+/** Every status a transaction can be in. voided: a BET rolled back before the wallet answered it; never sent again. */
+export const TX_STATUSES = ['recorded', 'applied', 'declined', 'invalid', 'failed', 'timed_out', 'dead', 'voided'] as const;
+export type TxStatus = (typeof TX_STATUSES)[number];
+
+/** Settled for good: the wallet answered, retries stopped, or (a BET) rolled back before the wallet answered it. */
+export const isFinal = (s: TxStatus): boolean => s === 'applied' || s === 'declined' || s === 'invalid' || s === 'dead' || s === 'voided';
+
+/** Unsettled: recorded and not settled for good (the wallet may still be asked). The one definition. */
+export const UNSETTLED_STATUSES: readonly TxStatus[] = TX_STATUSES.filter((s) => !isFinal(s));
+
+/** Credits are retried until the wallet answers; a BET is attempted once (its provider resubmits). */
+export const isCredit = (t: TransactionRequest['type']): boolean => t !== 'BET';
 
 export interface TxState {
   request: TransactionRequest;
@@ -22,22 +47,66 @@ export interface TxState {
   rolledBackBy?: string;
 }
 
-export interface RoundState {
-  txs: Map<string, TxState>;
-  completed: boolean;
-  /** Closed by the stale-round reconciler (its rollbacks follow the close). */
-  forceClosed: boolean;
-  /** The round's player and currency: those of its first transaction (contract: one of each per round). */
-  playerRef: string | undefined;
-  currency: string | undefined;
-  gameId: string | undefined;
-  lastActivityAt: string | undefined;
+/** What a round with at least one transaction knows: its player, currency and game are those of its first transaction. */
+interface RoundFacts {
+  txs: ReadonlyMap<string, TxState>;
+  playerRef: string;
+  currency: string;
+  gameId: string;
+  lastActivityAt: string;
 }
 
-/** Settled for good: the wallet answered, retries stopped, or (a BET) rolled back before the wallet answered it. */
-export const isFinal = (s: TxStatus): boolean => s === 'applied' || s === 'declined' || s === 'invalid' || s === 'dead' || s === 'voided';
+/**
+ * new: nothing recorded. open: takes BETs and WINs. completed: a BET or WIN said roundComplete (only
+ * ROLLBACKs and outcomes join it). force-closed: the reconciler closed it as stale, its outstanding bets
+ * are being rolled back.
+ */
+export type RoundState =
+  | { status: 'new'; txs: ReadonlyMap<string, TxState> }
+  | ({ status: 'open' } & RoundFacts)
+  | ({ status: 'completed' } & RoundFacts)
+  | ({ status: 'force-closed' } & RoundFacts);
 
-export const isCredit = (t: TransactionRequest['type']): boolean => t !== 'BET';
+export const isClosed = (s: RoundState): boolean => s.status === 'completed' || s.status === 'force-closed';
+
+/** A BET that may still hold the player's money: not declined, not rolled back. The one definition of "outstanding". */
+export const isOutstanding = (t: TxState): boolean => t.request.type === 'BET' && t.status !== 'declined' && t.rolledBackBy === undefined;
+
+export const outstandingBets = (state: RoundState): TxState[] => [...state.txs.values()].filter(isOutstanding);
+
+export type WalletOutcome =
+  | { kind: 'reply'; reply: WalletReply }
+  | { kind: 'failed'; detail: string; httpStatus?: number }
+  | { kind: 'timed_out' };
+
+/** How the submitter's session stands: a kick (revoked) wins over expiry. */
+export type SessionStanding = 'active' | 'expired' | 'revoked';
+
+export type RoundCommand =
+  | {
+      type: 'RecordTransaction';
+      request: TransactionRequest;
+      providerId: string;
+      operatorId: string;
+      origin: Origin;
+      contentHash: string;
+      session: SessionStanding;
+      now: Date;
+    }
+  | { type: 'RecordOutcome'; transactionId: string; attempt: number; outcome: WalletOutcome; now: Date }
+  | { type: 'DeadLetter'; transactionId: string; retryWindowSeconds: number; now: Date }
+  | { type: 'CloseStaleRound'; staleAfterSeconds: number; now: Date };
+
+export type RoundRefusal =
+  | { kind: 'transaction-id-reused' }
+  | { kind: 'session-invalid' }
+  | { kind: 'round-of-another-player' }
+  | { kind: 'rollback-target-not-a-bet' }
+  | { kind: 'rollback-amount-mismatch'; betAmount: number }
+  | { kind: 'rollback-currency-mismatch'; betCurrency: string }
+  | { kind: 'bet-already-rolled-back' }
+  | { kind: 'round-in-another-currency' }
+  | { kind: 'round-completed' };
 
 function withTx(state: RoundState, id: string, change: (t: TxState) => TxState): RoundState {
   const tx = state.txs.get(id);
@@ -47,102 +116,76 @@ function withTx(state: RoundState, id: string, change: (t: TxState) => TxState):
   return { ...state, txs };
 }
 
-export const roundDecider: Decider<RoundState, RoundEvent> = {
-  initialState: () => ({ txs: new Map(), completed: false, forceClosed: false, playerRef: undefined, currency: undefined, gameId: undefined, lastActivityAt: undefined }),
-  evolve(state, event, _recorded: RecordedEvent) {
-    switch (event.type) {
-      case 'TransactionRecorded': {
-        const { request: r } = event.data;
-        const txs = new Map(state.txs);
-        txs.set(r.transactionId, {
-          request: r,
-          providerId: event.data.providerId,
-          operatorId: event.data.operatorId,
-          origin: event.data.origin,
-          walletBody: event.data.walletBody,
-          contentHash: event.data.contentHash,
-          status: 'recorded',
-          attempts: 0,
-          recordedAt: event.data.recordedAt,
-        });
-        if (r.type === 'ROLLBACK' && r.originalTransactionId) {
-          const bet = txs.get(r.originalTransactionId);
-          if (bet) txs.set(r.originalTransactionId, { ...bet, rolledBackBy: r.transactionId });
-        }
-        return {
-          ...state,
-          txs,
-          completed: state.completed || ((r.type === 'BET' || r.type === 'WIN') && r.roundComplete),
-          playerRef: state.playerRef ?? r.playerRef,
-          currency: state.currency ?? r.currency,
-          gameId: state.gameId ?? r.gameId,
-          lastActivityAt: event.data.recordedAt,
-        };
+function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundState {
+  switch (event.type) {
+    case 'TransactionRecorded': {
+      const { request: r, recordedAt } = event.data;
+      const txs = new Map(state.txs);
+      txs.set(r.transactionId, {
+        request: r,
+        providerId: event.data.providerId,
+        operatorId: event.data.operatorId,
+        origin: event.data.origin,
+        walletBody: event.data.walletBody,
+        contentHash: event.data.contentHash,
+        status: 'recorded',
+        attempts: 0,
+        recordedAt,
+      });
+      if (r.type === 'ROLLBACK' && r.originalTransactionId) {
+        const bet = txs.get(r.originalTransactionId);
+        if (bet) txs.set(r.originalTransactionId, { ...bet, rolledBackBy: r.transactionId });
       }
-      case 'TransactionSettled':
-        return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, reply: event.data.reply }));
-      case 'TransactionAttemptFailed':
-        return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, lastError: event.data.detail }));
-      case 'TransactionDeadLettered':
-        return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'dead', lastError: event.data.lastError }));
-      case 'TransactionVoided':
-        return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'voided' }));
-      case 'RoundForceClosed':
-        return { ...state, completed: true, forceClosed: true };
-      default: {
-        const unknown: never = event;
-        return unknown;
+      const completes = (r.type === 'BET' || r.type === 'WIN') && r.roundComplete;
+      if (state.status === 'new') {
+        return { status: completes ? 'completed' : 'open', txs, playerRef: r.playerRef, currency: r.currency, gameId: r.gameId, lastActivityAt: recordedAt };
       }
+      return { ...state, status: state.status === 'open' && completes ? 'completed' : state.status, txs, lastActivityAt: recordedAt };
     }
-  },
-};
-
-export interface RecordTransaction {
-  request: TransactionRequest;
-  providerId: string;
-  operatorId: string;
-  origin: Origin;
-  contentHash: string;
-  now: Date;
-  /** For provider submissions: whether the session has expired (only settlement of its own rounds is then allowed). */
-  sessionExpired: boolean;
-  /** For provider submissions: whether a kick ended the session (nothing new is recorded; what was recorded is answered). */
-  sessionRevoked: boolean;
+    case 'TransactionSettled':
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, reply: event.data.reply }));
+    case 'TransactionAttemptFailed':
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, lastError: event.data.detail }));
+    case 'TransactionDeadLettered':
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'dead', lastError: event.data.lastError }));
+    case 'TransactionVoided':
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'voided' }));
+    case 'RoundForceClosed':
+      return state.status === 'new' ? state : { ...state, status: 'force-closed' };
+    default: {
+      const unknown: never = event;
+      return unknown;
+    }
+  }
 }
 
-export type RecordDecision = { kind: 'record'; events: [TransactionRecorded] | [TransactionRecorded, TransactionVoided] } | { kind: 'existing'; tx: TxState };
-
 /**
- * The round's rules, decided against its own history (API document 2.10, contract sections 5 and 8).
- * Throws an AppError for a refusal; returns 'existing' when this transactionId is already in the round:
- * idempotency comes first, so an identical resubmission is answered from what was recorded even after a
- * kick, an expiry or the round's completion.
+ * Recording (API document 2.10, contract sections 5 and 8). Idempotency comes first: an identical
+ * resubmission records nothing and is answered from what was recorded, even after a kick, an expiry
+ * or the round's completion; the same id with other content is refused.
  */
-export function decideRecord(state: RoundState, cmd: RecordTransaction): RecordDecision {
+function decideRecord(cmd: Extract<RoundCommand, { type: 'RecordTransaction' }>, state: RoundState): Decision<RoundEvent, RoundRefusal> {
   const r = cmd.request;
   const existing = state.txs.get(r.transactionId);
-  if (existing) {
-    if (existing.contentHash !== cmd.contentHash) throw conflict('transactionId already used with different content');
-    return { kind: 'existing', tx: existing };
-  }
+  if (existing) return existing.contentHash === cmd.contentHash ? [] : { kind: 'transaction-id-reused' };
   // A kicked session is refused as such, whatever else is wrong with the transaction.
-  if (cmd.sessionRevoked) throw new AppError(401, 'invalid session');
-  if (state.playerRef !== undefined && state.playerRef !== r.playerRef) throw conflict('round belongs to another player');
+  if (cmd.session === 'revoked') return { kind: 'session-invalid' };
+  if (state.status !== 'new' && state.playerRef !== r.playerRef) return { kind: 'round-of-another-player' };
   let bet: TxState | undefined;
   if (r.type === 'ROLLBACK') {
     bet = state.txs.get(r.originalTransactionId ?? '');
-    if (!bet || bet.request.type !== 'BET') throw badRequest('originalTransactionId is not a BET of this round');
+    if (!bet || bet.request.type !== 'BET') return { kind: 'rollback-target-not-a-bet' };
     // The wallet refunds what it is sent: a ROLLBACK is its BET's mirror, so it can refund exactly the stake.
-    if (r.amount !== bet.request.amount) throw badRequest(`amount: a ROLLBACK must carry its BET's amount (${bet.request.amount})`);
-    if (r.currency !== bet.request.currency) throw badRequest(`currency: a ROLLBACK must carry its BET's currency (${bet.request.currency})`);
-    if (bet.rolledBackBy !== undefined) throw conflict('bet already rolled back');
+    if (r.amount !== bet.request.amount) return { kind: 'rollback-amount-mismatch', betAmount: bet.request.amount };
+    if (r.currency !== bet.request.currency) return { kind: 'rollback-currency-mismatch', betCurrency: bet.request.currency };
+    if (bet.rolledBackBy !== undefined) return { kind: 'bet-already-rolled-back' };
   }
-  if (state.currency !== undefined && state.currency !== r.currency) throw conflict('round is in another currency');
-  if ((r.type === 'BET' || r.type === 'WIN') && state.completed) throw conflict('round already completed');
-  if (cmd.sessionExpired) {
-    // Decided here: an expired session still settles the rounds it opened, but opens nothing new.
+  if (state.status !== 'new' && state.currency !== r.currency) return { kind: 'round-in-another-currency' };
+  if ((r.type === 'BET' || r.type === 'WIN') && isClosed(state)) return { kind: 'round-completed' };
+  if (cmd.session === 'expired') {
+    // An expired session still settles the rounds it opened, but opens nothing new.
     const openedHere = [...state.txs.values()].some((t) => t.request.type === 'BET' && t.request.sessionToken === r.sessionToken);
-    if (r.type === 'BET' || !openedHere) throw new AppError(401, 'invalid session');
+    if (r.type === 'BET' || !openedHere) return { kind: 'session-invalid' };
   }
   const at = cmd.now.toISOString();
   const recorded: TransactionRecorded = {
@@ -160,28 +203,25 @@ export function decideRecord(state: RoundState, cmd: RecordTransaction): RecordD
   // A BET the wallet has not answered is final once rolled back: it is never sent again, so it must not
   // wait for an answer that cannot come (contract section 8, rule 5).
   if (bet && bet.status === 'recorded') {
-    return { kind: 'record', events: [recorded, { type: 'TransactionVoided', data: { transactionId: bet.request.transactionId, rollbackTransactionId: r.transactionId, voidedAt: at } }] };
+    return [recorded, { type: 'TransactionVoided', data: { transactionId: bet.request.transactionId, rollbackTransactionId: r.transactionId, voidedAt: at } }];
   }
-  return { kind: 'record', events: [recorded] };
+  return [recorded];
 }
 
-export type WalletOutcome =
-  | { kind: 'reply'; reply: WalletReply }
-  | { kind: 'failed'; detail: string; httpStatus?: number }
-  | { kind: 'timed_out' };
-
 /**
- * The outcome of one wallet attempt, as events; nothing when the transaction was already settled for good.
- * A voided BET's attempt that was in flight when its ROLLBACK was recorded still records the wallet's reply
- * (the wallet did answer it), but not a failure: the BET stays voided.
+ * The outcome of one wallet attempt; nothing when the transaction was already settled for good. A
+ * voided BET's attempt that was in flight when its ROLLBACK was recorded still records the wallet's
+ * reply (the wallet did answer it), but not a failure: the BET stays voided.
  */
-export function decideOutcome(state: RoundState, transactionId: string, attempt: number, outcome: WalletOutcome, now: Date): RoundEvent[] {
+function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, state: RoundState): RoundEvent[] {
+  const { transactionId, attempt, outcome } = cmd;
   const tx = state.txs.get(transactionId);
   if (!tx) return [];
   if (isFinal(tx.status) && !(tx.status === 'voided' && outcome.kind === 'reply')) return [];
-  const at = now.toISOString();
+  const at = cmd.now.toISOString();
   switch (outcome.kind) {
     case 'reply': {
+      // DECLINED is a valid answer to a BET (insufficient funds) and an invalid one to anything else.
       const settled = outcome.reply.status === 'OK' ? 'applied' : tx.request.type === 'BET' ? 'declined' : 'invalid';
       return [{ type: 'TransactionSettled', data: { transactionId, outcome: settled, reply: outcome.reply, attempt, settledAt: at } }];
     }
@@ -201,18 +241,103 @@ export function decideOutcome(state: RoundState, transactionId: string, attempt:
   }
 }
 
-export function decideDeadLetter(state: RoundState, transactionId: string, now: Date): RoundEvent[] {
-  const tx = state.txs.get(transactionId);
-  if (!tx || isFinal(tx.status)) return [];
+/** Retries stop once a transaction is as old as the retry window (24 h by default): it is dead-lettered, kept for auditors. */
+export function retriesExhausted(tx: TxState, now: Date, retryWindowSeconds: number): boolean {
+  return (now.getTime() - Date.parse(tx.recordedAt)) / 1000 >= retryWindowSeconds;
+}
+
+function decideDeadLetter(cmd: Extract<RoundCommand, { type: 'DeadLetter' }>, state: RoundState): RoundEvent[] {
+  const tx = state.txs.get(cmd.transactionId);
+  if (!tx || isFinal(tx.status) || !retriesExhausted(tx, cmd.now, cmd.retryWindowSeconds)) return [];
   return [
     {
       type: 'TransactionDeadLettered',
-      data: { transactionId, attempts: tx.attempts, lastError: tx.lastError ?? 'never answered', deadLetteredAt: now.toISOString() },
+      data: { transactionId: cmd.transactionId, attempts: tx.attempts, lastError: tx.lastError ?? 'never answered', deadLetteredAt: cmd.now.toISOString() },
     },
   ];
 }
 
-/** BETs that may still hold the player's money: not declined, not rolled back. */
-export function outstandingBets(state: RoundState): TxState[] {
-  return [...state.txs.values()].filter((t) => t.request.type === 'BET' && t.status !== 'declined' && t.rolledBackBy === undefined);
+/** Stale: open, with outstanding bets, and no transaction for staleAfterSeconds (API document 4.2). */
+export function isStale(state: RoundState, now: Date, staleAfterSeconds: number): boolean {
+  if (state.status !== 'open') return false;
+  return now.getTime() - Date.parse(state.lastActivityAt) >= staleAfterSeconds * 1000 && outstandingBets(state).length > 0;
 }
+
+/**
+ * Closing comes before the rollbacks: decided at the revision read, so a BET or WIN arriving meanwhile
+ * either lands first (the round is then not stale) or is refused after it (409): nothing can join the
+ * round while its bets are refunded.
+ */
+function decideCloseStale(cmd: Extract<RoundCommand, { type: 'CloseStaleRound' }>, state: RoundState): RoundForceClosed[] {
+  if (!isStale(state, cmd.now, cmd.staleAfterSeconds)) return [];
+  return [{ type: 'RoundForceClosed', data: { closedAt: cmd.now.toISOString(), rolledBack: outstandingBets(state).map((b) => b.request.transactionId) } }];
+}
+
+/**
+ * The ROLLBACKs that refund a force-closed round's outstanding bets: each with the deterministic id
+ * `stale-rollback:<bet id>`, the BET's amount and currency, so a repeat is answered from what was recorded.
+ */
+export function staleRollbacks(state: RoundState): Array<{ bet: TxState; request: TransactionRequest }> {
+  if (state.status !== 'force-closed') return [];
+  return outstandingBets(state).map((bet) => {
+    const b = bet.request;
+    return {
+      bet,
+      request: {
+        transactionId: `${STALE_ROLLBACK_PREFIX}${b.transactionId}`,
+        sessionToken: RECONCILER_SESSION,
+        type: 'ROLLBACK',
+        roundId: b.roundId,
+        roundComplete: false,
+        originalTransactionId: b.transactionId,
+        playerRef: b.playerRef,
+        amount: b.amount,
+        currency: b.currency,
+        gameId: b.gameId,
+      },
+    };
+  });
+}
+
+/**
+ * Whether a transaction may be sent to the wallet (again). A BET that has been rolled back never is,
+ * not even one that was never sent (its process died): a wallet that refunded nothing for it would
+ * debit it for good, and nothing could refund it afterwards. Nor is a BET tried again once its round is
+ * closed (its first attempt still goes: a BET with roundComplete completes its own round).
+ */
+export function mayAttempt(state: RoundState, transactionId: string): boolean {
+  const tx = state.txs.get(transactionId);
+  if (!tx || isFinal(tx.status)) return false;
+  if (tx.request.type === 'BET' && (tx.rolledBackBy !== undefined || (isClosed(state) && tx.attempts > 0))) return false;
+  return true;
+}
+
+/**
+ * A ROLLBACK must not reach the wallet before the BET it reverses: a wallet that has not seen the bet
+ * refunds nothing, and the bet arriving afterwards would debit for good. The BET whose attempt in
+ * flight a ROLLBACK waits for, if any.
+ */
+export function betToAwaitBefore(tx: TxState): string | undefined {
+  return tx.request.type === 'ROLLBACK' ? tx.request.originalTransactionId : undefined;
+}
+
+export const roundDecider: Decider<RoundCommand, RoundState, RoundEvent, RoundRefusal> = {
+  initialState: () => ({ status: 'new', txs: new Map() }),
+  evolve,
+  decide(command, state) {
+    switch (command.type) {
+      case 'RecordTransaction':
+        return decideRecord(command, state);
+      case 'RecordOutcome':
+        return decideOutcome(command, state);
+      case 'DeadLetter':
+        return decideDeadLetter(command, state);
+      case 'CloseStaleRound':
+        return decideCloseStale(command, state);
+      default: {
+        const unknown: never = command;
+        return unknown;
+      }
+    }
+  },
+};

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { CatalogStore } from '../../shared/catalog/store.ts';
-import { decideDeadLetter, decideOutcome, isFinal, roundDecider, type RoundState, type TxState, type WalletOutcome } from './decider.ts';
+import { betToAwaitBefore, isFinal, mayAttempt, roundDecider, type RoundState, type TxState, type WalletOutcome } from './decider.ts';
 import type { WalletReply } from './events.ts';
 import { handleCommand, readState } from '../../shared/eventstore/command.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
@@ -8,7 +8,7 @@ import { signedCall, walletTarget, type OutboundResult } from '../../shared/http
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { Pool } from '../../shared/db/pool.ts';
-import { leaseHeld, releaseLease, renewLease, takeLease } from './registry.ts';
+import { leaseHeld, releaseLease, renewLease, takeLease } from '../../shared/eventstore/registry.ts';
 import type { RoundCache } from './round-cache.ts';
 
 export interface DispatchDeps {
@@ -91,18 +91,6 @@ export interface HeldLease {
 }
 
 /**
- * Whether a transaction may be sent to the wallet (again). A BET that has been rolled back never is,
- * not even one that was never sent (its process died): a wallet that refunded nothing for it would
- * debit it for good, and nothing could refund it afterwards. Nor is a BET tried again once its round is
- * complete (its first attempt still goes: a BET with roundComplete completes its own round).
- */
-export function mayAttempt(round: RoundState, tx: TxState): boolean {
-  if (isFinal(tx.status)) return false;
-  if (tx.request.type === 'BET' && (tx.rolledBackBy !== undefined || (round.completed && tx.attempts > 0))) return false;
-  return true;
-}
-
-/**
  * Calls the wallet once with the stored body and records the outcome. The caller holds the lease and
  * passes the round as it just read it. Returns the transaction unchanged when it may not be attempted,
  * or when the lease was lost meanwhile (another holder is attempting it).
@@ -110,14 +98,12 @@ export function mayAttempt(round: RoundState, tx: TxState): boolean {
 export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, lease: HeldLease): Promise<TxState> {
   let tx = round.state.txs.get(ref.transactionId);
   if (!tx) throw new Error(`transaction ${ref.transactionId} is not recorded in ${ref.roundStream}`);
-  if (!mayAttempt(round.state, tx)) return tx;
-  if (tx.request.type === 'ROLLBACK' && tx.request.originalTransactionId) {
-    const waited = await untilBetAttemptDone(deps, { roundStream: ref.roundStream, transactionId: tx.request.originalTransactionId });
-    if (waited) {
-      round = await readRound(deps.eventStore, ref.roundStream);
-      tx = round.state.txs.get(ref.transactionId)!;
-      if (!mayAttempt(round.state, tx)) return tx;
-    }
+  if (!mayAttempt(round.state, ref.transactionId)) return tx;
+  const bet = betToAwaitBefore(tx);
+  if (bet !== undefined && (await untilBetAttemptDone(deps, { roundStream: ref.roundStream, transactionId: bet }))) {
+    round = await readRound(deps.eventStore, ref.roundStream);
+    tx = round.state.txs.get(ref.transactionId)!;
+    if (!mayAttempt(round.state, ref.transactionId)) return tx;
   }
   const operator = deps.catalog.snapshot().operators.get(tx.operatorId);
   const timeoutMs = operator?.walletTimeoutMs ?? 5000;
@@ -141,7 +127,7 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
     deps.eventStore,
     ref.roundStream,
     roundDecider,
-    (s) => ({ events: decideOutcome(s, ref.transactionId, number, outcome, deps.now()), result: undefined }),
+    { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: number, outcome, now: deps.now() },
     { known: round },
   );
   deps.rounds?.put(ref.roundStream, { state: next, revision });
@@ -150,10 +136,8 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
 }
 
 /**
- * A ROLLBACK must not reach the wallet before the BET it reverses: a wallet that has not seen the bet
- * refunds nothing, and the bet arriving afterwards would debit for good. So it waits (bounded by the
- * wallet timeout) while an attempt of the bet is under way: its first one, or a resubmission's holding
- * the bet's lease. Returns whether it waited.
+ * A ROLLBACK waits for its BET (betToAwaitBefore), bounded by the wallet timeout, while an attempt of
+ * the bet is under way: its first one, or a resubmission's holding the bet's lease. Returns whether it waited.
  */
 async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef): Promise<boolean> {
   let tx = await readTx(deps.eventStore, bet);
@@ -187,14 +171,20 @@ export async function dispatch(deps: DispatchDeps, ref: TxRef, known: TxState): 
 }
 
 /**
- * Stops retrying: records the dead letter (kept, visible to auditors), under the lease so that no
- * attempt is in flight whose reply would then go unrecorded. False when an attempt holds the lease.
+ * Stops retrying once the decider says the retries ran out: records the dead letter (kept, visible to
+ * auditors), under the lease so that no attempt is in flight whose reply would then go unrecorded.
+ * False when an attempt holds the lease.
  */
-export async function deadLetter(deps: DispatchDeps, ref: TxRef, known: TxState): Promise<boolean> {
+export async function deadLetter(deps: DispatchDeps, ref: TxRef, known: TxState, retryWindowSeconds: number): Promise<boolean> {
   const token = leaseToken();
   if (!(await takeLease(deps.pool, known.providerId, ref.transactionId, token, leaseTtl(walletTimeoutOf(deps, known.operatorId))))) return false;
   try {
-    const { events } = await handleCommand(deps.eventStore, ref.roundStream, roundDecider, (s) => ({ events: decideDeadLetter(s, ref.transactionId, deps.now()), result: undefined }));
+    const { events } = await handleCommand(deps.eventStore, ref.roundStream, roundDecider, {
+      type: 'DeadLetter',
+      transactionId: ref.transactionId,
+      retryWindowSeconds,
+      now: deps.now(),
+    });
     if (events.length > 0) deps.metrics?.deadLettered(known.operatorId);
     return true;
   } finally {

@@ -1,6 +1,8 @@
-import type { DomainEvent } from '../../shared/eventstore/command.ts';
+import type { DomainEvent } from '../../shared/decider.ts';
 
-export type TransactionType = 'BET' | 'WIN' | 'ROLLBACK' | 'ADJUSTMENT';
+/** The transaction types (API document 2.10); ADJUSTMENT is the platform's own (admin corrections). */
+export const TRANSACTION_TYPES = ['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT'] as const;
+export type TransactionType = (typeof TRANSACTION_TYPES)[number];
 
 /** The body the operator's wallet receives (API document 2.10); stored once and resent identically on every retry. */
 export interface TransactionRequest {

@@ -1,11 +1,11 @@
 import type { Pool } from '../../shared/db/pool.ts';
-import { isFinal, outstandingBets, roundDecider } from './decider.ts';
-import { RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from './events.ts';
-import { AppError } from '../../shared/errors.ts';
+import { Refused } from '../../shared/decider.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
 import { signedCall, walletTarget } from '../../shared/http/outbound.ts';
 import type { Logger } from '../../shared/logger.ts';
+import { isFinal, roundDecider, staleRollbacks } from './decider.ts';
 import { readRound } from './dispatch.ts';
+import { staleRoundCandidates } from './queries.ts';
 import { submitTransaction, type LedgerDeps } from './submit.ts';
 
 export interface ReconcilerDeps extends LedgerDeps {
@@ -41,22 +41,12 @@ export type SweepsInFlight = Map<string, Promise<SweepResult>>;
 export async function sweepStaleRounds(deps: ReconcilerDeps, inFlight: SweepsInFlight = new Map()): Promise<SweepResult> {
   // Stale open rounds, and rounds this reconciler closed whose rollbacks are not all recorded yet (a
   // process that died between closing and rolling back). Up to 500 per operator, oldest first.
-  const { rows } = await deps.pool.query<{ round_stream: string; operator_id: string }>(
-    `SELECT round_stream, operator_id FROM (
-       SELECT round_stream, operator_id, last_activity_at,
-              row_number() OVER (PARTITION BY operator_id ORDER BY last_activity_at) AS n
-       FROM rm_rounds
-       WHERE outstanding_bets > 0
-         AND ((status = 'open' AND last_activity_at < now() - $1 * interval '1 second') OR force_closed)
-     ) stale
-     WHERE n <= 500 ORDER BY last_activity_at`,
-    [deps.staleAfterSeconds],
-  );
+  const rows = await staleRoundCandidates(deps.pool, deps.staleAfterSeconds, 500);
   const byOperator = new Map<string, string[]>();
   for (const r of rows) {
-    const streams = byOperator.get(r.operator_id);
-    if (streams) streams.push(r.round_stream);
-    else byOperator.set(r.operator_id, [r.round_stream]);
+    const streams = byOperator.get(r.operatorId);
+    if (streams) streams.push(r.roundStream);
+    else byOperator.set(r.operatorId, [r.roundStream]);
   }
   const started: Array<Promise<SweepResult>> = [];
   for (const [operatorId, streams] of byOperator) {
@@ -102,39 +92,16 @@ async function sweepOperator(deps: ReconcilerDeps, operatorId: string, streams: 
 }
 
 /**
- * Closes a stale round, then rolls back its outstanding bets; undefined when it is not stale after all.
- * Closing comes first, decided at the revision read (so a BET or WIN that arrives meanwhile either
- * lands before the close, making the round not stale, or is refused with 409 after it): nothing can
- * join the round while its bets are being refunded.
+ * Closes a stale round (the decider's CloseStaleRound: confirmed on the round's own stream), then rolls
+ * back its outstanding bets; undefined when it is not stale after all.
  */
 async function closeRound(deps: ReconcilerDeps, roundStream: string): Promise<number | undefined> {
-  const closed = await handleCommand(deps.eventStore, roundStream, roundDecider, (s) => {
-    const last = s.lastActivityAt ? Date.parse(s.lastActivityAt) : 0;
-    const stale = !s.completed && deps.now().getTime() - last >= deps.staleAfterSeconds * 1000;
-    const bets = outstandingBets(s);
-    return {
-      events: stale && bets.length > 0 ? [{ type: 'RoundForceClosed' as const, data: { closedAt: deps.now().toISOString(), rolledBack: bets.map((b) => b.request.transactionId) } }] : [],
-      result: stale && bets.length > 0,
-    };
-  });
+  const closed = await handleCommand(deps.eventStore, roundStream, roundDecider, { type: 'CloseStaleRound', staleAfterSeconds: deps.staleAfterSeconds, now: deps.now() });
   // Closed now, or closed by an earlier sweep that did not finish its rollbacks.
-  if (!closed.result && !closed.state.forceClosed) return undefined;
-  const bets = outstandingBets(closed.next);
-  for (const bet of bets) {
-    const b = bet.request;
-    await balanceCheck(deps, bet.operatorId, b.playerRef);
-    const request: TransactionRequest = {
-      transactionId: `${STALE_ROLLBACK_PREFIX}${b.transactionId}`,
-      sessionToken: RECONCILER_SESSION,
-      type: 'ROLLBACK',
-      roundId: b.roundId,
-      roundComplete: false,
-      originalTransactionId: b.transactionId,
-      playerRef: b.playerRef,
-      amount: b.amount,
-      currency: b.currency,
-      gameId: b.gameId,
-    };
+  if (closed.next.status !== 'force-closed') return undefined;
+  const rollbacks = staleRollbacks(closed.next);
+  for (const { bet, request } of rollbacks) {
+    await balanceCheck(deps, bet.operatorId, request.playerRef);
     try {
       const tx = await submitTransaction(deps, {
         request,
@@ -145,15 +112,15 @@ async function closeRound(deps: ReconcilerDeps, roundStream: string): Promise<nu
         roundStream,
         sessionExpired: false,
       });
-      deps.logger.info({ roundStream, bet: b.transactionId, status: tx.status, settled: isFinal(tx.status) }, 'stale bet rolled back');
+      deps.logger.info({ roundStream, bet: bet.request.transactionId, status: tx.status, settled: isFinal(tx.status) }, 'stale bet rolled back');
     } catch (err) {
-      if (!(err instanceof AppError && err.status === 409)) throw err;
+      if (!(err instanceof Refused)) throw err;
       // Only fine if the bet was in fact rolled back meanwhile (by the provider); anything else is a fault to surface.
-      const after = (await readRound(deps.eventStore, roundStream)).state.txs.get(b.transactionId);
+      const after = (await readRound(deps.eventStore, roundStream)).state.txs.get(bet.request.transactionId);
       if (after?.rolledBackBy === undefined) throw err;
     }
   }
-  return bets.length;
+  return rollbacks.length;
 }
 
 /** Best effort (API document 4.2 rule 5b): failure, timeout or an odd reply changes nothing. */

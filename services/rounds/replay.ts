@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { roundDecider } from './decider.ts';
 import { roundStream } from './events.ts';
 import { badRequest, notFound } from '../../shared/errors.ts';
-import { fold } from '../../shared/eventstore/command.ts';
+import { fold } from '../../shared/decider.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../sessions/routes.ts';
@@ -29,7 +29,7 @@ export function replayRoutes(ctx: ServiceContext): Router {
     // Read from the round's own stream, so a round the provider just wrote is found at once.
     const state = fold(roundDecider, await ctx.eventStore.readStream(roundStream(entry.provider.id, operator.id, roundId)));
     // Another operator's round, another game's round and no round at all look the same, on purpose.
-    if (state.txs.size === 0 || state.gameId !== gameId) throw notFound('round not found');
+    if (state.status === 'new' || state.gameId !== gameId) throw notFound('round not found');
     const iat = Math.floor(ctx.now().getTime() / 1000);
     const token = await new SignJWT({ purpose: 'round-replay', operatorId: operator.id, gameId, roundId })
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })

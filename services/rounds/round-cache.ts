@@ -1,5 +1,5 @@
 import type { KnownState } from '../../shared/eventstore/command.ts';
-import { isFinal, type RoundState } from './decider.ts';
+import { isClosed, isFinal, type RoundState } from './decider.ts';
 import type { RoundSnapshot } from './dispatch.ts';
 
 /**
@@ -32,7 +32,7 @@ export class RoundCache {
     const kept = this.rounds.get(roundStream);
     if (kept && kept.revision > snapshot.revision) return;
     this.rounds.delete(roundStream);
-    if (snapshot.state.completed && [...snapshot.state.txs.values()].every((t) => isFinal(t.status))) return;
+    if (isClosed(snapshot.state) && [...snapshot.state.txs.values()].every((t) => isFinal(t.status))) return;
     this.rounds.set(roundStream, { state: snapshot.state, revision: snapshot.revision });
     if (this.rounds.size > this.max) this.rounds.delete(this.rounds.keys().next().value!);
   }

@@ -4,9 +4,11 @@ import { roundStream } from './events.ts';
 import { launchedSession, revocationGuard, sessionRevoked } from '../sessions/store.ts';
 import { badRequest } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
-import { replyFor, submitTransaction, type LedgerDeps } from './submit.ts';
+import { submitTransaction, type LedgerDeps } from './submit.ts';
+import type { TxState } from './decider.ts';
+import { Refused } from '../../shared/decider.ts';
 import type { ServiceContext } from '../context.ts';
-import { invalidSession } from '../sessions/balance.ts';
+import { transactionSessionRefusal } from '../sessions/decider.ts';
 import { transactionBody, type TransactionBody } from '../api/provider/schemas.ts';
 
 /** The wallet body, fields in one fixed order, exactly as the operator's wallet will receive it. */
@@ -37,14 +39,12 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
     // Whether a kick ended the session is checked with the claim (see Submission.revocation): an identical
     // resubmission of what was recorded before the kick is still answered.
     const resolved = await launchedSession(ctx.pool, body.sessionToken, providerId, ctx.now());
-    if (!resolved.ok) throw invalidSession();
+    if (!resolved.ok) throw new Refused({ kind: 'session-invalid' });
     const session = resolved.session;
-    const mismatch = (['playerRef', 'gameId', 'currency'] as const).find((field) => body[field] !== session[field]);
-    const refusal = mismatch ? badRequest(`${mismatch}: does not match the session`) : session.demo ? badRequest('demo session: demo play never reaches the operator wallet') : undefined;
+    const refusal = transactionSessionRefusal(session, body);
     if (refusal) {
       // A kicked session is refused as such, whatever else is wrong with the request.
-      if (await sessionRevoked(ctx.eventStore, session)) throw invalidSession();
-      throw refusal;
+      throw new Refused((await sessionRevoked(ctx.eventStore, session)) ? { kind: 'session-invalid' } : refusal);
     }
 
     const tx = await submitTransaction(ledger, {
@@ -61,4 +61,29 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
     res.status(reply.status).type('application/json').send(reply.body);
   });
   return router;
+}
+
+/** How a transaction's state is answered to whoever submitted it (contract section 5). */
+export function replyFor(tx: TxState): { status: number; body: string } {
+  switch (tx.status) {
+    case 'applied':
+    case 'declined':
+      return { status: 200, body: tx.reply!.body };
+    case 'invalid':
+      return { status: 502, body: JSON.stringify({ error: `wallet answered DECLINED to a ${tx.request.type}` }) };
+    case 'failed':
+      return { status: 502, body: JSON.stringify({ error: 'wallet call failed' }) };
+    case 'timed_out':
+      return { status: 504, body: JSON.stringify({ error: 'wallet timeout' }) };
+    case 'dead':
+      return { status: 502, body: JSON.stringify({ error: 'wallet never accepted the transaction; retries stopped' }) };
+    case 'voided':
+      return { status: 409, body: JSON.stringify({ error: 'bet was rolled back' }) };
+    case 'recorded':
+      return { status: 504, body: JSON.stringify({ error: 'transaction still in progress; resubmit to get its outcome' }) };
+    default: {
+      const unknown: never = tx.status;
+      return unknown;
+    }
+  }
 }

@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { contentHash } from '../../shared/canonical.ts';
 import type { Pool } from '../../shared/db/pool.ts';
-import { decideRecord, isCredit, isFinal, roundDecider, type RecordDecision, type RoundState, type TxState } from './decider.ts';
-import type { Origin, TransactionRequest } from './events.ts';
-import { AppError, conflict } from '../../shared/errors.ts';
+import { isRefusal, Refused } from '../../shared/decider.ts';
+import { AppError } from '../../shared/errors.ts';
 import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
-import { guardBroken, type StreamGuard } from '../../shared/eventstore/port.ts';
+import type { Claim, RecordRequest, RegistryEntry, StreamGuard, TransactionRecorder } from '../../shared/eventstore/recorder.ts';
+import { claimIsOwn, releaseClaim, releaseLease } from '../../shared/eventstore/registry.ts';
+import { isCredit, isFinal, roundDecider, type RoundCommand, type RoundState, type SessionStanding, type TxState } from './decider.ts';
 import { attemptWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease, type RoundSnapshot } from './dispatch.ts';
+import type { Origin, TransactionRequest } from './events.ts';
 import { enqueueRetry, type DispatchQueues } from './queue.ts';
-import { claimAndRecord, claimIsOwn, claimTransaction, releaseClaim, releaseLease, type Claim, type RegistryEntry } from './registry.ts';
 import type { RoundCache } from './round-cache.ts';
 
 export interface LedgerDeps extends DispatchDeps {
@@ -18,11 +19,8 @@ export interface LedgerDeps extends DispatchDeps {
   retryDelayMs: number;
   /** The rounds this process wrote last: the next transaction of a round is decided without reading it. */
   rounds: RoundCache;
-  /**
-   * The event store is kept in this database (the Postgres adapter): a new transaction is claimed,
-   * checked and recorded in one statement (claimAndRecord) instead of a claim and then an append.
-   */
-  recordWithClaim: boolean;
+  /** The event store's recorder: claims an id and records it (in one statement with the Postgres store). */
+  recorder: TransactionRecorder;
 }
 
 export interface Submission {
@@ -33,13 +31,16 @@ export interface Submission {
   operatorId: string;
   origin: Origin;
   roundStream: string;
+  /** Whether the submitter's session has expired (only settlement of its own rounds is then allowed). */
   sessionExpired: boolean;
   /**
    * Broken when the session was kicked: then nothing new is recorded (401, the id stays free), while
-   * what was recorded before is still answered. Checked in the claim's statement, or beside the claim.
+   * what was recorded before is still answered. Checked by the recorder, with the claim.
    */
   revocation?: StreamGuard;
 }
+
+const transactionIdReused = () => new Refused({ kind: 'transaction-id-reused' });
 
 /**
  * Records a transaction (write-ahead), makes a wallet attempt, records its outcome, and hands an
@@ -52,40 +53,21 @@ export interface Submission {
  */
 export async function submitTransaction(deps: LedgerDeps, sub: Submission): Promise<TxState> {
   const txId = sub.request.transactionId;
-  const hash = contentHash(sub.request);
-  const mine = { contentHash: hash, roundStream: sub.roundStream };
-  const wallet = { operatorId: sub.operatorId, playerRef: sub.request.playerRef };
-  const walletTimeoutMs = walletTimeoutOf(deps, sub.operatorId);
+  const mine: RegistryEntry = { contentHash: contentHash(sub.request), roundStream: sub.roundStream };
+  const ttlMs = leaseTtl(walletTimeoutOf(deps, sub.operatorId));
   const token = leaseToken();
-  const deadline = Date.now() + leaseTtl(walletTimeoutMs) + 1000;
-  if (deps.recordWithClaim) {
-    const fast = await recordInOneTrip(deps, sub, mine, token, leaseTtl(walletTimeoutMs));
-    if (fast) return fast.tx;
-  }
-  // The revocation guard, read beside the claim (first time round only: a kick after that point comes
-  // after the claim, like a kick after the record).
-  let revocation = sub.revocation;
-  let revoked = false;
+  const deadline = Date.now() + ttlMs + 1000;
+  const fast = await recordInOneTrip(deps, sub, mine, token, ttlMs);
+  if (fast) return fast.tx;
   let pause = 5;
   for (;;) {
-    // Claim and lease in one statement; the guard beside it.
+    // The claim alone (and its lease), with the kick checked beside it; the record is decided under the lease.
     const takenAt = Date.now();
-    const [claimed, checked] = await Promise.allSettled([
-      claimTransaction(deps.pool, sub.registryKey, txId, mine, wallet, token, leaseTtl(walletTimeoutMs)),
-      revocation ? guardBroken(deps.eventStore, revocation) : Promise.resolve(false),
-    ]);
-    revocation = undefined;
-    if (claimed.status === 'rejected') throw claimed.reason;
-    const claim = claimed.value;
-    if (checked.status === 'rejected') {
-      if (claim.leased) {
-        if (claim.inserted) await releaseClaim(deps.pool, sub.registryKey, txId, token);
-        else await releaseLease(deps.pool, sub.registryKey, txId, token);
-      }
-      throw checked.reason;
-    }
-    revoked ||= checked.value;
-    if (!claimIsOwn(claim, mine)) throw conflict('transactionId already used with different content');
+    const outcome = await deps.recorder.record(request(sub, mine, token, ttlMs, -1, []));
+    if (outcome.kind === 'refused') throw new Refused({ kind: 'session-invalid' });
+    if (outcome.kind === 'vanished') continue;
+    const { claim, revoked } = outcome;
+    if (!claimIsOwn(claim, mine)) throw transactionIdReused();
     if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt }, { revoked });
     // Another submission (or the worker) is attempting it: its outcome is usually the answer.
     const held = (await readRound(deps.eventStore, sub.roundStream)).state.txs.get(txId);
@@ -99,6 +81,31 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   }
 }
 
+function request(sub: Submission, mine: RegistryEntry, token: string, ttlMs: number, expectedRevision: number, events: RecordRequest['events']): RecordRequest {
+  return {
+    registryKey: sub.registryKey,
+    transactionId: sub.request.transactionId,
+    entry: mine,
+    wallet: { operatorId: sub.operatorId, playerRef: sub.request.playerRef },
+    token,
+    ttlMs,
+    guard: sub.revocation,
+    expectedRevision,
+    events,
+  };
+}
+
+const recordCommand = (sub: Submission, hash: string, now: Date, session: SessionStanding): RoundCommand => ({
+  type: 'RecordTransaction',
+  request: sub.request,
+  providerId: sub.providerId,
+  operatorId: sub.operatorId,
+  origin: sub.origin,
+  contentHash: hash,
+  session,
+  now,
+});
+
 /**
  * The usual way in, for a new transaction with the Postgres store: decided on the round as this process
  * knows it, then claimed, checked against the guard and recorded in one statement. The decision stands
@@ -107,38 +114,24 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
  * usual way (claim, then record) must answer.
  */
 async function recordInOneTrip(deps: LedgerDeps, sub: Submission, mine: RegistryEntry, token: string, ttlMs: number): Promise<{ tx: TxState } | undefined> {
-  const txId = sub.request.transactionId;
   const known = knownRound(deps, sub);
   if (!known) return undefined;
-  let decision: RecordDecision;
-  try {
-    decision = decideRecord(known.state, { ...sub, contentHash: mine.contentHash, now: deps.now(), sessionRevoked: false });
-  } catch {
-    return undefined; // a refusal on a cached round is decided again on a fresh read
-  }
-  if (decision.kind !== 'record') return undefined;
-  const events = decision.events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data }));
+  // Active: a kick is the guard's to find, in the recorder's statement.
+  const decision = roundDecider.decide(recordCommand(sub, mine.contentHash, deps.now(), sub.sessionExpired ? 'expired' : 'active'), known.state);
+  // A refusal, or nothing to record, on a cached round is decided again on a fresh read.
+  if (isRefusal(decision) || decision.length === 0) return undefined;
+  const events = decision.map((e) => ({ id: randomUUID(), type: e.type, data: e.data }));
   const takenAt = Date.now();
-  const outcome = await claimAndRecord(deps.pool, {
-    registryKey: sub.registryKey,
-    transactionId: txId,
-    entry: mine,
-    wallet: { operatorId: sub.operatorId, playerRef: sub.request.playerRef },
-    token,
-    ttlMs,
-    guard: sub.revocation,
-    expectedRevision: known.revision,
-    events,
-  });
+  const outcome = await deps.recorder.record(request(sub, mine, token, ttlMs, known.revision, events));
   // Refused means new to this registrant under a kicked session: the decider's refusal, from its statement.
-  if (outcome.kind === 'refused') throw new AppError(401, 'invalid session');
+  if (outcome.kind === 'refused') throw new Refused({ kind: 'session-invalid' });
   if (outcome.kind === 'vanished') return undefined;
   const { claim, append, revoked } = outcome;
-  if (!claimIsOwn(claim, mine)) throw conflict('transactionId already used with different content');
+  if (!claimIsOwn(claim, mine)) throw transactionIdReused();
   if (!claim.leased) return undefined;
   const lease = { registryKey: sub.registryKey, token, takenAt };
   if (append?.kind === 'appended') {
-    const round = { state: evolveAppended(roundDecider, known.state, sub.roundStream, decision.events, append.result), revision: append.result.nextRevision };
+    const round = { state: evolveAppended(roundDecider, known.state, decision, append.result), revision: append.result.nextRevision };
     deps.rounds.put(sub.roundStream, round);
     return { tx: await underLease(deps, sub, claim, lease, { recorded: round, revoked }) };
   }
@@ -178,22 +171,16 @@ async function underLease(
       round = options.recorded;
     } else {
       try {
-        const recorded = await handleCommand(
-          deps.eventStore,
-          sub.roundStream,
-          roundDecider,
-          (state) => {
-            const d = decideRecord(state, { ...sub, contentHash: claim.entry.contentHash, now: deps.now(), sessionRevoked: options.revoked });
-            return { events: d.kind === 'record' ? d.events : [], result: d };
-          },
-          { known: options.fresh ? undefined : knownRound(deps, sub) },
-        );
+        const session: SessionStanding = options.revoked ? 'revoked' : sub.sessionExpired ? 'expired' : 'active';
+        const recorded = await handleCommand(deps.eventStore, sub.roundStream, roundDecider, recordCommand(sub, claim.entry.contentHash, deps.now(), session), {
+          known: options.fresh ? undefined : knownRound(deps, sub),
+        });
         round = { state: recorded.next, revision: recorded.revision };
         deps.rounds.put(sub.roundStream, round);
       } catch (err) {
         // A refusal recorded nothing: free the id for a valid submission. Any other failure may have
         // recorded it (the append committed, the answer was lost), so the claim stays.
-        if (claim.inserted && err instanceof AppError && err.status < 500) {
+        if (claim.inserted && err instanceof Refused) {
           await releaseClaim(deps.pool, sub.registryKey, txId, token);
           settled = true;
         }
@@ -216,27 +203,3 @@ async function underLease(
   }
 }
 
-/** How a transaction's state is answered to whoever submitted it (contract section 5). */
-export function replyFor(tx: TxState): { status: number; body: string } {
-  switch (tx.status) {
-    case 'applied':
-    case 'declined':
-      return { status: 200, body: tx.reply!.body };
-    case 'invalid':
-      return { status: 502, body: JSON.stringify({ error: `wallet answered DECLINED to a ${tx.request.type}` }) };
-    case 'failed':
-      return { status: 502, body: JSON.stringify({ error: 'wallet call failed' }) };
-    case 'timed_out':
-      return { status: 504, body: JSON.stringify({ error: 'wallet timeout' }) };
-    case 'dead':
-      return { status: 502, body: JSON.stringify({ error: 'wallet never accepted the transaction; retries stopped' }) };
-    case 'voided':
-      return { status: 409, body: JSON.stringify({ error: 'bet was rolled back' }) };
-    case 'recorded':
-      return { status: 504, body: JSON.stringify({ error: 'transaction still in progress; resubmit to get its outcome' }) };
-    default: {
-      const unknown: never = tx.status;
-      return unknown;
-    }
-  }
-}

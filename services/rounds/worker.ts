@@ -1,8 +1,9 @@
 import type { Job, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Pool } from '../../shared/db/pool.ts';
-import { isFinal } from './decider.ts';
+import { isFinal, retriesExhausted } from './decider.ts';
 import type { Logger } from '../../shared/logger.ts';
+import { unsettledCredits } from './queries.ts';
 import { deadLetter, dispatch, readTx, type DispatchDeps } from './dispatch.ts';
 import { bullConnection, createDispatchWorker, enqueueRetry, type DispatchJob, type DispatchQueues } from './queue.ts';
 
@@ -37,9 +38,8 @@ export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWo
   const process = async (job: Job<DispatchJob>) => {
     const tx = await readTx(deps.eventStore, job.data);
     if (!tx || isFinal(tx.status)) return;
-    const ageSeconds = (deps.now().getTime() - Date.parse(tx.recordedAt)) / 1000;
-    if (ageSeconds >= deps.retryWindowSeconds) {
-      if (!(await deadLetter(deps, job.data, tx))) throw new Error('an attempt is in flight; dead-letter after it');
+    if (retriesExhausted(tx, deps.now(), deps.retryWindowSeconds)) {
+      if (!(await deadLetter(deps, job.data, tx, deps.retryWindowSeconds))) throw new Error('an attempt is in flight; dead-letter after it');
       logger.error({ transactionId: job.data.transactionId, attempts: tx.attempts }, 'transaction dead-lettered');
       return;
     }
@@ -78,13 +78,10 @@ export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWo
 
   const sweep = async (): Promise<number> => {
     // Credits recorded and not settled for good; a few seconds old, so the attempt in flight is left to finish.
-    const { rows } = await deps.pool.query<{ round_stream: string; transaction_id: string; operator_id: string }>(
-      `SELECT round_stream, transaction_id, operator_id FROM rm_transactions
-       WHERE type <> 'BET' AND status IN ('recorded', 'failed', 'timed_out') AND updated_at < now() - interval '2 seconds'`,
-    );
-    swept = new Set(rows.map((r) => r.operator_id));
+    const rows = await unsettledCredits(deps.pool, 2);
+    swept = new Set(rows.map((r) => r.operatorId));
     follow();
-    for (const r of rows) await enqueueRetry(deps.queues, r.operator_id, { roundStream: r.round_stream, transactionId: r.transaction_id }, 0);
+    for (const r of rows) await enqueueRetry(deps.queues, r.operatorId, { roundStream: r.roundStream, transactionId: r.transactionId }, 0);
     return rows.length;
   };
   let sweeping = Promise.resolve(0);

@@ -1,7 +1,9 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { resolveSession } from './store.ts';
-import { AppError, badRequest } from '../../shared/errors.ts';
+import { Refused } from '../../shared/decider.ts';
+import { AppError } from '../../shared/errors.ts';
+import { balanceSessionRefusal } from './decider.ts';
 import { signedCall, walletTarget } from '../../shared/http/outbound.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
@@ -11,19 +13,17 @@ export const balanceBody = z.object({ sessionToken: z.string().min(1).max(512) }
 /** On every answer of POST /v1/wallet/balance that is the wallet's status and body, passed through. */
 export const WALLET_PASSTHROUGH_HEADER = 'X-Wallet-Passthrough';
 
-export const invalidSession = () => new AppError(401, 'invalid session');
-
 /** POST /v1/wallet/balance: forwarded live to the operator's wallet, its answer returned verbatim. */
 export function balanceRoutes(ctx: ServiceContext): Router {
   const router = Router();
   router.post('/balance', async (req, res) => {
     const { sessionToken } = parseOr400(balanceBody, req.body);
     const resolved = await resolveSession(ctx.pool, ctx.eventStore, sessionToken, req.caller!.id, ctx.now());
-    if (!resolved.ok || resolved.session.expired) throw invalidSession();
+    const refusal = balanceSessionRefusal(resolved.ok ? resolved.session : undefined, !resolved.ok && resolved.reason === 'revoked');
+    if (refusal || !resolved.ok) throw new Refused(refusal ?? { kind: 'session-invalid' });
     const session = resolved.session;
-    if (session.demo) throw badRequest('demo session: demo play never reaches the operator wallet');
     const operator = ctx.catalog.snapshot().operators.get(session.operatorId);
-    if (!operator) throw invalidSession();
+    if (!operator) throw new Refused({ kind: 'session-invalid' });
     const startedAt = performance.now();
     const result = await signedCall({
       ...walletTarget(operator),

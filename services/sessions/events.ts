@@ -1,4 +1,4 @@
-import type { DomainEvent } from '../../shared/eventstore/command.ts';
+import type { DomainEvent } from '../../shared/decider.ts';
 
 export type SessionStarted = DomainEvent<
   'SessionStarted',

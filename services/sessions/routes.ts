@@ -1,15 +1,16 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Router, type Request } from 'express';
 import type { Game, Operator, Provider } from '../../shared/catalog/schema.ts';
-import { decideRevoke, decideStart, playerSessionsDecider } from './decider.ts';
+import { activeAt, decideLaunch, playerSessionsDecider } from './decider.ts';
 import { playerSessionsStream } from './events.ts';
 import { recordSessionToken } from './store.ts';
-import { AppError, badRequest, forbidden, notFound } from '../../shared/errors.ts';
+import { eventsOrThrow } from '../../shared/decider.ts';
+import { AppError } from '../../shared/errors.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
 import { providerTarget, signedCall } from '../../shared/http/outbound.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
-import { CURRENCY, kickBody, launchBody, type LaunchBody, type ProviderRevokeRequest } from '../api/operator/schemas.ts';
+import { kickBody, launchBody, type ProviderRevokeRequest } from '../api/operator/schemas.ts';
 
 export interface GameSummary {
   gameId: string;
@@ -38,15 +39,6 @@ export function callingOperator(ctx: ServiceContext, req: Request): Operator {
   return operator;
 }
 
-const isHttpUrl = (v: string): boolean => {
-  try {
-    const u = new URL(v);
-    return u.protocol === 'http:' || u.protocol === 'https:';
-  } catch {
-    return false;
-  }
-};
-
 /** launchBaseUrl plus token, language and lobby, each URL-encoded, joined with ? or & as the base requires. */
 export function buildLaunchUrl(base: string, params: { token: string; language?: string | undefined; lobby?: string | undefined }): string {
   const hash = base.indexOf('#');
@@ -57,25 +49,6 @@ export function buildLaunchUrl(base: string, params: { token: string; language?:
     .join('&');
   const sep = !head.includes('?') ? '?' : head.endsWith('?') || head.endsWith('&') ? '' : '&';
   return `${head}${sep}${query}${fragment}`;
-}
-
-/** Contract section 4's order: shape, game exists, visibility (REAL), currency / language / lobby, blocklist. */
-function checkLaunch(ctx: ServiceContext, operator: Operator, body: LaunchBody): { game: Game; provider: Provider } {
-  const entry = ctx.catalog.snapshot().games.get(body.gameId);
-  if (!entry) throw notFound('game not found');
-  if (body.mode === 'REAL' && !operator.visibleGames.includes(body.gameId)) throw notFound('game not found');
-  const { game, provider } = entry;
-  if (!CURRENCY.test(body.currency)) throw badRequest('currency: expected an upper-case ISO-4217 code');
-  if (!provider.currencies.includes(body.currency)) throw badRequest(`currency: ${body.currency} is not supported by this game`);
-  if (body.language !== undefined && !provider.supportedLanguages.includes(body.language)) {
-    throw badRequest(`language: ${body.language} is not supported by this game`);
-  }
-  if (body.lobbyUrl !== undefined && !isHttpUrl(body.lobbyUrl)) throw badRequest('lobbyUrl: expected an absolute http(s) URL');
-  // Generic on purpose: the reason is not disclosed to the operator's client.
-  // Compared as Unicode NFC forms (contract 8, rule 11): "José" typed as e + U+0301 is the same player.
-  const player = body.playerRef.normalize('NFC');
-  if (operator.blockedPlayers.some((b) => b.normalize('NFC') === player)) throw forbidden('launch blocked');
-  return { game, provider };
 }
 
 export function sessionRoutes(ctx: ServiceContext): Router {
@@ -94,41 +67,22 @@ export function sessionRoutes(ctx: ServiceContext): Router {
   router.post('/games/launch', async (req, res) => {
     const operator = callingOperator(ctx, req);
     const body = parseOr400(launchBody, req.body);
-    const { game, provider } = checkLaunch(ctx, operator, body);
     const token = randomBytes(24).toString('base64url'); // 192 random bits, URL-safe
-    const { events, result: started } = decideStart({
-      type: 'StartSession',
-      data: {
-        token,
-        operatorId: operator.id,
-        playerRef: body.playerRef,
-        providerId: provider.id,
-        gameId: game.id,
-        currency: body.currency,
-        ...(body.language !== undefined ? { language: body.language } : {}),
-        ...(body.lobbyUrl !== undefined ? { lobbyUrl: body.lobbyUrl } : {}),
-        demo: body.mode === 'DEMO',
-      },
-      now: ctx.now(),
-      ttlSeconds: ctx.config.sessionTtlSeconds,
-    });
+    const entry = ctx.catalog.snapshot().games.get(body.gameId);
+    const [started] = eventsOrThrow(decideLaunch({ type: 'StartSession', token, operator, game: entry, request: body, ttlSeconds: ctx.config.sessionTtlSeconds, now: ctx.now() }));
     // A launch depends on no earlier history, so it appends at any revision; a kick racing it
     // conflicts on its own expected revision and decides again, seeing this session.
-    const appended = await ctx.eventStore.append(
-      playerSessionsStream(operator.id, body.playerRef),
-      events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data })),
-      'any',
-    );
-    await recordSessionToken(ctx.pool, started, appended.nextRevision);
-    res.json({ launchUrl: buildLaunchUrl(game.launchBaseUrl, { token, language: body.language, lobby: body.lobbyUrl }), sessionToken: token });
+    const appended = await ctx.eventStore.append(playerSessionsStream(operator.id, body.playerRef), [{ id: randomUUID(), type: started!.type, data: started!.data }], 'any');
+    await recordSessionToken(ctx.pool, started!.data, appended.nextRevision);
+    res.json({ launchUrl: buildLaunchUrl(entry!.game.launchBaseUrl, { token, language: body.language, lobby: body.lobbyUrl }), sessionToken: token });
   });
 
   router.post('/players/kick', async (req, res) => {
     const operator = callingOperator(ctx, req);
     const { playerRef } = parseOr400(kickBody, req.body);
-    const { result: ended } = await handleCommand(ctx.eventStore, playerSessionsStream(operator.id, playerRef), playerSessionsDecider, (state) =>
-      decideRevoke(state, { type: 'RevokeSessions', operatorId: operator.id, playerRef, now: ctx.now() }),
-    );
+    const now = ctx.now();
+    const { state } = await handleCommand(ctx.eventStore, playerSessionsStream(operator.id, playerRef), playerSessionsDecider, { type: 'RevokeSessions', operatorId: operator.id, playerRef, now });
+    const ended = activeAt(state, now);
     res.json({ revokedCount: ended.length });
     notifyProviders(ctx, operator.id, playerRef, ended);
   });

@@ -1,17 +1,20 @@
 import type { Migration } from '../../shared/db/migrations.ts';
-import type { Pool } from '../../shared/db/pool.ts';
-import { guardBroken, type EventStore, type StreamGuard } from '../../shared/eventstore/port.ts';
+import type { Pool, PoolClient } from '../../shared/db/pool.ts';
+import type { EventStore } from '../../shared/eventstore/port.ts';
+import { guardBroken, type StreamGuard } from '../../shared/eventstore/recorder.ts';
 import { playerSessionsStream, type SessionStarted } from './events.ts';
 
 /**
- * token → (operator, player, start revision): immutable facts of a SessionStarted, written by launch
- * before it answers, so every process can resolve a token the moment launch has answered. Whether the
- * session is still valid is never read from here: it is decided by the player's stream (see
- * resolveSession), so a kick is effective everywhere the moment it is appended.
+ * Sessions are stored once. session_tokens holds the immutable facts of each SessionStarted, written by
+ * launch before it answers, so every process resolves a token the moment launch has answered; whether
+ * a session is still valid is never read from there but from the player's stream (see
+ * resolveSession), so a kick is effective everywhere the moment it is appended. The sessions read model
+ * (rm_sessions, see projection.ts) adds only what the history says later: when a kick ended a session.
  */
-export const sessionLookupMigrations: Migration[] = [
+export const sessionsMigrations: Migration[] = [
   {
-    id: 'sessions-001-tokens',
+    id: 'sessions-baseline',
+    replaces: ['sessions-001-tokens', 'rm-sessions-001'],
     sql: `
       CREATE TABLE session_tokens (
         token text PRIMARY KEY,
@@ -24,17 +27,41 @@ export const sessionLookupMigrations: Migration[] = [
         demo boolean NOT NULL,
         start_revision bigint NOT NULL,
         created_at timestamptz NOT NULL,
-        expires_at timestamptz NOT NULL
+        expires_at timestamptz NOT NULL,
+        lobby_url text
       );
+      CREATE INDEX session_tokens_player_idx ON session_tokens (operator_id, player_ref, created_at);
+      CREATE TABLE rm_sessions (
+        token text PRIMARY KEY,
+        revoked_at timestamptz
+      );
+    `,
+  },
+  {
+    // Issue #19: rm_sessions repeated every column of session_tokens. A database from before keeps its
+    // data: the lobby URL moves to session_tokens, rm_sessions keeps only when each session was ended.
+    id: 'sessions-002-stored-once',
+    sql: `
+      DO $upgrade$ BEGIN
+        IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'rm_sessions' AND column_name = 'operator_id') THEN
+          ALTER TABLE session_tokens ADD COLUMN lobby_url text;
+          UPDATE session_tokens t SET lobby_url = s.lobby_url FROM rm_sessions s WHERE s.token = t.token AND s.lobby_url IS NOT NULL;
+          CREATE INDEX session_tokens_player_idx ON session_tokens (operator_id, player_ref, created_at);
+          DROP INDEX rm_sessions_player_idx;
+          ALTER TABLE rm_sessions DROP COLUMN operator_id, DROP COLUMN player_ref, DROP COLUMN provider_id, DROP COLUMN game_id, DROP COLUMN currency,
+            DROP COLUMN language, DROP COLUMN lobby_url, DROP COLUMN demo, DROP COLUMN created_at, DROP COLUMN expires_at;
+        END IF;
+      END $upgrade$;
     `,
   },
 ];
 
-export async function recordSessionToken(pool: Pool, data: SessionStarted['data'], revision: number): Promise<void> {
+/** Written by launch before it answers; the sessions projection writes the same row again (a no-op) for a launch that died in between. */
+export async function recordSessionToken(pool: Pool | PoolClient, data: SessionStarted['data'], revision: number): Promise<void> {
   await pool.query(
-    `INSERT INTO session_tokens (token, operator_id, player_ref, provider_id, game_id, currency, language, demo, start_revision, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (token) DO NOTHING`,
-    [data.token, data.operatorId, data.playerRef, data.providerId, data.gameId, data.currency, data.language ?? null, data.demo, revision, data.createdAt, data.expiresAt],
+    `INSERT INTO session_tokens (token, operator_id, player_ref, provider_id, game_id, currency, language, lobby_url, demo, start_revision, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (token) DO NOTHING`,
+    [data.token, data.operatorId, data.playerRef, data.providerId, data.gameId, data.currency, data.language ?? null, data.lobbyUrl ?? null, data.demo, revision, data.createdAt, data.expiresAt],
   );
 }
 

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { amountMinor, MAX_RATE_LIMIT, MAX_RATE_WINDOW_SECONDS, spinCount, timeoutMs } from '../bounds.ts';
+import { amountMinor, CURRENCY_MESSAGE, currencyCode, MAX_RATE_LIMIT, MAX_RATE_WINDOW_SECONDS, spinCount, timeoutMs } from '../bounds.ts';
 
 const id = z.string().min(1).max(200);
-const currency = z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code such as "EUR"');
+const currency = currencyCode(`${CURRENCY_MESSAGE} such as "EUR"`);
 const httpUrl = z
   .string()
   .refine((v) => /^https?:$/.test(safeProtocol(v)), 'expected an absolute http(s) URL');

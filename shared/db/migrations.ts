@@ -3,6 +3,12 @@ import type { Pool } from './pool.ts';
 export interface Migration {
   id: string;
   sql: string;
+  /**
+   * A baseline: the migrations it stands for (their final schema, written as one). A database that
+   * applied all of them records the baseline as applied without running it; a fresh one runs it; one
+   * that applied only some of them must first be upgraded by the release that still had them.
+   */
+  replaces?: readonly string[];
 }
 
 /**
@@ -20,9 +26,15 @@ export async function migrate(pool: Pool, migrations: Migration[]): Promise<void
     const applied = new Set(rows.map((r) => r.id));
     for (const m of migrations) {
       if (applied.has(m.id)) continue;
+      const replaced = (m.replaces ?? []).filter((id) => applied.has(id));
+      if (replaced.length > 0 && replaced.length < m.replaces!.length) {
+        throw new Error(
+          `migration ${m.id} replaces ${m.replaces!.join(', ')}, of which this database applied only ${replaced.join(', ')}: upgrade it with the release before the baseline first`,
+        );
+      }
       await client.query('BEGIN');
       try {
-        await client.query(m.sql);
+        if (replaced.length === 0) await client.query(m.sql);
         await client.query('INSERT INTO schema_migrations (id) VALUES ($1)', [m.id]);
         await client.query('COMMIT');
       } catch (err) {

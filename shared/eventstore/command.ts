@@ -1,18 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { WrongExpectedRevisionError, type AppendResult, type EventStore, type ExpectedRevision, type JsonObject, type Position, type RecordedEvent } from './port.ts';
+import { fold, isRefusal, Refused, type Decider, type DomainEvent, type Refusal } from '../decider.ts';
+import { WrongExpectedRevisionError, type AppendResult, type EventStore, type ExpectedRevision, type JsonObject, type Position } from './port.ts';
 
-/** A domain event before it is stored: the discriminated-union member, with its data. */
-export interface DomainEvent<T extends string = string, D extends JsonObject = JsonObject> {
-  type: T;
-  data: D;
-}
-
-export interface Decider<State, Event extends DomainEvent> {
-  initialState: () => State;
-  evolve: (state: State, event: Event, recorded: RecordedEvent) => State;
-}
-
-export interface CommandResult<State, Event extends DomainEvent, R> {
+export interface CommandResult<State, Event extends DomainEvent> {
   events: Event[];
   /** The state the decision was made on. */
   state: State;
@@ -22,30 +12,27 @@ export interface CommandResult<State, Event extends DomainEvent, R> {
   revision: number;
   /** Global position of the last event appended; undefined when nothing was appended. */
   position: Position | undefined;
-  result: R;
-}
-
-export function fold<State, Event extends DomainEvent>(decider: Decider<State, Event>, recorded: RecordedEvent[]): State {
-  return recorded.reduce((s, r) => decider.evolve(s, r as unknown as Event, r), decider.initialState());
 }
 
 /** A stream's state and the revision it was read at (-1 when the stream does not exist). */
 export async function readState<State, Event extends DomainEvent>(
   store: EventStore,
   streamId: string,
-  decider: Decider<State, Event>,
+  decider: Pick<Decider<never, State, Event, Refusal>, 'initialState' | 'evolve'>,
 ): Promise<{ state: State; revision: number }> {
   const recorded = await store.readStream(streamId);
   return { state: fold(decider, recorded), revision: recorded.length === 0 ? -1 : recorded[recorded.length - 1]!.revision };
 }
 
 /** The state after events the caller appended (appended: what the store answered). */
-export function evolveAppended<State, Event extends DomainEvent>(decider: Decider<State, Event>, state: State, streamId: string, events: Event[], appended: AppendResult): State {
+export function evolveAppended<State, Event extends DomainEvent>(
+  decider: Pick<Decider<never, State, Event, Refusal>, 'evolve'>,
+  state: State,
+  events: Event[],
+  appended: AppendResult,
+): State {
   const base = appended.nextRevision - events.length + 1;
-  return events.reduce(
-    (s, e, i) => decider.evolve(s, e, { id: '', streamId, revision: base + i, type: e.type, data: e.data, metadata: {}, position: appended.position, createdAt: new Date() }),
-    state,
-  );
+  return events.reduce((s, e, i) => decider.evolve(s, e, { revision: base + i }), state);
 }
 
 /**
@@ -61,17 +48,17 @@ export interface KnownState<State> {
 }
 
 /**
- * Reads a stream, folds it into state, lets `decide` return the events to append (and a result for the
- * caller), and appends them at the revision it read. When another writer got there first, it reads and
- * decides again: the decision is always made against the stream's latest history.
+ * The command handler: reads the stream, folds it, asks the decider, and appends its events at the
+ * revision it read. When another writer got there first, it reads and decides again: the decision is
+ * always made against the stream's latest history. A refusal is thrown as Refused.
  */
-export async function handleCommand<State, Event extends DomainEvent, R>(
+export async function handleCommand<Command, State, Event extends DomainEvent, R extends Refusal>(
   store: EventStore,
   streamId: string,
-  decider: Decider<State, Event>,
-  decide: (state: State) => { events: Event[]; result: R },
+  decider: Decider<Command, State, Event, R>,
+  command: Command,
   options: { maxAttempts?: number; metadata?: JsonObject; known?: KnownState<State> } = {},
-): Promise<CommandResult<State, Event, R>> {
+): Promise<CommandResult<State, Event>> {
   const maxAttempts = options.maxAttempts ?? 20;
   let known = options.known;
   for (let attempt = 1; ; attempt++) {
@@ -84,23 +71,17 @@ export async function handleCommand<State, Event extends DomainEvent, R>(
       verified = known.unverified !== true;
       known = undefined;
     } else {
-      const recorded = await store.readStream(streamId);
-      state = fold(decider, recorded);
-      revision = recorded.length === 0 ? -1 : recorded[recorded.length - 1]!.revision;
+      ({ state, revision } = await readState(store, streamId, decider));
     }
-    let decision: { events: Event[]; result: R } | undefined;
-    try {
-      decision = decide(state);
-    } catch (err) {
-      if (verified) throw err;
-    }
-    if (!verified && (decision === undefined || decision.events.length === 0)) {
+    const decision = decider.decide(command, state);
+    if (!verified && (isRefusal(decision) || decision.length === 0)) {
       // Not a conflict: decide again on the stream as it is, without spending an attempt.
       attempt--;
       continue;
     }
-    const { events, result } = decision!;
-    if (events.length === 0) return { events, state, next: state, revision, position: undefined, result };
+    if (isRefusal(decision)) throw new Refused(decision);
+    const events = decision;
+    if (events.length === 0) return { events, state, next: state, revision, position: undefined };
     const expected: ExpectedRevision = revision === -1 ? 'no_stream' : revision;
     try {
       const appended = await store.append(
@@ -108,8 +89,7 @@ export async function handleCommand<State, Event extends DomainEvent, R>(
         events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data, ...(options.metadata ? { metadata: options.metadata } : {}) })),
         expected,
       );
-      const next = evolveAppended(decider, state, streamId, events, appended);
-      return { events, state, next, revision: appended.nextRevision, position: appended.position, result };
+      return { events, state, next: evolveAppended(decider, state, events, appended), revision: appended.nextRevision, position: appended.position };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) throw err;
     }

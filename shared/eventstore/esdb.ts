@@ -19,6 +19,8 @@ import {
 } from '@eventstore/db-client';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../logger.ts';
+import type { Pool } from '../db/pool.ts';
+import { claimThenAppend, type TransactionRecorder } from './recorder.ts';
 import {
   START,
   WrongExpectedRevisionError,
@@ -65,6 +67,15 @@ class EsdbEventStore implements EventStore {
     private readonly client: EventStoreDBClient,
     private readonly logger: Pick<Logger, 'warn'> | undefined,
   ) {}
+
+  /** The registry lives in Postgres, the events here: the claim (and the guard beside it), then the append. */
+  transactionRecorder(registry: Pool): TransactionRecorder {
+    return claimThenAppend(registry, this);
+  }
+
+  async eventCount(): Promise<undefined> {
+    return undefined;
+  }
 
   async append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
     if (events.length === 0) return this.appendNothing(streamId, expectedRevision);

@@ -1,3 +1,6 @@
+import type { Pool } from '../db/pool.ts';
+import type { TransactionRecorder } from './recorder.ts';
+
 /**
  * The event store port. Two adapters implement it (Postgres, EventStoreDB) and both must pass
  * test/eventstore/contract.ts. Everything the rest of the system knows about event storage is here.
@@ -6,19 +9,6 @@
 export type JsonObject = { [key: string]: unknown };
 
 /** What a caller appends. `id` makes the append idempotent: the same ids appended again are a no-op. */
-/** A condition on another stream: it holds no event of this type from this revision on (say, no kick of a session). */
-export interface StreamGuard {
-  stream: string;
-  fromRevision: number;
-  eventType: string;
-}
-
-/** Whether the guard is broken: the stream holds such an event. */
-export async function guardBroken(store: EventStore, guard: StreamGuard): Promise<boolean> {
-  const later = await store.readStream(guard.stream, { fromRevision: guard.fromRevision });
-  return later.some((e) => e.type === guard.eventType);
-}
-
 export interface NewEvent<T extends string = string, D extends JsonObject = JsonObject> {
   id: string; // UUID
   type: T;
@@ -98,7 +88,15 @@ export interface SubscribeOptions {
 }
 
 export interface EventStore {
+  /** For logs only: which adapter this is. */
   readonly kind: 'postgres' | 'esdb';
+  /**
+   * This store's way to claim a transaction id in the registry (Postgres, `registry`) and record it
+   * (see recorder.ts): in one statement where the events share the registry's database.
+   */
+  transactionRecorder(registry: Pool): TransactionRecorder;
+  /** How many events the log holds, when the store can tell cheaply (for progress reports); else undefined. */
+  eventCount(): Promise<number | undefined>;
   /**
    * Appends atomically: all events or none. Throws WrongExpectedRevisionError on a revision conflict.
    * Appending events whose ids are already in the stream, in the same order, succeeds without writing.

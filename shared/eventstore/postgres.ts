@@ -2,6 +2,9 @@ import { Coalescer, type Settled } from '../coalesce.ts';
 import { PgListener } from '../db/listener.ts';
 import type { Migration } from '../db/migrations.ts';
 import { isUniqueViolation, type Pool } from '../db/pool.ts';
+import { eventArrays } from './pg-arrays.ts';
+import { postgresRecorder, postgresRecorderMigrations } from './postgres-recorder.ts';
+import type { TransactionRecorder } from './recorder.ts';
 import {
   pollingSubscription,
   START,
@@ -278,6 +281,7 @@ export const eventStoreMigrations: Migration[] = [
       $$;
     `,
   },
+  ...postgresRecorderMigrations,
 ];
 
 /** es_append_batch notifies this channel when it commits events. */
@@ -314,14 +318,6 @@ function toRecorded(row: EventRow): RecordedEvent {
  * The events of several appends as the four array parameters of es_append_batch and es_append_one
  * (ids, types, data, metadata), in order; for a caller that appends within its own statement too.
  */
-export function eventArrays(events: NewEvent[]): [string[], string[], string[], string[]] {
-  return [
-    events.map((e) => e.id),
-    events.map((e) => e.type),
-    events.map((e) => JSON.stringify(e.data)),
-    events.map((e) => JSON.stringify(e.metadata ?? {})),
-  ];
-}
 
 export function parsePgPosition(position: Position): { xid: string; pos: string } {
   if (position === START) return { xid: '0', pos: '0' };
@@ -370,6 +366,16 @@ export class PostgresEventStore implements EventStore {
     // Every wake-up (a notification, or a reconnect after notifications may have been lost) makes
     // waiters re-read.
     this.listener = new PgListener(connectionString, NOTIFY_CHANNEL, () => this.bump());
+  }
+
+  /** The registry is in this same database: claim, guard and record in one statement. */
+  transactionRecorder(): TransactionRecorder {
+    return postgresRecorder(this.pool);
+  }
+
+  async eventCount(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: string }>('SELECT count(*) AS n FROM es_events');
+    return Number(rows[0]!.n);
   }
 
   async append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {

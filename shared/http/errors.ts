@@ -1,5 +1,6 @@
 import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { Logger } from 'pino';
+import { Refused } from '../decider.ts';
 import { AppError } from '../errors.ts';
 import { InvalidSignature } from './verify.ts';
 
@@ -10,9 +11,10 @@ interface BodyParserError {
 
 /**
  * Renders every error in the documented form: `{"error": "..."}`, except the plain-text 401 of a bad
- * signature. A 500 says nothing about what failed; the log has it.
+ * signature. A rule's refusal is answered as `answerRefusal` (the API's refusal table) says. A 500 says
+ * nothing about what failed; the log has it.
  */
-export function errorRenderer(logger: Logger): ErrorRequestHandler {
+export function errorRenderer(logger: Logger, answerRefusal?: (refused: Refused) => { status: number; error: string }): ErrorRequestHandler {
   return (err: unknown, req: Request, res: Response, _next) => {
     if (res.headersSent) {
       req.socket.destroy();
@@ -21,6 +23,11 @@ export function errorRenderer(logger: Logger): ErrorRequestHandler {
     if (err instanceof InvalidSignature) {
       res.locals.refusal = err.reason; // for the request's log line
       res.status(401).type('text/plain').send('invalid signature');
+      return;
+    }
+    if (err instanceof Refused && answerRefusal) {
+      const { status, error } = answerRefusal(err);
+      res.status(status).json({ error });
       return;
     }
     if (err instanceof AppError) {

@@ -12,6 +12,8 @@ import {
   type RecordedEvent,
   type SubscribeOptions,
 } from '../../shared/eventstore/port.ts';
+import type { Pool } from '../../shared/db/pool.ts';
+import { claimThenAppend, type TransactionRecorder } from '../../shared/eventstore/recorder.ts';
 
 const INNER_PAGE = 500;
 
@@ -31,6 +33,14 @@ export class NamespacedEventStore implements EventStore {
     readonly prefix: string,
     private readonly baseline: Position,
   ) {}
+
+  transactionRecorder(registry: Pool): TransactionRecorder {
+    return claimThenAppend(registry, this);
+  }
+
+  async eventCount(): Promise<undefined> {
+    return undefined;
+  }
 
   static async create(inner: EventStore, prefix: string): Promise<NamespacedEventStore> {
     return new NamespacedEventStore(inner, prefix, await inner.headPosition());

@@ -16,7 +16,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { allProjections } from '../../projections/index.ts';
 import { verifyProjection } from '../../services/audit/rebuild.ts';
-import { fold } from '../../shared/eventstore/command.ts';
+import { fold } from '../../shared/decider.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { roundDecider, type TxState } from '../../services/rounds/decider.ts';
 import type { TransactionRequest } from '../../services/rounds/events.ts';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attemptWallet, leaseTtl, readRound } from '../../services/rounds/dispatch.ts';
-import { claimTransaction, takeLease } from '../../services/rounds/registry.ts';
+import { claimTransaction, takeLease } from '../../shared/eventstore/registry.ts';
 import { contentHash } from '../../shared/canonical.ts';
 import { roundStream } from '../../services/rounds/events.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
@@ -127,7 +127,7 @@ describe('money safety', () => {
     h.wallet.setBalanceReply({ status: 200, body: { balance: 0 }, delayMs: 400 });
     const sweep = h.svc.reconciler!.sweep();
     try {
-      await h.until(async () => (await readRound(h.svc.ctx.eventStore, stream)).state.forceClosed);
+      await h.until(async () => (await readRound(h.svc.ctx.eventStore, stream)).state.status === 'force-closed');
       const late = await h.tx(r.bet(`${r.roundId}-late`, 30));
       expect(late.status).toBe(409);
     } finally {

@@ -32,7 +32,8 @@ describe('stale-round reconciler (API document 4.2 rules 4 and 5b, contract sect
   // rightly finds the round not stale yet), and that event over a second old.
   const projected = (roundId: string) =>
     h.until(async () => {
-      const last = (await readRound(h.svc.ctx.eventStore, roundStream('studio-a', 'op-1', roundId))).state.lastActivityAt;
+      const round = (await readRound(h.svc.ctx.eventStore, roundStream('studio-a', 'op-1', roundId))).state;
+      const last = round.status === 'new' ? undefined : round.lastActivityAt;
       const { rows } = await h.svc.ctx.pool.query(`SELECT outstanding_bets, last_activity_at FROM rm_rounds WHERE round_id = $1`, [roundId]);
       return rows.length === 1 && last !== undefined && (rows[0].last_activity_at as Date).getTime() === Date.parse(last) && Date.now() - Date.parse(last) > 1100;
     });

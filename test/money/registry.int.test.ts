@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimAndRecord, claimTransaction, releaseLease, type RecordRequest, type RegistryEntry, type WalletKey } from '../../services/rounds/registry.ts';
 import type { Pool } from '../../shared/db/pool.ts';
-import { registryMigrations } from '../../services/rounds/registry.ts';
+import { claimThenAppend, type RecordRequest, type RegistryEntry, type TransactionRecorder, type WalletKey } from '../../shared/eventstore/recorder.ts';
+import { claimTransaction, registryMigrations, releaseLease } from '../../shared/eventstore/registry.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
 
@@ -74,14 +74,25 @@ describe('transaction registry: claims made at the same moment', () => {
   });
 });
 
-describe('transaction registry: claim, session check and record in one statement', () => {
+/**
+ * The recorder port's contract, for both of its implementations: the Postgres adapter's (claim, session
+ * check and record in one statement) and the one the EventStoreDB adapter uses (claim, then append),
+ * here over the Postgres store standing in for any store kept apart from the registry.
+ */
+describe.each([
+  ['in one statement (the Postgres adapter)', (_pool: Pool, store: PostgresEventStore) => store.transactionRecorder()],
+  ['as a claim then an append (the EventStoreDB adapter)', (pool: Pool, store: PostgresEventStore) => claimThenAppend(pool, store)],
+])('transaction recorder %s: claim, session check and record', (_name, recorderOf) => {
   let env: MigratedDatabase;
   let pool: Pool;
   let store: PostgresEventStore;
+  let recorder: TransactionRecorder;
+  const claimAndRecord = (_pool: Pool, request: RecordRequest) => recorder.record(request);
   beforeAll(async () => {
     env = await migratedDatabase('record', [...eventStoreMigrations, ...registryMigrations]);
     pool = env.pool;
     store = new PostgresEventStore(pool, env.db.url);
+    recorder = recorderOf(pool, store);
   });
   afterAll(async () => {
     await store.close();

@@ -1,0 +1,67 @@
+import type { Pool } from '../../shared/db/pool.ts';
+import { UNSETTLED_STATUSES, type TxStatus } from './decider.ts';
+
+/**
+ * The only way other code reads the rounds read model (rm_rounds, rm_transactions). Which statuses are
+ * "unsettled" is the decider's (UNSETTLED_STATUSES), passed in, never spelled out here; "outstanding"
+ * is the projection's figure, the tested twin of the decider's isOutstanding (see
+ * projection.property.int.test.ts).
+ */
+
+export interface TxRow {
+  roundStream: string;
+  transactionId: string;
+  operatorId: string;
+}
+
+/** Credits (WIN, ROLLBACK, ADJUSTMENT) recorded and not settled for good, untouched for `quietSeconds` (an attempt in flight is left to finish). */
+export async function unsettledCredits(pool: Pool, quietSeconds: number): Promise<TxRow[]> {
+  const { rows } = await pool.query<{ round_stream: string; transaction_id: string; operator_id: string }>(
+    `SELECT round_stream, transaction_id, operator_id FROM rm_transactions
+     WHERE type <> 'BET' AND status = ANY($1::text[]) AND updated_at < now() - $2 * interval '1 second'`,
+    [UNSETTLED_STATUSES, quietSeconds],
+  );
+  return rows.map((r) => ({ roundStream: r.round_stream, transactionId: r.transaction_id, operatorId: r.operator_id }));
+}
+
+/**
+ * Rounds the reconciler looks at, oldest first, at most `perOperator` per operator: open ones with
+ * outstanding bets and no activity for staleAfterSeconds, and force-closed ones whose outstanding bets
+ * are not all rolled back yet (a process died between closing and rolling back). Candidates only: the
+ * decider confirms each on its own stream (isStale).
+ */
+export async function staleRoundCandidates(pool: Pool, staleAfterSeconds: number, perOperator: number): Promise<Array<{ roundStream: string; operatorId: string }>> {
+  const { rows } = await pool.query<{ round_stream: string; operator_id: string }>(
+    `SELECT round_stream, operator_id FROM (
+       SELECT round_stream, operator_id, last_activity_at,
+              row_number() OVER (PARTITION BY operator_id ORDER BY last_activity_at) AS n
+       FROM rm_rounds
+       WHERE outstanding_bets > 0
+         AND ((status = 'open' AND last_activity_at < now() - $1 * interval '1 second') OR force_closed)
+     ) stale
+     WHERE n <= $2 ORDER BY last_activity_at`,
+    [staleAfterSeconds, perOperator],
+  );
+  return rows.map((r) => ({ roundStream: r.round_stream, operatorId: r.operator_id }));
+}
+
+/** The transactions in the given statuses, oldest first: rows of rm_transactions, column names as stored. */
+export async function transactionsIn(pool: Pool, statuses: readonly TxStatus[]): Promise<Array<Record<string, unknown> & { amount: number }>> {
+  const { rows } = await pool.query<{ amount: string } & Record<string, unknown>>(
+    `SELECT provider_id, operator_id, round_id, round_stream, transaction_id, type, player_ref, amount, currency, status, attempts, last_error,
+            recorded_at, dead_lettered_at, updated_at
+     FROM rm_transactions WHERE status = ANY($1::text[]) ORDER BY recorded_at`,
+    [statuses],
+  );
+  // bigint arrives as a decimal string; amounts are accepted only as safe integers, so Number() is exact.
+  return rows.map((r) => ({ ...r, amount: Number(r.amount) }));
+}
+
+/** Dead-lettered transactions per operator (operators with none are absent). */
+export async function deadLetteredByOperator(pool: Pool): Promise<Map<string, number>> {
+  const { rows } = await pool.query<{ operator_id: string; n: number }>(
+    `SELECT operator_id, count(*)::int AS n FROM rm_transactions WHERE status = $1 GROUP BY operator_id`,
+    ['dead' satisfies TxStatus],
+  );
+  return new Map(rows.map((r) => [r.operator_id, r.n]));
+}
