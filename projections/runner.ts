@@ -6,26 +6,21 @@ import type { Logger } from '../shared/logger.ts';
 
 export const projectionMigrations: Migration[] = [
   {
-    id: 'projections-001',
+    // failing_*: the event a projection cannot apply, kept where every process's /readyz reads it;
+    // cleared by the next batch it applies.
+    id: 'projections-baseline',
+    replaces: ['projections-001', 'projections-002'],
     sql: `
       CREATE TABLE projection_checkpoints (
         name text PRIMARY KEY,
         position text NOT NULL,
         events_applied bigint NOT NULL DEFAULT 0,
         last_event_at timestamptz,
-        updated_at timestamptz NOT NULL DEFAULT now()
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        failing_since timestamptz,
+        failing_event jsonb,
+        failing_error text
       );
-    `,
-  },
-  {
-    // #18 part 8: the event a projection cannot apply, kept where every process's /readyz reads it;
-    // cleared by the next batch it applies.
-    id: 'projections-002',
-    sql: `
-      ALTER TABLE projection_checkpoints
-        ADD COLUMN failing_since timestamptz,
-        ADD COLUMN failing_event jsonb,
-        ADD COLUMN failing_error text;
     `,
   },
 ];

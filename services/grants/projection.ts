@@ -9,7 +9,10 @@ import type { Projection } from '../../projections/runner.ts';
 
 export const grantsReadModelMigrations: Migration[] = [
   {
-    id: 'rm-grants-001',
+    // spins is a bigint: events recorded before grants were bounded (shared/bounds.ts) may hold up to
+    // 2^53-1 spins, and a row that cannot be stored would stop this read model for good.
+    id: 'rm-grants-baseline',
+    replaces: ['rm-grants-001', 'rm-grants-002'],
     sql: `
       CREATE TABLE rm_grants (
         id uuid PRIMARY KEY,
@@ -18,7 +21,7 @@ export const grantsReadModelMigrations: Migration[] = [
         provider_id text NOT NULL,
         game_id text NOT NULL,
         player_ref text NOT NULL,
-        spins int NOT NULL,
+        spins bigint NOT NULL,
         bet_amount_minor bigint NOT NULL,
         currency text NOT NULL,
         external_ref text,
@@ -32,12 +35,6 @@ export const grantsReadModelMigrations: Migration[] = [
       );
       CREATE INDEX rm_grants_list_idx ON rm_grants (operator_id, created_at DESC);
     `,
-  },
-  {
-    // #18 part 8: spins were accepted up to 2^53-1 and then could not be stored, which stopped this read
-    // model for good. New grants are bounded (shared/bounds.ts); the events already recorded still project.
-    id: 'rm-grants-002',
-    sql: `ALTER TABLE rm_grants ALTER COLUMN spins TYPE bigint;`,
   },
 ];
 

@@ -74,6 +74,25 @@ export const isOutstanding = (t: TxState): boolean => t.request.type === 'BET' &
 
 export const outstandingBets = (state: RoundState): TxState[] => [...state.txs.values()].filter(isOutstanding);
 
+/**
+ * A round's figures as operators and the reconciler read them (rm_rounds): how many BETs, WINs and
+ * ROLLBACKs, the amounts the wallet applied, the outstanding bets. The projection computes the same in
+ * SQL for a batch at a time; a property test checks the two agree on random histories.
+ */
+export function roundFigures(state: RoundState): { bets: number; betAmount: number; wins: number; winAmount: number; rollbacks: number; outstandingBets: number } {
+  const txs = [...state.txs.values()];
+  const of = (type: TransactionRequest['type']) => txs.filter((t) => t.request.type === type);
+  const applied = (list: TxState[]) => list.filter((t) => t.status === 'applied').reduce((sum, t) => sum + t.request.amount, 0);
+  return {
+    bets: of('BET').length,
+    betAmount: applied(of('BET')),
+    wins: of('WIN').length,
+    winAmount: applied(of('WIN')),
+    rollbacks: of('ROLLBACK').length,
+    outstandingBets: outstandingBets(state).length,
+  };
+}
+
 export type WalletOutcome =
   | { kind: 'reply'; reply: WalletReply }
   | { kind: 'failed'; detail: string; httpStatus?: number }

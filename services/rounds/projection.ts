@@ -6,7 +6,10 @@ import type { Projection } from '../../projections/runner.ts';
 
 export const roundsReadModelMigrations: Migration[] = [
   {
-    id: 'rm-rounds-001',
+    // A round's totals are sums of amounts of up to 2^53-1 each: numeric, since a bigint overflows after
+    // about 1024 of them and would stop this read model for every operator.
+    id: 'rm-rounds-baseline',
+    replaces: ['rm-rounds-001', 'rm-rounds-002'],
     sql: `
       CREATE TABLE rm_transactions (
         round_stream text NOT NULL,
@@ -45,9 +48,9 @@ export const roundsReadModelMigrations: Migration[] = [
         status text NOT NULL,
         force_closed boolean NOT NULL DEFAULT false,
         bets int NOT NULL DEFAULT 0,
-        bet_amount bigint NOT NULL DEFAULT 0,
+        bet_amount numeric NOT NULL DEFAULT 0,
         wins int NOT NULL DEFAULT 0,
-        win_amount bigint NOT NULL DEFAULT 0,
+        win_amount numeric NOT NULL DEFAULT 0,
         rollbacks int NOT NULL DEFAULT 0,
         outstanding_bets int NOT NULL DEFAULT 0,
         created_at timestamptz NOT NULL,
@@ -56,12 +59,6 @@ export const roundsReadModelMigrations: Migration[] = [
       CREATE INDEX rm_rounds_stale_idx ON rm_rounds (last_activity_at) WHERE status = 'open' AND outstanding_bets > 0;
       CREATE INDEX rm_rounds_lookup_idx ON rm_rounds (operator_id, round_id);
     `,
-  },
-  {
-    // #18 part 8: a round's totals are sums of amounts of up to 2^53-1 each; a bigint overflows after
-    // about 1024 of them and would stop this read model for every operator. numeric does not overflow.
-    id: 'rm-rounds-002',
-    sql: `ALTER TABLE rm_rounds ALTER COLUMN bet_amount TYPE numeric, ALTER COLUMN win_amount TYPE numeric;`,
   },
 ];
 

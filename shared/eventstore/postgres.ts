@@ -29,7 +29,30 @@ import {
  */
 export const eventStoreMigrations: Migration[] = [
   {
-    id: 'eventstore-001',
+    // The global log orders by transaction id, so a stream's later revision must never be written by a
+    // transaction with a lower id. A transaction gets its id at its first write; one that waited for a
+    // stream's row lock after writing to another stream would break that. So every stream lock is taken
+    // first, as an advisory lock (which needs no transaction id), in one order (no deadlock between
+    // batches), before anything is written.
+    //
+    // es_append_one: one append as a plain function, which PL/pgSQL calls as an expression (about half
+    // the cost of a SELECT FROM a set-returning one); a one-event append inserts with VALUES. It takes its
+    // own stream's lock, so it is safe alone; a caller appending to several streams in one transaction
+    // must take all their locks first (es_lock_streams). p_expected: -1 = no stream; NULL = any.
+    //
+    // es_append_batch: many appends (to any streams) in one round trip and one commit; the store batches
+    // concurrent appends into it (group commit). Each append is decided on its own: a wrong expected
+    // revision makes that one 'conflict' and writes nothing, the others go on. (An event id already
+    // stored raises a unique violation for the whole batch; the store then tries each append alone.)
+    //
+    // es_lock_streams and es_stream_has: the SQL interface for a caller that makes an append part of its
+    // own statement (the transaction recorder). es_stream_has is PL/pgSQL so that it keeps its plan for
+    // the connection when called from PL/pgSQL (a SQL function is planned again in every transaction).
+    //
+    // es_append: not called by the store; kept for a process of the previous version, as one append
+    // through es_append_batch (same stream lock, same NOTIFY).
+    id: 'eventstore-baseline',
+    replaces: ['eventstore-001', 'eventstore-002-append-function', 'eventstore-003-append-batch', 'eventstore-004-sql-interface', 'eventstore-005-stream-has-plan', 'eventstore-006-append-one'],
     sql: `
       CREATE TABLE es_streams (
         stream_id text PRIMARY KEY,
@@ -49,131 +72,7 @@ export const eventStoreMigrations: Migration[] = [
         CONSTRAINT es_events_event_id_key UNIQUE (event_id)
       );
       CREATE UNIQUE INDEX es_events_order_idx ON es_events (transaction_id, global_position);
-    `,
-  },
-  {
-    // The whole append in one round trip: lock (or create) the stream row, check the expected revision,
-    // insert the events, move the revision. p_expected: -1 = no stream; NULL = any. (Superseded by
-    // es_append_batch below; kept, with the same stream lock, for a process of the previous version.)
-    id: 'eventstore-002-append-function',
-    sql: `
-      CREATE FUNCTION es_append(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
-      RETURNS TABLE (next_revision bigint, last_position text) LANGUAGE plpgsql AS $$
-      DECLARE
-        v_current bigint;
-        v_last bigint;
-      BEGIN
-        INSERT INTO es_streams AS s (stream_id, revision) VALUES (p_stream, -1)
-          ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision
-          RETURNING s.revision INTO v_current;
-        IF p_expected IS NOT NULL AND v_current <> p_expected THEN
-          RAISE EXCEPTION 'wrong expected revision' USING ERRCODE = 'P0001', DETAIL = v_current::text, HINT = 'es_wrong_expected_revision';
-        END IF;
-        WITH ins AS (
-          INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
-          SELECT p_stream, v_current + x.o, x.id, x.t, x.d, x.m
-          FROM unnest(p_ids, p_types, p_data, p_meta) WITH ORDINALITY AS x(id, t, d, m, o)
-          ORDER BY x.o
-          RETURNING global_position
-        )
-        SELECT max(global_position) INTO v_last FROM ins;
-        UPDATE es_streams SET revision = v_current + cardinality(p_ids) WHERE stream_id = p_stream;
-        RETURN QUERY SELECT v_current + cardinality(p_ids), pg_current_xact_id()::text || '.' || v_last::text;
-      END
-      $$;
-    `,
-  },
-  {
-    // Many appends (to any streams) in one round trip and one commit: the store batches concurrent
-    // appends into it (group commit). Each append is decided on its own: a wrong expected revision makes
-    // that one 'conflict' and writes nothing, the others go on. (An event id already stored raises a
-    // unique violation for the whole batch; the store then tries each append alone.)
-    //
-    // The global log orders by transaction id, so a stream's later revision must never be written by a
-    // transaction with a lower id. A transaction gets its id at its first write; one that waited for a
-    // stream's row lock after writing to another stream would break that. So every stream lock is taken
-    // first, as an advisory lock (which needs no transaction id), in one order (no deadlock between
-    // batches), before anything is written.
-    //
-    // It notifies subscribers itself, once per batch: a batch is one commit, so that costs one
-    // notify-queue lock per many appends, and no extra round trip.
-    id: 'eventstore-003-append-batch',
-    sql: `
-      CREATE FUNCTION es_append_batch(p_streams text[], p_expected bigint[], p_counts int[], p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
-      RETURNS TABLE (o_index int, o_conflict boolean, o_revision bigint, o_position text) LANGUAGE plpgsql AS $$
-      DECLARE
-        v_key int;
-        v_current bigint;
-        v_exists boolean;
-        v_last bigint;
-        v_from int := 1;
-        v_to int;
-        v_wrote boolean := false;
-        i int;
-      BEGIN
-        FOR v_key IN SELECT DISTINCT hashtext(x) FROM unnest(p_streams) AS x ORDER BY 1 LOOP
-          PERFORM pg_advisory_xact_lock(7281004, v_key);
-        END LOOP;
-        FOR i IN 1 .. cardinality(p_streams) LOOP
-          v_to := v_from + p_counts[i] - 1;
-          o_index := i;
-          o_position := NULL;
-          SELECT s.revision INTO v_current FROM es_streams s WHERE s.stream_id = p_streams[i];
-          v_exists := FOUND;
-          IF NOT v_exists THEN v_current := -1; END IF;
-          IF p_expected[i] IS NOT NULL AND v_current <> p_expected[i] THEN
-            o_conflict := true;
-            o_revision := v_current;
-          ELSE
-            WITH ins AS (
-              INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
-              SELECT p_streams[i], v_current + x.o, x.id, x.t, x.d, x.m
-              FROM unnest(p_ids[v_from:v_to], p_types[v_from:v_to], p_data[v_from:v_to], p_meta[v_from:v_to]) WITH ORDINALITY AS x(id, t, d, m, o)
-              ORDER BY x.o
-              RETURNING global_position
-            )
-            SELECT max(global_position) INTO v_last FROM ins;
-            IF v_exists THEN
-              UPDATE es_streams SET revision = v_current + p_counts[i] WHERE stream_id = p_streams[i];
-            ELSE
-              INSERT INTO es_streams (stream_id, revision) VALUES (p_streams[i], v_current + p_counts[i]);
-            END IF;
-            o_conflict := false;
-            o_revision := v_current + p_counts[i];
-            o_position := pg_current_xact_id()::text || '.' || v_last::text;
-          END IF;
-          RETURN NEXT;
-          v_from := v_to + 1;
-          v_wrote := v_wrote OR NOT o_conflict;
-        END LOOP;
-        -- Delivered at commit, once per batch: subscribers in every process wake when the events are there to read.
-        IF v_wrote THEN PERFORM pg_notify('es_appended', ''); END IF;
-      END
-      $$;
 
-      -- es_append is no longer called by the store; a process of the previous version still may, so it
-      -- stays, as one append through es_append_batch (same stream lock, same NOTIFY).
-      CREATE OR REPLACE FUNCTION es_append(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
-      RETURNS TABLE (next_revision bigint, last_position text) LANGUAGE plpgsql AS $$
-      DECLARE
-        r record;
-      BEGIN
-        SELECT * INTO r FROM es_append_batch(ARRAY[p_stream], ARRAY[p_expected], ARRAY[cardinality(p_ids)], p_ids, p_types, p_data, p_meta);
-        IF r.o_conflict THEN
-          RAISE EXCEPTION 'wrong expected revision' USING ERRCODE = 'P0001', DETAIL = r.o_revision::text, HINT = 'es_wrong_expected_revision';
-        END IF;
-        RETURN QUERY SELECT r.o_revision, r.o_position;
-      END
-      $$;
-    `,
-  },
-  {
-    // The store's SQL interface for a caller that makes an append part of its own statement (the ledger
-    // records a transaction in the statement that claims its id): take the stream locks first, in
-    // es_append_batch's order and before anything is written (see eventstore-003), check a stream, then
-    // call es_append_batch, which takes the same locks again at no cost.
-    id: 'eventstore-004-sql-interface',
-    sql: `
       CREATE FUNCTION es_lock_streams(p_streams text[]) RETURNS void LANGUAGE plpgsql AS $$
       DECLARE
         v_key int;
@@ -185,35 +84,12 @@ export const eventStoreMigrations: Migration[] = [
       $$;
 
       -- Whether the stream holds an event of this type at or after this revision.
-      CREATE FUNCTION es_stream_has(p_stream text, p_from bigint, p_type text) RETURNS boolean LANGUAGE sql STABLE AS $$
-        SELECT EXISTS (SELECT 1 FROM es_events WHERE stream_id = p_stream AND revision >= p_from AND type = p_type)
-      $$;
-    `,
-  },
-  {
-    // es_stream_has as PL/pgSQL: a SQL function called from PL/pgSQL (ledger_record_batch) is planned
-    // again in every transaction, a PL/pgSQL one keeps its plan for the connection. Same answer;
-    // 0.05-0.14 ms less per statement that checks a guard (measured on a one-item ledger_record_batch).
-    id: 'eventstore-005-stream-has-plan',
-    sql: `
-      CREATE OR REPLACE FUNCTION es_stream_has(p_stream text, p_from bigint, p_type text) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+      CREATE FUNCTION es_stream_has(p_stream text, p_from bigint, p_type text) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
       BEGIN
         RETURN EXISTS (SELECT 1 FROM es_events WHERE stream_id = p_stream AND revision >= p_from AND type = p_type);
       END
       $$;
-    `,
-  },
-  {
-    // One append as a plain function (not a set-returning one), which PL/pgSQL calls as an expression:
-    // called from ledger_record_batch it costs about half what a SELECT FROM es_append_batch did there
-    // (measured: 28-40 against 54-70 µs for a one-event append to a new stream). A one-event append
-    // (the usual one) inserts with VALUES instead of unnest. es_append_batch is now this, per append,
-    // after taking every stream's lock (same answers; no slower, measured on five-append batches).
-    //
-    // It takes its own stream's lock, so it is safe alone; a caller appending to several streams in one
-    // transaction must take all their locks first (es_lock_streams), as es_append_batch does.
-    id: 'eventstore-006-append-one',
-    sql: `
+
       CREATE FUNCTION es_append_one(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[],
         OUT o_conflict boolean, OUT o_revision bigint, OUT o_position text) LANGUAGE plpgsql AS $$
       DECLARE
@@ -258,7 +134,7 @@ export const eventStoreMigrations: Migration[] = [
       END
       $$;
 
-      CREATE OR REPLACE FUNCTION es_append_batch(p_streams text[], p_expected bigint[], p_counts int[], p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
+      CREATE FUNCTION es_append_batch(p_streams text[], p_expected bigint[], p_counts int[], p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
       RETURNS TABLE (o_index int, o_conflict boolean, o_revision bigint, o_position text) LANGUAGE plpgsql AS $$
       DECLARE
         v_from int := 1;
@@ -279,12 +155,25 @@ export const eventStoreMigrations: Migration[] = [
         END LOOP;
       END
       $$;
+
+      CREATE FUNCTION es_append(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
+      RETURNS TABLE (next_revision bigint, last_position text) LANGUAGE plpgsql AS $$
+      DECLARE
+        r record;
+      BEGIN
+        SELECT * INTO r FROM es_append_batch(ARRAY[p_stream], ARRAY[p_expected], ARRAY[cardinality(p_ids)], p_ids, p_types, p_data, p_meta);
+        IF r.o_conflict THEN
+          RAISE EXCEPTION 'wrong expected revision' USING ERRCODE = 'P0001', DETAIL = r.o_revision::text, HINT = 'es_wrong_expected_revision';
+        END IF;
+        RETURN QUERY SELECT r.o_revision, r.o_position;
+      END
+      $$;
     `,
   },
   ...postgresRecorderMigrations,
 ];
 
-/** es_append_batch notifies this channel when it commits events. */
+/** es_append_one (so every append) notifies this channel when it commits events. */
 const NOTIFY_CHANNEL = 'es_appended';
 
 interface EventRow {

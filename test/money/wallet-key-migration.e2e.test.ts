@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMigrations, type RunningService } from '../../services/service.ts';
+import { legacyMigrations } from '../db/legacy-migrations.ts';
 import { contentHash } from '../../shared/canonical.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
@@ -34,7 +35,8 @@ describe('wallet-key migration of an existing registry', () => {
     env = await createTestEnv('walletkeymig');
     wallet = await startFakeWallet(OP1.secret);
     const pool = createPool(env.db.url);
-    await migrate(pool, allMigrations.filter((m) => !NEW.has(m.id)));
+    // The release before the rule; the rest of its chain (the backfill) runs when it is upgraded below.
+    await migrate(pool, legacyMigrations.filter((m) => !NEW.has(m.id)));
     const store = new PostgresEventStore(pool, env.db.url);
     for (const [providerId, request] of Object.entries(requests)) {
       const stream = roundStream(providerId, OP1.id, request.roundId);
@@ -55,6 +57,9 @@ describe('wallet-key migration of an existing registry', () => {
         [request.sessionToken, OP1.id, player, providerId, request.gameId, request.currency],
       );
     }
+    // Upgraded as a database must be: through the last release before the baselines, then to this one.
+    await migrate(pool, legacyMigrations);
+    await migrate(pool, allMigrations);
     await store.close();
     await pool.end();
     svc = await startInProcess(env);

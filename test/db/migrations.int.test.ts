@@ -1,0 +1,106 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { allMigrations } from '../../services/service.ts';
+import { migrate } from '../../shared/db/migrations.ts';
+import type { Pool } from '../../shared/db/pool.ts';
+import { PostgresEventStore } from '../../shared/eventstore/postgres.ts';
+import { migratedDatabase } from '../helpers/db.ts';
+import { legacyMigrations } from './legacy-migrations.ts';
+
+/**
+ * The public schema as SQL sees it. Columns are compared by their order among the table's live columns:
+ * information_schema's ordinal_position is the attribute number, which keeps the gaps of dropped columns
+ * (rm_sessions upgraded by sessions-002-stored-once has token at 1 and revoked_at at 12), while
+ * SELECT * and INSERT without a column list see the same order either way.
+ */
+async function schemaOf(pool: Pool) {
+  const q = async (sql: string) => (await pool.query(sql)).rows;
+  return {
+    relations: await q(`
+      SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = 'public' ORDER BY 1, 2`),
+    columns: await q(`
+      SELECT table_name, column_name,
+        row_number() OVER (PARTITION BY table_name ORDER BY ordinal_position) AS position,
+        data_type, udt_name, character_maximum_length, numeric_precision, numeric_scale, column_default, is_nullable
+      FROM information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, position`),
+    indexes: await q(`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1, 2`),
+    constraints: await q(`
+      SELECT c.conrelid::regclass::text AS relation, c.conname, c.contype, pg_get_constraintdef(c.oid) AS definition
+      FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
+      WHERE n.nspname = 'public' ORDER BY 1, 2`),
+    functions: await q(`
+      SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS arguments, pg_get_functiondef(p.oid) AS definition
+      FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+      WHERE n.nspname = 'public' ORDER BY 1, 2`),
+  };
+}
+
+const baselines = allMigrations.filter((m) => m.replaces);
+
+describe('baselined migrations', () => {
+  it('upgrade a database of the release before to the schema a fresh one gets', async () => {
+    const fresh = await migratedDatabase('migfresh', allMigrations);
+    const upgraded = await migratedDatabase('migupgraded', legacyMigrations);
+    try {
+      await migrate(upgraded.pool, allMigrations);
+      const [want, got] = [await schemaOf(fresh.pool), await schemaOf(upgraded.pool)];
+      expect(want.functions.map((f) => f.proname)).toEqual([
+        'es_append', 'es_append_batch', 'es_append_one', 'es_lock_streams', 'es_stream_has', 'ledger_claim_and_record',
+      ]);
+      expect(got.relations).toEqual(want.relations);
+      expect(got.columns).toEqual(want.columns);
+      expect(got.indexes).toEqual(want.indexes);
+      expect(got.constraints).toEqual(want.constraints);
+      expect(got.functions).toEqual(want.functions);
+
+      // The upgrade ran no baseline: each is recorded beside the ids it replaces.
+      const { rows } = await upgraded.pool.query<{ id: string }>('SELECT id FROM schema_migrations');
+      const applied = new Set(rows.map((r) => r.id));
+      for (const b of baselines) {
+        expect(applied.has(b.id), b.id).toBe(true);
+        for (const id of b.replaces!) expect(applied.has(id), id).toBe(true);
+      }
+    } finally {
+      await fresh.close();
+      await upgraded.close();
+    }
+  });
+
+  it('keep the events written before the upgrade, and streams go on after it', async () => {
+    const { db, pool, close } = await migratedDatabase('migdata', legacyMigrations);
+    const stream = `round-${randomUUID()}`;
+    const event = { id: randomUUID(), type: 'TransactionRecorded', data: { amount: 100 }, metadata: { by: 'legacy' } };
+    try {
+      const before = new PostgresEventStore(pool, db.url);
+      await before.append(stream, [event], 'no_stream');
+      await before.close();
+
+      await migrate(pool, allMigrations);
+
+      const after = new PostgresEventStore(pool, db.url);
+      try {
+        const read = await after.readStream(stream);
+        expect(read.map((e) => [e.id, e.revision, e.type, e.data, e.metadata])).toEqual([[event.id, 0, event.type, event.data, event.metadata]]);
+        const next = await after.append(stream, [{ id: randomUUID(), type: 'TransactionSettled', data: {} }], 0);
+        expect(next.nextRevision).toBe(1);
+      } finally {
+        await after.close();
+      }
+    } finally {
+      await close();
+    }
+  });
+
+  it.each(baselines.map((b) => [b.id, b.replaces!] as const))('%s refuses a database that applied only part of what it replaces', async (id, replaces) => {
+    const missing = replaces.at(-1)!;
+    const { pool, close } = await migratedDatabase('migpartial', legacyMigrations.filter((m) => m.id !== missing));
+    try {
+      await expect(migrate(pool, allMigrations)).rejects.toThrow(`migration ${id} replaces ${replaces.join(', ')}, of which this database applied only ${replaces.slice(0, -1).join(', ')}`);
+      const { rows } = await pool.query('SELECT 1 FROM schema_migrations WHERE id = $1', [id]);
+      expect(rows).toHaveLength(0);
+    } finally {
+      await close();
+    }
+  });
+});
