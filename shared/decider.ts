@@ -19,7 +19,7 @@ export interface EventMeta {
 
 /**
  * A rule said no. Data, not an HTTP status: the API maps each kind to its status and message in one
- * table (services/api/refusals.ts), so the contract's error list can be checked against one file.
+ * table (services/api/answers.ts), so the contract's error list can be checked against one file.
  */
 export interface Refusal<K extends string = string> {
   kind: K;

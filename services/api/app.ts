@@ -10,7 +10,7 @@ import { httpMetrics, metricsEndpoint } from '../../shared/metrics.ts';
 import type { ServiceContext } from '../context.ts';
 import { adminRouter } from './admin.ts';
 import { healthRouter } from './health.ts';
-import { answerFor } from './refusals.ts';
+import { answerFor } from './answers.ts';
 import { docsRoutes } from './openapi/docs.ts';
 
 /** Routes per audience; each audience is authenticated before any of its handlers runs. */

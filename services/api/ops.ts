@@ -3,7 +3,7 @@ import { adminAuth } from '../../shared/http/admin-auth.ts';
 import { errorRenderer, renderNotFound } from '../../shared/http/errors.ts';
 import { httpMetrics, metricsEndpoint } from '../../shared/metrics.ts';
 import type { ServiceContext } from '../context.ts';
-import { answerFor } from './refusals.ts';
+import { answerFor } from './answers.ts';
 import { healthRouter } from './health.ts';
 
 /**

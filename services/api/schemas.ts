@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { TX_STATUSES } from '../rounds/decider.ts';
+import { ORIGINS, TRANSACTION_TYPES } from '../rounds/events.ts';
 import { grantSchema } from './operator/schemas.ts';
 
 // Response bodies of the health, admin and audit routes, and the error body every route shares. The
@@ -60,7 +62,7 @@ export const projectionsResponse = z.strictObject({
   ),
 });
 
-const txStatus = z.enum(['recorded', 'applied', 'declined', 'invalid', 'failed', 'timed_out', 'dead', 'voided']);
+const txStatus = z.enum(TX_STATUSES);
 const walletReplySummary = z.strictObject({ status: z.enum(['OK', 'DECLINED']), balance: z.number().int() });
 
 export const adjustmentResponse = z.strictObject({
@@ -98,9 +100,9 @@ export const roundState = z.strictObject({
   transactions: z.array(
     z.strictObject({
       transactionId: z.string(),
-      type: z.enum(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']),
+      type: z.enum(TRANSACTION_TYPES),
       amount: z.number().int().nonnegative(),
-      origin: z.enum(['provider', 'reconciler', 'admin']),
+      origin: z.enum(ORIGINS),
       status: txStatus,
       attempts: z.number().int().nonnegative(),
       rolledBackBy: z.string().optional(),
@@ -155,7 +157,7 @@ export const auditTransactions = z.strictObject({
       round_id: z.string(),
       round_stream: z.string(),
       transaction_id: z.string(),
-      type: z.enum(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']),
+      type: z.enum(TRANSACTION_TYPES),
       player_ref: z.string(),
       amount: z.number().int().nonnegative(),
       currency: z.string(),

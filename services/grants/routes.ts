@@ -1,7 +1,8 @@
 import { Router, type Request } from 'express';
 import { z } from 'zod';
 import { amountMinor, spinCount } from '../../shared/bounds.ts';
-import { grantsProjection, listGrants } from './projection.ts';
+import { grantsProjection } from './projection.ts';
+import { listGrants } from './queries.ts';
 import { waitForProjection } from '../../projections/runner.ts';
 import type { Position } from '../../shared/eventstore/port.ts';
 import { cancelRefusal, grantDecider, grantOf, type Grant, type GrantState, type ProviderOutcome } from './decider.ts';

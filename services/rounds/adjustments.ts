@@ -1,19 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
 import { z } from 'zod';
-import { amountMinor } from '../../shared/bounds.ts';
+import { amountMinor, currencyCode } from '../../shared/bounds.ts';
 import { ADMIN_SESSION, PLATFORM_PROVIDER, roundStream, type TransactionRequest } from './events.ts';
 import { notFound } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { submitTransaction, type LedgerDeps } from './submit.ts';
 import { submittedTransactionId } from '../api/provider/schemas.ts';
+import { adjustmentAnswer } from '../api/answers.ts';
 
 export const adjustmentBody = z.object({
   operatorId: z.string().min(1),
   playerRef: z.string().min(1).max(255),
   amount: amountMinor().min(1, 'expected a positive integer'),
-  currency: z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code'),
+  currency: currencyCode(),
   direction: z.enum(['DEBIT', 'CREDIT']),
   /** Optional: a retry with the same id is answered from the first (idempotent). Generated when omitted. */
   transactionId: submittedTransactionId.optional(),
@@ -51,15 +52,8 @@ export function adjustmentRoutes(ctx: ServiceContext, ledger: LedgerDeps): Route
       roundStream: roundStream(PLATFORM_PROVIDER, body.operatorId, roundId),
       sessionExpired: false,
     });
-    const status = tx.status === 'applied' ? 200 : tx.status === 'invalid' ? 502 : 202;
-    res.status(status).json({
-      transactionId,
-      status: tx.status,
-      attempts: tx.attempts,
-      ...(tx.reply ? { reply: { status: tx.reply.status, balance: tx.reply.balance } } : {}),
-      ...(tx.lastError ? { lastError: tx.lastError } : {}),
-      retrying: tx.status === 'failed' || tx.status === 'timed_out',
-    });
+    const answer = adjustmentAnswer(tx);
+    res.status(answer.status).json(answer.body);
   });
   return router;
 }

@@ -28,7 +28,8 @@ export interface WalletReply {
 }
 
 /** Who submitted it: a provider, the stale-round reconciler, or the platform admin (adjustments). */
-export type Origin = 'provider' | 'reconciler' | 'admin';
+export const ORIGINS = ['provider', 'reconciler', 'admin'] as const;
+export type Origin = (typeof ORIGINS)[number];
 
 /** Write-ahead: recorded before the wallet is called, so a crash before the outcome leaves something to act on. */
 export type TransactionRecorded = DomainEvent<

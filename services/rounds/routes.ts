@@ -5,7 +5,7 @@ import { launchedSession, revocationGuard, sessionRevoked } from '../sessions/st
 import { badRequest } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import { submitTransaction, type LedgerDeps } from './submit.ts';
-import type { TxState } from './decider.ts';
+import { transactionAnswer } from '../api/answers.ts';
 import { Refused } from '../../shared/decider.ts';
 import type { ServiceContext } from '../context.ts';
 import { transactionSessionRefusal } from '../sessions/decider.ts';
@@ -57,33 +57,8 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
       sessionExpired: session.expired,
       revocation: revocationGuard(session),
     });
-    const reply = replyFor(tx);
+    const reply = transactionAnswer(tx);
     res.status(reply.status).type('application/json').send(reply.body);
   });
   return router;
-}
-
-/** How a transaction's state is answered to whoever submitted it (contract section 5). */
-export function replyFor(tx: TxState): { status: number; body: string } {
-  switch (tx.status) {
-    case 'applied':
-    case 'declined':
-      return { status: 200, body: tx.reply!.body };
-    case 'invalid':
-      return { status: 502, body: JSON.stringify({ error: `wallet answered DECLINED to a ${tx.request.type}` }) };
-    case 'failed':
-      return { status: 502, body: JSON.stringify({ error: 'wallet call failed' }) };
-    case 'timed_out':
-      return { status: 504, body: JSON.stringify({ error: 'wallet timeout' }) };
-    case 'dead':
-      return { status: 502, body: JSON.stringify({ error: 'wallet never accepted the transaction; retries stopped' }) };
-    case 'voided':
-      return { status: 409, body: JSON.stringify({ error: 'bet was rolled back' }) };
-    case 'recorded':
-      return { status: 504, body: JSON.stringify({ error: 'transaction still in progress; resubmit to get its outcome' }) };
-    default: {
-      const unknown: never = tx.status;
-      return unknown;
-    }
-  }
 }

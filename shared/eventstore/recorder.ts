@@ -48,13 +48,17 @@ export interface Claim {
   taken: boolean;
 }
 
-export interface RecordRequest {
+/** A claim of a transaction id in the registry, with its dispatch lease for ttlMs. */
+export interface ClaimRequest {
   registryKey: string;
   transactionId: string;
   entry: RegistryEntry;
   wallet: WalletKey;
   token: string;
   ttlMs: number;
+}
+
+export interface RecordRequest extends ClaimRequest {
   /** When broken (say, the session was kicked), nothing new is claimed or recorded. */
   guard: StreamGuard | undefined;
   /** The record, appended to entry.roundStream at this revision (-1: a new stream) if the claim registers the id. */

@@ -1,7 +1,7 @@
 import { Coalescer, type Settled } from '../coalesce.ts';
 import type { Migration } from '../db/migrations.ts';
 import type { Pool } from '../db/pool.ts';
-import type { Claim, RegistryEntry, WalletKey } from './recorder.ts';
+import type { Claim, ClaimRequest, RegistryEntry, WalletKey } from './recorder.ts';
 
 /**
  * transactionId is unique per provider across all rounds (contract section 5). The round stream
@@ -55,14 +55,6 @@ export async function claimTransaction(pool: Pool, registryKey: string, transact
   }
 }
 
-interface ClaimRequest {
-  registryKey: string;
-  transactionId: string;
-  entry: RegistryEntry;
-  wallet: WalletKey;
-  token: string;
-  ttlMs: number;
-}
 
 const claimers = new WeakMap<Pool, Coalescer<ClaimRequest, Claim | undefined>>();
 

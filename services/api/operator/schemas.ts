@@ -16,8 +16,6 @@ export const kickBody = z.object({
   playerRef: z.string().min(1).max(255),
 });
 
-export const CURRENCY = /^[A-Z]{3}$/;
-
 // Response bodies and the bodies sent to providers. The OpenAPI document (services/api/openapi) is
 // generated from these, and test/docs checks real responses and outbound calls against them.
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { amountMinor } from '../../../shared/bounds.ts';
-import { STALE_ROLLBACK_PREFIX } from '../../rounds/events.ts';
+import { amountMinor, currencyCode } from '../../../shared/bounds.ts';
+import { STALE_ROLLBACK_PREFIX, TRANSACTION_TYPES } from '../../rounds/events.ts';
 
 export const METADATA_MAX_BYTES = 8 * 1024;
 
@@ -39,13 +39,13 @@ export const transactionBody = z
   .strictObject({
     transactionId: submittedTransactionId,
     sessionToken: z.string().min(1).max(512),
-    type: z.enum(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']),
+    type: z.enum(TRANSACTION_TYPES),
     roundId: z.string().min(1).max(255),
     roundComplete: z.boolean().optional(),
     originalTransactionId: z.string().min(1).max(255).optional(),
     playerRef: z.string().min(1).max(255),
     amount: amountMinor(),
-    currency: z.string().regex(/^[A-Z]{3}$/, 'expected an upper-case ISO-4217 code'),
+    currency: currencyCode(),
     gameId: z.string().min(1).max(200),
     direction: z.enum(['DEBIT', 'CREDIT']).optional(),
     metadata: transactionMetadata.optional(),
@@ -77,13 +77,13 @@ export type TransactionBody = z.infer<typeof transactionBody>;
 export const walletTransactionRequest = z.strictObject({
   transactionId: z.string().min(1),
   sessionToken: z.string().min(1),
-  type: z.enum(['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT']),
+  type: z.enum(TRANSACTION_TYPES),
   roundId: z.string().min(1),
   roundComplete: z.boolean(),
   originalTransactionId: z.string().min(1).optional(),
   playerRef: z.string().min(1),
   amount: amountMinor(),
-  currency: z.string().regex(/^[A-Z]{3}$/),
+  currency: currencyCode(),
   gameId: z.string(),
   direction: z.enum(['DEBIT', 'CREDIT']).optional(),
   metadata: transactionMetadata.optional(),

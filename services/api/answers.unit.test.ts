@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Refused } from '../../shared/decider.ts';
-import { answerFor, REFUSALS, type AnyRefusal } from './refusals.ts';
+import { TX_STATUSES, type TxState } from '../rounds/decider.ts';
+import { answerFor, REFUSALS, transactionAnswer, type AnyRefusal } from './answers.ts';
 
 /**
- * The refusal table (services/api/refusals.ts) against the error reference (docs/errors.md): every
+ * The refusal table (services/api/answers.ts) against the error reference (docs/errors.md): every
  * kind answers a client-error status, and its `error` text is one the document lists, with the status
  * the document gives it.
  */
@@ -136,5 +137,33 @@ describe('REFUSALS against docs/errors.md', () => {
 
   it('answerFor throws for a kind with no row', () => {
     expect(() => answerFor(new Refused({ kind: 'no-such-refusal' }))).toThrow('no answer for refusal no-such-refusal');
+  });
+});
+
+describe('transactionAnswer against docs/errors.md', () => {
+  const tx = (status: TxState['status']): TxState => ({
+    request: { transactionId: 'w1', sessionToken: 's', type: 'WIN', roundId: 'r', roundComplete: true, playerRef: 'p', amount: 5, currency: 'EUR', gameId: 'g' },
+    providerId: 'studio-a',
+    operatorId: 'op-1',
+    origin: 'provider',
+    walletBody: '{}',
+    contentHash: 'h',
+    status,
+    attempts: 1,
+    recordedAt: '2026-11-24T12:00:00.000Z',
+    ...(status === 'applied' || status === 'declined' || status === 'invalid' ? { reply: { status: status === 'applied' ? 'OK' : 'DECLINED', balance: 7, body: '{"status":"OK","balance":7}' } } : {}),
+  });
+
+  it.each(TX_STATUSES.filter((s) => s !== 'applied' && s !== 'declined'))('a %s transaction: its error text is listed in docs/errors.md under its status', (status) => {
+    const answer = transactionAnswer(tx(status));
+    const { error } = JSON.parse(answer.body) as { error: string };
+    const rows = rowsQuoting(error, ['WIN']);
+    expect(rows.map((r) => r.line), `"${error}" is not quoted in docs/errors.md`).not.toEqual([]);
+    expect(rows.flatMap((r) => r.statuses)).toContain(answer.status);
+  });
+
+  it('an applied or declined transaction is answered 200 with the wallet reply verbatim', () => {
+    expect(transactionAnswer(tx('applied'))).toEqual({ status: 200, body: '{"status":"OK","balance":7}' });
+    expect(transactionAnswer(tx('declined')).status).toBe(200);
   });
 });

@@ -1,0 +1,6 @@
+
+      ALTER TABLE projection_checkpoints
+        ADD COLUMN failing_since timestamptz,
+        ADD COLUMN failing_event jsonb,
+        ADD COLUMN failing_error text;
+    

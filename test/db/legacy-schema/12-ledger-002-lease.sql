@@ -1,0 +1,1 @@
+ALTER TABLE tx_registry ADD COLUMN lease_token text, ADD COLUMN leased_until timestamptz;

@@ -1,0 +1,1 @@
+ALTER TABLE rm_rounds ALTER COLUMN bet_amount TYPE numeric, ALTER COLUMN win_amount TYPE numeric;

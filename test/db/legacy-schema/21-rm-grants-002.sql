@@ -1,0 +1,1 @@
+ALTER TABLE rm_grants ALTER COLUMN spins TYPE bigint;
