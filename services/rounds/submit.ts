@@ -107,8 +107,9 @@ const recordCommand = (sub: Submission, hash: string, now: Date, session: Sessio
 });
 
 /**
- * The usual way in, for a new transaction with the Postgres store: decided on the round as this process
- * knows it, then claimed, checked against the guard and recorded in one statement. The decision stands
+ * The usual way in, for a new transaction: decided on the round as this process knows it, then
+ * claimed, checked against the guard and recorded by the store's recorder (one statement with the
+ * Postgres store). The decision stands
  * only if that append succeeds (the cached round may be behind); otherwise, as for a resubmission, the
  * claim goes on under its lease with the round read afresh. Returns the outcome, or undefined when the
  * usual way (claim, then record) must answer.
