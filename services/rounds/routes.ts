@@ -8,7 +8,7 @@ import { submitTransaction, type LedgerDeps } from './submit.ts';
 import { transactionAnswer } from '../api/answers.ts';
 import { Refused } from '../../shared/decider.ts';
 import type { ServiceContext } from '../context.ts';
-import { transactionSessionRefusal } from '../sessions/decider.ts';
+import { transactionSessionRefusal, type SessionRefusal } from '../sessions/decider.ts';
 import { transactionBody, type TransactionBody } from '../api/provider/schemas.ts';
 
 /** The wallet body, fields in one fixed order, exactly as the operator's wallet will receive it. */
@@ -39,12 +39,12 @@ export function transactionRoutes(ctx: ServiceContext, ledger: LedgerDeps): Rout
     // Whether a kick ended the session is checked with the claim (see Submission.revocation): an identical
     // resubmission of what was recorded before the kick is still answered.
     const resolved = await launchedSession(ctx.pool, body.sessionToken, providerId, ctx.now());
-    if (!resolved.ok) throw new Refused({ kind: 'session-invalid' });
+    if (!resolved.ok) throw new Refused<SessionRefusal>({ kind: 'session-invalid' });
     const session = resolved.session;
     const refusal = transactionSessionRefusal(session, body);
     if (refusal) {
       // A kicked session is refused as such, whatever else is wrong with the request.
-      throw new Refused((await sessionRevoked(ctx.eventStore, session)) ? { kind: 'session-invalid' } : refusal);
+      throw new Refused<SessionRefusal>((await sessionRevoked(ctx.eventStore, session)) ? { kind: 'session-invalid' } : refusal);
     }
 
     const tx = await submitTransaction(ledger, {

@@ -6,7 +6,7 @@ import { AppError } from '../../shared/errors.ts';
 import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
 import type { Claim, RecordRequest, RegistryEntry, StreamGuard, TransactionRecorder } from '../../shared/eventstore/recorder.ts';
 import { claimIsOwn, releaseClaim, releaseLease } from '../../shared/eventstore/registry.ts';
-import { isCredit, isFinal, roundDecider, type RoundCommand, type RoundState, type SessionStanding, type TxState } from './decider.ts';
+import { isCredit, isFinal, roundDecider, type RoundCommand, type RoundRefusal, type RoundState, type SessionStanding, type TxState } from './decider.ts';
 import { attemptWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease, type RoundSnapshot } from './dispatch.ts';
 import type { Origin, TransactionRequest } from './events.ts';
 import { enqueueRetry, type DispatchQueues } from './queue.ts';
@@ -40,7 +40,7 @@ export interface Submission {
   revocation?: StreamGuard;
 }
 
-const transactionIdReused = () => new Refused({ kind: 'transaction-id-reused' });
+const transactionIdReused = () => new Refused<RoundRefusal>({ kind: 'transaction-id-reused' });
 
 /**
  * Records a transaction (write-ahead), makes a wallet attempt, records its outcome, and hands an
@@ -59,14 +59,20 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   const deadline = Date.now() + ttlMs + 1000;
   const fast = await recordInOneTrip(deps, sub, mine, token, ttlMs);
   if (fast) return fast.tx;
+  // The kick is checked with the first claim only: one after that point comes after the claim, as a
+  // kick after the record does.
+  let guard = sub.revocation;
+  let revoked = false;
   let pause = 5;
-  for (;;) {
-    // The claim alone (and its lease), with the kick checked beside it; the record is decided under the lease.
+  for (;; await new Promise((r) => setTimeout(r, pause)), pause = Math.min(pause * 2, 100)) {
+    // The claim alone (and its lease); the record is decided under the lease.
     const takenAt = Date.now();
-    const outcome = await deps.recorder.record(request(sub, mine, token, ttlMs, -1, []));
-    if (outcome.kind === 'refused') throw new Refused({ kind: 'session-invalid' });
+    const outcome = await deps.recorder.record({ ...request(sub, mine, token, ttlMs, -1, []), guard });
+    guard = undefined;
+    if (outcome.kind === 'refused') throw new Refused<RoundRefusal>({ kind: 'session-invalid' });
     if (outcome.kind === 'vanished') continue;
-    const { claim, revoked } = outcome;
+    const { claim } = outcome;
+    revoked ||= outcome.revoked;
     if (!claimIsOwn(claim, mine)) throw transactionIdReused();
     if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt }, { revoked });
     // Another submission (or the worker) is attempting it: its outcome is usually the answer.
@@ -76,8 +82,6 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
       if (held) return held;
       throw new AppError(504, 'transaction still in progress; resubmit to get its outcome');
     }
-    await new Promise((r) => setTimeout(r, pause));
-    pause = Math.min(pause * 2, 100);
   }
 }
 
@@ -125,7 +129,7 @@ async function recordInOneTrip(deps: LedgerDeps, sub: Submission, mine: Registry
   const takenAt = Date.now();
   const outcome = await deps.recorder.record(request(sub, mine, token, ttlMs, known.revision, events));
   // Refused means new to this registrant under a kicked session: the decider's refusal, from its statement.
-  if (outcome.kind === 'refused') throw new Refused({ kind: 'session-invalid' });
+  if (outcome.kind === 'refused') throw new Refused<RoundRefusal>({ kind: 'session-invalid' });
   if (outcome.kind === 'vanished') return undefined;
   const { claim, append, revoked } = outcome;
   if (!claimIsOwn(claim, mine)) throw transactionIdReused();

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { resolveSession } from './store.ts';
 import { Refused } from '../../shared/decider.ts';
 import { AppError } from '../../shared/errors.ts';
-import { balanceSessionRefusal } from './decider.ts';
+import { balanceSessionRefusal, type SessionRefusal } from './decider.ts';
 import { signedCall, walletTarget } from '../../shared/http/outbound.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
@@ -20,10 +20,10 @@ export function balanceRoutes(ctx: ServiceContext): Router {
     const { sessionToken } = parseOr400(balanceBody, req.body);
     const resolved = await resolveSession(ctx.pool, ctx.eventStore, sessionToken, req.caller!.id, ctx.now());
     const refusal = balanceSessionRefusal(resolved.ok ? resolved.session : undefined, !resolved.ok && resolved.reason === 'revoked');
-    if (refusal || !resolved.ok) throw new Refused(refusal ?? { kind: 'session-invalid' });
+    if (refusal || !resolved.ok) throw new Refused<SessionRefusal>(refusal ?? { kind: 'session-invalid' });
     const session = resolved.session;
     const operator = ctx.catalog.snapshot().operators.get(session.operatorId);
-    if (!operator) throw new Refused({ kind: 'session-invalid' });
+    if (!operator) throw new Refused<SessionRefusal>({ kind: 'session-invalid' });
     const startedAt = performance.now();
     const result = await signedCall({
       ...walletTarget(operator),

@@ -39,13 +39,22 @@ export const sessionsMigrations: Migration[] = [
   },
   {
     // Issue #19: rm_sessions repeated every column of session_tokens. A database from before keeps its
-    // data: the lobby URL moves to session_tokens, rm_sessions keeps only when each session was ended.
+    // data: the lobby URL (and any session session_tokens lacked) moves to session_tokens, rm_sessions
+    // keeps only when each session was ended. Replace every projector process at once when upgrading:
+    // one of the release before cannot write the new rm_sessions (it is reported failing until replaced).
     id: 'sessions-002-stored-once',
     sql: `
       DO $upgrade$ BEGIN
         IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'rm_sessions' AND column_name = 'operator_id') THEN
           ALTER TABLE session_tokens ADD COLUMN lobby_url text;
           UPDATE session_tokens t SET lobby_url = s.lobby_url FROM rm_sessions s WHERE s.token = t.token AND s.lobby_url IS NOT NULL;
+          -- A session whose launch died before writing its token row was known only to rm_sessions: its
+          -- facts move too (its start revision from the Postgres store; 0, ended by any kick, otherwise).
+          INSERT INTO session_tokens (token, operator_id, player_ref, provider_id, game_id, currency, language, demo, start_revision, created_at, expires_at, lobby_url)
+          SELECT s.token, s.operator_id, s.player_ref, s.provider_id, s.game_id, s.currency, s.language, s.demo,
+            coalesce((SELECT e.revision FROM es_events e WHERE e.type = 'SessionStarted' AND e.data->>'token' = s.token LIMIT 1), 0),
+            s.created_at, s.expires_at, s.lobby_url
+          FROM rm_sessions s WHERE NOT EXISTS (SELECT 1 FROM session_tokens t WHERE t.token = s.token);
           CREATE INDEX session_tokens_player_idx ON session_tokens (operator_id, player_ref, created_at);
           DROP INDEX rm_sessions_player_idx;
           ALTER TABLE rm_sessions DROP COLUMN operator_id, DROP COLUMN player_ref, DROP COLUMN provider_id, DROP COLUMN game_id, DROP COLUMN currency,

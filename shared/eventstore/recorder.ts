@@ -1,5 +1,5 @@
 import type { Pool } from '../db/pool.ts';
-import { claimTransaction, releaseClaim } from './registry.ts';
+import { claimTransaction, releaseClaim, releaseLease } from './registry.ts';
 import { WrongExpectedRevisionError, type AppendResult, type EventStore, type NewEvent } from './port.ts';
 
 /**
@@ -85,12 +85,22 @@ export type RecordOutcome =
 export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecorder {
   return {
     async record(r) {
-      const [claim, revoked] = await Promise.all([
+      const [claimed, checked] = await Promise.allSettled([
         claimTransaction(pool, r.registryKey, r.transactionId, r.entry, r.wallet, r.token, r.ttlMs),
         r.guard ? guardBroken(store, r.guard) : Promise.resolve(false),
       ]);
+      if (claimed.status === 'rejected') throw claimed.reason;
+      const claim = claimed.value;
+      // What this call took is given back when it cannot go on: the claim it inserted, or the lease.
+      const giveBack = () =>
+        claim.inserted ? releaseClaim(pool, r.registryKey, r.transactionId, r.token) : claim.leased ? releaseLease(pool, r.registryKey, r.transactionId, r.token) : undefined;
+      if (checked.status === 'rejected') {
+        await giveBack();
+        throw checked.reason;
+      }
+      const revoked = checked.value;
       if (revoked && (claim.inserted || claim.taken)) {
-        if (claim.inserted) await releaseClaim(pool, r.registryKey, r.transactionId, r.token);
+        await giveBack();
         return { kind: 'refused' };
       }
       if (!claim.inserted || r.events.length === 0 || revoked) return { kind: 'claimed', claim, revoked, append: undefined };
@@ -99,6 +109,8 @@ export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecor
         return { kind: 'claimed', claim, revoked, append: { kind: 'appended', result } };
       } catch (err) {
         if (err instanceof WrongExpectedRevisionError) return { kind: 'claimed', claim, revoked, append: { kind: 'conflict' } };
+        // The append may have been stored (its answer lost), so the claim stays; the lease is freed for a resubmission.
+        await releaseLease(pool, r.registryKey, r.transactionId, r.token);
         throw err;
       }
     },

@@ -5,6 +5,7 @@ import { migrate } from '../../shared/db/migrations.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { migratedDatabase } from '../helpers/db.ts';
+import { sessionsOfPlayer } from '../../services/sessions/queries.ts';
 import { legacyMigrations } from './legacy-migrations.ts';
 
 /**
@@ -87,6 +88,38 @@ describe('baselined migrations', () => {
       } finally {
         await after.close();
       }
+    } finally {
+      await close();
+    }
+  });
+
+  it('keep every session: its facts in session_tokens (lobby URL and sessions only rm_sessions knew included), when a kick ended it in rm_sessions', async () => {
+    const { pool, close } = await migratedDatabase('migsessions', legacyMigrations);
+    try {
+      const cols = 'token, operator_id, player_ref, provider_id, game_id, currency, language, demo, created_at, expires_at';
+      const vals = `'op-1', 'p1', 'studio-a', 'fruit-1', 'EUR', 'en', false, '2026-11-20T10:00:00Z', '2026-11-21T10:00:00Z'`;
+      await pool.query(`INSERT INTO session_tokens (${cols}, start_revision) VALUES ('kept', ${vals}, 0)`);
+      await pool.query(`INSERT INTO rm_sessions (${cols}, lobby_url, revoked_at) VALUES ('kept', ${vals}, 'https://lobby.example/x', '2026-11-20T11:00:00Z')`);
+      // Launch died between its append and its token row: only the projection knew the session.
+      await pool.query(`INSERT INTO rm_sessions (${cols}, lobby_url, revoked_at) VALUES ('orphan', ${vals}, NULL, NULL)`);
+      await pool.query(
+        `INSERT INTO es_events (stream_id, revision, event_id, type, data) VALUES ('player-sessions|op-1|p1', 3, $1, 'SessionStarted', '{"token":"orphan"}')`,
+        [randomUUID()],
+      );
+
+      await migrate(pool, allMigrations);
+
+      const { rows: facts } = await pool.query('SELECT token, lobby_url, start_revision FROM session_tokens ORDER BY token');
+      expect(facts).toEqual([
+        { token: 'kept', lobby_url: 'https://lobby.example/x', start_revision: '0' },
+        { token: 'orphan', lobby_url: null, start_revision: '3' },
+      ]);
+      const { rows: ended } = await pool.query('SELECT token, revoked_at FROM rm_sessions ORDER BY token');
+      expect(ended).toEqual([
+        { token: 'kept', revoked_at: new Date('2026-11-20T11:00:00Z') },
+        { token: 'orphan', revoked_at: null },
+      ]);
+      expect(await sessionsOfPlayer(pool, 'op-1', 'p1')).toHaveLength(2);
     } finally {
       await close();
     }

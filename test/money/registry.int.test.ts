@@ -4,6 +4,7 @@ import type { Pool } from '../../shared/db/pool.ts';
 import { claimThenAppend, type RecordRequest, type RegistryEntry, type TransactionRecorder, type WalletKey } from '../../shared/eventstore/recorder.ts';
 import { claimTransaction, registryMigrations, releaseLease } from '../../shared/eventstore/registry.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
+import type { EventStore } from '../../shared/eventstore/port.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
 
 describe('transaction registry: claims made at the same moment', () => {
@@ -180,5 +181,63 @@ describe.each([
     expect(platform).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, taken: true } });
     expect(await store.readStream('round|b-late')).toEqual([]);
     expect(await store.readStream('round|adj')).toEqual([]);
+  });
+});
+
+/**
+ * The claim-then-append recorder talks to two stores: when the event store fails between them, what the
+ * claim took must be given back, or a provider's resubmission waits out the lease and gets 504 (and a
+ * refused kick would hold the player's wallet key).
+ */
+describe('transaction recorder as a claim then an append: an event store failure frees what the claim took', () => {
+  let env: MigratedDatabase;
+  let pool: Pool;
+  let store: PostgresEventStore;
+  beforeAll(async () => {
+    env = await migratedDatabase('recordfail', [...eventStoreMigrations, ...registryMigrations]);
+    pool = env.pool;
+    store = new PostgresEventStore(pool, env.db.url);
+  });
+  afterAll(async () => {
+    await store.close();
+    await env.close();
+  });
+
+  /** The store, but with one method failing as a lost EventStoreDB connection would (after a while: the claim beside it is in by then). */
+  const failing = (method: 'readStream' | 'append'): EventStore =>
+    Object.assign(Object.create(store) as EventStore, {
+      [method]: async () => {
+        await new Promise((r) => setTimeout(r, 100));
+        throw new Error('event store unavailable');
+      },
+    });
+  const request = (txId: string, extra: Partial<RecordRequest> = {}): RecordRequest => ({
+    registryKey: 'studio-a',
+    transactionId: txId,
+    entry: { contentHash: `h-${txId}`, roundStream: `round|${txId}` },
+    wallet: { operatorId: 'op-1', playerRef: 'p1' },
+    token: randomUUID(),
+    ttlMs: 60_000,
+    guard: undefined,
+    expectedRevision: -1,
+    events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: txId } }],
+    ...extra,
+  });
+  const row = async (txId: string) =>
+    (await pool.query<{ leased: boolean }>('SELECT leased_until > clock_timestamp() AS leased FROM tx_registry WHERE provider_id = $1 AND transaction_id = $2', ['studio-a', txId])).rows[0];
+
+  it('a guard that cannot be read: the error surfaces and the id is not claimed', async () => {
+    const guard = { stream: 'player-sessions|op-1|p1', fromRevision: 1, eventType: 'SessionsRevoked' };
+    await expect(claimThenAppend(pool, failing('readStream')).record(request('tx-guard', { guard }))).rejects.toThrow('event store unavailable');
+    expect(await row('tx-guard')).toBeUndefined();
+    // The resubmission, with the store back, claims and records it.
+    expect(await claimThenAppend(pool, store).record(request('tx-guard', { guard }))).toMatchObject({ kind: 'claimed', claim: { inserted: true, leased: true }, append: { kind: 'appended' } });
+  });
+
+  it('an append that fails: the error surfaces, the claim stays (the append may have been stored) and its lease is free', async () => {
+    await expect(claimThenAppend(pool, failing('append')).record(request('tx-append'))).rejects.toThrow('event store unavailable');
+    expect(await row('tx-append')).toEqual({ leased: null });
+    // A resubmission takes the lease at once (it is answered from the round), instead of waiting out the ttl.
+    expect(await claimThenAppend(pool, store).record(request('tx-append'))).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: true }, append: undefined });
   });
 });
