@@ -1,4 +1,7 @@
+import type { Request } from 'express';
 import type { Redis } from 'ioredis';
+import type { Operator } from '../shared/catalog/schema.ts';
+import { AppError } from '../shared/errors.ts';
 import type { BackgroundTasks } from '../shared/background.ts';
 import type { CatalogStore } from '../shared/catalog/store.ts';
 import type { Config } from '../shared/config.ts';
@@ -21,4 +24,11 @@ export interface ServiceContext {
   now: () => Date;
   /** This service instance's Prometheus metrics (GET /metrics). */
   metrics: Metrics;
+}
+
+/** The operator the signature check proved; every operator route is scoped to it. */
+export function callingOperator(ctx: ServiceContext, req: Request): Operator {
+  const operator = req.caller?.kind === 'operator' ? ctx.catalog.snapshot().operators.get(req.caller.id) : undefined;
+  if (!operator) throw new AppError(401, 'invalid signature');
+  return operator;
 }

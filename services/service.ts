@@ -2,17 +2,16 @@ import { readFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
-import { allProjections, readModelMigrations } from '../projections/index.ts';
-import { projectionFailures, projectionMigrations, ProjectionRunner } from '../projections/runner.ts';
+import { allMigrations } from './migrations.ts';
+import { allProjections } from './read-models.ts';
+import { projectionFailures, ProjectionRunner } from '../projections/runner.ts';
 import { BackgroundTasks } from '../shared/background.ts';
-import { CatalogError, CatalogStore, catalogMigrations } from '../shared/catalog/store.ts';
+import { CatalogError, CatalogStore } from '../shared/catalog/store.ts';
 import type { Config } from '../shared/config.ts';
-import { migrate, type Migration } from '../shared/db/migrations.ts';
+import { migrate } from '../shared/db/migrations.ts';
 import { createPool, ensureDatabase } from '../shared/db/pool.ts';
 import { AppError } from '../shared/errors.ts';
-import { sessionsMigrations } from './sessions/store.ts';
 import { createEventStore } from '../shared/eventstore/index.ts';
-import { eventStoreMigrations } from '../shared/eventstore/postgres.ts';
 import { createLogger, type Logger } from '../shared/logger.ts';
 import { createMetrics } from '../shared/metrics.ts';
 import { createApp } from './api/app.ts';
@@ -24,7 +23,6 @@ import { replayRoutes } from './rounds/replay.ts';
 import { grantRoutes } from './grants/routes.ts';
 import { adjustmentRoutes } from './rounds/adjustments.ts';
 import { auditRoutes } from './audit/routes.ts';
-import { registryMigrations } from '../shared/eventstore/registry.ts';
 import { deadLetteredByOperator } from './rounds/queries.ts';
 import { bullConnection, DispatchQueues } from './rounds/queue.ts';
 import type { LedgerDeps } from './rounds/submit.ts';
@@ -33,14 +31,6 @@ import { startWorkerRole, type RunningWorker } from './rounds/worker.ts';
 import { startReconcilerRole, type RunningReconciler } from './rounds/reconciler.ts';
 import type { ServiceContext } from './context.ts';
 
-export const allMigrations: Migration[] = [
-  ...eventStoreMigrations,
-  ...catalogMigrations,
-  ...projectionMigrations,
-  ...registryMigrations,
-  ...sessionsMigrations,
-  ...readModelMigrations,
-];
 
 export interface RunningService {
   ctx: ServiceContext;

@@ -1,8 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Express, NextFunction, Request, RequestHandler, Response } from 'express';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { WalletOutcome } from '../services/rounds/decider.ts';
-import type { TransactionType } from '../services/rounds/events.ts';
 import type { OutboundResult } from './http/outbound.ts';
 import type { Logger } from './logger.ts';
 
@@ -145,9 +143,12 @@ export class Metrics {
     });
   }
 
-  /** One wallet transaction call that was made (attempt 1 is the first), timed from `startedAt` (performance.now()). */
-  walletTransaction(operatorId: string, type: TransactionType, attempt: number, outcome: WalletOutcome, startedAt: number): void {
-    this.walletCalls.observe({ operator: operatorId, kind: 'transaction', outcome: transactionOutcome(type, outcome) }, elapsed(startedAt));
+  /**
+   * One wallet transaction call that was made (attempt 1 is the first), timed from `startedAt`
+   * (performance.now()), with what the ledger read its answer as (the rounds decider's attemptStatus).
+   */
+  walletTransaction(operatorId: string, attempt: number, outcome: Exclude<WalletCallOutcome, 'ok'>, startedAt: number): void {
+    this.walletCalls.observe({ operator: operatorId, kind: 'transaction', outcome }, elapsed(startedAt));
     if (attempt > 1) this.walletRetries.inc({ operator: operatorId });
   }
 
@@ -235,22 +236,6 @@ export class Metrics {
 
 export function createMetrics(): Metrics {
   return new Metrics();
-}
-
-/** The ledger's reading of a wallet answer (services/rounds/decider.ts), as a label. */
-function transactionOutcome(type: TransactionType, outcome: WalletOutcome): WalletCallOutcome {
-  switch (outcome.kind) {
-    case 'reply':
-      return outcome.reply.status === 'OK' ? 'applied' : type === 'BET' ? 'declined' : 'invalid';
-    case 'failed':
-      return 'failed';
-    case 'timed_out':
-      return 'timed_out';
-    default: {
-      const unknown: never = outcome;
-      return unknown;
-    }
-  }
 }
 
 const elapsed = (startedAt: number): number => (performance.now() - startedAt) / 1000;

@@ -1,5 +1,5 @@
 import { Router } from 'express';
-import { allProjections } from '../../projections/index.ts';
+import { allProjections } from '../read-models.ts';
 import { projectionLag } from '../../projections/runner.ts';
 import type { ServiceContext } from '../context.ts';
 

@@ -1,6 +1,6 @@
 import type { Refused } from '../../shared/decider.ts';
 import type { GrantRefusal } from '../grants/decider.ts';
-import type { RoundRefusal, TxState } from '../rounds/decider.ts';
+import type { RoundRefusal } from '../rounds/decider.ts';
 import type { SessionRefusal } from '../sessions/decider.ts';
 
 /** Every refusal a decider can return. */
@@ -9,7 +9,6 @@ export type AnyRefusal = RoundRefusal | SessionRefusal | GrantRefusal;
 type Answer<K extends AnyRefusal['kind']> = (r: Extract<AnyRefusal, { kind: K }>) => { status: number; error: string };
 
 /**
- * Everything the API answers for a rule of the domain: a decider's refusal, or a transaction's outcome.
  * The one table from a rule's refusal to what the API answers: the status, and the `error` text of
  * the documented `{"error": "..."}` body (docs/errors.md lists the same). A kind added to a decider
  * without a row here does not compile.
@@ -52,50 +51,4 @@ export function answerFor(refused: Refused): { status: number; error: string } {
   const answer = REFUSALS[r.kind] as Answer<AnyRefusal['kind']> | undefined;
   if (!answer) throw new Error(`no answer for refusal ${r.kind}`);
   return answer(r);
-}
-
-/**
- * How a transaction is answered to whoever submitted it, from its state (contract section 5): the
- * wallet's reply verbatim once it answered, otherwise what became of it.
- */
-export function transactionAnswer(tx: TxState): { status: number; body: string } {
-  switch (tx.status) {
-    case 'applied':
-    case 'declined':
-      return { status: 200, body: tx.reply!.body };
-    case 'invalid':
-      return { status: 502, body: JSON.stringify({ error: `wallet answered DECLINED to a ${tx.request.type}` }) };
-    case 'failed':
-      return { status: 502, body: JSON.stringify({ error: 'wallet call failed' }) };
-    case 'timed_out':
-      return { status: 504, body: JSON.stringify({ error: 'wallet timeout' }) };
-    case 'dead':
-      return { status: 502, body: JSON.stringify({ error: 'wallet never accepted the transaction; retries stopped' }) };
-    case 'voided':
-      return { status: 409, body: JSON.stringify({ error: 'bet was rolled back' }) };
-    case 'recorded':
-      return { status: 504, body: JSON.stringify({ error: 'transaction still in progress; resubmit to get its outcome' }) };
-    default: {
-      const unknown: never = tx.status;
-      return unknown;
-    }
-  }
-}
-
-/**
- * How an adjustment is answered to the platform admin (docs/operations.md): 200 once the wallet
- * applied it, 502 when it answered DECLINED (an invalid credit), otherwise 202 while it is retried.
- */
-export function adjustmentAnswer(tx: TxState): { status: number; body: Record<string, unknown> } {
-  return {
-    status: tx.status === 'applied' ? 200 : tx.status === 'invalid' ? 502 : 202,
-    body: {
-      transactionId: tx.request.transactionId,
-      status: tx.status,
-      attempts: tx.attempts,
-      ...(tx.reply ? { reply: { status: tx.reply.status, balance: tx.reply.balance } } : {}),
-      ...(tx.lastError ? { lastError: tx.lastError } : {}),
-      retrying: tx.status === 'failed' || tx.status === 'timed_out',
-    },
-  };
 }

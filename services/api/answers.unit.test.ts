@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Refused } from '../../shared/decider.ts';
 import { TX_STATUSES, type TxState } from '../rounds/decider.ts';
-import { answerFor, REFUSALS, transactionAnswer, type AnyRefusal } from './answers.ts';
+import { transactionAnswer } from '../rounds/answers.ts';
+import { answerFor, REFUSALS, type AnyRefusal } from './answers.ts';
 
 /**
  * The refusal table (services/api/answers.ts) against the error reference (docs/errors.md): every

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { TX_STATUSES } from '../rounds/decider.ts';
 import { ORIGINS, TRANSACTION_TYPES } from '../rounds/events.ts';
-import { grantSchema } from './operator/schemas.ts';
+import { grantSchema } from '../grants/schemas.ts';
 
 // Response bodies of the health, admin and audit routes, and the error body every route shares. The
 // OpenAPI document (services/api/openapi) is generated from these, and test/docs checks real responses

@@ -3,14 +3,14 @@
  * names and never creates one.
  */
 import pg from 'pg';
-import { allProjections } from '../../projections/index.ts';
+import { allProjections } from '../read-models.ts';
 import { Cli } from '../../shared/cli.ts';
 import { ConfigError, loadConfig } from '../../shared/config.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { START } from '../../shared/eventstore/port.ts';
-import { allMigrations } from '../service.ts';
+import { allMigrations } from '../migrations.ts';
 import { rebuildProjection, verifyProjection, type Difference } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);

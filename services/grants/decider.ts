@@ -8,7 +8,8 @@ import type { GrantEvent, GrantRequested } from './events.ts';
  * the provider, cancelled while active. Its stream is its idempotency record.
  */
 
-export type GrantStatus = 'pending' | 'active' | 'cancelled' | 'failed';
+export const GRANT_STATUSES = ['pending', 'active', 'cancelled', 'failed'] as const;
+export type GrantStatus = (typeof GRANT_STATUSES)[number];
 
 /** The grant as operators see it (API document 2.7, GrantResponseBody). */
 export interface Grant {

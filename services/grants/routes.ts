@@ -13,8 +13,8 @@ import { handleCommand, readState } from '../../shared/eventstore/command.ts';
 import { providerTarget, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
-import { type ProviderCancelRequest, type ProviderGrantRequest } from '../api/operator/schemas.ts';
-import { callingOperator } from '../sessions/routes.ts';
+import { type ProviderCancelRequest, type ProviderGrantRequest } from './schemas.ts';
+import { callingOperator } from '../context.ts';
 
 export const issueGrantBody = z.object({
   playerRef: z.string().min(1).max(255),

@@ -7,8 +7,8 @@ import { notFound } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { submitTransaction, type LedgerDeps } from './submit.ts';
-import { submittedTransactionId } from '../api/provider/schemas.ts';
-import { adjustmentAnswer } from '../api/answers.ts';
+import { submittedTransactionId } from './schemas.ts';
+import { adjustmentAnswer } from './answers.ts';
 
 export const adjustmentBody = z.object({
   operatorId: z.string().min(1),

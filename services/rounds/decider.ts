@@ -232,6 +232,29 @@ function decideRecord(cmd: Extract<RoundCommand, { type: 'RecordTransaction' }>,
  * voided BET's attempt that was in flight when its ROLLBACK was recorded still records the wallet's
  * reply (the wallet did answer it), but not a failure: the BET stays voided.
  */
+/**
+ * What a wallet reply makes of a transaction: applied (OK), declined (DECLINED to a BET: a valid answer,
+ * say insufficient funds), invalid (DECLINED to anything else).
+ */
+export const replyStatus = (type: TransactionRequest['type'], reply: WalletReply): 'applied' | 'declined' | 'invalid' =>
+  reply.status === 'OK' ? 'applied' : type === 'BET' ? 'declined' : 'invalid';
+
+/** What a wallet attempt makes of a transaction: its reply's status, or an attempt that failed or timed out. */
+export function attemptStatus(type: TransactionRequest['type'], outcome: WalletOutcome): 'applied' | 'declined' | 'invalid' | 'failed' | 'timed_out' {
+  switch (outcome.kind) {
+    case 'reply':
+      return replyStatus(type, outcome.reply);
+    case 'failed':
+      return 'failed';
+    case 'timed_out':
+      return 'timed_out';
+    default: {
+      const unknown: never = outcome;
+      return unknown;
+    }
+  }
+}
+
 function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, state: RoundState): RoundEvent[] {
   const { transactionId, attempt, outcome } = cmd;
   const tx = state.txs.get(transactionId);
@@ -240,9 +263,7 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
   const at = cmd.now.toISOString();
   switch (outcome.kind) {
     case 'reply': {
-      // DECLINED is a valid answer to a BET (insufficient funds) and an invalid one to anything else.
-      const settled = outcome.reply.status === 'OK' ? 'applied' : tx.request.type === 'BET' ? 'declined' : 'invalid';
-      return [{ type: 'TransactionSettled', data: { transactionId, outcome: settled, reply: outcome.reply, attempt, settledAt: at } }];
+      return [{ type: 'TransactionSettled', data: { transactionId, outcome: replyStatus(tx.request.type, outcome.reply), reply: outcome.reply, attempt, settledAt: at } }];
     }
     case 'failed':
       return [

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { CatalogStore } from '../../shared/catalog/store.ts';
-import { betToAwaitBefore, isFinal, mayAttempt, roundDecider, type RoundState, type TxState, type WalletOutcome } from './decider.ts';
+import { attemptStatus, betToAwaitBefore, isFinal, mayAttempt, roundDecider, type TxState, type WalletOutcome } from './decider.ts';
 import type { WalletReply } from './events.ts';
 import { handleCommand, readState } from '../../shared/eventstore/command.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
@@ -9,7 +9,7 @@ import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { leaseHeld, releaseLease, renewLease, takeLease } from '../../shared/eventstore/registry.ts';
-import type { RoundCache } from './round-cache.ts';
+import type { RoundCache, RoundSnapshot } from './round-cache.ts';
 
 export interface DispatchDeps {
   pool: Pool;
@@ -30,11 +30,6 @@ export interface TxRef {
 
 /** BullMQ job id of a transaction: a hash, because ids may hold ':' (stale-rollback:…), which BullMQ refuses. */
 export const txKey = (ref: TxRef): string => createHash('sha256').update(`${ref.roundStream}\n${ref.transactionId}`).digest('hex').slice(0, 40);
-
-export interface RoundSnapshot {
-  state: RoundState;
-  revision: number;
-}
 
 export const readRound = (store: EventStore, roundStream: string): Promise<RoundSnapshot> => readState(store, roundStream, roundDecider);
 
@@ -122,7 +117,7 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
       })
     : { kind: 'unreachable', error: `operator ${tx.operatorId} is not in the catalog` };
   const outcome = classify(result);
-  if (operator) deps.metrics?.walletTransaction(tx.operatorId, tx.request.type, number, outcome, startedAt);
+  if (operator) deps.metrics?.walletTransaction(tx.operatorId, number, attemptStatus(tx.request.type, outcome), startedAt);
   const { next, revision } = await handleCommand(
     deps.eventStore,
     ref.roundStream,

@@ -8,7 +8,7 @@ import { badRequest, notFound } from '../../shared/errors.ts';
 import { fold } from '../../shared/decider.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
-import { callingOperator } from '../sessions/routes.ts';
+import { callingOperator } from '../context.ts';
 
 export const replayBody = z.object({ roundId: z.string().min(1).max(255), gameId: z.string().min(1).max(200) });
 

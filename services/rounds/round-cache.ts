@@ -1,6 +1,11 @@
 import type { KnownState } from '../../shared/eventstore/command.ts';
 import { isClosed, isFinal, type RoundState } from './decider.ts';
-import type { RoundSnapshot } from './dispatch.ts';
+
+/** A round's state and the revision it was folded at. */
+export interface RoundSnapshot {
+  state: RoundState;
+  revision: number;
+}
 
 /**
  * The rounds this process last wrote or read, each with the revision it was folded at, so that the

@@ -5,11 +5,11 @@ import { launchedSession, revocationGuard, sessionRevoked } from '../sessions/st
 import { badRequest } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import { submitTransaction, type LedgerDeps } from './submit.ts';
-import { transactionAnswer } from '../api/answers.ts';
+import { transactionAnswer } from './answers.ts';
 import { Refused } from '../../shared/decider.ts';
 import type { ServiceContext } from '../context.ts';
 import { transactionSessionRefusal, type SessionRefusal } from '../sessions/decider.ts';
-import { transactionBody, type TransactionBody } from '../api/provider/schemas.ts';
+import { transactionBody, type TransactionBody } from './schemas.ts';
 
 /** The wallet body, fields in one fixed order, exactly as the operator's wallet will receive it. */
 export function toWalletRequest(b: TransactionBody): TransactionRequest {

@@ -4,13 +4,13 @@ import type { Pool } from '../../shared/db/pool.ts';
 import { isRefusal, Refused } from '../../shared/decider.ts';
 import { AppError } from '../../shared/errors.ts';
 import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
-import type { Claim, RecordRequest, RegistryEntry, StreamGuard, TransactionRecorder } from '../../shared/eventstore/recorder.ts';
+import type { Claim, RecordRequest, RegistryEntry, StreamGuard, TransactionRecorder } from '../../shared/eventstore/port.ts';
 import { claimIsOwn, releaseClaim, releaseLease } from '../../shared/eventstore/registry.ts';
 import { isCredit, isFinal, roundDecider, type RoundCommand, type RoundRefusal, type RoundState, type SessionStanding, type TxState } from './decider.ts';
-import { attemptWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease, type RoundSnapshot } from './dispatch.ts';
+import { attemptWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease } from './dispatch.ts';
 import type { Origin, TransactionRequest } from './events.ts';
 import { enqueueRetry, type DispatchQueues } from './queue.ts';
-import type { RoundCache } from './round-cache.ts';
+import type { RoundCache, RoundSnapshot } from './round-cache.ts';
 
 export interface LedgerDeps extends DispatchDeps {
   pool: Pool;

@@ -1,7 +1,7 @@
 import type http from 'node:http';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
-import { walletTransactionRequest } from '../api/provider/schemas.ts';
+import { walletTransactionRequest } from '../rounds/schemas.ts';
 import { signatureCheck, startPartnerServer, type PartnerReply } from './partner-server.ts';
 
 /**

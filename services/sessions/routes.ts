@@ -1,16 +1,15 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { Router, type Request } from 'express';
-import type { Game, Operator, Provider } from '../../shared/catalog/schema.ts';
+import { Router } from 'express';
+import type { Game, Provider } from '../../shared/catalog/schema.ts';
 import { activeAt, decideLaunch, playerSessionsDecider } from './decider.ts';
 import { playerSessionsStream } from './events.ts';
 import { recordSessionToken } from './store.ts';
 import { eventsOrThrow } from '../../shared/decider.ts';
-import { AppError } from '../../shared/errors.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
 import { providerTarget, signedCall } from '../../shared/http/outbound.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
-import type { ServiceContext } from '../context.ts';
-import { kickBody, launchBody, type ProviderRevokeRequest } from '../api/operator/schemas.ts';
+import { callingOperator, type ServiceContext } from '../context.ts';
+import { kickBody, launchBody, type ProviderRevokeRequest } from './schemas.ts';
 
 export interface GameSummary {
   gameId: string;
@@ -31,13 +30,6 @@ export const gameSummary = (game: Game, provider: Provider): GameSummary => ({
   launchBaseUrl: game.launchBaseUrl,
   replayBaseUrl: game.replayBaseUrl,
 });
-
-/** The operator the signature check proved; every operator route is scoped to it. */
-export function callingOperator(ctx: ServiceContext, req: Request): Operator {
-  const operator = req.caller?.kind === 'operator' ? ctx.catalog.snapshot().operators.get(req.caller.id) : undefined;
-  if (!operator) throw new AppError(401, 'invalid signature');
-  return operator;
-}
 
 /** launchBaseUrl plus token, language and lobby, each URL-encoded, joined with ? or & as the base requires. */
 export function buildLaunchUrl(base: string, params: { token: string; language?: string | undefined; lobby?: string | undefined }): string {

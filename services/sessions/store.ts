@@ -1,7 +1,6 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { Pool, PoolClient } from '../../shared/db/pool.ts';
-import type { EventStore } from '../../shared/eventstore/port.ts';
-import { guardBroken, type StreamGuard } from '../../shared/eventstore/recorder.ts';
+import { guardBroken, type EventStore, type StreamGuard } from '../../shared/eventstore/port.ts';
 import { playerSessionsStream, type SessionStarted } from './events.ts';
 
 /**

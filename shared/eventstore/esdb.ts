@@ -20,7 +20,7 @@ import {
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../logger.ts';
 import type { Pool } from '../db/pool.ts';
-import { claimThenAppend, type TransactionRecorder } from './recorder.ts';
+import { claimThenAppend } from './claim-then-append.ts';
 import {
   START,
   WrongExpectedRevisionError,
@@ -35,6 +35,7 @@ import {
   type ReadStreamOptions,
   type RecordedEvent,
   type SubscribeOptions,
+  type TransactionRecorder,
 } from './port.ts';
 
 export interface EsdbEventStoreOptions {

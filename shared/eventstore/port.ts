@@ -1,5 +1,4 @@
 import type { Pool } from '../db/pool.ts';
-import type { TransactionRecorder } from './recorder.ts';
 
 /**
  * The event store port. Two adapters implement it (Postgres, EventStoreDB) and both must pass
@@ -166,3 +165,79 @@ export async function waitForMore(
 ): Promise<void> {
   await store.waitForAppend(seq, emptyRead ? 100 : 10, signal);
 }
+
+/**
+ * The transaction recorder port: claims a transaction id in the registry (provider key and wallet key,
+ * with its dispatch lease) and, when the claim registers it, appends its write-ahead record to the
+ * round, unless a guard stream says no (a kick). Each event store adapter implements it: the Postgres
+ * one in one statement (the registry and the events share a database), the EventStoreDB one as a claim
+ * and then an append. Callers never know which.
+ */
+export interface TransactionRecorder {
+  record(request: RecordRequest): Promise<RecordOutcome>;
+}
+
+/** A condition on another stream: it holds no event of this type from this revision on (say, no kick of a session). */
+export interface StreamGuard {
+  stream: string;
+  fromRevision: number;
+  eventType: string;
+}
+
+/** Whether the guard is broken: the stream holds such an event. */
+export async function guardBroken(store: EventStore, guard: StreamGuard): Promise<boolean> {
+  const later = await store.readStream(guard.stream, { fromRevision: guard.fromRevision });
+  return later.some((e) => e.type === guard.eventType);
+}
+
+export interface RegistryEntry {
+  contentHash: string;
+  roundStream: string;
+}
+
+/** The wallet's own identity of a transaction: the operator's wallet deduplicates on (playerRef, transactionId). */
+export interface WalletKey {
+  operatorId: string;
+  playerRef: string;
+}
+
+export interface Claim {
+  /** True when this call registered the id; false when it was registered before. */
+  inserted: boolean;
+  /** True when this call holds the dispatch lease (until released or ttl). */
+  leased: boolean;
+  /** The registrant of the id: this submission's (or the same content's) entry, or whoever holds it. */
+  entry: RegistryEntry;
+  /** The id is held for this wallet key by another registrant (another provider, an adjustment, the reconciler). */
+  taken: boolean;
+}
+
+/** A claim of a transaction id in the registry, with its dispatch lease for ttlMs. */
+export interface ClaimRequest {
+  registryKey: string;
+  transactionId: string;
+  entry: RegistryEntry;
+  wallet: WalletKey;
+  token: string;
+  ttlMs: number;
+}
+
+export interface RecordRequest extends ClaimRequest {
+  /** When broken (say, the session was kicked), nothing new is claimed or recorded. */
+  guard: StreamGuard | undefined;
+  /** The record, appended to entry.roundStream at this revision (-1: a new stream) if the claim registers the id. */
+  expectedRevision: number;
+  /** Nothing to append: the claim alone (a resubmission, or a record decided after the claim). */
+  events: NewEvent[];
+}
+
+export type RecordOutcome =
+  /** The guard is broken and the id is new to this registrant: nothing was claimed or recorded. */
+  | { kind: 'refused' }
+  /** The id's row went away between the claim and its read (a refused submission released it): ask again. */
+  | { kind: 'vanished' }
+  /**
+   * Claimed; when the claim registered the id and events were given, what their append did.
+   * `revoked`: the guard is broken (the id was registered before: the caller answers it, records nothing).
+   */
+  | { kind: 'claimed'; claim: Claim; revoked: boolean; append: { kind: 'appended'; result: AppendResult } | { kind: 'conflict' } | undefined };

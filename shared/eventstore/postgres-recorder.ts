@@ -2,7 +2,7 @@ import { Coalescer, type Settled } from '../coalesce.ts';
 import type { Migration } from '../db/migrations.ts';
 import type { Pool } from '../db/pool.ts';
 import { eventArrays } from './pg-arrays.ts';
-import type { Claim, RecordOutcome, RecordRequest, TransactionRecorder } from './recorder.ts';
+import type { Claim, RecordOutcome, RecordRequest, TransactionRecorder } from './port.ts';
 import { walletKeyRace } from './registry.ts';
 
 /**

@@ -4,7 +4,6 @@ import type { Migration } from '../db/migrations.ts';
 import { isUniqueViolation, type Pool } from '../db/pool.ts';
 import { eventArrays } from './pg-arrays.ts';
 import { postgresRecorder, postgresRecorderMigrations } from './postgres-recorder.ts';
-import type { TransactionRecorder } from './recorder.ts';
 import {
   pollingSubscription,
   START,
@@ -19,6 +18,7 @@ import {
   type ReadStreamOptions,
   type RecordedEvent,
   type SubscribeOptions,
+  type TransactionRecorder,
 } from './port.ts';
 
 /**

@@ -1,7 +1,7 @@
 import { Coalescer, type Settled } from '../coalesce.ts';
 import type { Migration } from '../db/migrations.ts';
 import type { Pool } from '../db/pool.ts';
-import type { Claim, ClaimRequest, RegistryEntry, WalletKey } from './recorder.ts';
+import type { Claim, ClaimRequest, RegistryEntry, WalletKey } from './port.ts';
 
 /**
  * transactionId is unique per provider across all rounds (contract section 5). The round stream

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
-import { allMigrations } from '../../services/service.ts';
+import { allMigrations } from '../../services/migrations.ts';
 import { createTestDatabase, TEST_PG_ADMIN_URL, type TestDatabase } from '../helpers/db.ts';
 
 /**

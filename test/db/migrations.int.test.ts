@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { allMigrations } from '../../services/service.ts';
+import { allMigrations } from '../../services/migrations.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { PostgresEventStore } from '../../shared/eventstore/postgres.ts';

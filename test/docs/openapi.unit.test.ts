@@ -5,8 +5,8 @@ import { buildOpenApiDocument, documentedResponse } from '../../services/api/ope
 import { schemaNames } from '../../services/api/openapi/json-schema.ts';
 import { routes } from '../../services/api/openapi/routes.ts';
 import { webhooks } from '../../services/api/openapi/webhooks.ts';
-import { launchBody } from '../../services/api/operator/schemas.ts';
-import { transactionBody, walletTransactionRequest } from '../../services/api/provider/schemas.ts';
+import { launchBody } from '../../services/sessions/schemas.ts';
+import { transactionBody, walletTransactionRequest } from '../../services/rounds/schemas.ts';
 import { catalogSchema } from '../../shared/catalog/schema.ts';
 import { satisfies } from '../helpers/json-rules.ts';
 

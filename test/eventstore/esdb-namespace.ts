@@ -11,9 +11,10 @@ import {
   type ReadStreamOptions,
   type RecordedEvent,
   type SubscribeOptions,
+  type TransactionRecorder,
 } from '../../shared/eventstore/port.ts';
 import type { Pool } from '../../shared/db/pool.ts';
-import { claimThenAppend, type TransactionRecorder } from '../../shared/eventstore/recorder.ts';
+import { claimThenAppend } from '../../shared/eventstore/claim-then-append.ts';
 
 const INNER_PAGE = 500;
 

@@ -14,7 +14,7 @@ import { execSync } from 'node:child_process';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { allProjections } from '../../projections/index.ts';
+import { allProjections } from '../../services/read-models.ts';
 import { verifyProjection } from '../../services/audit/rebuild.ts';
 import { fold } from '../../shared/decider.ts';
 import { createPool } from '../../shared/db/pool.ts';

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Pool } from '../../shared/db/pool.ts';
-import { claimThenAppend, type RecordRequest, type RegistryEntry, type TransactionRecorder, type WalletKey } from '../../shared/eventstore/recorder.ts';
+import { claimThenAppend } from '../../shared/eventstore/claim-then-append.ts';
+import type { EventStore, RecordRequest, RegistryEntry, TransactionRecorder, WalletKey } from '../../shared/eventstore/port.ts';
 import { claimTransaction, registryMigrations, releaseLease } from '../../shared/eventstore/registry.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
-import type { EventStore } from '../../shared/eventstore/port.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
 
 describe('transaction registry: claims made at the same moment', () => {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allMigrations, type RunningService } from '../../services/service.ts';
+import { allMigrations } from '../../services/migrations.ts';
+import type { RunningService } from '../../services/service.ts';
 import { legacyMigrations } from '../db/legacy-migrations.ts';
 import { contentHash } from '../../shared/canonical.ts';
 import { migrate } from '../../shared/db/migrations.ts';

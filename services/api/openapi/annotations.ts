@@ -1,4 +1,5 @@
-import type { JsonSchema } from './json-schema.ts';
+/** A JSON Schema object, as the OpenAPI document carries it. */
+export type JsonSchema = Record<string, unknown>;
 
 /**
  * What the OpenAPI layer adds to the schemas zod generates: descriptions of properties (zod's registry

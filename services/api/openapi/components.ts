@@ -4,24 +4,10 @@ import { MAX_NONCE_LENGTH } from '../../../shared/http/signature.ts';
 import { adjustmentBody } from '../../rounds/adjustments.ts';
 import { issueGrantBody } from '../../grants/routes.ts';
 import { replayBody } from '../../rounds/replay.ts';
-import {
-  gameListResponse,
-  gameSummarySchema,
-  grantListResponse,
-  grantSchema,
-  grantStatusSchema,
-  kickBody,
-  kickResponse,
-  launchBody,
-  launchResponse,
-  providerCancelRequest,
-  providerGrantRequest,
-  providerGrantResponse,
-  providerRevokeRequest,
-  replayResponse,
-} from '../operator/schemas.ts';
+import { balanceResponse, gameListResponse, gameSummarySchema, kickBody, kickResponse, launchBody, launchResponse, providerRevokeRequest } from '../../sessions/schemas.ts';
+import { grantListResponse, grantSchema, grantStatusSchema, providerCancelRequest, providerGrantRequest, providerGrantResponse } from '../../grants/schemas.ts';
+import { replayResponse, transactionBody, transactionMetadata, transactionResponse, walletTransactionRequest } from '../../rounds/schemas.ts';
 import { balanceBody } from '../../sessions/balance.ts';
-import { balanceResponse, transactionBody, transactionMetadata, transactionResponse, walletTransactionRequest } from '../provider/schemas.ts';
 import {
   adjustmentResponse,
   auditEvent,

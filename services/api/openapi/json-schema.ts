@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { grantSchema, providerGrantRequest } from '../operator/schemas.ts';
-import { transactionMetadata, METADATA_MAX_BYTES } from '../provider/schemas.ts';
-import { propertyDescriptions, schemaConditionals } from './annotations.ts';
+import { grantSchema, providerGrantRequest } from '../../grants/schemas.ts';
+import { transactionMetadata, METADATA_MAX_BYTES } from '../../rounds/schemas.ts';
+import { propertyDescriptions, schemaConditionals, type JsonSchema } from './annotations.ts';
 
-export type JsonSchema = Record<string, unknown>;
+export type { JsonSchema };
 
 /** Names under components.schemas, given to the zod schemas the document refers to. */
 export const schemaNames = z.registry<{ id: string; description?: string; examples?: unknown[] }>();

@@ -4,18 +4,10 @@ import { adjustmentBody } from '../../rounds/adjustments.ts';
 import { eventsQuery, txQuery } from '../../audit/routes.ts';
 import { grantIdParam, issueGrantBody, listQuery } from '../../grants/routes.ts';
 import { replayBody } from '../../rounds/replay.ts';
-import {
-  gameListResponse,
-  grantListResponse,
-  grantSchema,
-  kickBody,
-  kickResponse,
-  launchBody,
-  launchResponse,
-  replayResponse,
-} from '../operator/schemas.ts';
+import { balanceResponse, gameListResponse, kickBody, kickResponse, launchBody, launchResponse } from '../../sessions/schemas.ts';
+import { grantListResponse, grantSchema } from '../../grants/schemas.ts';
+import { replayResponse, transactionBody, transactionResponse } from '../../rounds/schemas.ts';
 import { balanceBody, WALLET_PASSTHROUGH_HEADER } from '../../sessions/balance.ts';
-import { balanceResponse, transactionBody, transactionResponse } from '../provider/schemas.ts';
 import {
   adjustmentResponse,
   auditTransactions,
@@ -34,9 +26,8 @@ import {
   streamEvents,
   walletBody,
 } from '../schemas.ts';
-import { openApiDocumentSchema } from './components.ts';
+import { openApiDocumentSchema, sharedResponses } from './components.ts';
 import { providerTransactionExamples, SESSION_TOKEN } from './examples.ts';
-import { sharedResponses } from './components.ts';
 import { isShared, type HeaderSpec, type ResponseEntry, type ResponseSpec, type Responses, type RouteSpec } from './spec.ts';
 
 const json = (schema: z.ZodType, description: string): ResponseSpec => ({ description, content: { 'application/json': schema } });

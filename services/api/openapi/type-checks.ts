@@ -4,8 +4,9 @@ import type { Grant } from '../../grants/decider.ts';
 import type { TxStatus } from '../../rounds/decider.ts';
 import type { Origin, TransactionRequest } from '../../rounds/events.ts';
 import type { GameSummary } from '../../sessions/routes.ts';
-import type { gameSummarySchema, grantSchema } from '../operator/schemas.ts';
-import type { walletTransactionRequest } from '../provider/schemas.ts';
+import type { gameSummarySchema } from '../../sessions/schemas.ts';
+import type { grantSchema } from '../../grants/schemas.ts';
+import type { walletTransactionRequest } from '../../rounds/schemas.ts';
 import type { adjustmentResponse, projectionsResponse, roundState } from '../schemas.ts';
 
 // Compile-time ties between the documented schemas and the types the code builds responses and

@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { providerCancelRequest, providerGrantRequest, providerGrantResponse, providerRevokeRequest } from '../operator/schemas.ts';
-import { balanceResponse, transactionResponse, walletTransactionRequest } from '../provider/schemas.ts';
+import { providerCancelRequest, providerGrantRequest, providerGrantResponse } from '../../grants/schemas.ts';
+import { balanceResponse, providerRevokeRequest } from '../../sessions/schemas.ts';
+import { transactionResponse, walletTransactionRequest } from '../../rounds/schemas.ts';
 import { walletTransactionExamples } from './examples.ts';
 import type { WebhookSpec } from './spec.ts';
 

@@ -1,42 +1,11 @@
 import { z } from 'zod';
-import { amountMinor, spinCount } from '../../../shared/bounds.ts';
+import { amountMinor, spinCount } from '../../shared/bounds.ts';
+import { GRANT_STATUSES } from './decider.ts';
 
-export const launchBody = z.object({
-  playerRef: z.string().min(1).max(255),
-  gameId: z.string().min(1).max(200),
-  // Format is checked with the game's currencies (after the game lookup), as the contract orders the checks.
-  currency: z.string(),
-  mode: z.enum(['REAL', 'DEMO']),
-  language: z.string().min(1).max(35).optional(),
-  lobbyUrl: z.string().optional(),
-});
-export type LaunchBody = z.infer<typeof launchBody>;
-
-export const kickBody = z.object({
-  playerRef: z.string().min(1).max(255),
-});
-
-// Response bodies and the bodies sent to providers. The OpenAPI document (services/api/openapi) is
+// Response bodies and the bodies sent to partners. The OpenAPI document (services/api/openapi) is
 // generated from these, and test/docs checks real responses and outbound calls against them.
 
-export const gameSummarySchema = z.strictObject({
-  gameId: z.string(),
-  name: z.string(),
-  provider: z.string(),
-  currencies: z.array(z.string()),
-  supportedLanguages: z.array(z.string()),
-  launchBaseUrl: z.string(),
-  replayBaseUrl: z.string(),
-});
-export const gameListResponse = z.array(gameSummarySchema);
-
-export const launchResponse = z.strictObject({ launchUrl: z.string(), sessionToken: z.string() });
-
-export const kickResponse = z.strictObject({ revokedCount: z.number().int().nonnegative() });
-
-export const replayResponse = z.strictObject({ replayUrl: z.string() });
-
-export const grantStatusSchema = z.enum(['pending', 'active', 'cancelled', 'failed']);
+export const grantStatusSchema = z.enum(GRANT_STATUSES);
 
 /** GrantResponseBody (API document 2.7). */
 export const grantSchema = z.strictObject({
@@ -79,11 +48,3 @@ export const providerGrantResponse = z.looseObject({ externalRef: z.string().min
 /** POST {apiBaseUrl}/v1/free-spins/grants/{externalRef}/cancel. */
 export const providerCancelRequest = z.strictObject({ requestRef: z.uuid() });
 export type ProviderCancelRequest = z.infer<typeof providerCancelRequest>;
-
-/** POST {apiBaseUrl}/v1/sessions/revoke, after a kick (best effort). */
-export const providerRevokeRequest = z.strictObject({
-  operatorId: z.string(),
-  playerRef: z.string(),
-  sessionTokens: z.array(z.string()).min(1),
-});
-export type ProviderRevokeRequest = z.infer<typeof providerRevokeRequest>;

@@ -1,8 +1,8 @@
 import type { Migration } from '../shared/db/migrations.ts';
-import type { Projection } from './runner.ts';
-import { grantsProjection, grantsReadModelMigrations } from '../services/grants/projection.ts';
-import { roundsProjection, roundsReadModelMigrations } from '../services/rounds/projection.ts';
-import { sessionsProjection } from '../services/sessions/projection.ts';
+import type { Projection } from '../projections/runner.ts';
+import { grantsProjection, grantsReadModelMigrations } from './grants/projection.ts';
+import { roundsProjection, roundsReadModelMigrations } from './rounds/projection.ts';
+import { sessionsProjection } from './sessions/projection.ts';
 
 /** Every read model the projector role runs. Each capability adds its own. */
 export function allProjections(): Projection[] {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { amountMinor, currencyCode } from '../../../shared/bounds.ts';
-import { STALE_ROLLBACK_PREFIX, TRANSACTION_TYPES } from '../../rounds/events.ts';
+import { amountMinor, currencyCode } from '../../shared/bounds.ts';
+import { STALE_ROLLBACK_PREFIX, TRANSACTION_TYPES } from './events.ts';
 
 export const METADATA_MAX_BYTES = 8 * 1024;
 
@@ -95,5 +95,5 @@ export const transactionResponse = z.looseObject({
   balance: z.number().int(),
 });
 
-/** The wallet's answer to GET {walletUrl}/v1/wallet/balance, which the provider receives verbatim. */
-export const balanceResponse = z.looseObject({ balance: z.number().int() });
+/** POST /v1/operator/rounds/replay's answer (API document 4.1.4). */
+export const replayResponse = z.strictObject({ replayUrl: z.string() });

@@ -1,0 +1,42 @@
+import type { Pool } from '../db/pool.ts';
+import { claimTransaction, releaseClaim, releaseLease } from './registry.ts';
+import { guardBroken, WrongExpectedRevisionError, type EventStore, type TransactionRecorder } from './port.ts';
+
+/**
+ * The recorder for a store kept apart from the registry (EventStoreDB): the claim, with the guard read
+ * beside it, then the append. A claim refused by the guard is released again, so the id stays free.
+ */
+export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecorder {
+  return {
+    async record(r) {
+      const [claimed, checked] = await Promise.allSettled([
+        claimTransaction(pool, r.registryKey, r.transactionId, r.entry, r.wallet, r.token, r.ttlMs),
+        r.guard ? guardBroken(store, r.guard) : Promise.resolve(false),
+      ]);
+      if (claimed.status === 'rejected') throw claimed.reason;
+      const claim = claimed.value;
+      // What this call took is given back when it cannot go on: the claim it inserted, or the lease.
+      const giveBack = () =>
+        claim.inserted ? releaseClaim(pool, r.registryKey, r.transactionId, r.token) : claim.leased ? releaseLease(pool, r.registryKey, r.transactionId, r.token) : undefined;
+      if (checked.status === 'rejected') {
+        await giveBack();
+        throw checked.reason;
+      }
+      const revoked = checked.value;
+      if (revoked && (claim.inserted || claim.taken)) {
+        await giveBack();
+        return { kind: 'refused' };
+      }
+      if (!claim.inserted || r.events.length === 0 || revoked) return { kind: 'claimed', claim, revoked, append: undefined };
+      try {
+        const result = await store.append(r.entry.roundStream, r.events, r.expectedRevision === -1 ? 'no_stream' : r.expectedRevision);
+        return { kind: 'claimed', claim, revoked, append: { kind: 'appended', result } };
+      } catch (err) {
+        if (err instanceof WrongExpectedRevisionError) return { kind: 'claimed', claim, revoked, append: { kind: 'conflict' } };
+        // The append may have been stored (its answer lost), so the claim stays; the lease is freed for a resubmission.
+        await releaseLease(pool, r.registryKey, r.transactionId, r.token);
+        throw err;
+      }
+    },
+  };
+}
