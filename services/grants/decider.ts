@@ -11,25 +11,15 @@ import type { GrantEvent, GrantRequested } from './events.ts';
 export const GRANT_STATUSES = ['pending', 'active', 'cancelled', 'failed'] as const;
 export type GrantStatus = (typeof GRANT_STATUSES)[number];
 
-/** The grant as operators see it (API document 2.7, GrantResponseBody). */
-export interface Grant {
+/** The grant as operators see it (API document 2.7, GrantResponseBody): its request's terms, and what became of it. */
+export type Grant = Omit<GrantRequested['data'], 'grantId' | 'requestedAt'> & {
   id: string;
-  campaignId?: string;
-  operatorId: string;
-  providerId: string;
-  gameId: string;
-  playerRef: string;
-  spins: number;
-  betAmountMinor: number;
-  currency: string;
   externalRef?: string;
   status: GrantStatus;
-  idempotencyKey: string;
-  expiresAt?: string;
   lastError?: string;
   createdAt: string;
   updatedAt: string;
-}
+};
 
 /** none: the key was never used. Otherwise the grant, whose `status` tells pending, active, cancelled or failed. */
 export type GrantState = { status: 'none' } | Grant;
