@@ -99,7 +99,7 @@ export async function startService(config: Config, logger: Logger = createLogger
     await ensureDatabase(config.databaseUrl);
     await migrate(pool, allMigrations);
   });
-  const eventStore = await createEventStore(config.eventStore, pool, config.databaseUrl);
+  const eventStore = await createEventStore(config.eventStore, pool, config.databaseUrl, logger);
   const catalog = new CatalogStore(pool, config.databaseUrl, (err) => logger.error({ err }, 'catalog reload failed'));
   await catalog.start();
   if (config.catalogFile) {

@@ -24,11 +24,24 @@ const rolesSchema = z
     return [...new Set(roles)] as Role[];
   });
 
+/**
+ * `postgres`, or a connection string @eventstore/db-client 6 takes: `esdb://` or `esdb+discover://` and
+ * at least one host. (`kurrentdb://` is the newer KurrentDB client's scheme, which this client refuses at
+ * its first call: said here, at start, instead.)
+ */
 const eventStoreSchema = z
   .string()
   .default('postgres')
-  .refine((v) => v === 'postgres' || v.startsWith('esdb://') || v.startsWith('esdb+discover://') || v.startsWith('kurrentdb://'), {
-    message: 'expected "postgres" or an EventStoreDB connection string (esdb://host:2113?tls=false)',
+  .superRefine((v, ctx) => {
+    if (v === 'postgres') return;
+    const scheme = /^([a-z+]+):\/\//.exec(v)?.[1];
+    if (scheme === 'kurrentdb' || scheme === 'kurrent' || scheme === 'kdb') {
+      ctx.addIssue({ code: 'custom', message: `the ${scheme}:// scheme is the KurrentDB client's; this service's EventStoreDB client takes the same string as esdb://${v.slice(scheme.length + 3)}` });
+    } else if (scheme !== 'esdb' && scheme !== 'esdb+discover') {
+      ctx.addIssue({ code: 'custom', message: 'expected "postgres" or an EventStoreDB connection string (esdb://host:2113?tls=false)' });
+    } else if (!/^[a-z+]+:\/\/([^/?@]*@)?[^/?@:,]+/.test(v)) {
+      ctx.addIssue({ code: 'custom', message: 'expected a host in the EventStoreDB connection string (esdb://host:2113?tls=false)' });
+    }
   });
 
 const envSchema = z.object({

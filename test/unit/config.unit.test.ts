@@ -46,6 +46,20 @@ describe('configuration (contract section 1)', () => {
     expect(c.staleRoundAfterSeconds).toBe(5);
   });
 
+  // #20: a string the EventStoreDB client would refuse at its first call is refused at start, saying what to write.
+  it.each([
+    ['kurrentdb://127.0.0.1:2113?tls=false', 'esdb://127.0.0.1:2113?tls=false'],
+    ['esdb://', 'expected a host'],
+    ['esdb://?tls=false', 'expected a host'],
+  ])('refuses EVENT_STORE=%s, saying %s', (value, says) => {
+    expect(() => loadConfig({ EVENT_STORE: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ EVENT_STORE: value })).toThrow(says);
+  });
+
+  it.each(['esdb://127.0.0.1:2113?tls=false', 'esdb+discover://admin:changeit@cluster.dns:2113', 'esdb://a:2113,b:2113,c:2113?tls=false'])('accepts EVENT_STORE=%s', (value) => {
+    expect(loadConfig({ EVENT_STORE: value }).eventStore).toBe(value);
+  });
+
   it.each([
     ['PORT', 'eighty'],
     ['PORT', '70000'],
