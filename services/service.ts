@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { allMigrations } from './migrations.ts';
 import { allProjections } from './read-models.ts';
-import { projectionFailures, ProjectionRunner } from '../projections/runner.ts';
+import { checkCheckpointStore, CheckpointStoreMismatch, projectionFailures, ProjectionRunner } from '../projections/runner.ts';
 import { BackgroundTasks } from '../shared/background.ts';
 import { CatalogError, CatalogStore } from '../shared/catalog/store.ts';
 import type { Config } from '../shared/config.ts';
@@ -100,6 +100,14 @@ export async function startService(config: Config, logger: Logger = createLogger
     await migrate(pool, allMigrations);
   });
   const eventStore = await createEventStore(config.eventStore, pool, config.databaseUrl, logger);
+  try {
+    await checkCheckpointStore(pool, eventStore.kind);
+  } catch (err) {
+    await eventStore.close();
+    await pool.end();
+    if (err instanceof CheckpointStoreMismatch) throw new StartupError(err.message);
+    throw err;
+  }
   const catalog = new CatalogStore(pool, config.databaseUrl, (err) => logger.error({ err }, 'catalog reload failed'));
   await catalog.start();
   if (config.catalogFile) {
@@ -173,7 +181,7 @@ export async function startService(config: Config, logger: Logger = createLogger
   const server = http.createServer(
     config.roles.includes('api')
       ? createApp(ctx, {
-          operator: [sessionRoutes(ctx), replayRoutes(ctx), grantRoutes(ctx)],
+          operator: [sessionRoutes(ctx, ledger.recorder), replayRoutes(ctx), grantRoutes(ctx)],
           provider: [balanceRoutes(ctx), transactionRoutes(ctx, ledger)],
           admin: [adjustmentRoutes(ctx, ledger)],
           audit: [auditRoutes(ctx)],
@@ -210,6 +218,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       await worker?.close();
       await Promise.all(runners.map((r) => r.stop()));
       await ctx.background.drain();
+      await ledger.recorder.close();
       await queues.close();
       queueConnection.disconnect();
       await catalog.close();

@@ -6,6 +6,7 @@ import { playerSessionsStream } from './events.ts';
 import { recordSessionToken } from './store.ts';
 import { eventsOrThrow } from '../../shared/decider.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
+import type { TransactionRecorder } from '../../shared/eventstore/port.ts';
 import { providerTarget, signedCall } from '../../shared/http/outbound.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import { callingOperator, type ServiceContext } from '../context.ts';
@@ -43,7 +44,7 @@ export function buildLaunchUrl(base: string, params: { token: string; language?:
   return `${head}${sep}${query}${fragment}`;
 }
 
-export function sessionRoutes(ctx: ServiceContext): Router {
+export function sessionRoutes(ctx: ServiceContext, recorder: Pick<TransactionRecorder, 'exclusive'>): Router {
   const router = Router();
 
   router.get('/games', (req, res) => {
@@ -73,7 +74,12 @@ export function sessionRoutes(ctx: ServiceContext): Router {
     const operator = callingOperator(ctx, req);
     const { playerRef } = parseOr400(kickBody, req.body);
     const now = ctx.now();
-    const { state } = await handleCommand(ctx.eventStore, playerSessionsStream(operator.id, playerRef), playerSessionsDecider, { type: 'RevokeSessions', operatorId: operator.id, playerRef, now });
+    const stream = playerSessionsStream(operator.id, playerRef);
+    // Under the recorder's fence: a transaction of this player not yet recorded when the kick is
+    // acknowledged sees the kick (contract section 8, rule 4).
+    const { state } = await recorder.exclusive(stream, () =>
+      handleCommand(ctx.eventStore, stream, playerSessionsDecider, { type: 'RevokeSessions', operatorId: operator.id, playerRef, now }),
+    );
     const ended = activeAt(state, now);
     res.json({ revokedCount: ended.length });
     notifyProviders(ctx, operator.id, playerRef, ended);

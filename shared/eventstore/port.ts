@@ -175,6 +175,13 @@ export async function waitForMore(
  */
 export interface TransactionRecorder {
   record(request: RecordRequest): Promise<RecordOutcome>;
+  /**
+   * Runs `fn` (a kick: the append of the guard event) while no record guarded by `guardStream` is
+   * between its guard check and its append, and holds back the records that come meanwhile until `fn`
+   * is done: a kick acknowledged before a transaction is recorded stops it, on either store.
+   */
+  exclusive<T>(guardStream: string, fn: () => Promise<T>): Promise<T>;
+  close(): Promise<void>;
 }
 
 /** A condition on another stream: it holds no event of this type from this revision on (say, no kick of a session). */

@@ -81,9 +81,9 @@ describe('transaction registry: claims made at the same moment', () => {
  * here over the Postgres store standing in for any store kept apart from the registry.
  */
 describe.each([
-  ['in one statement (the Postgres adapter)', (_pool: Pool, store: PostgresEventStore) => store.transactionRecorder()],
-  ['as a claim then an append (the EventStoreDB adapter)', (pool: Pool, store: PostgresEventStore) => claimThenAppend(pool, store)],
-])('transaction recorder %s: claim, session check and record', (_name, recorderOf) => {
+  ['in one statement (the Postgres adapter)', (_pool: Pool, store: PostgresEventStore) => store.transactionRecorder(), true],
+  ['as a claim then an append (the EventStoreDB adapter)', (pool: Pool, store: PostgresEventStore) => claimThenAppend(pool, store), false],
+])('transaction recorder %s: claim, session check and record', (_name, recorderOf, inOneStatement) => {
   let env: MigratedDatabase;
   let pool: Pool;
   let store: PostgresEventStore;
@@ -96,6 +96,7 @@ describe.each([
     recorder = recorderOf(pool, store);
   });
   afterAll(async () => {
+    await recorder.close();
     await store.close();
     await env.close();
   });
@@ -121,11 +122,13 @@ describe.each([
     const startedAfterKick = { stream: 'sessions|op-1|kicked', fromRevision: 2, eventType: 'SessionsRevoked' };
     const fresh = request('tx-fresh', 'round|fresh', 'h-fresh', { guard: startedAfterKick });
 
-    // Behind two others (which take the two batch slots), so that the rest share one statement.
+    // Behind two others (which take the two batch slots), so that the rest share one statement. A recorder
+    // that does not batch takes them in no set order, so there the first of the id goes first.
+    const first = inOneStatement ? undefined : await claimAndRecord(pool, fresh);
     const [, , recorded, refused, behind, repeated, otherContent] = await Promise.all([
       claimAndRecord(pool, request('tx-fill-1', 'round|fill-1', 'f1')),
       claimAndRecord(pool, request('tx-fill-2', 'round|fill-2', 'f2')),
-      claimAndRecord(pool, fresh),
+      first ?? claimAndRecord(pool, fresh),
       claimAndRecord(pool, request('tx-kicked', 'round|kicked', 'h-kicked', { guard: kickedAfterStart })),
       claimAndRecord(pool, request('tx-behind', 'round|moved-on', 'h-behind')),
       claimAndRecord(pool, { ...fresh, token: randomUUID(), events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: 'tx-fresh' } }] }),
@@ -239,5 +242,101 @@ describe('transaction recorder as a claim then an append: an event store failure
     expect(await row('tx-append')).toEqual({ leased: null });
     // A resubmission takes the lease at once (it is answered from the round), instead of waiting out the ttl.
     expect(await claimThenAppend(pool, store).record(request('tx-append'))).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: true }, append: undefined });
+  });
+});
+
+/**
+ * Contract section 8, rule 4 on EventStoreDB (#20): the kick check and the append of a transaction are two
+ * calls to the event store, so a kick could be acknowledged between them and the transaction recorded
+ * after it. The recorder's fence orders them: a kick waits for the transactions already checked, and
+ * the transactions after it wait for the kick, then see it.
+ */
+describe('transaction recorder as a claim then an append: a kick is ordered with the transactions of its player', () => {
+  let env: MigratedDatabase;
+  let pool: Pool;
+  let store: PostgresEventStore;
+  beforeAll(async () => {
+    env = await migratedDatabase('recordfence', [...eventStoreMigrations, ...registryMigrations]);
+    pool = env.pool;
+    store = new PostgresEventStore(pool, env.db.url);
+  });
+  afterAll(async () => {
+    await store.close();
+    await env.close();
+  });
+
+  /** The store, but every append to a round waits for `open()`: a transaction held between its kick check and its append. */
+  function heldStore() {
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let reached!: () => void;
+    const atAppend = new Promise<void>((r) => (reached = r));
+    const held = Object.assign(Object.create(store) as EventStore, {
+      append: async (...args: Parameters<EventStore['append']>) => {
+        if (args[0].startsWith('round|')) {
+          reached();
+          await gate;
+        }
+        return store.append(...args);
+      },
+    });
+    return { held, open, atAppend };
+  }
+  const request = (txId: string, guardStream: string): RecordRequest => ({
+    registryKey: 'studio-a',
+    transactionId: txId,
+    entry: { contentHash: `h-${txId}`, roundStream: `round|${txId}` },
+    wallet: { operatorId: 'op-1', playerRef: guardStream },
+    token: randomUUID(),
+    ttlMs: 60_000,
+    guard: { stream: guardStream, fromRevision: 1, eventType: 'SessionsRevoked' },
+    expectedRevision: -1,
+    events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: txId } }],
+  });
+  const kick = (stream: string) => store.append(stream, [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'any');
+
+  it('a kick waits for a transaction already past its kick check: the transaction is recorded before the kick is acknowledged', async () => {
+    const player = `player-sessions|op-1|fenced-${randomUUID()}`;
+    await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+    const { held, open, atAppend } = heldStore();
+    const recorder = claimThenAppend(pool, held);
+    try {
+      const order: string[] = [];
+      const bet = recorder.record(request(`tx-${randomUUID()}`, player)).then((o) => (order.push('bet recorded'), o));
+      await atAppend;
+      const kicked = recorder.exclusive(player, async () => (await kick(player), order.push('kick acknowledged')));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(order).toEqual([]); // the kick waits while the BET is between its check and its append
+      open();
+      await Promise.all([bet, kicked]);
+      expect(order).toEqual(['bet recorded', 'kick acknowledged']);
+      expect(await bet).toMatchObject({ kind: 'claimed', revoked: false, append: { kind: 'appended' } });
+    } finally {
+      await recorder.close();
+    }
+  });
+
+  it('a transaction that comes while a kick is under way waits for it, then is refused by it', async () => {
+    const player = `player-sessions|op-1|fenced-${randomUUID()}`;
+    await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+    const recorder = claimThenAppend(pool, store);
+    try {
+      // The kick is under way (it holds the fence) but has not appended yet.
+      let finish!: () => void;
+      const kicking = recorder.exclusive(player, async () => {
+        await new Promise<void>((r) => (finish = r));
+        await kick(player);
+      });
+      await new Promise((r) => setTimeout(r, 50));
+      const txId = `tx-${randomUUID()}`;
+      const bet = recorder.record(request(txId, player));
+      await new Promise((r) => setTimeout(r, 200));
+      finish();
+      await kicking;
+      expect(await bet).toEqual({ kind: 'refused' });
+      expect(await store.readStream(`round|${txId}`)).toEqual([]);
+    } finally {
+      await recorder.close();
+    }
   });
 });
