@@ -23,6 +23,24 @@ export const projectionMigrations: Migration[] = [
       );
     `,
   },
+  {
+    // #20: which event store the checkpoints' positions belong to (a position of one store means nothing
+    // in another). A database with Postgres-store history is Postgres's; otherwise the first process to
+    // start records its store.
+    id: 'projections-003-checkpoint-store',
+    sql: `
+      CREATE TABLE checkpoint_store (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        store text NOT NULL,
+        since timestamptz NOT NULL DEFAULT now()
+      );
+      DO $claim$ BEGIN
+        IF to_regclass('es_events') IS NOT NULL THEN
+          INSERT INTO checkpoint_store (store) SELECT 'postgres' WHERE EXISTS (SELECT 1 FROM es_events);
+        END IF;
+      END $claim$;
+    `,
+  },
 ];
 
 /** A projection stuck on an event it cannot apply, as /readyz reports it. */
@@ -166,6 +184,41 @@ export async function waitForProjection(pool: Pool, name: string, position: Posi
     if (Date.now() > deadline) return false;
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/** The checkpoints are positions of another event store than the one this process was given. */
+export class CheckpointStoreMismatch extends Error {
+  override name = 'CheckpointStoreMismatch';
+  constructor(
+    readonly recorded: string,
+    readonly configured: string,
+  ) {
+    super(
+      `the read models' checkpoints are positions in the ${recorded} event store, but EVENT_STORE selects ${configured}: ` +
+        `a position of one store means nothing in the other. To move the history to ${configured}, stop the service and run ` +
+        `npm run audit -- migrate-events --to <the new EVENT_STORE> with EVENT_STORE still set to the ${recorded} store ` +
+        `(docs/operations.md#moving-between-event-stores); to go on with ${recorded}, set EVENT_STORE back.`,
+    );
+  }
+}
+
+/**
+ * Which event store this database's checkpoints belong to: recorded by the first process that starts
+ * on it, checked by every later one (and by the audit tools). Throws CheckpointStoreMismatch.
+ */
+export async function checkCheckpointStore(db: Pool | PoolClient, store: EventStore['kind']): Promise<void> {
+  await db.query('INSERT INTO checkpoint_store (store) VALUES ($1) ON CONFLICT (only_row) DO NOTHING', [store]);
+  const { rows } = await db.query<{ store: string }>('SELECT store FROM checkpoint_store');
+  const recorded = rows[0]!.store;
+  if (recorded !== store) throw new CheckpointStoreMismatch(recorded, store);
+}
+
+/** After the history was moved to another store and the read models rebuilt from it (audit migrate-events). */
+export async function setCheckpointStore(db: Pool | PoolClient, store: EventStore['kind']): Promise<void> {
+  await db.query(
+    `INSERT INTO checkpoint_store (store) VALUES ($1) ON CONFLICT (only_row) DO UPDATE SET store = EXCLUDED.store, since = now()`,
+    [store],
+  );
 }
 
 export class CheckpointMovedError extends Error {

@@ -1,6 +1,6 @@
 /**
- * npm run audit -- verify|rebuild [--projection NAME]: see USAGE. It audits the database DATABASE_URL
- * names and never creates one.
+ * npm run audit -- verify|rebuild [--projection NAME] | migrate-events --to STORE: see USAGE. It audits
+ * the database DATABASE_URL names and never creates one.
  */
 import pg from 'pg';
 import { allProjections } from '../read-models.ts';
@@ -11,21 +11,34 @@ import { createPool } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { START } from '../../shared/eventstore/port.ts';
 import { allMigrations } from '../migrations.ts';
+import { checkCheckpointStore, CheckpointStoreMismatch, setCheckpointStore } from '../../projections/runner.ts';
+import type { Pool } from '../../shared/db/pool.ts';
+import type { EventStore } from '../../shared/eventstore/port.ts';
+import { compareLogs, copyEvents } from './migrate.ts';
 import { rebuildProjection, verifyProjection, type Difference } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 const USAGE = `usage: npm run audit -- verify|rebuild [--projection NAME]
+       npm run audit -- migrate-events --to STORE
 
-Audits the read models of the ledger whose database DATABASE_URL names (default postgres://127.0.0.1:5432/ledger).
+Audits the read models of the ledger whose database DATABASE_URL names (default postgres://127.0.0.1:5432/ledger)
+and whose event store EVENT_STORE names (default postgres).
 
   verify             rebuild the read models from the whole history into scratch tables and compare them
                      row by row with the live ones
   rebuild            replace the live read models with a fresh rebuild, safely while the service runs
   --projection NAME  only this read model: ${PROJECTIONS.join(', ')} (default: every one)
+  migrate-events     copy the whole history from EVENT_STORE to the store --to names (every stream, in
+                     order, with its event ids and metadata), check that both hold the same events, then
+                     rebuild the read models from the new store. Stop every process of the service first;
+                     then start it with EVENT_STORE set to the new store. Run again after an interruption.
+  --to STORE         the new event store: postgres (the database DATABASE_URL names) or an EventStoreDB
+                     connection string (esdb://host:2113?tls=false)
   --help             this text
 
-Exit status: 0 everything matches (or was rebuilt), 1 verify found a difference, 2 nothing was audited:
-bad usage, a database that does not exist or holds no ledger (audit never creates one), an empty history.`;
+Exit status: 0 everything matches (or was rebuilt, or moved), 1 verify or the copy check found a difference,
+2 nothing was done: bad usage, a database that does not exist or holds no ledger (audit never creates one),
+an empty history, a target that is the store already in use.`;
 
 function progressBar(label: string, total: number | undefined): { update(n: number): void; done(): void } {
   const tty = process.stderr.isTTY;
@@ -92,15 +105,61 @@ async function probe(databaseUrl: string): Promise<'ok' | 'missing' | 'no ledger
   }
 }
 
+/**
+ * migrate-events: copy, compare, rebuild the read models from the target, and record that the
+ * checkpoints are now the target's. The source is left as it was.
+ */
+async function migrateEvents(pool: Pool, source: EventStore, setting: string, databaseUrl: string, total: number | undefined): Promise<number> {
+  if ((await source.readAll({ from: START, maxCount: 1 })).length === 0) return fail('the history is empty: nothing to move');
+  const target = await createEventStore(setting, pool, databaseUrl);
+  try {
+    if (target.kind === source.kind) return fail(`--to is a ${target.kind} store like EVENT_STORE's: migrate-events moves between Postgres and EventStoreDB`);
+    const copyBar = progressBar('copy', total);
+    const copied = await copyEvents(source, target, copyBar.update);
+    copyBar.done();
+    process.stdout.write(`copied ${copied.events} events of ${copied.streams} streams to the ${target.kind} store\n`);
+    const { compared, differences } = await compareLogs(source, target);
+    if (differences.length > 0) {
+      process.stdout.write(`the ${target.kind} store does not hold the same history (${differences.length} difference(s) shown; read models left as they were):\n`);
+      for (const d of differences) process.stdout.write(`  event ${d.index}: ${d.what}: source ${JSON.stringify(d.source)} target ${JSON.stringify(d.target)}\n`);
+      return 1;
+    }
+    process.stdout.write(`both stores hold the same ${compared} events, in the same order\n`);
+    for (const p of allProjections()) {
+      const bar = progressBar(p.name, copied.events);
+      const position = await rebuildProjection(pool, target, p, bar.update);
+      bar.done();
+      process.stdout.write(`${p.name}: rebuilt from the ${target.kind} store, live from ${position}\n`);
+    }
+    await setCheckpointStore(pool, target.kind);
+    process.stdout.write(`done: start every process with EVENT_STORE=${setting}\n`);
+    return 0;
+  } finally {
+    await target.close();
+  }
+}
+
 async function main(): Promise<number> {
   const cli: Cli = new Cli('audit', USAGE);
-  const { values, positionals } = cli.parse({ options: { projection: { type: 'string' }, help: { type: 'boolean' } }, allowPositionals: true });
+  const { values, positionals } = cli.parse({ options: { projection: { type: 'string' }, to: { type: 'string' }, help: { type: 'boolean' } }, allowPositionals: true });
   const [command, ...extra] = positionals;
-  if (command === undefined) cli.fail('a command is needed: verify or rebuild');
-  if (command !== 'verify' && command !== 'rebuild') cli.fail(`unknown command "${command}": verify or rebuild`);
+  if (command === undefined) cli.fail('a command is needed: verify, rebuild or migrate-events');
+  if (command !== 'verify' && command !== 'rebuild' && command !== 'migrate-events') cli.fail(`unknown command "${command}": verify, rebuild or migrate-events`);
   if (extra.length > 0) cli.fail(`Unexpected argument '${extra[0]}': one command only`);
   const only = values.projection;
   if (only !== undefined && !PROJECTIONS.includes(only)) cli.fail(`no projection named "${only}"; known: ${PROJECTIONS.join(', ')}`);
+  if (command === 'migrate-events' && only !== undefined) cli.fail('--projection does not apply to migrate-events: every read model is rebuilt from the new store');
+  if (command !== 'migrate-events' && values.to !== undefined) cli.fail('--to applies only to migrate-events');
+  let target: string | undefined;
+  if (command === 'migrate-events') {
+    if (values.to === undefined) cli.fail('migrate-events needs --to STORE: postgres or an EventStoreDB connection string');
+    try {
+      target = loadConfig({ ...process.env, EVENT_STORE: values.to }).eventStore;
+    } catch (err) {
+      if (err instanceof ConfigError) cli.fail(`--to: ${err.message.replace(/^EVENT_STORE: /, '')}`);
+      throw err;
+    }
+  }
   const projections = allProjections().filter((p) => only === undefined || p.name === only);
   let config;
   try {
@@ -109,6 +168,7 @@ async function main(): Promise<number> {
     if (err instanceof ConfigError) return fail(err.message);
     throw err;
   }
+  if (target !== undefined && target === config.eventStore) return fail(`--to names the store EVENT_STORE already selects (${target}): nothing to move`);
   const db = new URL(config.databaseUrl);
   const name = `"${decodeURIComponent(db.pathname.slice(1))}"`;
   const where = `database ${name} on ${db.host}`;
@@ -119,9 +179,16 @@ async function main(): Promise<number> {
   const pool = createPool(config.databaseUrl, 4);
   await migrate(pool, allMigrations);
   const store = await createEventStore(config.eventStore, pool, config.databaseUrl);
-  const total = store.kind === 'postgres' ? Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM es_events')).rows[0]!.n) : undefined;
+  const total = await store.eventCount();
   let failed = false;
   try {
+    try {
+      await checkCheckpointStore(pool, store.kind);
+    } catch (err) {
+      if (err instanceof CheckpointStoreMismatch) return fail(err.message);
+      throw err;
+    }
+    if (target !== undefined) return await migrateEvents(pool, store, target, config.databaseUrl, total);
     if (command === 'verify' && (await store.readAll({ from: START, maxCount: 1 })).length === 0) {
       // Empty read models "match" an empty history: nothing would have been checked.
       return fail(`the history is empty: nothing to verify in ${where}`);
