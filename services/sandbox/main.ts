@@ -19,13 +19,19 @@ import { runStory, type StoryResult } from './story.ts';
  */
 
 const USAGE = `usage: npm run sandbox [-- --exit]
+       npm run sandbox -- --against URL --catalog FILE [--exit]
 
 The whole system on one machine: a demo wallet per demo operator, a demo provider, and a short scripted story
 played through the real APIs; then it stays up for you to explore (Ctrl-C stops it). Its own database
 ledger_sandbox and Redis db 15, emptied at every start, unless DATABASE_URL or REDIS_URL name others.
 
-  --exit   stop after the story: exit 0 when every step behaved as expected, 1 otherwise
-  --help   this text
+  --exit          stop after the story: exit 0 when every step behaved as expected, 1 otherwise
+  --against URL   play the story against a service already running at URL (a compose stack: docker compose
+                  run sandbox) instead of starting one: only the demo wallets and provider run here, on HOST
+                  and on the ports the stack's catalog names for them; ADMIN_TOKEN, STALE_ROUND_AFTER_SECONDS
+                  and RECONCILE_INTERVAL_SECONDS must be the stack's
+  --catalog FILE  with --against: the stack's catalog (its CATALOG_FILE), for the partners' secrets and ports
+  --help          this text
 
 Exit status: 0 the story passed (with --exit, or stopped by Ctrl-C), 1 it failed or could not run, 2 bad usage.`;
 const SANDBOX_DATABASE_URL = 'postgres://127.0.0.1:5432/ledger_sandbox';
@@ -79,8 +85,15 @@ function sandboxConfig(): { config: Config; ownDatabase: boolean; ownRedis: bool
 }
 
 async function main(): Promise<number> {
-  const { values } = new Cli('sandbox', USAGE).parse({ options: { exit: { type: 'boolean' }, help: { type: 'boolean' } } });
+  const cli: Cli = new Cli('sandbox', USAGE);
+  const { values } = cli.parse({ options: { exit: { type: 'boolean' }, against: { type: 'string' }, catalog: { type: 'string' }, help: { type: 'boolean' } } });
   const exitAfterStory = values.exit === true;
+  if (values.against !== undefined) {
+    if (!/^https?:\/\/[^/]+/.test(values.against)) cli.fail(`--against must be the service's http(s) URL, not "${values.against}"`);
+    if (values.catalog === undefined) cli.fail('--against needs --catalog FILE: the running stack\'s catalog');
+    return againstStack(values.against.replace(/\/+$/, ''), values.catalog, exitAfterStory);
+  }
+  if (values.catalog !== undefined) cli.fail('--catalog applies only with --against');
 
   let setup: ReturnType<typeof sandboxConfig>;
   try {
@@ -202,6 +215,93 @@ async function main(): Promise<number> {
   print('');
   print('The sandbox keeps running. Ctrl-C stops it.');
   return new Promise<number>(() => undefined); // the signal handlers exit
+}
+
+/**
+ * --against: the story against a running stack. The stack's catalog names where its operators' wallets
+ * and its providers are; this process serves them there (on HOST, every interface in a container) and
+ * plays the story through the stack's API once it is ready.
+ */
+async function againstStack(serviceUrl: string, catalogFile: string, exitAfterStory: boolean): Promise<number> {
+  let config: Config;
+  let catalog: CatalogInput;
+  try {
+    config = loadConfig(process.env);
+    catalog = catalogSchema.parse(JSON.parse(await readFile(catalogFile, 'utf8')));
+  } catch (err) {
+    process.stderr.write(`${err instanceof ConfigError ? err.message : `--catalog ${catalogFile}: ${(err as Error).message}`}\n`);
+    return 2;
+  }
+  if (!config.adminToken) {
+    process.stderr.write('ADMIN_TOKEN must be set to the stack\'s: the story reads its audit routes\n');
+    return 2;
+  }
+  const logger = createLogger(config.logLevel);
+  const port = (url: string) => Number(new URL(url).port || 80);
+  const wallets = new Map<string, DemoWallet>();
+  const providers = new Map<string, DemoProvider>();
+  const stopAll = () => Promise.all([...wallets.values(), ...providers.values()].map((s) => s.close()));
+  try {
+    for (const o of catalog.operators) wallets.set(o.id, await startDemoWallet({ secret: o.secret, port: port(o.walletUrl), host: config.host, signatureWindowSeconds: config.signatureWindowSeconds, logger }));
+    for (const p of catalog.providers) {
+      providers.set(p.id, await startDemoProvider({ providerId: p.id, secret: p.secret, port: port(p.apiBaseUrl), host: config.host, signatureWindowSeconds: config.signatureWindowSeconds, logger }));
+    }
+  } catch (err) {
+    await stopAll();
+    process.stderr.write(`cannot serve the demo partners where the catalog names them: ${(err as Error).message}\n`);
+    return 1;
+  }
+  const ready = await waitReady(serviceUrl, 120_000);
+  if (!ready) {
+    await stopAll();
+    process.stderr.write(`${serviceUrl}/readyz did not answer ready within 120 s\n`);
+    return 1;
+  }
+  print(`Seamless-wallet sandbox, against ${serviceUrl}`);
+  for (const o of catalog.operators) print(`  operator       ${o.id.padEnd(14)} demo wallet served here for ${o.walletUrl}`);
+  for (const p of catalog.providers) print(`  provider       ${p.id.padEnd(14)} demo provider served here for ${p.apiBaseUrl}`);
+  let result: StoryResult;
+  try {
+    result = await runStory({
+      serviceUrl,
+      adminToken: config.adminToken,
+      catalog,
+      wallets,
+      provider: providers.get(catalog.providers[0]!.id)!,
+      staleRoundAfterSeconds: config.staleRoundAfterSeconds,
+      reconcileIntervalSeconds: config.reconcileIntervalSeconds,
+      print,
+    });
+  } catch (err) {
+    process.stderr.write(`the story could not run: ${(err as Error).stack ?? String(err)}\n`);
+    await stopAll();
+    return 1;
+  }
+  const passed = result.failures.length === 0 && result.checks > 0;
+  print('');
+  if (passed) print(`Story complete: ${result.steps} steps, ${result.checks} checks, all as expected.`);
+  else {
+    print(`Story FAILED: ${result.failures.length} of ${result.checks} checks did not behave as expected:`);
+    for (const f of result.failures) print(`  - ${f}`);
+  }
+  if (exitAfterStory) {
+    await stopAll();
+    return passed ? 0 : 1;
+  }
+  print('The demo partners keep running. Ctrl-C stops them.');
+  process.once('SIGINT', () => void stopAll().then(() => process.exit(0)));
+  process.once('SIGTERM', () => void stopAll().then(() => process.exit(0)));
+  return new Promise<number>(() => undefined);
+}
+
+async function waitReady(url: string, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
+    if (ok) return true;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  return false;
 }
 
 function printWhereToLook(url: string, config: Config, catalog: CatalogInput, result: StoryResult, wallets: ReadonlyMap<string, DemoWallet>): void {

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -6,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoProvider, type DemoProvider } from '../../services/sandbox/demo-provider.ts';
 import { signedCall } from '../../shared/http/outbound.ts';
 import { sign } from '../../shared/http/signature.ts';
-import { createTestEnv, type TestEnv } from '../helpers/service.ts';
+import type { CatalogInput } from '../../shared/catalog/schema.ts';
+import { ADMIN_TOKEN, createTestEnv, startInProcess, writeCatalogFile, type TestEnv } from '../helpers/service.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -182,3 +185,51 @@ describe('the demo provider', () => {
     expect(provider.grants().find((g) => g.externalRef === externalRef)?.status).toBe('cancelled');
   });
 });
+
+/**
+ * `docker compose run sandbox` (#20): the story against a stack that is already running, with only the demo
+ * partners served by the sandbox, where the stack's catalog says they are.
+ */
+describe('npm run sandbox -- --against URL --catalog FILE', () => {
+  let env: TestEnv;
+  let stack: Awaited<ReturnType<typeof startInProcess>>;
+  let catalogFile: string;
+  const settings = { STALE_ROUND_AFTER_SECONDS: '5', RECONCILE_INTERVAL_SECONDS: '1' };
+  beforeAll(async () => {
+    env = await createTestEnv('sandboxagainst');
+    const [wallet1, wallet2, provider] = await Promise.all([freePort(), freePort(), freePort()]);
+    const catalog = JSON.parse(await readFile(path.join(ROOT, 'services/sandbox/catalog.json'), 'utf8')) as CatalogInput;
+    catalog.operators[0]!.walletUrl = `http://127.0.0.1:${wallet1}`;
+    catalog.operators[1]!.walletUrl = `http://127.0.0.1:${wallet2}`;
+    catalog.providers[0]!.apiBaseUrl = `http://127.0.0.1:${provider}`;
+    catalogFile = await writeCatalogFile(catalog);
+    stack = await startInProcess(env, { ...settings, CATALOG_FILE: catalogFile });
+  }, 60_000);
+  afterAll(async () => {
+    await stack?.stop();
+    await env?.cleanup();
+  });
+
+  it('serves the demo partners where the catalog names them and plays the whole story through the stack', async () => {
+    const run = await runSandbox(['--against', stack.url, '--catalog', catalogFile, '--exit'], { ADMIN_TOKEN, HOST: '127.0.0.1', LOG_LEVEL: 'silent', ...settings });
+    expect(run.code, run.out).toBe(0);
+    expect(run.out).toMatch(/^Story complete: 13 steps, \d+ checks, all as expected\.$/m);
+  }, 60_000);
+
+  it('refuses --against without the stack\'s catalog, and --catalog alone, with exit 2', async () => {
+    expect((await runSandbox(['--against', stack.url], {})).code).toBe(2);
+    expect((await runSandbox(['--catalog', catalogFile], {})).code).toBe(2);
+    expect((await runSandbox(['--against', 'api:8080', '--catalog', catalogFile], {})).code).toBe(2);
+  });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
