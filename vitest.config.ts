@@ -1,11 +1,32 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Two projects: every test against the Postgres event store (the default), and the suites that move
+ * money, sessions and grants again against EventStoreDB (#20): the protocol-level test server of
+ * test/eventstore/esdb-server.ts, or a real server when ESDB_CONNECTION_STRING is set
+ * (test/helpers/service.ts). The suites left out of the second read Postgres-store tables directly.
+ */
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts', 'services/**/*.test.ts', 'shared/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
     maxWorkers: 2,
+    projects: [
+      {
+        extends: true,
+        test: { name: 'postgres', include: ['test/**/*.test.ts', 'services/**/*.test.ts', 'shared/**/*.test.ts'] },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'esdb',
+          include: ['test/money/**/*.e2e.test.ts', 'test/operator/**/*.e2e.test.ts', 'test/sandbox/**/*.e2e.test.ts'],
+          // It replays a Postgres-store database of the release before (es_events backfill).
+          exclude: ['test/money/wallet-key-migration.e2e.test.ts'],
+          env: { TEST_EVENT_STORE: 'esdb' },
+        },
+      },
+    ],
   },
 });

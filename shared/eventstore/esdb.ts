@@ -16,6 +16,7 @@ import {
   type AppendExpectedRevision,
   type Position as EsdbPosition,
   type ResolvedEvent,
+  type StreamingRead,
 } from '@eventstore/db-client';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../logger.ts';
@@ -41,16 +42,19 @@ import {
 export interface EsdbEventStoreOptions {
   /** Where the live notification subscription reports its drops; they are retried either way. */
   logger?: Pick<Logger, 'warn'>;
+  /** Longest a stream or $all read may take before it is cancelled and fails (default 10 s, the client's own default deadline). */
+  readTimeoutMs?: number;
 }
 
 const DEFAULT_PAGE_SIZE = 500;
 /** Raw events fetched per round trip when system events have to be filtered out client-side. */
 const MIN_RAW_BATCH = 64;
 const PING_TIMEOUT_MS = 2_000;
+const READ_TIMEOUT_MS = 10_000;
 const LIVE_RESTART_DELAY_MS = 1_000;
 
 export function createEsdbEventStore(connectionString: string, options: EsdbEventStoreOptions = {}): EventStore {
-  return new EsdbEventStore(EventStoreDBClient.connectionString(connectionString), options.logger);
+  return new EsdbEventStore(EventStoreDBClient.connectionString(connectionString), options.logger, options.readTimeoutMs ?? READ_TIMEOUT_MS);
 }
 
 type AnyRecordedEvent = NonNullable<ResolvedEvent['event']> | AllStreamRecordedEvent;
@@ -67,6 +71,7 @@ class EsdbEventStore implements EventStore {
   constructor(
     private readonly client: EventStoreDBClient,
     private readonly logger: Pick<Logger, 'warn'> | undefined,
+    private readonly readTimeoutMs: number,
   ) {}
 
   /** The registry lives in Postgres, the events here: the claim (and the guard beside it), then the append. */
@@ -110,15 +115,17 @@ class EsdbEventStore implements EventStore {
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     const out: RecordedEvent[] = [];
+    // EventStoreDB refuses a read of 0 events (an unexpected-result error); there is nothing to ask for.
+    if (options.maxCount !== undefined && options.maxCount <= 0) return out;
     try {
       const read = this.client.readStream(streamId, {
         direction: FORWARDS,
         fromRevision: options.fromRevision === undefined ? ESDB_START : BigInt(options.fromRevision),
         ...(options.maxCount === undefined ? {} : { maxCount: options.maxCount }),
       });
-      for await (const resolved of read) {
+      await drain(read, this.readTimeoutMs, `read of stream ${streamId}`, (resolved) => {
         if (resolved.event) out.push(toRecorded(resolved.event));
-      }
+      });
     } catch (err) {
       if (err instanceof StreamNotFoundError) return [];
       throw err;
@@ -142,14 +149,14 @@ class EsdbEventStore implements EventStore {
       const before = last;
       let raw = 0;
       const read = this.client.readAll({ direction: FORWARDS, fromPosition: last ?? ESDB_START, maxCount: batch });
-      for await (const resolved of read) {
+      await drain(read, this.readTimeoutMs, 'read of $all', (resolved) => {
         raw++;
         const event = resolved.event;
-        if (!event) continue;
-        if (last && comparePositions(event.position, last) <= 0) continue;
+        if (!event) return;
+        if (last && comparePositions(event.position, last) <= 0) return;
         last = event.position;
         if (out.length < maxCount && !isSystemEvent(event)) out.push(toRecorded(event));
-      }
+      });
       if (out.length >= maxCount || raw < batch || last === before) return out;
     }
   }
@@ -188,43 +195,26 @@ class EsdbEventStore implements EventStore {
       const before = last;
       let raw = 0;
       const read = this.client.readAll({ direction: BACKWARDS, fromPosition: last ?? END, maxCount: MIN_RAW_BATCH });
-      for await (const resolved of read) {
+      let head: EsdbPosition | undefined;
+      await drain(read, this.readTimeoutMs, 'backwards read of $all', (resolved) => {
         raw++;
         const event = resolved.event;
-        if (!event) continue;
-        if (last && comparePositions(event.position, last) >= 0) continue;
+        if (!event) return;
+        if (last && comparePositions(event.position, last) >= 0) return;
         last = event.position;
-        if (!isSystemEvent(event)) {
-          await read.cancel();
-          return formatPosition(event.position);
-        }
-      }
+        if (isSystemEvent(event)) return;
+        head = event.position;
+        return 'stop';
+      });
+      if (head) return formatPosition(head);
       if (raw < MIN_RAW_BATCH || last === before) return START;
     }
   }
 
   async ping(): Promise<void> {
-    // Reads run with an infinite gRPC deadline in this client (the `deadline` option is ignored), so the
-    // bound is ours.
+    // One event at most; only the round trip matters.
     const read = this.client.readAll({ direction: BACKWARDS, fromPosition: END, maxCount: 1 });
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        void read.cancel().catch(() => undefined);
-        reject(new Error(`EventStoreDB did not answer within ${PING_TIMEOUT_MS} ms`));
-      }, PING_TIMEOUT_MS);
-    });
-    const drain = (async () => {
-      for await (const _ of read) {
-        // one event at most; only the round trip matters
-      }
-    })();
-    try {
-      await Promise.race([drain, timeout]);
-    } finally {
-      clearTimeout(timer);
-      drain.catch(() => undefined);
-    }
+    await drain(read, PING_TIMEOUT_MS, 'ping', () => undefined);
   }
 
   async close(): Promise<void> {
@@ -254,9 +244,10 @@ class EsdbEventStore implements EventStore {
   private async readLast(streamId: string): Promise<RecordedEvent[]> {
     try {
       const out: RecordedEvent[] = [];
-      for await (const resolved of this.client.readStream(streamId, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
+      const read = this.client.readStream(streamId, { direction: BACKWARDS, fromRevision: END, maxCount: 1 });
+      await drain(read, this.readTimeoutMs, `backwards read of stream ${streamId}`, (resolved) => {
         if (resolved.event) out.push(toRecorded(resolved.event));
-      }
+      });
       return out;
     } catch (err) {
       if (err instanceof StreamNotFoundError) return [];
@@ -300,6 +291,28 @@ class EsdbEventStore implements EventStore {
       // Appends may have landed while no subscription was listening: let waiters re-read.
       this.bump();
     }
+  }
+}
+
+/**
+ * Consumes a read within `timeoutMs`. Reads run with an infinite gRPC deadline in this client (readStream and
+ * readAll pass `deadline: Infinity`, which overrides the `deadline` option), so the bound is ours: when it
+ * passes, the call is cancelled and the read fails. `each` returning 'stop' ends the read early.
+ */
+async function drain<E>(read: StreamingRead<E>, timeoutMs: number, what: string, each: (event: E) => 'stop' | void): Promise<void> {
+  const timer = setTimeout(() => {
+    void read.cancel().catch(() => undefined);
+    read.destroy(new Error(`EventStoreDB ${what} did not finish within ${timeoutMs} ms`));
+  }, timeoutMs);
+  try {
+    for await (const event of read as AsyncIterable<E>) {
+      if (each(event) === 'stop') {
+        await read.cancel();
+        return;
+      }
+    }
+  } finally {
+    clearTimeout(timer);
   }
 }
 

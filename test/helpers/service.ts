@@ -19,8 +19,26 @@ export interface TestEnv {
   cleanup(): Promise<void>;
 }
 
+/**
+ * TEST_EVENT_STORE=esdb (the esdb test project, see vitest.config.ts): the services of the file keep
+ * their events in an EventStoreDB of its own, the protocol-level test server (or, when
+ * ESDB_CONNECTION_STRING is set, that real server: its log is shared, which the suites that run there
+ * tolerate because every stream they write is new).
+ */
+/** EVENTSTORE_MAX_APPEND_SIZE of compose.yaml (test/docs/compose.unit.test.ts checks they agree). */
+export const ESDB_MAX_APPEND_SIZE = 4 * 1024 * 1024;
+
+async function testEventStore(): Promise<{ setting: string; close(): Promise<void> } | undefined> {
+  if (process.env.TEST_EVENT_STORE !== 'esdb') return undefined;
+  if (process.env.ESDB_CONNECTION_STRING) return { setting: process.env.ESDB_CONNECTION_STRING, close: async () => undefined };
+  const { startEsdbTestServer } = await import('../eventstore/esdb-server.ts');
+  // As compose.yaml configures EventStoreDB: writes up to 4 MiB (a TransactionSettled carries a wallet reply of up to 1 MiB).
+  const server = await startEsdbTestServer({ maxAppendSize: ESDB_MAX_APPEND_SIZE });
+  return { setting: server.connectionString, close: () => server.close() };
+}
+
 export async function createTestEnv(label: string): Promise<TestEnv> {
-  const [db, redis] = await Promise.all([createTestDatabase(label), claimTestRedis()]);
+  const [db, redis, store] = await Promise.all([createTestDatabase(label), claimTestRedis(), testEventStore()]);
   return {
     db,
     redis,
@@ -30,11 +48,13 @@ export async function createTestEnv(label: string): Promise<TestEnv> {
       ADMIN_TOKEN,
       PORT: '0',
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+      ...(store ? { EVENT_STORE: store.setting } : {}),
       ...extra,
     }),
     async cleanup() {
       await db.drop().catch(() => undefined);
       await redis.release().catch(() => undefined);
+      await store?.close().catch(() => undefined);
     },
   };
 }

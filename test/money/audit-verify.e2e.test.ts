@@ -21,7 +21,8 @@ describe('npm run audit -- verify | rebuild', () => {
     try {
       const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', ...args], {
         cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, LOG_LEVEL: 'silent' },
+        // The service's own store (the esdb test project runs this file on EventStoreDB).
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' },
       });
       return { code: 0, stdout, stderr };
     } catch (err) {

@@ -27,12 +27,10 @@ describe('wallet and provider replies over 1 MiB', () => {
     };
   };
 
+  /** The failed attempts the history holds for a transaction, read through the event store (either adapter). */
   const failedDetails = async (transactionId: string): Promise<string[]> => {
-    const { rows } = await h.svc.ctx.pool.query<{ detail: string }>(
-      `SELECT data->>'detail' AS detail FROM es_events WHERE type = 'TransactionAttemptFailed' AND data->>'transactionId' = $1 ORDER BY global_position`,
-      [transactionId],
-    );
-    return rows.map((r) => r.detail);
+    const log = await h.svc.ctx.eventStore.readAll({ maxCount: 10_000 });
+    return log.filter((e) => e.type === 'TransactionAttemptFailed' && e.data.transactionId === transactionId).map((e) => String(e.data.detail));
   };
 
   it('a BET whose wallet streams a valid 5 MiB reply: 502, nothing of that body passed on, not retried', async () => {

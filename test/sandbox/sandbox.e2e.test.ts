@@ -45,7 +45,7 @@ describe('npm run sandbox', () => {
     const redis = new Redis(env.redis.url);
     await redis.set('keep-me', '1');
     redis.disconnect();
-    run = await runSandbox(['--exit'], { DATABASE_URL: env.db.url, REDIS_URL: env.redis.url, PORT: '0' });
+    run = await runSandbox(['--exit'], { DATABASE_URL: env.db.url, REDIS_URL: env.redis.url, PORT: '0', EVENT_STORE: env.env().EVENT_STORE ?? 'postgres' });
   }, 60_000);
   afterAll(async () => env?.cleanup());
 

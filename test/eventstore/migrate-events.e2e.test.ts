@@ -1,0 +1,129 @@
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPool, type Pool } from '../../shared/db/pool.ts';
+import { OP1, PROV_A, testCatalog } from '../helpers/catalog.ts';
+import { signedRequest } from '../helpers/signing.ts';
+import { startInProcess } from '../helpers/service.ts';
+import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
+import { startEsdbTestServer } from './esdb-server.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const run = promisify(execFile);
+
+/**
+ * A platform that outgrows one Postgres moves its history to EventStoreDB (and back): `npm run audit --
+ * migrate-events --to STORE` copies every stream, checks both stores hold the same events, rebuilds the
+ * read models from the new store and records it; the service then runs on the new store with every
+ * transaction still answered from its history, and refuses to start on the old one.
+ */
+describe('npm run audit -- migrate-events', () => {
+  let h: MoneyHarness;
+  let esdb: { connectionString: string; close(): Promise<void> };
+  const settled: Array<Record<string, unknown>> = [];
+
+  beforeAll(async () => {
+    esdb = await startEsdbTestServer();
+    h = await startMoneyHarness('migrate');
+    // A history with rounds, a rollback, a kick and a grant.
+    for (let i = 0; i < 3; i++) {
+      const player = `m-${i}-${randomUUID().slice(0, 6)}`;
+      const token = await h.launch(player);
+      const base = { sessionToken: token, roundId: `mr-${randomUUID()}`, playerRef: player, currency: 'EUR', gameId: 'fruit-1' };
+      const bet = { ...base, transactionId: `mb-${randomUUID()}`, type: 'BET', roundComplete: false, amount: 100 + i };
+      expect((await h.tx(bet)).status).toBe(200);
+      settled.push(bet);
+      if (i === 1) expect((await h.tx({ ...base, transactionId: `mrb-${randomUUID()}`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: bet.amount })).status).toBe(200);
+      const win = { ...base, transactionId: `mw-${randomUUID()}`, type: 'WIN', roundComplete: true, amount: 7 };
+      expect((await h.tx(win)).status).toBe(200);
+      settled.push(win);
+      if (i === 2) await signedRequest(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: player }, as: OP1 });
+    }
+    await signedRequest(h.svc.url, {
+      path: '/v1/operator/free-spins/grants',
+      body: { playerRef: 'm-grant', idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 3, currency: 'EUR' },
+      as: OP1,
+    });
+    await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
+    await h.svc.stop();
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all([h?.wallet.close(), h?.wallet2.close(), h?.provider.close()]);
+    await h?.env.cleanup();
+    await esdb?.close();
+  });
+
+  const audit = async (eventStore: string, ...args: string[]) => {
+    try {
+      const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', ...args], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: eventStore, LOG_LEVEL: 'silent' },
+      });
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  };
+  const rows = async (svcPool: Pick<Pool, 'query'>) => ({
+    rounds: (await svcPool.query('SELECT * FROM rm_rounds ORDER BY round_stream')).rows,
+    txs: (await svcPool.query('SELECT * FROM rm_transactions ORDER BY round_stream, transaction_id')).rows,
+    grants: (await svcPool.query('SELECT id, status, spins FROM rm_grants ORDER BY id')).rows,
+    sessions: (await svcPool.query('SELECT * FROM rm_sessions ORDER BY token')).rows,
+  });
+
+  it('refuses bad usage before doing anything', async () => {
+    expect((await audit('postgres', 'migrate-events')).code).toBe(2);
+    const bad = await audit('postgres', 'migrate-events', '--to', 'mysql://x');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--to');
+    const same = await audit('postgres', 'migrate-events', '--to', 'postgres');
+    expect(same.code).toBe(2);
+    expect(same.stderr).toContain('nothing to move');
+  });
+
+  it('moves the history to EventStoreDB, and the service runs on it as before; the old store is then refused at start', async () => {
+    const pool = createPool(h.env.db.url, 2);
+    const before = await rows(pool);
+    await pool.end();
+    const moved = await audit('postgres', 'migrate-events', '--to', esdb.connectionString);
+    expect(moved.stderr.split('\n').filter((l) => /failed|Error/.test(l))).toEqual([]);
+    expect(moved.code).toBe(0);
+    expect(moved.stdout).toMatch(/^copied \d+ events of \d+ streams to the esdb store$/m);
+    expect(moved.stdout).toMatch(/^both stores hold the same \d+ events, in the same order$/m);
+    for (const p of ['sessions', 'rounds', 'grants']) expect(moved.stdout).toContain(`${p}: rebuilt from the esdb store`);
+
+    // The read models rebuilt from EventStoreDB are the ones built from Postgres.
+    const svc = await startInProcess(h.env, { EVENT_STORE: esdb.connectionString });
+    try {
+      expect(await rows(svc.ctx.pool)).toEqual(before);
+      await svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url }));
+      // Every transaction is answered from its history, without a wallet call.
+      const calls = h.wallet.calls.length;
+      for (const tx of settled) {
+        const res = await signedRequest(svc.url, { path: '/v1/wallet/transaction', body: tx, as: PROV_A });
+        expect(res.status).toBe(200);
+      }
+      expect(h.wallet.calls.length).toBe(calls);
+      // And new money moves on the new store.
+      const token = (await signedRequest<{ sessionToken: string }>(svc.url, { path: '/v1/operator/games/launch', body: { playerRef: 'm-after', gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, as: OP1 })).json.sessionToken;
+      const res = await signedRequest(svc.url, {
+        path: '/v1/wallet/transaction',
+        body: { transactionId: `ma-${randomUUID()}`, sessionToken: token, type: 'BET', roundId: `ma-${randomUUID()}`, roundComplete: true, playerRef: 'm-after', amount: 5, currency: 'EUR', gameId: 'fruit-1' },
+        as: PROV_A,
+      });
+      expect(res.status).toBe(200);
+    } finally {
+      await svc.stop();
+    }
+    expect((await audit(esdb.connectionString, 'verify')).code).toBe(0);
+
+    // Started on the store it left, the service refuses, naming the way back.
+    await expect(startInProcess(h.env)).rejects.toThrow(/positions in the esdb event store, but EVENT_STORE selects postgres.*migrate-events/);
+    const refused = await audit('postgres', 'verify');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('migrate-events');
+  }, 60_000);
+});
