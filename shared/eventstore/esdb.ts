@@ -84,7 +84,7 @@ class EsdbEventStore implements EventStore {
   }
 
   async append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
-    if (events.length === 0) return this.appendNothing(streamId, expectedRevision);
+    if (events.length === 0) throw new Error('append needs at least one event');
     let result: EsdbAppendResult;
     try {
       result = await this.client.appendToStream(
@@ -232,15 +232,6 @@ class EsdbEventStore implements EventStore {
   }
 
   /** The empty append still checks the expected revision, like the Postgres adapter's. */
-  private async appendNothing(streamId: string, expected: ExpectedRevision): Promise<AppendResult> {
-    const [lastEvent] = await this.readLast(streamId);
-    const actual = lastEvent ? lastEvent.revision : -1;
-    if ((expected === 'no_stream' && actual !== -1) || (typeof expected === 'number' && expected !== actual)) {
-      throw new WrongExpectedRevisionError(streamId, expected, actual);
-    }
-    return { nextRevision: actual, position: lastEvent ? lastEvent.position : START };
-  }
-
   private async readLast(streamId: string): Promise<RecordedEvent[]> {
     try {
       const out: RecordedEvent[] = [];

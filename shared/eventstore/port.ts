@@ -7,7 +7,12 @@ import type { Pool } from '../db/pool.ts';
 
 export type JsonObject = { [key: string]: unknown };
 
-/** What a caller appends. `id` makes the append idempotent: the same ids appended again are a no-op. */
+/**
+ * What a caller appends. `id` makes a repeated append idempotent: the same events appended again to the
+ * same stream at the revision they were first appended at (or with 'any' soon after) are a no-op. Not
+ * more: EventStoreDB writes events again under other expectations, or to another stream, so callers
+ * never rely on ids for that.
+ */
 export interface NewEvent<T extends string = string, D extends JsonObject = JsonObject> {
   id: string; // UUID
   type: T;
@@ -97,8 +102,9 @@ export interface EventStore {
   /** How many events the log holds, when the store can tell cheaply (for progress reports); else undefined. */
   eventCount(): Promise<number | undefined>;
   /**
-   * Appends atomically: all events or none. Throws WrongExpectedRevisionError on a revision conflict.
-   * Appending events whose ids are already in the stream, in the same order, succeeds without writing.
+   * Appends atomically: all events or none (at least one: an empty append is refused on both stores).
+   * Throws WrongExpectedRevisionError on a revision conflict. The same events appended again at the
+   * expectation they were first appended with succeed without writing (see NewEvent).
    */
   append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult>;
   /** The stream's events in revision order; [] when it does not exist. */

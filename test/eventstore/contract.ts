@@ -119,6 +119,13 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
       expect((await store.readStream(stream))[1]!.position).toBe(r.position);
     });
 
+    it('refuses an append of no events, and writes nothing', async () => {
+      const stream = s('empty');
+      await expect(store.append(stream, [], 'any')).rejects.toThrow('append needs at least one event');
+      await expect(store.append(stream, [], 'no_stream')).rejects.toThrow('append needs at least one event');
+      expect(await store.readStream(stream)).toEqual([]);
+    });
+
     it('treats the same event ids appended again as already done', async () => {
       const stream = s('idem');
       const batch = [ev('A'), ev('B')];

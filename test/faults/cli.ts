@@ -1,9 +1,9 @@
-// npm run test:faults -- [--duration SECONDS] [--seed N] [--restart-servers]: the seeded simulator (see
+// npm run test:faults -- [--duration SECONDS] [--seed N] [--store postgres|esdb] [--restart-servers]: the seeded simulator (see
 // run.ts), printing its seed, what it did and what its checker found.
 import { Cli } from '../../shared/cli.ts';
 import { runFaults } from './run.ts';
 
-const USAGE = `usage: npm run test:faults -- [--seed N] [--duration SECONDS] [--restart-servers]
+const USAGE = `usage: npm run test:faults -- [--seed N] [--duration SECONDS] [--store postgres|esdb] [--restart-servers]
 
 The seeded fault simulator: two providers and two operators' wallets against the service split into its
 four roles, with faults injected, then a checker over every wallet's ledger and the event history.
@@ -12,6 +12,8 @@ four roles, with faults injected, then a checker over every wallet's ledger and 
                       Default: a random one, printed.
   --duration SECONDS  seconds of workload and faults before the checks (a whole number 5..3600; default 30).
                       Settling and checking take a while after it.
+  --store STORE       the event store the service runs on: postgres (default) or esdb (the protocol-level
+                      EventStoreDB test server of test/eventstore/esdb-server.ts).
   --restart-servers   also restart the local Postgres and Redis servers themselves. Only on a machine where
                       nothing else uses them.
   --help              this text.
@@ -20,14 +22,16 @@ Exit status: 0 when every invariant holds, 1 when the checker found a violation,
 
 const cli: Cli = new Cli('test:faults', USAGE);
 const { values } = cli.parse({
-  options: { seed: { type: 'string' }, duration: { type: 'string' }, 'restart-servers': { type: 'boolean' }, help: { type: 'boolean' } },
+  options: { seed: { type: 'string' }, duration: { type: 'string' }, store: { type: 'string' }, 'restart-servers': { type: 'boolean' }, help: { type: 'boolean' } },
 });
 const seed = values.seed !== undefined ? cli.whole('seed', values.seed, 0, 2 ** 31 - 1) : Math.floor(Math.random() * 2 ** 31);
 const durationMs = (values.duration !== undefined ? cli.whole('duration', values.duration, 5, 3600) : 30) * 1000;
 const restartServers = values['restart-servers'] === true;
+const store = values.store ?? 'postgres';
+if (store !== 'postgres' && store !== 'esdb') cli.fail(`--store must be postgres or esdb, not "${store}"`);
 
-console.log(`fault run: seed ${seed}, ${durationMs / 1000} s of workload (replay with --seed ${seed})`);
-const report = await runFaults({ seed, durationMs, restartServers, log: (l) => console.log(`  ${l}`) });
+console.log(`fault run: seed ${seed}, ${durationMs / 1000} s of workload on the ${store} event store (replay with --seed ${seed} --store ${store})`);
+const report = await runFaults({ seed, durationMs, restartServers, store, log: (l) => console.log(`  ${l}`) });
 const list = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ×${v}`).join(', ') || 'none';
 console.log(`requests ${report.requests}, transactions recorded ${report.transactionsRecorded}, wallet entries ${report.walletEntries}`);
 console.log(`workload: ${list(report.actions)}`);

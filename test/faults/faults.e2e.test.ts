@@ -8,16 +8,16 @@ import { runFaults } from './run.ts';
  * time; a failure prints it, and `npm run test:faults -- --seed N` replays it.
  */
 describe('fault simulator (short)', () => {
-  it('keeps every money invariant across providers, operators, colliding ids, racing rollbacks, process kills, Redis flushes, Postgres purges and misbehaving wallets', async () => {
+  it.each(['postgres', 'esdb'] as const)('on the %s event store: keeps every money invariant across providers, operators, colliding ids, racing rollbacks, process kills, Redis flushes, Postgres purges and misbehaving wallets', async (store) => {
     const seed = Number(process.env.FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
-    const report = await runFaults({ seed, durationMs: Number(process.env.FAULT_SECONDS ?? 15) * 1000 });
-    console.log(`fault run seed ${seed}: ${report.requests} requests, ${report.transactionsRecorded} transactions, faults ${JSON.stringify(report.faults)}, actions ${JSON.stringify(report.actions)}, tenants ${JSON.stringify(report.tenant)}`);
+    const report = await runFaults({ seed, store, durationMs: Number(process.env.FAULT_SECONDS ?? (store === 'postgres' ? 15 : 10)) * 1000 });
+    console.log(`fault run seed ${seed} (${store}): ${report.requests} requests, ${report.transactionsRecorded} transactions, faults ${JSON.stringify(report.faults)}, actions ${JSON.stringify(report.actions)}, tenants ${JSON.stringify(report.tenant)}`);
     expect(report.transactionsRecorded).toBeGreaterThan(50);
     // Every run kills the api and the worker, and tries collisions of each kind.
     expect(report.faults['SIGKILL api']).toBeGreaterThanOrEqual(1);
     expect(report.faults['SIGKILL worker']).toBeGreaterThanOrEqual(1);
     expect(report.tenant.retryBesideHungMs).toHaveLength(3);
-    expect(report.violations, `seed ${seed}`).toEqual([]);
+    expect(report.violations, `seed ${seed} --store ${store}`).toEqual([]);
   }, 300_000);
 });
 
@@ -32,6 +32,7 @@ describe('npm run test:faults options', () => {
     [['--seed', '1.5'], '--seed must be a whole number'],
     [['--durations', '10'], "Unknown option '--durations'"],
     [['extra'], 'extra'],
+    [['--store', 'mysql'], '--store must be postgres or esdb'],
   ])('refuses %j with exit 2 before running anything', (args, message) => {
     const r = cli(...args);
     expect(r.status).toBe(2);

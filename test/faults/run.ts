@@ -20,10 +20,13 @@ import { fold } from '../../shared/decider.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { roundDecider, type TxState } from '../../services/rounds/decider.ts';
 import type { TransactionRequest } from '../../services/rounds/events.ts';
+import { createEventStore } from '../../shared/eventstore/index.ts';
+import { START, type EventStore } from '../../shared/eventstore/port.ts';
 import { PostgresEventStore } from '../../shared/eventstore/postgres.ts';
+import { startEsdbTestServer } from '../eventstore/esdb-server.ts';
 import { OP1, OP2, PROV_A, PROV_B, testCatalog } from '../helpers/catalog.ts';
 import { startFakeProvider } from '../helpers/fakes.ts';
-import { ADMIN_TOKEN, createTestEnv, spawnService, writeCatalogFile, type SpawnedService } from '../helpers/service.ts';
+import { ADMIN_TOKEN, createTestEnv, ESDB_MAX_APPEND_SIZE, spawnService, writeCatalogFile, type SpawnedService } from '../helpers/service.ts';
 import { signRequest, toTestResponse, type TestResponse } from '../helpers/signing.ts';
 import { startSimWallet, walletKey, type SimWallet, type WalletChaos } from './sim-wallet.ts';
 
@@ -35,6 +38,8 @@ export interface FaultRunOptions {
    * them (npm run test:faults -- --restart-servers), never inside the test suite.
    */
   restartServers?: boolean;
+  /** The event store the service runs on: Postgres (default), or EventStoreDB (the protocol-level test server). */
+  store?: 'postgres' | 'esdb';
   log?: (line: string) => void;
 }
 
@@ -120,6 +125,8 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
   let idSeq = 0;
   const newId = (tag: string) => `${tag}-${opts.seed.toString(36)}-${(idSeq++).toString(36)}`;
   const env = await createTestEnv('faults');
+  const esdb = opts.store === 'esdb' ? await startEsdbTestServer({ maxAppendSize: ESDB_MAX_APPEND_SIZE }) : undefined;
+  const eventStoreSetting = esdb?.connectionString ?? 'postgres';
   const wallets = new Map<string, SimWallet>([
     [OP1.id, await startSimWallet(OP1.id, OP1.secret, INITIAL_BALANCE)],
     [OP2.id, await startSimWallet(OP2.id, OP2.secret, INITIAL_BALANCE)],
@@ -142,6 +149,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
   );
   const roleEnv = (role: RoleName) => ({
     ...env.env(),
+    EVENT_STORE: eventStoreSetting,
     ROLES: role,
     PORT: role === 'api' ? String(port) : '0',
     CATALOG_FILE: file,
@@ -501,7 +509,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
 
     // Settle: every credit applied, every stale round closed, read models caught up.
     const pool = createPool(env.db.url, 4);
-    const store = new PostgresEventStore(pool, env.db.url);
+    const store = await createEventStore(eventStoreSetting, pool, env.db.url);
     try {
       const settleDeadline = Date.now() + 180_000;
       for (;;) {
@@ -521,7 +529,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
         await sleep(500);
       }
 
-      const ledger = await ledgerHistory(pool, store);
+      const ledger = await ledgerHistory(store);
       // Every transaction asked for again, identically, as a provider or the admin would: each has a final
       // answer (never "still in progress"), the one it had, even after a kick (contract 8, rules 4 and 5).
       await askAgain(ledger);
@@ -542,7 +550,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
           violations.push(`read model ${d.table} ${JSON.stringify(d.key)} differs from a rebuild (${v.differences.length} rows in all, at ${v.position}): live ${JSON.stringify(d.live)}, rebuilt ${JSON.stringify(d.rebuilt)}`);
         }
       }
-      if (differing) violations.push(...(await describeLogReads(pool, store)));
+      if (differing && store instanceof PostgresEventStore) violations.push(...(await describeLogReads(pool, store)));
       return {
         seed: opts.seed,
         requests,
@@ -595,17 +603,21 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
     await Promise.all([...procs.values()].map((p) => p.stop('SIGTERM')));
     await Promise.all([...[...wallets.values()].map((w) => w.close()), ...providers.map((p) => p.close())]);
     await env.cleanup();
+    await esdb?.close();
   }
 }
 
-/** Every transaction of every round, folded from the streams of record (not from the read models). */
-async function ledgerHistory(pool: pg.Pool, store: PostgresEventStore): Promise<TxState[]> {
-  const out: TxState[] = [];
-  const { rows } = await pool.query<{ stream_id: string }>(`SELECT stream_id FROM es_streams WHERE stream_id LIKE 'round|%'`);
-  for (const { stream_id } of rows) {
-    const state = fold(roundDecider, await store.readStream(stream_id));
-    out.push(...state.txs.values());
+/** Every transaction of every round, folded from the streams of record (not from the read models), on either store. */
+async function ledgerHistory(store: EventStore): Promise<TxState[]> {
+  const rounds = new Set<string>();
+  for (let from = START; ; ) {
+    const page = await store.readAll({ from, maxCount: 1000 });
+    for (const e of page) if (e.streamId.startsWith('round|')) rounds.add(e.streamId);
+    if (page.length < 1000) break;
+    from = page[page.length - 1]!.position;
   }
+  const out: TxState[] = [];
+  for (const stream of rounds) out.push(...fold(roundDecider, await store.readStream(stream)).txs.values());
   return out;
 }
 
