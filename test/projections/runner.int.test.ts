@@ -106,13 +106,15 @@ describe('projection runner', () => {
     );
     runner.start();
     try {
-      await until(async () => (await projectionFailures(pool)).length === 1);
+      // Until the runner names the poison (on a loaded machine a passing failure of the database may be
+      // named first; it is retried like any other, and the name then moves on to the poison).
+      await until(async () => (await projectionFailures(pool))[0]?.position === poison.position);
       // The 27 events before it are applied and checkpointed; nothing of it or after it.
       expect((await pool.query('SELECT 1 FROM tally')).rowCount).toBe(27);
       expect(await projectionFailures(pool)).toEqual([
         { name: 'tally', position: poison.position, eventType: 'Tick', streamId: poison.streamId, error: 'value out of range for type integer', since: expect.any(String) },
       ]);
-      expect(failures[0]!.event.id).toBe(poison.id);
+      expect(failures.at(-1)!.event.id).toBe(poison.id);
       const logged = lines.find((l) => l.msg === 'projection cannot apply an event; the other projections go on, this one retries it');
       expect(logged).toMatchObject({ level: 50, projection: 'tally', position: poison.position, eventType: 'Tick', streamId: poison.streamId, eventId: poison.id, error: 'value out of range for type integer' });
       poisoned = false;
