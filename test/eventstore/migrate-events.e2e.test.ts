@@ -23,6 +23,8 @@ describe('npm run audit -- migrate-events', () => {
   let h: MoneyHarness;
   let esdb: { connectionString: string; close(): Promise<void> };
   const settled: Array<Record<string, unknown>> = [];
+  /** A BET made once the service runs on EventStoreDB. */
+  let afterMove: Record<string, unknown> | undefined;
 
   beforeAll(async () => {
     esdb = await startEsdbTestServer();
@@ -109,11 +111,8 @@ describe('npm run audit -- migrate-events', () => {
       expect(h.wallet.calls.length).toBe(calls);
       // And new money moves on the new store.
       const token = (await signedRequest<{ sessionToken: string }>(svc.url, { path: '/v1/operator/games/launch', body: { playerRef: 'm-after', gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, as: OP1 })).json.sessionToken;
-      const res = await signedRequest(svc.url, {
-        path: '/v1/wallet/transaction',
-        body: { transactionId: `ma-${randomUUID()}`, sessionToken: token, type: 'BET', roundId: `ma-${randomUUID()}`, roundComplete: true, playerRef: 'm-after', amount: 5, currency: 'EUR', gameId: 'fruit-1' },
-        as: PROV_A,
-      });
+      afterMove = { transactionId: `ma-${randomUUID()}`, sessionToken: token, type: 'BET', roundId: `ma-${randomUUID()}`, roundComplete: true, playerRef: 'm-after', amount: 5, currency: 'EUR', gameId: 'fruit-1' };
+      const res = await signedRequest(svc.url, { path: '/v1/wallet/transaction', body: afterMove, as: PROV_A });
       expect(res.status).toBe(200);
     } finally {
       await svc.stop();
@@ -125,5 +124,23 @@ describe('npm run audit -- migrate-events', () => {
     const refused = await audit('postgres', 'verify');
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain('migrate-events');
+  }, 60_000);
+
+  it('moves it back to Postgres, with what was written on EventStoreDB meanwhile', async () => {
+    const back = await audit(esdb.connectionString, 'migrate-events', '--to', 'postgres');
+    expect(back.code, back.stderr).toBe(0);
+    expect(back.stdout).toMatch(/^both stores hold the same \d+ events, in the same order$/m);
+    const svc = await startInProcess(h.env);
+    try {
+      await svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url }));
+      const calls = h.wallet.calls.length;
+      // The BET made on EventStoreDB is answered from the history now in Postgres, without a wallet call.
+      const res = await signedRequest(svc.url, { path: '/v1/wallet/transaction', body: afterMove!, as: PROV_A });
+      expect(res.status).toBe(200);
+      expect(h.wallet.calls.length).toBe(calls);
+    } finally {
+      await svc.stop();
+    }
+    expect((await audit('postgres', 'verify')).code).toBe(0);
   }, 60_000);
 });
