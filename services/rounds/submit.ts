@@ -63,29 +63,31 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   // kick after the record does.
   let guard = sub.revocation;
   let revoked = false;
-  let pause = 5;
-  for (;; await new Promise((r) => setTimeout(r, pause)), pause = Math.min(pause * 2, 100)) {
+  for (let pause = 5; ; pause = Math.min(pause * 2, 100)) {
     // The claim alone (and its lease); the record is decided under the lease.
     const takenAt = Date.now();
-    const outcome = await deps.recorder.record({ ...request(sub, mine, token, ttlMs, -1, []), guard });
+    const outcome = await deps.recorder.record(request(sub, mine, token, ttlMs, guard, -1, []));
     guard = undefined;
     if (outcome.kind === 'refused') throw new Refused<RoundRefusal>({ kind: 'session-invalid' });
-    if (outcome.kind === 'vanished') continue;
-    const { claim } = outcome;
-    revoked ||= outcome.revoked;
-    if (!claimIsOwn(claim, mine)) throw transactionIdReused();
-    if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt }, { revoked });
-    // Another submission (or the worker) is attempting it: its outcome is usually the answer.
-    const held = (await readRound(deps.eventStore, sub.roundStream)).state.txs.get(txId);
-    if (held && isFinal(held.status)) return held;
-    if (Date.now() > deadline) {
-      if (held) return held;
-      throw new AppError(504, 'transaction still in progress; resubmit to get its outcome');
+    if (outcome.kind === 'claimed') {
+      const { claim } = outcome;
+      revoked ||= outcome.revoked;
+      if (!claimIsOwn(claim, mine)) throw transactionIdReused();
+      if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt }, { revoked });
+      // Another submission (or the worker) is attempting it: its outcome is usually the answer.
+      const held = (await readRound(deps.eventStore, sub.roundStream)).state.txs.get(txId);
+      if (held && isFinal(held.status)) return held;
+      if (Date.now() > deadline) {
+        if (held) return held;
+        throw new AppError(504, 'transaction still in progress; resubmit to get its outcome');
+      }
     }
+    // (vanished: the row went away between the claim and its read; ask again.)
+    await new Promise((r) => setTimeout(r, pause));
   }
 }
 
-function request(sub: Submission, mine: RegistryEntry, token: string, ttlMs: number, expectedRevision: number, events: RecordRequest['events']): RecordRequest {
+function request(sub: Submission, mine: RegistryEntry, token: string, ttlMs: number, guard: StreamGuard | undefined, expectedRevision: number, events: RecordRequest['events']): RecordRequest {
   return {
     registryKey: sub.registryKey,
     transactionId: sub.request.transactionId,
@@ -93,7 +95,7 @@ function request(sub: Submission, mine: RegistryEntry, token: string, ttlMs: num
     wallet: { operatorId: sub.operatorId, playerRef: sub.request.playerRef },
     token,
     ttlMs,
-    guard: sub.revocation,
+    guard,
     expectedRevision,
     events,
   };
@@ -127,7 +129,7 @@ async function recordInOneTrip(deps: LedgerDeps, sub: Submission, mine: Registry
   if (isRefusal(decision) || decision.length === 0) return undefined;
   const events = decision.map((e) => ({ id: randomUUID(), type: e.type, data: e.data }));
   const takenAt = Date.now();
-  const outcome = await deps.recorder.record(request(sub, mine, token, ttlMs, known.revision, events));
+  const outcome = await deps.recorder.record(request(sub, mine, token, ttlMs, sub.revocation, known.revision, events));
   // Refused means new to this registrant under a kicked session: the decider's refusal, from its statement.
   if (outcome.kind === 'refused') throw new Refused<RoundRefusal>({ kind: 'session-invalid' });
   if (outcome.kind === 'vanished') return undefined;

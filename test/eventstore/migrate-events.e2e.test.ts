@@ -144,3 +144,49 @@ describe('npm run audit -- migrate-events', () => {
     expect((await audit('postgres', 'verify')).code).toBe(0);
   }, 60_000);
 });
+
+/** A target that already holds another history: the copy check fails, and nothing of the ledger moves. */
+describe('npm run audit -- migrate-events to a store that holds something else', () => {
+  let h: MoneyHarness;
+  let esdb: Awaited<ReturnType<typeof startEsdbTestServer>>;
+  beforeAll(async () => {
+    esdb = await startEsdbTestServer();
+    // Another ledger's events already there, before this one's are copied.
+    esdb.writeEvent('round|other-ledger|op-9|r1', 'TransactionRecorded', { request: { transactionId: 'theirs' } });
+    h = await startMoneyHarness('migratebad');
+    const token = await h.launch('mb-player');
+    const bet = h.bet(token, { playerRef: 'mb-player' });
+    expect((await h.tx(bet)).status).toBe(200);
+    await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
+    await h.svc.stop();
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all([h?.wallet.close(), h?.wallet2.close(), h?.provider.close()]);
+    await h?.env.cleanup();
+    await esdb?.close();
+  });
+
+  it('exits 1 naming the difference, leaves the read models and their store as they were, and the service goes on on Postgres', async () => {
+    const pool = createPool(h.env.db.url, 2);
+    try {
+      const before = (await pool.query('SELECT * FROM rm_transactions ORDER BY transaction_id')).rows;
+      const { code, stdout } = await run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', 'migrate-events', '--to', esdb.connectionString], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
+      }).then(
+        (r) => ({ code: 0, stdout: r.stdout }),
+        (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
+      );
+      expect(code).toBe(1);
+      expect(stdout).toContain('the esdb store does not hold the same history');
+      expect(stdout).toMatch(/^  event 0: (event id|stream): source .* target .*round\|other-ledger/m);
+      expect(stdout).not.toContain('rebuilt from the esdb store');
+      expect((await pool.query('SELECT * FROM rm_transactions ORDER BY transaction_id')).rows).toEqual(before);
+      expect((await pool.query('SELECT store FROM checkpoint_store')).rows).toEqual([{ store: 'postgres' }]);
+    } finally {
+      await pool.end();
+    }
+    const svc = await startInProcess(h.env);
+    await svc.stop();
+  }, 60_000);
+});
