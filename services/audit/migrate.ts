@@ -16,12 +16,9 @@ export interface CopyResult {
  * expected revision. Consecutive events of one stream go in one append.
  */
 export async function copyEvents(source: EventStore, target: EventStore, progress?: (copied: number) => void): Promise<CopyResult> {
-  let from: Position = START;
   let events = 0;
   const streams = new Set<string>();
-  for (;;) {
-    const page = await source.readAll({ from, maxCount: PAGE });
-    if (page.length === 0) break;
+  for await (const page of wholeLog(source)) {
     for (let i = 0; i < page.length; ) {
       const first = page[i]!;
       let j = i + 1;
@@ -37,11 +34,44 @@ export async function copyEvents(source: EventStore, target: EventStore, progres
       events += run.length;
       i = j;
     }
-    from = page[page.length - 1]!.position;
     progress?.(events);
-    if (page.length < PAGE) break;
   }
   return { events, streams: streams.size };
+}
+
+/** How long a log may hold back its committed tail before the move gives up (see wholeLog). */
+export const SETTLE_TIMEOUT_MS = 60_000;
+
+/**
+ * The store's whole log, page by page, to its last committed event. Postgres's log shows an event only
+ * once every transaction older than it has ended (the reader's rule that no event is ever passed over),
+ * so a transaction held open anywhere on the server, even in another database, holds its tail back. A
+ * move must not stop at that tail: when the log ends short of the events the store holds, it waits for
+ * the tail and goes on from where it was, and gives up (throws) after `SETTLE_TIMEOUT_MS`.
+ */
+export async function* wholeLog(store: EventStore, settleTimeoutMs = SETTLE_TIMEOUT_MS): AsyncGenerator<RecordedEvent[]> {
+  let from: Position = START;
+  let read = 0;
+  let waitingSince: number | undefined;
+  for (;;) {
+    const page = await store.readAll({ from, maxCount: PAGE });
+    if (page.length > 0) {
+      waitingSince = undefined;
+      read += page.length;
+      from = page[page.length - 1]!.position;
+      yield page;
+      if (page.length === PAGE) continue;
+    }
+    const held = await store.eventCount();
+    if (held === undefined || read >= held) return;
+    waitingSince ??= Date.now();
+    if (Date.now() - waitingSince > settleTimeoutMs) {
+      throw new Error(
+        `the ${store.kind} store's log still shows ${read} of its ${held} events after ${Math.round(settleTimeoutMs / 1000)} s: a transaction held open on its server holds the rest back; end it and run again`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 export interface CopyDifference {
@@ -71,24 +101,25 @@ const brief = (e: RecordedEvent | undefined) => e && { id: e.id, streamId: e.str
  * `limit` differences (an event one log has and the other has not is a difference).
  */
 export async function compareLogs(source: EventStore, target: EventStore, limit = 20): Promise<{ compared: number; differences: CopyDifference[] }> {
-  let fromSource: Position = START;
-  let fromTarget: Position = START;
-  let index = 0;
+  const a = events(wholeLog(source));
+  const b = events(wholeLog(target));
   const differences: CopyDifference[] = [];
-  for (;;) {
-    const [a, b] = await Promise.all([source.readAll({ from: fromSource, maxCount: PAGE }), target.readAll({ from: fromTarget, maxCount: PAGE })]);
-    const n = Math.max(a.length, b.length);
-    for (let k = 0; k < n && differences.length < limit; k++) {
-      const x = a[k];
-      const y = b[k];
-      const what = !x ? 'only in the target' : !y ? 'missing from the target' : same(x, y);
-      if (what) differences.push({ index: index + k, source: brief(x), target: brief(y), what });
+  let compared = 0;
+  try {
+    for (let index = 0; differences.length < limit; index++) {
+      const [x, y] = await Promise.all([a.next(), b.next()]);
+      if (x.done && y.done) break;
+      const what = x.done ? 'only in the target' : y.done ? 'missing from the target' : same(x.value, y.value);
+      if (what) differences.push({ index, source: brief(x.done ? undefined : x.value), target: brief(y.done ? undefined : y.value), what });
+      if (x.done || y.done) break;
+      compared += 1;
     }
-    index += Math.min(a.length, b.length);
-    if (a.length !== b.length || a.length < PAGE || differences.length >= limit) {
-      return { compared: index, differences };
-    }
-    fromSource = a[a.length - 1]!.position;
-    fromTarget = b[b.length - 1]!.position;
+  } finally {
+    await Promise.all([a.return(undefined), b.return(undefined)]);
   }
+  return { compared, differences };
+}
+
+async function* events(pages: AsyncIterable<RecordedEvent[]>): AsyncGenerator<RecordedEvent> {
+  for await (const page of pages) yield* page;
 }
