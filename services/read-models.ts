@@ -3,11 +3,12 @@ import type { Projection } from '../projections/runner.ts';
 import { grantsProjection, grantsReadModelMigrations } from './grants/projection.ts';
 import { roundsProjection, roundsReadModelMigrations } from './rounds/projection.ts';
 import { sessionsProjection } from './sessions/projection.ts';
+import { reconciliationMigrations, reconciliationProjection } from './reconciliation/projection.ts';
 
 /** Every read model the projector role runs. Each capability adds its own. */
 export function allProjections(): Projection[] {
-  return [sessionsProjection, roundsProjection, grantsProjection];
+  return [sessionsProjection, roundsProjection, grantsProjection, reconciliationProjection];
 }
 
 /** The sessions read model's table is created with the sessions' own (services/sessions/store.ts: sessions are stored once). */
-export const readModelMigrations: Migration[] = [...roundsReadModelMigrations, ...grantsReadModelMigrations];
+export const readModelMigrations: Migration[] = [...roundsReadModelMigrations, ...grantsReadModelMigrations, ...reconciliationMigrations];

@@ -20,6 +20,7 @@ import { sessionRoutes } from './sessions/routes.ts';
 import { balanceRoutes } from './sessions/balance.ts';
 import { transactionRoutes } from './rounds/routes.ts';
 import { replayRoutes } from './rounds/replay.ts';
+import { reconciliationRoutes } from './reconciliation/routes.ts';
 import { grantRoutes } from './grants/routes.ts';
 import { adjustmentRoutes } from './rounds/adjustments.ts';
 import { auditRoutes } from './audit/routes.ts';
@@ -181,7 +182,7 @@ export async function startService(config: Config, logger: Logger = createLogger
   const server = http.createServer(
     config.roles.includes('api')
       ? createApp(ctx, {
-          operator: [sessionRoutes(ctx, ledger.recorder), replayRoutes(ctx), grantRoutes(ctx)],
+          operator: [sessionRoutes(ctx, ledger.recorder), replayRoutes(ctx), grantRoutes(ctx), reconciliationRoutes(ctx)],
           provider: [balanceRoutes(ctx), transactionRoutes(ctx, ledger)],
           admin: [adjustmentRoutes(ctx, ledger)],
           audit: [auditRoutes(ctx)],

@@ -28,6 +28,43 @@ export const isFinal = (s: TxStatus): boolean => s === 'applied' || s === 'decli
 /** Unsettled: recorded and not settled for good (the wallet may still be asked). The one definition. */
 export const UNSETTLED_STATUSES: readonly TxStatus[] = TX_STATUSES.filter((s) => !isFinal(s));
 
+/**
+ * A transaction's status as operators reconcile it (contract section 9): applied (the wallet answered
+ * OK), declined (a BET answered DECLINED), pending (not yet accepted and still being attempted or
+ * retried), failed (a BET the wallet never accepted; not retried), voided (a BET rolled back before it
+ * reached the wallet), dead (retries stopped). A credit the wallet answered DECLINED is dead too: it is
+ * never sent again, and the wallet did not take it.
+ */
+export const OPERATOR_STATUSES = ['applied', 'declined', 'pending', 'failed', 'voided', 'dead'] as const;
+export type OperatorStatus = (typeof OPERATOR_STATUSES)[number];
+
+/** What the wallet has not acknowledged, as a settlement statement counts it (its "unsettled" buckets). */
+export const UNACKNOWLEDGED: readonly OperatorStatus[] = ['pending', 'failed', 'dead'];
+
+export function operatorStatus(type: TransactionRequest['type'], status: TxStatus): OperatorStatus {
+  switch (status) {
+    case 'applied':
+    case 'declined':
+    case 'voided':
+    case 'dead':
+      return status;
+    case 'invalid':
+      return 'dead';
+    case 'recorded':
+      return 'pending';
+    case 'failed':
+    case 'timed_out':
+      return isCredit(type) ? 'pending' : 'failed';
+    default: {
+      const unknown: never = status;
+      return unknown;
+    }
+  }
+}
+
+/** A BET or WIN that says roundComplete completes its round (API document 2.10). */
+export const completesRound = (r: Pick<TransactionRequest, 'type' | 'roundComplete'>): boolean => (r.type === 'BET' || r.type === 'WIN') && r.roundComplete;
+
 /** Credits are retried until the wallet answers; a BET is attempted once (its provider resubmits). */
 export const isCredit = (t: TransactionRequest['type']): boolean => t !== 'BET';
 
@@ -155,7 +192,7 @@ function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundSt
         const bet = txs.get(r.originalTransactionId);
         if (bet) txs.set(r.originalTransactionId, { ...bet, rolledBackBy: r.transactionId });
       }
-      const completes = (r.type === 'BET' || r.type === 'WIN') && r.roundComplete;
+      const completes = completesRound(r);
       if (state.status === 'new') {
         return { status: completes ? 'completed' : 'open', txs, playerRef: r.playerRef, currency: r.currency, gameId: r.gameId, lastActivityAt: recordedAt };
       }

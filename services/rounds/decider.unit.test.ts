@@ -5,6 +5,8 @@ import {
   isOutstanding,
   isStale,
   mayAttempt,
+  operatorStatus,
+  completesRound,
   retriesExhausted,
   roundDecider,
   staleRollbacks,
@@ -684,5 +686,43 @@ describe('rounds decider: shared definitions', () => {
 
   it('UNSETTLED_STATUSES: exactly recorded, failed and timed_out', () => {
     expect(UNSETTLED_STATUSES).toEqual(['recorded', 'failed', 'timed_out']);
+  });
+});
+
+describe('rounds decider: the status operators reconcile (contract section 9)', () => {
+  const of = (id: string, ...events: RoundEvent[]) => {
+    const t = txAfter(id, ...events);
+    return operatorStatus(t.request.type, t.status);
+  };
+  it('a BET: pending until the wallet answers; applied or declined by its answer; failed when its one attempt failed or timed out', () => {
+    expect(of('bet-1', recorded(bet('bet-1')))).toBe('pending');
+    expect(of('bet-1', recorded(bet('bet-1')), settled('bet-1'))).toBe('applied');
+    expect(of('bet-1', recorded(bet('bet-1')), settled('bet-1', 'declined'))).toBe('declined');
+    expect(of('bet-1', recorded(bet('bet-1')), failed('bet-1'))).toBe('failed');
+    expect(of('bet-1', recorded(bet('bet-1')), timedOut('bet-1'))).toBe('failed');
+    // A provider's resubmission may try it again: the wallet's answer then stands.
+    expect(of('bet-1', recorded(bet('bet-1')), timedOut('bet-1'), settled('bet-1', 'applied', 2))).toBe('applied');
+  });
+  it('a BET rolled back before it reached the wallet is voided; dead once its retries stopped', () => {
+    expect(of('bet-1', recorded(bet('bet-1')), recorded(rollback('rb-1', 'bet-1')), voided('bet-1', 'rb-1'))).toBe('voided');
+    expect(of('bet-1', recorded(bet('bet-1')), timedOut('bet-1'), deadLettered('bet-1'))).toBe('dead');
+  });
+  it('a credit (WIN, ROLLBACK, ADJUSTMENT) is pending while it is retried, dead when retries stopped or the wallet refused it', () => {
+    for (const [id, req] of [['win-1', win('win-1')], ['adj-1', adjustment('adj-1')]] as const) {
+      expect(of(id, recorded(req))).toBe('pending');
+      expect(of(id, recorded(req), failed(id))).toBe('pending');
+      expect(of(id, recorded(req), timedOut(id))).toBe('pending');
+      expect(of(id, recorded(req), failed(id), settled(id, 'applied', 2))).toBe('applied');
+      expect(of(id, recorded(req), failed(id), deadLettered(id))).toBe('dead');
+      expect(of(id, recorded(req), settled(id, 'invalid'))).toBe('dead');
+    }
+    expect(of('rb-1', recorded(bet('bet-1')), settled('bet-1'), recorded(rollback('rb-1', 'bet-1')), failed('rb-1'))).toBe('pending');
+  });
+  it('completesRound: a BET or WIN that says roundComplete; never a ROLLBACK or an ADJUSTMENT', () => {
+    expect(completesRound(bet('b', { roundComplete: true }))).toBe(true);
+    expect(completesRound(win('w', { roundComplete: true }))).toBe(true);
+    expect(completesRound(win('w'))).toBe(false);
+    expect(completesRound(rollback('r', 'b', { roundComplete: true }))).toBe(false);
+    expect(completesRound({ ...adjustment('a'), roundComplete: true })).toBe(false);
   });
 });

@@ -3,6 +3,7 @@ import type { PoolClient } from '../../shared/db/pool.ts';
 import { ROUND_EVENT_TYPES, type RoundEvent } from './events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
+import { completesRound } from './decider.ts';
 
 export const roundsReadModelMigrations: Migration[] = [
   {
@@ -278,7 +279,7 @@ export function foldBatch(events: RecordedEvent[]): { inserts: TxInsert[]; round
           inserts.set(key, {
             roundStream: stream, transactionId: r.transactionId, providerId, operatorId, roundId: r.roundId, origin, type: r.type,
             playerRef: r.playerRef, gameId: r.gameId, amount: r.amount, currency: r.currency, direction: r.direction ?? null,
-            originalTransactionId: r.originalTransactionId ?? null, roundComplete: (r.type === 'BET' || r.type === 'WIN') && r.roundComplete, recordedAt,
+            originalTransactionId: r.originalTransactionId ?? null, roundComplete: completesRound(r), recordedAt,
           });
         }
         const round = rounds.get(stream);

@@ -38,6 +38,13 @@ export function comparePositions(a: Position, b: Position): number {
   return a1 !== b1 ? (a1 < b1 ? -1 : 1) : a2 === b2 ? 0 : a2 < b2 ? -1 : 1;
 }
 
+/** A position's two numbers (both adapters write "<number>.<number>"), in the order the log sorts them. */
+export function positionParts(p: Position): [bigint, bigint] {
+  const match = /^(\d+)\.(\d+)$/.exec(p);
+  if (!match) throw new Error(`not a log position: "${p}"`);
+  return [BigInt(match[1]!), BigInt(match[2]!)];
+}
+
 export interface RecordedEvent<T extends string = string, D extends JsonObject = JsonObject> {
   id: string;
   streamId: string;

@@ -1,0 +1,102 @@
+import { createHash } from 'node:crypto';
+import { Router } from 'express';
+import { badRequest, notFound } from '../../shared/errors.ts';
+import { parseOr400 } from '../../shared/http/validate.ts';
+import type { ServiceContext } from '../context.ts';
+import { callingOperator } from '../context.ts';
+import { roundOf, settlementCells, transactionsPage, type After, type TransactionFilter } from './queries.ts';
+import { ceilMs, roundQuery, settlementQuery, transactionsQuery, type TransactionsQuery } from './schemas.ts';
+import { buildStatement, statementCsv, statementJson } from './statement.ts';
+
+const DEFAULT_LIMIT = 100;
+
+/** A query's identity, so a cursor is honoured only by the query that gave it. */
+const queryKey = (q: TransactionsQuery): string =>
+  createHash('sha256')
+    .update(JSON.stringify([q.from ?? null, q.to ?? null, q.roundId ?? null, q.gameId ?? null, q.playerRef ?? null, q.status ?? null]))
+    .digest('base64url')
+    .slice(0, 16);
+
+/**
+ * The cursor: where the next page starts (a log position), the store whose positions those are, and
+ * the query it belongs to. Opaque to operators: base64url of JSON.
+ */
+function encodeCursor(after: After, store: string, q: TransactionsQuery): string {
+  return Buffer.from(JSON.stringify({ v: 1, s: store, q: queryKey(q), a: `${after.major}.${after.minor}` })).toString('base64url');
+}
+
+function decodeCursor(cursor: string, store: string, q: TransactionsQuery): After {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw badRequest('cursor: not a cursor this service gave (pass nextCursor as it was answered)');
+  }
+  const c = parsed as { v?: unknown; s?: unknown; q?: unknown; a?: unknown };
+  const at = typeof c.a === 'string' ? /^(\d{1,19})\.(\d{1,19})$/.exec(c.a) : null;
+  if (c.v !== 1 || typeof c.s !== 'string' || typeof c.q !== 'string' || !at) {
+    throw badRequest('cursor: not a cursor this service gave (pass nextCursor as it was answered)');
+  }
+  if (c.q !== queryKey(q)) throw badRequest('cursor: it belongs to another query (keep from, to, roundId, gameId, playerRef and status as they were)');
+  if (c.s !== store) throw badRequest('cursor: the history has moved to another event store since it was given; start again without a cursor');
+  return { major: at[1]!, minor: at[2]! };
+}
+
+/** GET /v1/operator/transactions, /rounds/{roundId} and /reports/settlement (contract section 9). */
+export function reconciliationRoutes(ctx: ServiceContext): Router {
+  const router = Router();
+
+  router.get('/transactions', async (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const q = parseOr400(transactionsQuery, req.query, 'query');
+    const after = q.cursor !== undefined ? decodeCursor(q.cursor, ctx.eventStore.kind, q) : undefined;
+    const filter: TransactionFilter = {
+      ...(q.roundId !== undefined
+        ? { roundId: q.roundId, gameId: q.gameId! }
+        : { from: new Date(ceilMs(q.from!)).toISOString(), to: new Date(ceilMs(q.to!)).toISOString() }),
+      playerRef: q.playerRef,
+      status: q.status,
+    };
+    const page = await transactionsPage(ctx.pool, operator.id, filter, q.limit ?? DEFAULT_LIMIT, after);
+    res.json({ transactions: page.transactions, nextCursor: page.last ? encodeCursor(page.last, ctx.eventStore.kind, q) : null });
+  });
+
+  router.get('/rounds/:roundId', async (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const roundId = String(req.params.roundId);
+    if (roundId.length > 255) throw badRequest('roundId: expected at most 255 characters');
+    const { gameId } = parseOr400(roundQuery, req.query, 'query');
+    const round = await roundOf(ctx.pool, operator.id, roundId, gameId);
+    // Another operator's round, another game's round and no round at all look the same, as for replay.
+    if (!round) throw notFound('round not found');
+    const sum = (type: string) => round.transactions.filter((t) => t.type === type && t.status === 'applied').reduce((s, t) => s + t.amount, 0);
+    res.json({
+      roundId: round.roundId,
+      gameId: round.gameId,
+      providerId: round.providerId,
+      playerRef: round.playerRef,
+      currency: round.currency,
+      status: round.status,
+      openedAt: round.openedAt,
+      ...(round.closedAt !== undefined ? { closedAt: round.closedAt } : {}),
+      betMinor: sum('BET'),
+      winMinor: sum('WIN'),
+      refundMinor: sum('ROLLBACK'),
+      transactions: round.transactions,
+    });
+  });
+
+  router.get('/reports/settlement', async (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const q = parseOr400(settlementQuery, req.query, 'query');
+    const cells = await settlementCells(ctx.pool, operator.id, new Date(ceilMs(q.from)).toISOString(), new Date(ceilMs(q.to)).toISOString());
+    const statement = buildStatement(q.from, q.to, cells);
+    if (req.accepts(['application/json', 'text/csv']) === 'text/csv') {
+      res.type('text/csv; charset=utf-8').send(statementCsv(statement));
+      return;
+    }
+    res.type('application/json').send(statementJson(statement));
+  });
+
+  return router;
+}

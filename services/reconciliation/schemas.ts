@@ -1,0 +1,122 @@
+import { z } from 'zod';
+import { OPERATOR_STATUSES } from '../rounds/decider.ts';
+import { TRANSACTION_TYPES } from '../rounds/events.ts';
+
+// The operator reconciliation routes (contract section 9): their queries and answers. The OpenAPI
+// document is generated from these, and the tests check real answers against them.
+
+/** The longest interval a time range or a statement may span. */
+export const MAX_INTERVAL_DAYS = 31;
+const MAX_INTERVAL_MS = MAX_INTERVAL_DAYS * 86_400_000;
+
+const instant = (name: string) =>
+  z.iso.datetime({ offset: true, message: `${name} must be an RFC 3339 date-time with a time zone, such as 2026-11-24T00:00:00Z` });
+
+/** `[from, to)`: both present, from before to, at most 31 days apart. */
+const interval = <T extends { from?: string | undefined; to?: string | undefined }>(q: T, ctx: z.core.$RefinementCtx<T>) => {
+  if (q.from === undefined || q.to === undefined) return;
+  const span = Date.parse(q.to) - Date.parse(q.from);
+  if (span <= 0) ctx.addIssue({ code: 'custom', path: ['to'], message: 'must be later than from (the interval is [from, to))' });
+  else if (span > MAX_INTERVAL_MS) ctx.addIssue({ code: 'custom', path: ['to'], message: `must be at most ${MAX_INTERVAL_DAYS} days after from` });
+};
+
+export const operatorStatusSchema = z.enum(OPERATOR_STATUSES);
+
+const limit = z
+  .string()
+  .regex(/^\d{1,4}$/, 'must be a whole number from 1 to 1000')
+  .transform(Number)
+  .refine((n) => n >= 1 && n <= 1000, 'must be a whole number from 1 to 1000');
+
+export const transactionsQuery = z
+  .strictObject({
+    from: instant('from').optional(),
+    to: instant('to').optional(),
+    roundId: z.string().min(1).max(255).optional(),
+    gameId: z.string().min(1).max(200).optional(),
+    playerRef: z.string().min(1).max(255).optional(),
+    status: z.enum(OPERATOR_STATUSES, { message: `must be one of ${OPERATOR_STATUSES.join(', ')}` }).optional(),
+    limit: limit.optional(),
+    cursor: z.string().min(1).max(200).optional(),
+  })
+  .superRefine((q, ctx) => {
+    const byTime = q.from !== undefined || q.to !== undefined;
+    const byRound = q.roundId !== undefined;
+    if (byTime && byRound) ctx.addIssue({ code: 'custom', path: [], message: 'either from and to, or roundId with gameId, not both' });
+    else if (!byTime && !byRound) ctx.addIssue({ code: 'custom', path: [], message: 'a time range (from and to) or a round (roundId with gameId) is needed' });
+    else if (byTime && q.from === undefined) ctx.addIssue({ code: 'custom', path: ['from'], message: 'is needed with to' });
+    else if (byTime && q.to === undefined) ctx.addIssue({ code: 'custom', path: ['to'], message: 'is needed with from' });
+    else if (byRound && q.gameId === undefined) ctx.addIssue({ code: 'custom', path: ['gameId'], message: 'is needed with roundId (a roundId is unique only within its game)' });
+    else if (!byRound && q.gameId !== undefined) ctx.addIssue({ code: 'custom', path: ['gameId'], message: 'applies only with roundId' });
+    interval(q, ctx);
+  });
+export type TransactionsQuery = z.infer<typeof transactionsQuery>;
+
+export const roundQuery = z.strictObject({ gameId: z.string({ message: 'is needed (a roundId is unique only within its game)' }).min(1).max(200) });
+
+export const settlementQuery = z
+  .strictObject({ from: instant('from'), to: instant('to') })
+  .superRefine((q, ctx) => interval(q, ctx));
+
+/** A TransactionRecord (contract section 9). */
+export const transactionRecordSchema = z.strictObject({
+  transactionId: z.string(),
+  providerId: z.string().optional().meta({ description: 'The provider that sent it; absent for an ADJUSTMENT.' }),
+  gameId: z.string(),
+  roundId: z.string(),
+  playerRef: z.string(),
+  type: z.enum(TRANSACTION_TYPES),
+  amount: z.number().int().min(0),
+  currency: z.string(),
+  direction: z.enum(['DEBIT', 'CREDIT']).optional().meta({ description: 'ADJUSTMENT only.' }),
+  originalTransactionId: z.string().optional().meta({ description: 'ROLLBACK only: the BET it reverses.' }),
+  status: operatorStatusSchema,
+  walletBalance: z.number().optional().meta({ description: "The balance in the wallet's last reply, when there is one." }),
+  attempts: z.number().int().min(0).meta({ description: 'Wallet calls made for it.' }),
+  recordedAt: z.iso.datetime(),
+  settledAt: z.iso.datetime().optional().meta({ description: 'When its status became final; absent while pending.' }),
+});
+export type TransactionRecord = z.infer<typeof transactionRecordSchema>;
+
+export const transactionsPage = z.strictObject({
+  transactions: z.array(transactionRecordSchema),
+  nextCursor: z.string().nullable().meta({ description: 'Pass it as cursor for the next page; null on the last one.' }),
+});
+
+export const roundDetails = z.strictObject({
+  roundId: z.string(),
+  gameId: z.string(),
+  providerId: z.string(),
+  playerRef: z.string(),
+  currency: z.string(),
+  status: z.enum(['open', 'complete', 'force-closed']),
+  openedAt: z.iso.datetime(),
+  closedAt: z.iso.datetime().optional(),
+  betMinor: z.number().int().min(0),
+  winMinor: z.number().int().min(0),
+  refundMinor: z.number().int().min(0),
+  transactions: z.array(transactionRecordSchema),
+});
+
+const figure = z.strictObject({ count: z.number().int().min(0), amountMinor: z.number().int().min(0) });
+const lineFigures = { bets: figure, wins: figure, refunds: figure, ggrMinor: z.number().int().meta({ description: 'bets − wins − refunds (may be negative).' }) };
+
+export const settlementStatement = z.strictObject({
+  from: z.iso.datetime({ offset: true }),
+  to: z.iso.datetime({ offset: true }),
+  lines: z.array(z.strictObject({ providerId: z.string(), gameId: z.string(), currency: z.string(), ...lineFigures })),
+  adjustments: z.record(z.string(), z.strictObject({ credits: figure, debits: figure })).meta({ description: 'Per currency.' }),
+  unsettled: z.record(z.string(), z.strictObject({ pending: figure, failed: figure, dead: figure })).meta({ description: 'Per currency.' }),
+  totals: z.record(z.string(), z.strictObject(lineFigures)).meta({ description: 'Per currency, over all lines.' }),
+});
+export type SettlementStatement = z.infer<typeof settlementStatement>;
+
+/**
+ * An RFC 3339 instant as the first whole millisecond at or after it. Recording times are whole
+ * milliseconds, so `t >= from` and `t < to` hold for the given instants exactly when they hold for these.
+ */
+export function ceilMs(iso: string): number {
+  const ms = Date.parse(iso);
+  const fraction = /\.(\d+)/.exec(iso)?.[1] ?? '';
+  return /[1-9]/.test(fraction.slice(3)) ? ms + 1 : ms;
+}
