@@ -187,7 +187,7 @@ describe('Prometheus metrics at GET /metrics', () => {
       const lag = samplesOf(e, 'projection_lag_events');
       return lag.length === 3 && lag.every((s) => s.value === 0);
     });
-    expect(samplesOf(e!, 'projection_lag_events').map((s) => s.labels.projection).sort()).toEqual(['grants', 'rounds', 'sessions']);
+    expect(samplesOf(e!, 'projection_lag_events').map((s) => s.labels.projection).sort()).toEqual(['grants', 'reconciliation', 'rounds', 'sessions']);
     expect(samplesOf(e!, 'projection_lag_seconds').map((s) => [s.labels.projection, s.value]).sort()).toEqual([
       ['grants', 0],
       ['rounds', 0],
