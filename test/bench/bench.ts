@@ -13,12 +13,14 @@ import { sign } from '../../shared/http/signature.ts';
 import { Cli } from '../../shared/cli.ts';
 import { CpuMeter } from './cpu.ts';
 import { isolationMain } from './isolation.ts';
+import { reconciliationMain } from './reconciliation.ts';
 import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
 
 const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat N] [--one-process] [--ledger-only]
        npm run bench -- --isolation [--backlog N] [--samples N]
+       npm run bench -- --reconciliation [--transactions N] [--samples N]
 
 BET+WIN rounds through the ledger and through a bare forwarder (signature check and forward, no ledger)
 against the same fast wallet: throughput at saturation, latency percentiles at fixed offered rates.
@@ -32,6 +34,10 @@ against the same fast wallet: throughput at saturation, latency percentiles at f
   --isolation      instead: operator B's retry delay alone and beside operator A's hung wallet
     --backlog N    A's WINs awaiting retry, 1..100000 (default 300)
     --samples N    B's failed WINs per phase, 1..1000 (default 5)
+  --reconciliation instead: the operator reconciliation routes on a large history (a page of 1,000
+                   transactions, a round, 31-day statements; the read model's rebuild rate)
+    --transactions N  history size, 1000..10000000 (default 1000000)
+    --samples N    requests per measured kind, 1..10000 (default 200)
   --help           this text
 
 Exit status: 0 measured, 1 it failed or measured nothing (every transaction of a target failed), 2 bad usage.`;
@@ -47,23 +53,29 @@ const { values: opts } = cli.parse({
     isolation: { type: 'boolean' },
     backlog: { type: 'string' },
     samples: { type: 'string' },
+    reconciliation: { type: 'boolean' },
+    transactions: { type: 'string' },
     help: { type: 'boolean' },
   },
 });
 const ISOLATION = opts.isolation === true;
+const RECONCILIATION = opts.reconciliation === true;
+if (ISOLATION && RECONCILIATION) cli.fail('--isolation and --reconciliation are two different benchmarks: one at a time');
 for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only'] as const) {
   if (ISOLATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --isolation`);
+  if (RECONCILIATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --reconciliation`);
 }
-for (const o of ['backlog', 'samples'] as const) {
-  if (!ISOLATION && opts[o] !== undefined) cli.fail(`--${o} applies only with --isolation`);
-}
+if (!ISOLATION && opts.backlog !== undefined) cli.fail('--backlog applies only with --isolation');
+if (!RECONCILIATION && opts.transactions !== undefined) cli.fail('--transactions applies only with --reconciliation');
+if (!ISOLATION && !RECONCILIATION && opts.samples !== undefined) cli.fail('--samples applies only with --isolation or --reconciliation');
 const SECONDS = opts.seconds !== undefined ? cli.whole('seconds', opts.seconds, 1, 3600) : 10;
 const RATES = (opts.rates ?? '100,500,1000').split(',').map((r) => (/^\d{1,7}$/.test(r) && Number(r) >= 1 && Number(r) <= 1_000_000 ? Number(r) : cli.fail(`--rates must be whole numbers 1..1000000 separated by commas, not "${opts.rates}"`)));
 const REPEAT = opts.repeat !== undefined ? cli.whole('repeat', opts.repeat, 1, 100) : 3;
 const ONE_PROCESS = opts['one-process'] === true;
 const LEDGER_ONLY = opts['ledger-only'] === true;
 const BACKLOG = opts.backlog !== undefined ? cli.whole('backlog', opts.backlog, 1, 100_000) : 300;
-const SAMPLES = opts.samples !== undefined ? cli.whole('samples', opts.samples, 1, 1000) : 5;
+const SAMPLES = opts.samples !== undefined ? cli.whole('samples', opts.samples, 1, RECONCILIATION ? 10_000 : 1000) : RECONCILIATION ? 200 : 5;
+const TRANSACTIONS = opts.transactions !== undefined ? cli.whole('transactions', opts.transactions, 1000, 10_000_000) : 1_000_000;
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const SATURATION_SECONDS = 6;
@@ -331,7 +343,7 @@ async function main(): Promise<number> {
   }
 }
 
-(ISOLATION ? isolationMain({ backlog: BACKLOG, samples: SAMPLES }) : main()).then(
+(ISOLATION ? isolationMain({ backlog: BACKLOG, samples: SAMPLES }) : RECONCILIATION ? reconciliationMain({ transactions: TRANSACTIONS, samples: SAMPLES }) : main()).then(
   (code) => process.exit(code ?? 0),
   (err: unknown) => {
     console.error(err);

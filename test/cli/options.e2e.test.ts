@@ -82,6 +82,10 @@ const TOOLS: Tool[] = [
       [['--samples', '3'], '--samples applies only with --isolation'],
       [['--isolation', '--backlog', '1.5'], '--backlog must be a whole number'],
       [['--isolation', '--seconds', '3'], '--seconds does not apply to --isolation'],
+      [['--isolation', '--reconciliation'], 'one at a time'],
+      [['--transactions', '5000'], '--transactions applies only with --reconciliation'],
+      [['--reconciliation', '--transactions', '5'], '--transactions must be a whole number from 1000'],
+      [['--reconciliation', '--rates', '100'], '--rates does not apply to --reconciliation'],
     ],
   },
 ];

@@ -1,0 +1,233 @@
+/**
+ * npm run bench -- --reconciliation: the operator reconciliation routes (contract section 9) on a large
+ * history. Appends N transactions (BET+WIN rounds over 31 days, two operators, three games, a few
+ * declined, pending and dead) through the event-store port, builds the reconciliation read model from
+ * that history as `npm run audit -- rebuild` does (its rate and memory), then times, over signed HTTP
+ * against an api process: a page of 1,000 transactions (first, deep in the range, one player's), a
+ * round's details, and settlement statements (31 days on odd bounds, one day, CSV).
+ *   --transactions N   history size (default 1,000,000)
+ *   --samples N        requests per measured kind (default 200)
+ */
+import { randomUUID } from 'node:crypto';
+import { allMigrations } from '../../services/migrations.ts';
+import { reconciliationProjection } from '../../services/reconciliation/projection.ts';
+import { rebuildProjection } from '../../services/audit/rebuild.ts';
+import type { RoundEvent } from '../../services/rounds/events.ts';
+import { migrate } from '../../shared/db/migrations.ts';
+import { createPool } from '../../shared/db/pool.ts';
+import { createEventStore } from '../../shared/eventstore/index.ts';
+import type { JsonObject, NewEvent } from '../../shared/eventstore/port.ts';
+import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+import { claimTestRedis } from '../helpers/redis.ts';
+import { spawnService, type SpawnedService } from '../helpers/service.ts';
+import { signedRequest } from '../helpers/signing.ts';
+
+const ADMIN = 'bench-reconciliation';
+const DAY = 86_400_000;
+/** The history's 31 days, well in the past: every interval asked for is wholly in the past. */
+const START = Date.parse('2026-09-01T00:00:00Z');
+const SPAN = 31 * DAY;
+const PLAYERS = 20_000;
+const APPEND_CONCURRENCY = 48;
+
+const GAMES = [
+  { providerId: 'studio-a', gameId: 'fruit-1', currency: 'EUR' },
+  { providerId: 'studio-a', gameId: 'gems-2', currency: 'EUR' },
+  { providerId: 'studio-b', gameId: 'dice-9', currency: 'GBP' },
+];
+
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length - 1) * p))]!;
+const ms = (x: number) => x.toFixed(1);
+
+/** A deterministic generator (mulberry32), so a run's history is the same for the same size. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface RoundPlan {
+  stream: string;
+  events: NewEvent[];
+  transactions: number;
+}
+
+/** One round: a BET and (unless declined) its WIN, with their outcomes, recorded at `at`. */
+function plan(i: number, rnd: () => number, at: number): RoundPlan & { operatorId: string; roundId: string; gameId: string; playerRef: string } {
+  const operatorId = rnd() < 0.9 ? OP1.id : OP2.id;
+  const g = GAMES[Math.floor(rnd() * GAMES.length)]!;
+  const playerRef = `bp-${Math.floor(rnd() * PLAYERS)}`;
+  const roundId = `br-${i}`;
+  const stream = `round|${g.providerId}|${operatorId}|${roundId}`;
+  const iso = (offset: number) => new Date(at + offset).toISOString();
+  const base = { sessionToken: 'bench', roundId, playerRef, currency: g.currency, gameId: g.gameId };
+  const recorded = (transactionId: string, type: 'BET' | 'WIN', amount: number, offset: number, roundComplete: boolean): RoundEvent => {
+    const request = { ...base, transactionId, type, roundComplete, amount };
+    return { type: 'TransactionRecorded', data: { providerId: g.providerId, operatorId, origin: 'provider', request, walletBody: JSON.stringify(request), contentHash: transactionId, recordedAt: iso(offset) } };
+  };
+  const settled = (transactionId: string, outcome: 'applied' | 'declined', offset: number): RoundEvent => ({
+    type: 'TransactionSettled',
+    data: { transactionId, outcome, reply: { status: outcome === 'applied' ? 'OK' : 'DECLINED', balance: 10_000, body: '{}' }, attempt: 1, settledAt: iso(offset) },
+  });
+  const bet = `${roundId}-b`;
+  const win = `${roundId}-w`;
+  const stake = 10 + Math.floor(rnd() * 990);
+  const fate = rnd();
+  const events: RoundEvent[] = [recorded(bet, 'BET', stake, 0, false)];
+  if (fate < 0.02) {
+    events.push(settled(bet, 'declined', 5));
+  } else {
+    events.push(settled(bet, 'applied', 5), recorded(win, 'WIN', Math.floor(rnd() * 2 * stake), 900, true));
+    if (fate < 0.025) events.push({ type: 'TransactionAttemptFailed', data: { transactionId: win, outcome: 'failed', detail: 'wallet answered 503', httpStatus: 503, attempt: 1, failedAt: iso(910) } });
+    else if (fate < 0.03) events.push({ type: 'TransactionDeadLettered', data: { transactionId: win, attempts: 40, lastError: 'wallet answered 503', deadLetteredAt: iso(DAY) } });
+    else events.push(settled(win, 'applied', 905));
+  }
+  const transactions = events.filter((e) => e.type === 'TransactionRecorded').length;
+  return { stream, operatorId, roundId, gameId: g.gameId, playerRef, transactions, events: events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data as unknown as JsonObject })) };
+}
+
+export async function reconciliationMain({ transactions: WANTED, samples: SAMPLES }: { transactions: number; samples: number }): Promise<void> {
+  const db = await createTestDatabase('reconbench');
+  const redis = await claimTestRedis();
+  const pool = createPool(db.url, APPEND_CONCURRENCY + 4);
+  let api: SpawnedService | undefined;
+  try {
+    await migrate(pool, allMigrations);
+    const store = await createEventStore('postgres', pool, db.url);
+    const rnd = random(20261125);
+    const rounds: Array<{ operatorId: string; roundId: string; gameId: string; playerRef: string }> = [];
+    let made = 0;
+    let events = 0;
+    let i = 0;
+    const t0 = performance.now();
+    // Rounds in time order, appended by APPEND_CONCURRENCY writers (the store groups concurrent appends).
+    const next = (): RoundPlan | undefined => {
+      if (made >= WANTED) return undefined;
+      const at = START + Math.floor((made / WANTED) * (SPAN - DAY)) + Math.floor(rnd() * 1000);
+      const p = plan(i++, rnd, at);
+      made += p.transactions;
+      events += p.events.length;
+      if (rounds.length < 100_000 || rnd() < 0.01) rounds.push(p);
+      return p;
+    };
+    let lastReport = Date.now();
+    await Promise.all(
+      Array.from({ length: APPEND_CONCURRENCY }, async () => {
+        for (let p = next(); p; p = next()) {
+          await store.append(p.stream, p.events, 'no_stream');
+          if (Date.now() - lastReport > 10_000) {
+            lastReport = Date.now();
+            process.stderr.write(`  history: ${made.toLocaleString('en')} of ${WANTED.toLocaleString('en')} transactions\n`);
+          }
+        }
+      }),
+    );
+    const appendS = (performance.now() - t0) / 1000;
+    console.log(`history: ${made.toLocaleString('en')} transactions in ${i.toLocaleString('en')} rounds, ${events.toLocaleString('en')} events, appended in ${appendS.toFixed(0)} s`);
+
+    // The read model from the history, as `npm run audit -- rebuild --projection reconciliation` builds it.
+    const rss: number[] = [];
+    const meter = setInterval(() => rss.push(process.memoryUsage().rss), 250);
+    const rssBefore = process.memoryUsage().rss;
+    const t1 = performance.now();
+    await rebuildProjection(pool, store, reconciliationProjection);
+    const rebuildS = (performance.now() - t1) / 1000;
+    clearInterval(meter);
+    const third = Math.floor(rss.length / 3);
+    const mib = (b: number) => (b / 1024 / 1024).toFixed(0);
+    console.log(
+      `rebuild: ${events.toLocaleString('en')} events in ${rebuildS.toFixed(1)} s = ${Math.round(events / rebuildS).toLocaleString('en')} events/s; ` +
+        `RSS ${mib(rssBefore)} MiB before, peak ${mib(Math.max(...rss))} MiB, median of first third ${mib(pct(rss.slice(0, third), 0.5))} MiB, of last third ${mib(pct(rss.slice(-third), 0.5))} MiB`,
+    );
+    const { rows: sizes } = await pool.query<{ t: string; n: string }>(
+      `SELECT 'rm_operator_transactions' AS t, count(*)::text AS n FROM rm_operator_transactions UNION ALL SELECT 'rm_settlement_quarters', count(*)::text FROM rm_settlement_quarters`,
+    );
+    console.log(`read model: ${sizes.map((s) => `${s.t} ${Number(s.n).toLocaleString('en')} rows`).join(', ')}`);
+
+    api = await spawnService({ DATABASE_URL: db.url, REDIS_URL: redis.url, PORT: '0', ADMIN_TOKEN: ADMIN, ROLES: 'api' });
+    const catalog = testCatalog({ rateLimit: { limit: 1_000_000, windowSeconds: 1 } });
+    const put = await fetch(`${api.url}/v1/admin/catalog`, { method: 'PUT', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(catalog) });
+    if (!put.ok) throw new Error(`catalog: ${put.status} ${await put.text()}`);
+    const url = api.url;
+    const get = async (path: string, headers: Record<string, string> = {}) => {
+      const t = performance.now();
+      const res = await signedRequest<{ transactions?: unknown[]; nextCursor?: string | null }>(url, { path, as: OP1, headers });
+      const took = performance.now() - t;
+      if (res.status !== 200) throw new Error(`${path}: ${res.status} ${res.text.slice(0, 300)}`);
+      return { took, res };
+    };
+    const iso = (t: number) => new Date(t).toISOString();
+    const whole = `from=${iso(START)}&to=${iso(START + SPAN)}`;
+
+    // Warm-up (first requests load plans and pages), not measured.
+    for (let k = 0; k < 5; k++) await get(`/v1/operator/transactions?${whole}&limit=1000`);
+
+    const kinds: Array<[string, () => string, ((r: Awaited<ReturnType<typeof get>>) => void)?]> = [];
+    const results = new Map<string, number[]>();
+    const measure = async (name: string, path: () => string, check?: (r: Awaited<ReturnType<typeof get>>) => void) => {
+      const times: number[] = [];
+      for (let k = 0; k < SAMPLES; k++) {
+        const r = await get(path());
+        check?.(r);
+        times.push(r.took);
+      }
+      results.set(name, times);
+      kinds.push([name, path]);
+    };
+    const full = (r: Awaited<ReturnType<typeof get>>) => {
+      if (r.res.json.transactions?.length !== 1000) throw new Error(`a page of 1,000 expected, got ${r.res.json.transactions?.length}`);
+    };
+
+    await measure('transactions, first page of 31 days (1,000)', () => `/v1/operator/transactions?${whole}&limit=1000`, full);
+    // Deep pages: cursors collected by walking the range, then each page asked for again.
+    const cursors: string[] = [];
+    let cursor: string | null | undefined = null;
+    while (cursors.length < SAMPLES) {
+      const r: Awaited<ReturnType<typeof get>> = await get(`/v1/operator/transactions?${whole}&limit=1000${cursor ? `&cursor=${cursor}` : ''}`);
+      cursor = r.res.json.nextCursor;
+      if (!cursor) break;
+      // Spread over the whole range: keep every k-th cursor.
+      cursors.push(cursor);
+      for (let skip = 0; skip < Math.floor(made / 0.9 / 1000 / SAMPLES) - 1 && cursor; skip++) {
+        cursor = (await get(`/v1/operator/transactions?${whole}&limit=1000&cursor=${cursor}`)).res.json.nextCursor;
+      }
+    }
+    let c = 0;
+    await measure('transactions, a page deep in 31 days (1,000)', () => `/v1/operator/transactions?${whole}&limit=1000&cursor=${cursors[c++ % cursors.length]}`);
+    const op1Rounds = rounds.filter((r) => r.operatorId === OP1.id);
+    const pick = () => op1Rounds[Math.floor(Math.random() * op1Rounds.length)]!;
+    await measure("transactions, one player's 31 days (first page)", () => `/v1/operator/transactions?${whole}&playerRef=${pick().playerRef}&limit=1000`);
+    await measure("a round's details", () => {
+      const r = pick();
+      return `/v1/operator/rounds/${r.roundId}?gameId=${r.gameId}`;
+    });
+    const odd = () => {
+      const from = START + Math.floor(Math.random() * DAY);
+      return `from=${iso(from)}&to=${iso(from + SPAN - Math.floor(Math.random() * DAY) - 1)}`;
+    };
+    await measure('statement, 31 days on odd bounds', () => `/v1/operator/reports/settlement?${odd()}`);
+    await measure('statement, one whole day', () => {
+      const day = START + Math.floor(Math.random() * 30) * DAY;
+      return `/v1/operator/reports/settlement?from=${iso(day)}&to=${iso(day + DAY)}`;
+    });
+    const csvTimes: number[] = [];
+    for (let k = 0; k < SAMPLES; k++) csvTimes.push((await get(`/v1/operator/reports/settlement?${odd()}`, { accept: 'text/csv' })).took);
+    results.set('statement, 31 days on odd bounds, CSV', csvTimes);
+
+    console.log(`\nrequests over signed HTTP, one at a time, ${SAMPLES} each (ms):`);
+    console.log(`  ${'kind'.padEnd(52)} ${'p50'.padStart(7)} ${'p99'.padStart(7)} ${'max'.padStart(7)}`);
+    for (const [name, times] of results) console.log(`  ${name.padEnd(52)} ${ms(pct(times, 0.5)).padStart(7)} ${ms(pct(times, 0.99)).padStart(7)} ${ms(Math.max(...times)).padStart(7)}`);
+    console.log(`\ntarget: each p99 under 200 ms on ${WANTED.toLocaleString('en')} transactions; rebuild at 50,000 events/s or faster`);
+  } finally {
+    await api?.stop();
+    await pool.end();
+    await redis.release();
+    await db.drop();
+  }
+}
