@@ -9,15 +9,29 @@ import { TRANSACTION_TYPES } from '../rounds/events.ts';
 export const MAX_INTERVAL_DAYS = 31;
 const MAX_INTERVAL_MS = MAX_INTERVAL_DAYS * 86_400_000;
 
+/**
+ * An RFC 3339 instant. A query string decodes an unencoded "+" as a space, so "…T00:00:00 01:00"
+ * (which is no other valid form) is read as the "+01:00" the caller wrote.
+ */
 const instant = (name: string) =>
-  z.iso.datetime({ offset: true, message: `${name} must be an RFC 3339 date-time with a time zone, such as 2026-11-24T00:00:00Z` });
+  z.preprocess(
+    (v) => (typeof v === 'string' ? v.replace(/^(\d{4}-\d{2}-\d{2}T[\d:.]+) (\d{2}:\d{2})$/, '$1+$2') : v),
+    z.iso.datetime({ offset: true, message: `${name} must be an RFC 3339 date-time with a time zone, such as 2026-11-24T00:00:00Z` }),
+  );
+
+/** An instant in nanoseconds since the epoch, exact to the digits given (Date keeps milliseconds only). */
+const nanos = (iso: string): bigint => {
+  const fraction = /\.(\d+)/.exec(iso)?.[1] ?? '';
+  return BigInt(Date.parse(iso)) * 1_000_000n + BigInt((fraction.slice(3) + '000000').slice(0, 6));
+};
 
 /** `[from, to)`: both present, from before to, at most 31 days apart. */
 const interval = <T extends { from?: string | undefined; to?: string | undefined }>(q: T, ctx: z.core.$RefinementCtx<T>) => {
-  if (q.from === undefined || q.to === undefined) return;
-  const span = Date.parse(q.to) - Date.parse(q.from);
-  if (span <= 0) ctx.addIssue({ code: 'custom', path: ['to'], message: 'must be later than from (the interval is [from, to))' });
-  else if (span > MAX_INTERVAL_MS) ctx.addIssue({ code: 'custom', path: ['to'], message: `must be at most ${MAX_INTERVAL_DAYS} days after from` });
+  // A bound that is not an instant has its own issue already (zod still runs this refinement then).
+  if (q.from === undefined || q.to === undefined || Number.isNaN(Date.parse(q.from)) || Number.isNaN(Date.parse(q.to))) return;
+  const span = nanos(q.to) - nanos(q.from);
+  if (span <= 0n) ctx.addIssue({ code: 'custom', path: ['to'], message: 'must be later than from (the interval is [from, to))' });
+  else if (span > BigInt(MAX_INTERVAL_MS) * 1_000_000n) ctx.addIssue({ code: 'custom', path: ['to'], message: `must be at most ${MAX_INTERVAL_DAYS} days after from` });
 };
 
 export const operatorStatusSchema = z.enum(OPERATOR_STATUSES);

@@ -77,10 +77,16 @@ describe('npm run audit -- verify | rebuild', () => {
     await h.svc.ctx.pool.query(`UPDATE rm_rounds SET outstanding_bets = 42 WHERE round_stream = $1`, [stream]);
     const { rows: grants } = await h.svc.ctx.pool.query(`SELECT id FROM rm_grants LIMIT 1`);
     await h.svc.ctx.pool.query(`DELETE FROM rm_grants WHERE id = $1`, [grants[0].id]);
+    // What an operator reconciles against: a transaction shown as applied that the wallet declined, and a statement's sum.
+    const { rows: txs } = await h.svc.ctx.pool.query(`SELECT round_stream, transaction_id FROM rm_operator_transactions WHERE status = 'applied' LIMIT 1`);
+    await h.svc.ctx.pool.query(`UPDATE rm_operator_transactions SET status = 'declined' WHERE round_stream = $1 AND transaction_id = $2`, [txs[0].round_stream, txs[0].transaction_id]);
+    await h.svc.ctx.pool.query(`UPDATE rm_settlement_quarters SET amount = amount + 1 WHERE ctid = (SELECT ctid FROM rm_settlement_quarters LIMIT 1)`);
     const result = await audit('verify');
     expect(result.code).toBe(1);
     expect(result.stdout).toContain(`rm_rounds round_stream=${stream}: outstanding_bets live=42 rebuilt=0`);
     expect(result.stdout).toContain(`rm_grants id=${grants[0].id}: missing from the live read model`);
+    expect(result.stdout).toContain(`rm_operator_transactions round_stream=${txs[0].round_stream} transaction_id=${txs[0].transaction_id}: status live="declined" rebuilt="applied"`);
+    expect(result.stdout).toMatch(/rm_settlement_quarters .*amount live=/);
     expect(result.stdout).toContain('sessions: matches');
   }, 120_000);
 
@@ -88,6 +94,7 @@ describe('npm run audit -- verify | rebuild', () => {
     const [rebuilt] = await Promise.all([audit('rebuild'), traffic(4)]);
     expect(rebuilt.code).toBe(0);
     expect(rebuilt.stdout).toContain('rounds: rebuilt from the history');
+    expect(rebuilt.stdout).toContain('reconciliation: rebuilt from the history');
     await traffic(2);
     await caughtUp();
     const verified = await audit('verify');

@@ -335,8 +335,14 @@ describe('operator reconciliation routes', () => {
     const other = await get<{ error: string }>(`/v1/operator/transactions?${q}&status=applied&cursor=${first.json.nextCursor}`);
     expect(other.status).toBe(400);
     expect(other.json.error).toMatch(/^cursor: it belongs to another query/);
-    // 31 days exactly is allowed.
+    // 31 days exactly is allowed, and so is an interval shorter than a millisecond.
     expect((await get(`/v1/operator/reports/settlement?from=${t0}&to=2026-12-02T00:00:00Z`)).status).toBe(200);
+    expect((await get(`/v1/operator/reports/settlement?from=2026-11-01T00:00:00.0001Z&to=2026-11-01T00:00:00.0002Z`)).status).toBe(200);
+    // An offset's "+" left unencoded arrives as a space: read as the offset it was.
+    const encoded = await get(`/v1/operator/reports/settlement?from=2026-11-01T01:00:00%2B01:00&to=2026-11-02T01:00:00%2B01:00`);
+    const bare = await get(`/v1/operator/reports/settlement?from=2026-11-01T01:00:00+01:00&to=2026-11-02T01:00:00+01:00`);
+    expect(bare.status, bare.text).toBe(200);
+    expect(bare.text).toBe(encoded.text);
   });
 
   it('is signed like every operator route: a wrong signature is 401', async () => {
