@@ -329,6 +329,13 @@ function printWhereToLook(url: string, config: Config, catalog: CatalogInput, re
   print('    scripts/signed-curl.sh GET /v1/operator/games');
   print(`    scripts/signed-curl.sh POST /v1/operator/games/launch '{"playerRef":"bob","gameId":"${game.id}","currency":"${prov.currencies[0]}","mode":"REAL"}'`);
   print(`    SW_KIND=provider SW_ID=${prov.id} SW_SECRET=${prov.secret} scripts/signed-curl.sh POST /v1/wallet/balance '{"sessionToken":"<token from the launch>"}'`);
+  print('  Reconciliation, as the operator (the query string is sent but not signed; quote the path for the shell):');
+  print(`    scripts/signed-curl.sh GET '/v1/operator/rounds/${roundId}?gameId=${result.examples.gameId}'`);
+  if (result.examples.statement) {
+    const { from, to } = result.examples.statement;
+    print(`    scripts/signed-curl.sh GET '/v1/operator/transactions?from=${from}&to=${to}&limit=5'`);
+    print(`    scripts/signed-curl.sh GET '/v1/operator/reports/settlement?from=${from}&to=${to}' -H 'Accept: text/csv'`);
+  }
   const wallet = wallets.get(op.id);
   if (wallet) {
     print('  The wallet conformance checker, against the demo wallet (then against yours):');

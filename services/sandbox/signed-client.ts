@@ -28,14 +28,18 @@ export class SignedClient {
     readonly credentials: PartnerCredentials,
   ) {}
 
-  /** `pathAndQuery` is sent as given; only its path is signed. A fresh nonce for every call, retries included. */
-  async call<T = unknown>(method: 'GET' | 'POST', pathAndQuery: string, body?: unknown): Promise<ApiResponse<T>> {
+  /**
+   * `pathAndQuery` is sent as given; only its path is signed. A fresh nonce for every call, retries included.
+   * `extraHeaders` (an Accept, say) are sent as they are: headers are not part of the signature.
+   */
+  async call<T = unknown>(method: 'GET' | 'POST', pathAndQuery: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<ApiResponse<T>> {
     const raw = body === undefined ? '' : JSON.stringify(body);
     const timestamp = String(Math.floor(Date.now() / 1000));
     const nonce = randomBytes(16).toString('hex');
     const target = pathAndQuery.split('?')[0]!;
     const signature = sign(this.credentials.secret, { timestamp, nonce, method, target, body: raw });
     const headers: Record<string, string> = {
+      ...extraHeaders,
       [this.credentials.kind === 'operator' ? HEADER.operatorId : HEADER.providerId]: this.credentials.id,
       [HEADER.timestamp]: timestamp,
       [HEADER.nonce]: nonce,

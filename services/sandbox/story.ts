@@ -27,7 +27,17 @@ export interface StoryResult {
   checks: number;
   failures: string[];
   /** What the closing "where to look" lines point at. */
-  examples: { providerId: string; operatorId: string; roundId: string; playerRef: string; grantId: string | undefined };
+  examples: {
+    providerId: string;
+    operatorId: string;
+    roundId: string;
+    /** The game of the story's rounds. */
+    gameId: string;
+    playerRef: string;
+    grantId: string | undefined;
+    /** The interval of the settlement statement the story ends with: its own traffic. */
+    statement: { from: string; to: string } | undefined;
+  };
 }
 
 interface Grant {
@@ -52,6 +62,37 @@ interface AuditRound {
   history: Array<{ event: { type: string; data: { request?: { metadata?: Record<string, unknown> }; walletBody?: string } }; stateAfter: { completed: boolean; outstandingBets: string[]; transactions: AuditTx[] } }>;
 }
 
+/** A TransactionRecord of GET /v1/operator/transactions (contract section 9), the fields the story reads. */
+interface OperatorTx {
+  transactionId: string;
+  roundId: string;
+  playerRef: string;
+  type: string;
+  amount: number;
+  currency: string;
+  status: string;
+  recordedAt: string;
+}
+interface Figure {
+  count: number;
+  amountMinor: number;
+}
+interface StatementFigures {
+  bets: Figure;
+  wins: Figure;
+  refunds: Figure;
+  ggrMinor: number;
+}
+/** GET /v1/operator/reports/settlement (contract section 9). */
+interface Statement {
+  from: string;
+  to: string;
+  lines: Array<StatementFigures & { providerId: string; gameId: string; currency: string }>;
+  adjustments: Record<string, { credits: Figure; debits: Figure }>;
+  unsettled: Record<string, { pending: Figure; failed: Figure; dead: Figure }>;
+  totals: Record<string, StatementFigures>;
+}
+
 class StepFailed extends Error {}
 
 const short = (text: string, max = 110) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
@@ -69,6 +110,8 @@ async function until<T>(probe: () => Promise<T | undefined> | T | undefined, tim
 
 export async function runStory(world: StoryWorld): Promise<StoryResult> {
   const { print } = world;
+  // The statement the story ends with covers [storyStart, just after its last transaction).
+  const storyStart = new Date();
   const failures: string[] = [];
   let checks = 0;
   let steps = 0;
@@ -129,14 +172,18 @@ export async function runStory(world: StoryWorld): Promise<StoryResult> {
     print(`    wallet ${op.id}/${player}: ${before} -> ${now}`);
     check(now === expected && reply?.balance === now, delta === 0 ? 'the balance did not move' : `the wallet moved the balance by exactly ${delta > 0 ? '+' : ''}${delta}, and the reply carries it`, `wallet ${now}, expected ${expected}, reply ${reply?.balance}`);
   };
+  /** Every transaction the story saw the wallet apply, by id (a retry is the same one): what the statement must add up to. */
+  const applied = new Map<string, { type: string; amount: number; roundId: string }>();
   const transact = async (label: string, tx: Parameters<ProviderClient['transaction']>[0]) => {
     const before = wallet.balanceOf(player);
     const res = await providerApi.transaction(tx);
     sent(provider.id, `${label}`, res);
-    return { res, before, reply: res.status === 200 ? (res.json as TransactionReply) : undefined };
+    const reply = res.status === 200 ? (res.json as TransactionReply) : undefined;
+    if (reply?.status === 'OK') applied.set(tx.transactionId, { type: tx.type, amount: tx.amount, roundId: tx.roundId });
+    return { res, before, reply };
   };
 
-  const examples: StoryResult['examples'] = { providerId: provider.id, operatorId: op.id, roundId: round(1), playerRef: player, grantId: undefined };
+  const examples: StoryResult['examples'] = { providerId: provider.id, operatorId: op.id, roundId: round(1), gameId: game.id, playerRef: player, grantId: undefined, statement: undefined };
   let session = '';
   let staleBetId = '';
   let staleBetAt = 0;
@@ -339,6 +386,7 @@ export async function runStory(world: StoryWorld): Promise<StoryResult> {
         must(closed !== undefined && entry !== undefined, 'the round was force-closed and its bet rolled back');
         const rollback = closed!.history.at(-1)!.stateAfter.transactions.find((t) => t.transactionId === rollbackId);
         check(rollback?.origin === 'reconciler' && rollback.type === 'ROLLBACK', 'the ledger recorded it as the reconciler\'s ROLLBACK of that bet');
+        applied.set(rollbackId, { type: 'ROLLBACK', amount: staleBetAmount, roundId: round(4) });
         walletMoved(staleBetAmount, before, { status: 'OK', balance: entry!.balance });
         const events = closed!.history.map((h) => h.event.type);
         sent('auditor', `GET ${path}`, { status: 200, text: events.join(', ') });
@@ -365,6 +413,104 @@ export async function runStory(world: StoryWorld): Promise<StoryResult> {
         } while (unsettled !== 0 && Date.now() < until);
         sent('auditor', 'GET /v1/audit/transactions?status=unsettled', { ...res, text: `${unsettled} of ${player}` });
         check(unsettled === 0, 'the ledger holds no unsettled transaction of this player');
+      },
+    ],
+    [
+      `${op.id} reconciles: its transactions and a settlement statement of exactly the story's traffic (GET /v1/operator/reports/settlement)`,
+      async () => {
+        // The story's interval: from its start to now, when every transaction it made has been answered and
+        // the reconciler's refund seen applied. The statement then ends just after the last one recorded.
+        const from = storyStart.toISOString();
+        const listPath = `/v1/operator/transactions?from=${from}&to=${new Date(Date.now() + 1).toISOString()}`;
+        type Page = { transactions: OperatorTx[]; nextCursor: string | null };
+        const listAll = async (): Promise<{ res: ApiResponse<Page>; txs: OperatorTx[] | undefined; pages: number }> => {
+          const txs: OperatorTx[] = [];
+          let first: ApiResponse<Page> | undefined;
+          let cursor: string | null = null;
+          let pages = 0;
+          do {
+            const res: ApiResponse<Page> = await operatorApi.call<Page>('GET', cursor === null ? listPath : `${listPath}&cursor=${encodeURIComponent(cursor)}`);
+            first ??= res;
+            pages += 1;
+            if (res.status !== 200 || !Array.isArray(res.json?.transactions)) return { res, txs: undefined, pages };
+            txs.push(...res.json.transactions);
+            cursor = res.json.nextCursor;
+          } while (cursor !== null && pages < 20);
+          return { res: first, txs, pages };
+        };
+        /** The story's applied transactions the list does not show as applied (yet). */
+        const notYet = (txs: OperatorTx[]) => [...applied.keys()].filter((id) => !txs.some((t) => t.transactionId === id && t.status === 'applied'));
+
+        // The reconciliation routes are served from a read model that follows the ledger a moment behind.
+        const waitMs = 10_000;
+        const startedWaiting = Date.now();
+        let listed = await listAll();
+        while (listed.txs !== undefined && notYet(listed.txs).length > 0 && Date.now() - startedWaiting < waitMs) {
+          await sleep(100);
+          listed = await listAll();
+        }
+        const { res, txs, pages } = listed;
+        sent(op.id, `GET ${listPath}`, { ...res, text: txs ? `${txs.length} transaction(s) in ${pages} page(s), the read model caught up in ${Date.now() - startedWaiting} ms` : res.text });
+        must(txs !== undefined, 'the transactions list came back');
+        const missing = notYet(txs!);
+        const seen = (id: string) => txs!.find((t) => t.transactionId === id)?.status ?? 'not listed';
+        must(
+          missing.length === 0,
+          `the list shows all ${applied.size} transactions the story saw applied, as applied`,
+          `after ${Math.round(waitMs / 1000)} s the reconciliation read model still lacks ${missing.map((id) => `${id} (${seen(id)})`).join(', ')}`,
+        );
+        for (const t of txs!) print(`      ${t.recordedAt.slice(11, 23)}  ${t.type.padEnd(8)} ${String(t.amount).padStart(6)} ${t.currency}  ${t.status.padEnd(8)} ${t.roundId.padEnd(13)} ${t.transactionId}`);
+        const strangers = txs!.filter((t) => !applied.has(t.transactionId) || t.playerRef !== player);
+        check(
+          strangers.length === 0 && txs!.every((t) => t.amount === applied.get(t.transactionId)?.amount && t.type === applied.get(t.transactionId)?.type),
+          'and nothing else: no other transaction of the operator in the interval, each one\'s type and amount as sent',
+          strangers.map((t) => `${t.transactionId} ${t.type} ${t.amount} ${t.status} of ${t.playerRef}`).join(', '),
+        );
+
+        const to = new Date(Math.max(...txs!.map((t) => Date.parse(t.recordedAt))) + 1).toISOString();
+        examples.statement = { from, to };
+        const reportPath = `/v1/operator/reports/settlement?from=${from}&to=${to}`;
+        const report = await operatorApi.call<Statement>('GET', reportPath);
+        sent(op.id, `GET ${reportPath}`, { ...report, text: report.json?.lines ? `a statement of ${report.json.lines.length} line(s)` : report.text });
+        must(report.status === 200 && Array.isArray(report.json?.lines), 'the statement came back');
+        const statement = report.json!;
+
+        const fig = (f: Figure | undefined) => (f ? `${f.count} (${f.amountMinor})` : '-');
+        const figures = (f: StatementFigures) => `bets ${fig(f.bets)}, wins ${fig(f.wins)}, refunds ${fig(f.refunds)}, GGR ${f.ggrMinor}`;
+        print(`    statement [${statement.from}, ${statement.to}), figures as count (amount in minor units):`);
+        for (const l of statement.lines) print(`      line         ${l.providerId}/${l.gameId} ${l.currency}: ${figures(l)}`);
+        const unsettledText = Object.entries(statement.unsettled).map(([c, u]) => `${c}: pending ${fig(u.pending)}, failed ${fig(u.failed)}, dead ${fig(u.dead)}`);
+        print(`      unsettled    ${unsettledText.join('; ') || 'none'}`);
+        const adjustmentsText = Object.entries(statement.adjustments).map(([c, a]) => `${c}: credits ${fig(a.credits)}, debits ${fig(a.debits)}`);
+        print(`      adjustments  ${adjustmentsText.join('; ') || 'none'}`);
+        for (const [c, t] of Object.entries(statement.totals)) print(`      totals       ${c}: ${figures(t)}`);
+
+        // What the story itself sent and saw applied, the reconciler's refund included.
+        const tally = (type: string): Figure => {
+          const of = [...applied.values()].filter((t) => t.type === type);
+          return { count: of.length, amountMinor: of.reduce((sum, t) => sum + t.amount, 0) };
+        };
+        const mine: StatementFigures = { bets: tally('BET'), wins: tally('WIN'), refunds: tally('ROLLBACK'), ggrMinor: 0 };
+        mine.ggrMinor = mine.bets.amountMinor - mine.wins.amountMinor - mine.refunds.amountMinor;
+        print(`      the story's own tally: ${figures(mine)}`);
+        const same = (a: StatementFigures | undefined) => a !== undefined && isDeepStrictEqual({ bets: a.bets, wins: a.wins, refunds: a.refunds, ggrMinor: a.ggrMinor }, mine);
+        const [line] = statement.lines;
+        check(
+          statement.lines.length === 1 && line!.providerId === provider.id && line!.gameId === game.id && line!.currency === currency && same(line),
+          `one line, ${provider.id}/${game.id} ${currency}, whose bets, wins and refunds are the BETs, WINs and ROLLBACKs the story saw applied`,
+          statement.lines.map((l) => `${l.providerId}/${l.gameId} ${l.currency}: ${figures(l)}`).join('; '),
+        );
+        check(Object.keys(statement.totals).join() === currency && same(statement.totals[currency]), `the totals equal them: GGR = bets - wins - refunds = ${mine.ggrMinor}`);
+        const won = wallet.balanceOf(player) - start;
+        check(statement.totals[currency]?.ggrMinor === -won, `the operator's GGR is what ${player} won, negated (the wallet moved the balance by ${won > 0 ? '+' : ''}${won})`);
+        check(unsettledText.length === 0 && adjustmentsText.length === 0, 'nothing unsettled (pending, failed or dead) and no adjustments', `${unsettledText.join('; ')} ${adjustmentsText.join('; ')}`.trim());
+
+        const csv = await operatorApi.call('GET', reportPath, undefined, { accept: 'text/csv' });
+        sent(op.id, 'the same with Accept: text/csv', { ...csv, text: csv.contentType });
+        const rows = csv.text.split('\r\n').filter((r) => r !== '');
+        for (const r of rows) print(`      ${r}`);
+        const csvLine = [provider.id, game.id, currency, mine.bets.count, mine.bets.amountMinor, mine.wins.count, mine.wins.amountMinor, mine.refunds.count, mine.refunds.amountMinor, mine.ggrMinor].join(',');
+        check(csv.status === 200 && csv.contentType.startsWith('text/csv') && rows[0]?.startsWith('providerId,gameId,currency,') === true && rows.length === 2 && rows[1] === csvLine, 'as CSV: a header row and the same line');
       },
     ],
   ];

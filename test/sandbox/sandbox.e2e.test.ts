@@ -52,7 +52,7 @@ describe('npm run sandbox', () => {
   it('plays the whole story and exits 0 when every step behaved as expected', () => {
     expect(run.code, run.out).toBe(0);
     expect(run.out).not.toMatch(/^\s+FAIL\b/m);
-    expect(run.out).toMatch(/^Story complete: 13 steps, \d+ checks, all as expected\.$/m);
+    expect(run.out).toMatch(/^Story complete: 14 steps, \d+ checks, all as expected\.$/m);
   });
 
   it('reports each step with what was sent and what came back', () => {
@@ -71,6 +71,7 @@ describe('npm run sandbox', () => {
       expect.stringContaining('kicks'),
       expect.stringContaining('reconciler force-closes'),
       'Balances add up',
+      expect.stringContaining('reconciles: its transactions and a settlement statement'),
     ]);
     const out = run.out;
     // Statuses and balances from the demo wallet (it funds a new player with 100000).
@@ -90,6 +91,36 @@ describe('npm run sandbox', () => {
     expect(out).toMatch(/started with 100000, \d+ wallet movements, net \+25650, balance 125650/);
   });
 
+  it('ends with the operator\'s settlement statement of the story\'s own traffic, equal to what the story sent and saw', () => {
+    const last = run.out.slice(run.out.search(/^\[14\] /m));
+    expect(last).toMatch(/^\[14\] /);
+    // The transactions list, polled until the read model had caught up: the story's 10 applied transactions.
+    expect(last).toMatch(/GET \/v1\/operator\/transactions\?from=\S+Z&to=\S+Z {2}-> {2}200 10 transaction\(s\) in 1 page\(s\)/);
+    expect(last).toMatch(/^ {6}[\d:.]+ {2}ROLLBACK +400 EUR {2}applied +round-\w+-4 +stale-rollback:\w+-bet-4$/m);
+    // The statement over [story start, just after its last transaction), printed, and its figures checked.
+    const interval = /GET \/v1\/operator\/reports\/settlement\?from=(\S+)&to=(\S+) {2}-> {2}200 a statement of 1 line\(s\)/.exec(last);
+    expect(interval, last).not.toBeNull();
+    expect(Date.parse(interval![1]!)).toBeLessThan(Date.parse(interval![2]!));
+    const figures = 'bets 5 \\(1400\\), wins 3 \\(26350\\), refunds 2 \\(700\\), GGR -25650';
+    expect(last).toMatch(new RegExp(`^ {6}line {9}demo-studio/demo-fruit EUR: ${figures}$`, 'm'));
+    expect(last).toMatch(/^ {6}unsettled {4}none$/m);
+    expect(last).toMatch(/^ {6}adjustments {2}none$/m);
+    expect(last).toMatch(new RegExp(`^ {6}totals {7}EUR: ${figures}$`, 'm'));
+    expect(last).toMatch(new RegExp(`the story's own tally: ${figures}$`, 'm'));
+    for (const ok of [
+      'the list shows all 10 transactions the story saw applied, as applied',
+      'and nothing else: no other transaction of the operator in the interval',
+      'one line, demo-studio/demo-fruit EUR, whose bets, wins and refunds are the BETs, WINs and ROLLBACKs the story saw applied',
+      'the totals equal them: GGR = bets - wins - refunds = -25650',
+      'the operator\'s GGR is what ana-',
+      'nothing unsettled (pending, failed or dead) and no adjustments',
+      'as CSV: a header row and the same line',
+    ]) {
+      expect(last).toContain(`    ok    ${ok}`);
+    }
+    expect(last).toContain('      demo-studio,demo-fruit,EUR,5,1400,3,26350,2,700,-25650\n');
+  });
+
   it('then says where to look, with commands ready to paste', () => {
     const url = /^ {2}service +(http:\/\/127\.0\.0\.1:\d+)/m.exec(run.out)?.[1];
     expect(url).toBeDefined();
@@ -98,6 +129,7 @@ describe('npm run sandbox', () => {
     expect(run.out).toMatch(new RegExp(`curl -s -H "Authorization: Bearer \\$ADMIN_TOKEN" ${url}/metrics`));
     expect(run.out).toMatch(new RegExp(`'${url}/v1/audit/rounds/demo-studio/demo-casino/round-\\w+-1'`));
     expect(run.out).toContain(`'${url}/v1/audit/events?limit=50'`);
+    expect(run.out).toMatch(/^ {4}scripts\/signed-curl\.sh GET '\/v1\/operator\/reports\/settlement\?from=\S+Z&to=\S+Z' -H 'Accept: text\/csv'$/m);
     expect(run.out).toMatch(/^ {2}export ADMIN_TOKEN=sandbox-[0-9a-f]+$/m);
   });
 
@@ -214,7 +246,7 @@ describe.skipIf(process.env.TEST_EVENT_STORE === 'esdb')('npm run sandbox -- --a
   it('serves the demo partners where the catalog names them and plays the whole story through the stack', async () => {
     const run = await runSandbox(['--against', stack.url, '--catalog', catalogFile, '--exit'], { ADMIN_TOKEN, HOST: '127.0.0.1', LOG_LEVEL: 'silent', ...settings });
     expect(run.code, run.out).toBe(0);
-    expect(run.out).toMatch(/^Story complete: 13 steps, \d+ checks, all as expected\.$/m);
+    expect(run.out).toMatch(/^Story complete: 14 steps, \d+ checks, all as expected\.$/m);
   }, 60_000);
 
   it('refuses --against without the stack\'s catalog, and --catalog alone, with exit 2', async () => {
