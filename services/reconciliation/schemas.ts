@@ -13,10 +13,10 @@ const MAX_INTERVAL_MS = MAX_INTERVAL_DAYS * 86_400_000;
  * An RFC 3339 instant. A query string decodes an unencoded "+" as a space, so "…T00:00:00 01:00"
  * (which is no other valid form) is read as the "+01:00" the caller wrote.
  */
-const instant = (name: string) =>
+const instant = () =>
   z.preprocess(
     (v) => (typeof v === 'string' ? v.replace(/^(\d{4}-\d{2}-\d{2}T[\d:.]+) (\d{2}:\d{2})$/, '$1+$2') : v),
-    z.iso.datetime({ offset: true, message: `${name} must be an RFC 3339 date-time with a time zone, such as 2026-11-24T00:00:00Z` }),
+    z.iso.datetime({ offset: true, message: 'must be an RFC 3339 date-time with a time zone, such as 2026-11-24T00:00:00Z' }),
   );
 
 /** An instant in nanoseconds since the epoch, exact to the digits given (Date keeps milliseconds only). */
@@ -36,16 +36,16 @@ const interval = <T extends { from?: string | undefined; to?: string | undefined
 
 export const operatorStatusSchema = z.enum(OPERATOR_STATUSES);
 
-const limit = z
-  .string()
-  .regex(/^\d{1,4}$/, 'must be a whole number from 1 to 1000')
-  .transform(Number)
-  .refine((n) => n >= 1 && n <= 1000, 'must be a whole number from 1 to 1000');
+const limit = z.coerce
+  .number({ message: 'must be a whole number from 1 to 1000' })
+  .int('must be a whole number from 1 to 1000')
+  .min(1, 'must be a whole number from 1 to 1000')
+  .max(1000, 'must be a whole number from 1 to 1000');
 
 export const transactionsQuery = z
   .strictObject({
-    from: instant('from').optional(),
-    to: instant('to').optional(),
+    from: instant().optional(),
+    to: instant().optional(),
     roundId: z.string().min(1).max(255).optional(),
     gameId: z.string().min(1).max(200).optional(),
     playerRef: z.string().min(1).max(255).optional(),
@@ -69,7 +69,7 @@ export type TransactionsQuery = z.infer<typeof transactionsQuery>;
 export const roundQuery = z.strictObject({ gameId: z.string({ message: 'is needed (a roundId is unique only within its game)' }).min(1).max(200) });
 
 export const settlementQuery = z
-  .strictObject({ from: instant('from'), to: instant('to') })
+  .strictObject({ from: instant(), to: instant() })
   .superRefine((q, ctx) => interval(q, ctx));
 
 /** A TransactionRecord (contract section 9). */

@@ -239,6 +239,37 @@ describe('the OpenAPI document matches the running service', () => {
     conforms('get', '/v1/audit/transactions', await admin('GET', '/v1/audit/transactions?status=maybe'), 400);
   });
 
+  it('reconciliation routes: transactions, a round, the settlement statement as JSON and CSV, and their errors', async () => {
+    const token = await h.launch('doc-recon');
+    const roundId = `doc-r-${randomUUID()}`;
+    await h.tx(h.bet(token, { playerRef: 'doc-recon', roundId }));
+    await h.tx(h.bet(token, { playerRef: 'doc-recon', roundId, transactionId: `doc-win-${randomUUID()}`, type: 'WIN', roundComplete: true, amount: 250 }));
+    const round = `/v1/operator/rounds/${roundId}?gameId=fruit-1`;
+    // Served from a read model: wait until it shows the round.
+    await until(async () => (await op({ path: round })).status === 200);
+    conforms('get', '/v1/operator/rounds/{roundId}', await op({ path: round }), 200);
+    conforms('get', '/v1/operator/rounds/{roundId}', await op({ path: `/v1/operator/rounds/${roundId}` }), 400);
+    conforms('get', '/v1/operator/rounds/{roundId}', await op({ path: `/v1/operator/rounds/${roundId}?gameId=gems-2` }), 404);
+
+    const range = `from=${encodeURIComponent(new Date(Date.now() - 3_600_000).toISOString())}&to=${encodeURIComponent(new Date(Date.now() + 3_600_000).toISOString())}`;
+    const transactions = '/v1/operator/transactions';
+    const first = await op({ path: `${transactions}?${range}&playerRef=doc-recon&limit=1` });
+    conforms('get', transactions, first, 200);
+    const cursor = (first.json as { nextCursor: string | null }).nextCursor;
+    expect(cursor).not.toBeNull();
+    conforms('get', transactions, await op({ path: `${transactions}?${range}&playerRef=doc-recon&limit=1&cursor=${cursor!}` }), 200);
+    conforms('get', transactions, await op({ path: `${transactions}?roundId=${roundId}&gameId=fruit-1` }), 200);
+    conforms('get', transactions, await op({ path: `${transactions}?${range}&cursor=${cursor!}` }), 400);
+    conforms('get', transactions, await op({ path: `${transactions}?from=2026-11-01T00:00:00Z&to=2026-12-03T00:00:00Z` }), 400);
+
+    const settlement = '/v1/operator/reports/settlement';
+    conforms('get', settlement, await op({ path: `${settlement}?${range}` }), 200);
+    const csv = await op({ path: `${settlement}?${range}`, headers: { accept: 'text/csv' } });
+    conforms('get', settlement, csv, 200);
+    expect(csv.headers.get('content-type')).toMatch(/^text\/csv/);
+    conforms('get', settlement, await op({ path: `${settlement}?from=2026-11-01T00:00:00Z` }), 400);
+  });
+
   it('rate limiting answers 429 with Retry-After, as documented', async () => {
     const op2 = testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url }).operators[1]!;
     conforms('put', '/v1/admin/catalog', await admin('PUT', '/v1/admin/catalog', { operators: [{ ...op2, rateLimit: { limit: 1, windowSeconds: 1 } }] }), 200);

@@ -108,6 +108,27 @@ export const propertyDescriptions: Record<string, Record<string, string>> = {
     direction: 'ADJUSTMENT only; providers cannot submit one.',
     metadata: 'Forwarded to the wallet untouched; by convention `jackpot` on a WIN.',
   },
+  TransactionRecord: {
+    transactionId: "The id your wallet received (a provider's own, `stale-rollback:<bet id>` for the reconciler's rollbacks, `adj-…` for adjustments).",
+    gameId: '"" on an adjustment not tied to a game.',
+    roundId: '`adjustment:<transactionId>` on an adjustment.',
+    amount: 'Integer in minor units.',
+    recordedAt: 'When the service first recorded it (whole milliseconds): what a time range selects on.',
+  },
+  RoundDetails: {
+    status: '`open`; `complete` once a BET or WIN said `roundComplete`; `force-closed` when the reconciler closed it as stale (its open bets are then rolled back).',
+    openedAt: 'When its first transaction was recorded.',
+    closedAt: 'When it was completed or force-closed; absent while open.',
+    betMinor: 'Sum of its `applied` BETs.',
+    winMinor: 'Sum of its `applied` WINs.',
+    refundMinor: "Sum of its `applied` ROLLBACKs, the reconciler's included.",
+    transactions: 'Every transaction of the round, in the order they were recorded.',
+  },
+  SettlementStatement: {
+    from: 'Start of the interval (included), as asked.',
+    to: 'End of the interval (excluded), as asked.',
+    lines: "One per provider, game and currency with any `applied` BET, WIN or ROLLBACK (the reconciler's included) recorded in the interval; sorted by providerId, gameId, currency.",
+  },
   WalletTransactionRequest: {
     transactionId: 'Deduplicate on (playerRef, transactionId): a repeat must get the stored reply.',
     sessionToken: 'The session\'s token, or `system:stale-round-reconciler` / `system:admin-adjustment`.',

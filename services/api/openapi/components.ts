@@ -8,6 +8,7 @@ import { balanceResponse, gameListResponse, gameSummarySchema, kickBody, kickRes
 import { grantListResponse, grantSchema, grantStatusSchema, providerCancelRequest, providerGrantRequest, providerGrantResponse } from '../../grants/schemas.ts';
 import { replayResponse, transactionBody, transactionMetadata, transactionResponse, walletTransactionRequest } from '../../rounds/schemas.ts';
 import { balanceBody } from '../../sessions/balance.ts';
+import { operatorStatusSchema, roundDetails, settlementStatement, transactionRecordSchema, transactionsPage } from '../../reconciliation/schemas.ts';
 import {
   adjustmentResponse,
   auditEvent,
@@ -78,6 +79,19 @@ const named: Array<[z.ZodType, string, string?]> = [
   [roundHistory, 'RoundHistory'],
   [playerSessionsHistory, 'PlayerSessionsHistory'],
   [grantHistory, 'GrantHistory'],
+  [
+    operatorStatusSchema,
+    'TransactionStatus',
+    "A transaction's status as you reconcile it against your wallet. `applied`: your wallet answered OK. `declined`: a BET your wallet answered DECLINED. `pending`: not accepted by your wallet yet and still being attempted; a WIN, ROLLBACK or ADJUSTMENT stays pending while the service retries it (up to 24 h). `failed`: a BET whose only attempt failed or timed out; the service does not retry it, but the provider may resubmit it, and it then takes the status of your wallet's answer. `voided`: a BET rolled back before your wallet answered it; never sent again. `dead`: never sent again without your wallet having accepted it: retries stopped after 24 h, or your wallet answered DECLINED to a WIN, ROLLBACK or ADJUSTMENT.",
+  ],
+  [transactionRecordSchema, 'TransactionRecord', 'A transaction bound for your wallet, as recorded, with the status to reconcile. `providerId` is absent on an ADJUSTMENT, `direction` present only on one; `originalTransactionId` only on a ROLLBACK.'],
+  [transactionsPage, 'TransactionsPage', 'Transactions in the order they were recorded. Pass `nextCursor` as `cursor`, with the same other parameters, for the next page; it is null on the last one.'],
+  [roundDetails, 'RoundDetails', "One round: its status, the sums of its `applied` transactions, and every transaction in recorded order."],
+  [
+    settlementStatement,
+    'SettlementStatement',
+    'The statement of the transactions recorded in `[from, to)`, by their current status. `from` and `to` as asked. Amounts are exact integers in minor units; per-currency objects are keyed by currency code in text order. Declined and voided transactions count nowhere.',
+  ],
   [auditTransactions, 'AuditTransactions', 'Rows of the rm_transactions read model, column names as stored; amount is an integer in minor units (a JSON number, never a string).'],
   // What partners receive and answer (webhooks).
   [walletTransactionRequest, 'WalletTransactionRequest', 'A transaction as the operator wallet receives it: roundComplete is always present (false where meaningless), originalTransactionId only and always on a ROLLBACK, direction only and always on an ADJUSTMENT. Identical bytes on every retry.'],

@@ -38,6 +38,10 @@ const DESCRIPTION = `A seamless-wallet gaming aggregator: providers submit BET, 
 const tags = [
   { name: 'Operator API', description: 'Called by operators (casinos), signed with the operator secret. Guide: docs/operators.md.' },
   { name: 'Operator API: free spins', description: 'Free-spin grants: issue through the game\'s provider, list, read, cancel. Guide: docs/operators.md (free spins).' },
+  {
+    name: 'Operator API: reconciliation',
+    description: 'Your transactions with the status to reconcile against your wallet, one round, and the settlement statement (JSON or CSV). Guide: docs/operators.md (reconciling your wallet).',
+  },
   { name: 'Provider API', description: 'Called by providers (studios), signed with the provider secret. Guide: docs/providers.md.' },
   { name: 'Admin', description: 'Platform team, bearer ADMIN_TOKEN.' },
   { name: 'Audit', description: 'Read-only views of the history of record, bearer ADMIN_TOKEN.' },

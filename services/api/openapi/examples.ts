@@ -180,6 +180,114 @@ const grantEvent = {
   createdAt: '2026-11-21T16:20:00.123Z',
 };
 
+/**
+ * The reconciliation story: p1's round r-20261121-0001 as operator op-1 reads it back (the BET of
+ * recordedEvent and settledEvent, then a WIN of 250 that completes the round), the day's statement.
+ */
+const betRecord = {
+  transactionId: 'tx-bet-0001',
+  providerId: 'studio-a',
+  gameId: 'fruit-1',
+  roundId: 'r-20261121-0001',
+  playerRef: 'p1',
+  type: 'BET',
+  amount: 100,
+  currency: 'EUR',
+  status: 'applied',
+  walletBalance: 9900,
+  attempts: 1,
+  recordedAt: '2026-11-21T16:21:00.000Z',
+  settledAt: '2026-11-21T16:21:00.052Z',
+};
+const winRecord = {
+  ...betRecord,
+  transactionId: 'tx-win-0001',
+  type: 'WIN',
+  amount: 250,
+  walletBalance: 10150,
+  recordedAt: '2026-11-21T16:21:04.310Z',
+  settledAt: '2026-11-21T16:21:04.348Z',
+};
+/** A WIN the wallet has not accepted yet: retried, no reply balance, no settledAt. */
+const pendingWinRecord = {
+  transactionId: 'tx-win-0002',
+  providerId: 'studio-a',
+  gameId: 'fruit-1',
+  roundId: 'r-20261121-0002',
+  playerRef: 'p1',
+  type: 'WIN',
+  amount: 40,
+  currency: 'EUR',
+  status: 'pending',
+  attempts: 3,
+  recordedAt: '2026-11-21T16:22:00.000Z',
+};
+const staleRollbackRecord = {
+  transactionId: 'stale-rollback:tx-bet-0003',
+  providerId: 'studio-a',
+  gameId: 'fruit-1',
+  roundId: 'r-20261121-0003',
+  playerRef: 'p1',
+  type: 'ROLLBACK',
+  amount: 100,
+  currency: 'EUR',
+  originalTransactionId: 'tx-bet-0003',
+  status: 'applied',
+  walletBalance: 10050,
+  attempts: 1,
+  recordedAt: '2026-11-21T17:25:02.118Z',
+  settledAt: '2026-11-21T17:25:02.161Z',
+};
+const adjustmentRecord = {
+  transactionId: 'adj-5b0e8f3c-1d2a-4e6f-8a9b-0c1d2e3f4a5b',
+  gameId: '',
+  roundId: 'adjustment:adj-5b0e8f3c-1d2a-4e6f-8a9b-0c1d2e3f4a5b',
+  playerRef: 'p1',
+  type: 'ADJUSTMENT',
+  amount: 500,
+  currency: 'EUR',
+  direction: 'CREDIT',
+  status: 'applied',
+  walletBalance: 10550,
+  attempts: 1,
+  recordedAt: '2026-11-21T18:02:11.540Z',
+  settledAt: '2026-11-21T18:02:11.583Z',
+};
+
+/** The query of the transactions example (from, to, playerRef p1, limit 2) and the cursor its first page answered. */
+export const TRANSACTIONS_FROM = '2026-11-21T00:00:00Z';
+export const TRANSACTIONS_TO = '2026-11-22T00:00:00Z';
+export const TRANSACTIONS_CURSOR = 'eyJ2IjoxLCJzIjoicG9zdGdyZXMiLCJxIjoiTmJTRWdHZXBLcFU4aE5hOCIsImEiOiIxMDQ0LjEwNDQifQ';
+
+const figure = (count: number, amountMinor: number) => ({ count, amountMinor });
+const fruitEur = { bets: figure(1843, 412600), wins: figure(702, 371240), refunds: figure(3, 600), ggrMinor: 40760 };
+const fruitUsd = { bets: figure(215, 43000), wins: figure(81, 39350), refunds: figure(0, 0), ggrMinor: 3650 };
+const gemsEur = { bets: figure(96, 9600), wins: figure(40, 10400), refunds: figure(1, 100), ggrMinor: -900 };
+const settlement = {
+  from: '2026-11-21T00:00:00+01:00',
+  to: '2026-11-22T00:00:00+01:00',
+  lines: [
+    { providerId: 'studio-a', gameId: 'fruit-1', currency: 'EUR', ...fruitEur },
+    { providerId: 'studio-a', gameId: 'fruit-1', currency: 'USD', ...fruitUsd },
+    { providerId: 'studio-a', gameId: 'gems-2', currency: 'EUR', ...gemsEur },
+  ],
+  adjustments: { EUR: { credits: figure(1, 500), debits: figure(0, 0) } },
+  unsettled: { EUR: { pending: figure(1, 40), failed: figure(2, 300), dead: figure(0, 0) } },
+  totals: {
+    EUR: { bets: figure(1939, 422200), wins: figure(742, 381640), refunds: figure(4, 700), ggrMinor: 39860 },
+    USD: fruitUsd,
+  },
+};
+/** The same statement's lines as the CSV answer (RFC 4180, CRLF line ends). */
+export const settlementCsvExample = [
+  'providerId,gameId,currency,betCount,betAmountMinor,winCount,winAmountMinor,refundCount,refundAmountMinor,ggrMinor',
+  ...settlement.lines.map((l) =>
+    [l.providerId, l.gameId, l.currency, l.bets.count, l.bets.amountMinor, l.wins.count, l.wins.amountMinor, l.refunds.count, l.refunds.amountMinor, l.ggrMinor].join(','),
+  ),
+]
+  .map((row) => `${row}\r\n`)
+  .join('');
+
 /** Examples per component schema name (components.ts attaches them; each is parsed by its schema in the tests). */
 export const schemaExamples: Record<string, unknown[]> = {
   OpenApiDocument: [{ openapi: '3.1.1', info: { title: 'Seamless-wallet ledger API', version: '1.0.0' }, paths: {} }],
@@ -282,6 +390,26 @@ export const schemaExamples: Record<string, unknown[]> = {
       ],
     },
   ],
+  TransactionStatus: ['applied', 'pending'],
+  TransactionRecord: [betRecord, winRecord, pendingWinRecord, staleRollbackRecord, adjustmentRecord],
+  TransactionsPage: [{ transactions: [betRecord, winRecord], nextCursor: TRANSACTIONS_CURSOR }, { transactions: [pendingWinRecord, staleRollbackRecord, adjustmentRecord], nextCursor: null }],
+  RoundDetails: [
+    {
+      roundId: 'r-20261121-0001',
+      gameId: 'fruit-1',
+      providerId: 'studio-a',
+      playerRef: 'p1',
+      currency: 'EUR',
+      status: 'complete',
+      openedAt: betRecord.recordedAt,
+      closedAt: winRecord.recordedAt,
+      betMinor: 100,
+      winMinor: 250,
+      refundMinor: 0,
+      transactions: [betRecord, winRecord],
+    },
+  ],
+  SettlementStatement: [settlement],
   WalletTransactionRequest: Object.values(walletTransactionExamples).map((e) => e.value),
   ProviderGrantRequest: [
     { requestRef: GRANT_ID, operatorId: 'op-1', playerRef: 'p1', gameId: 'fruit-1', spins: 10, betAmountMinor: 20, currency: 'EUR', expiresAt: '2026-12-31T23:59:59Z' },
@@ -298,6 +426,7 @@ export const parameterExamples: Record<string, unknown> = {
   providerId: 'studio-a',
   operatorId: 'op-1',
   roundId: 'r-20261121-0001',
+  gameId: 'fruit-1',
   playerRef: 'p1',
   from: '1043.1043',
   limit: 100,

@@ -37,7 +37,11 @@ const options: z.core.ToJSONSchemaParams = {
       ? { type: 'object', additionalProperties: true, description: `Any JSON object, at most ${METADATA_MAX_BYTES} bytes as UTF-8 JSON, without a number too large for a double (e.g. 1e400).` }
       : 'throw',
   // zod spells out its date-time and uuid checks as long regular expressions; the format says it.
+  // A field's own description (`.meta({ description })`, kept in zod's global registry) is shown too:
+  // the components' metadata come from schemaNames, which replaces the global registry here.
   override: ({ zodSchema, jsonSchema }) => {
+    const own = z.globalRegistry.get(zodSchema)?.description;
+    if (own !== undefined && jsonSchema.description === undefined) jsonSchema.description = own;
     if (dateTimeStrings.has(zodSchema)) jsonSchema.format = 'date-time';
     if (jsonSchema.format === 'date-time' || jsonSchema.format === 'uuid') delete jsonSchema.pattern;
   },

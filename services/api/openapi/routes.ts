@@ -8,6 +8,7 @@ import { balanceResponse, gameListResponse, kickBody, kickResponse, launchBody, 
 import { grantListResponse, grantSchema } from '../../grants/schemas.ts';
 import { replayResponse, transactionBody, transactionResponse } from '../../rounds/schemas.ts';
 import { balanceBody, WALLET_PASSTHROUGH_HEADER } from '../../sessions/balance.ts';
+import { MAX_INTERVAL_DAYS, roundDetails, roundQuery, settlementQuery, settlementStatement, transactionsPage, transactionsQuery } from '../../reconciliation/schemas.ts';
 import {
   adjustmentResponse,
   auditTransactions,
@@ -27,7 +28,7 @@ import {
   walletBody,
 } from '../schemas.ts';
 import { openApiDocumentSchema, sharedResponses } from './components.ts';
-import { providerTransactionExamples, SESSION_TOKEN } from './examples.ts';
+import { providerTransactionExamples, SESSION_TOKEN, settlementCsvExample, TRANSACTIONS_CURSOR, TRANSACTIONS_FROM, TRANSACTIONS_TO } from './examples.ts';
 import { isShared, type HeaderSpec, type ResponseEntry, type ResponseSpec, type Responses, type RouteSpec } from './spec.ts';
 
 const json = (schema: z.ZodType, description: string): ResponseSpec => ({ description, content: { 'application/json': schema } });
@@ -202,6 +203,130 @@ A DEMO session never reaches your wallet.`,
       400: signedBadRequest('grant not cancellable: it is cancelled', '`id: expected a UUID`.', '`grant not cancellable: it is <status>` (pending, cancelled or failed).'),
       404: grantNotFound,
       502: error('`provider cancel failed: <reason>; the grant stays active, retry the cancel`.', 'provider cancel failed: provider answered 503; the grant stays active, retry the cancel'),
+      ...operatorErrors,
+    },
+  },
+];
+
+const CSV_HEADER = 'providerId,gameId,currency,betCount,betAmountMinor,winCount,winAmountMinor,refundCount,refundAmountMinor,ggrMinor';
+/** The statement's lines as CSV: the header row, then one row per line, each ended by CRLF. */
+const settlementCsv = z
+  .string()
+  .regex(new RegExp(`^${CSV_HEADER}\r\n`))
+  .meta({ description: `RFC 4180, CRLF line ends. The header row \`${CSV_HEADER}\`, then one row per line of the statement, in its order.` });
+
+/**
+ * The fields of the transactions query, without its either-or rule (a time range or a round), which
+ * JSON Schema parameters cannot show and the description states. Each parameter has an example, and
+ * the two selections' examples together would be refused.
+ */
+const transactionsQueryFields = z.strictObject(transactionsQuery.shape);
+
+const notSigned = 'The query string is not part of the signed target: sign the path only.';
+const interval400 = [
+  '`from: must be an RFC 3339 date-time with a time zone, such as 2026-11-24T00:00:00Z` (or `to: …`): malformed, or without a time zone.',
+  '`to: must be later than from (the interval is [from, to))`, `to: must be at most 31 days after from`.',
+];
+const unknownParameter = '`query: Unrecognized key: "<name>"`: a parameter the route does not take.';
+
+const reconciliationRoutes: RouteSpec[] = [
+  {
+    method: 'get',
+    path: '/v1/operator/transactions',
+    audience: 'operator',
+    operationId: 'listTransactions',
+    tag: 'Operator API: reconciliation',
+    summary: 'List your transactions with the status to reconcile',
+    description: `Every transaction bound for your wallet: the providers' BET, WIN and ROLLBACK, the reconciler's rollbacks (\`stale-rollback:<bet id>\`) and the platform team's ADJUSTMENTs, each with its TransactionStatus.
+
+- **Select** either a time range, \`from\` and \`to\` (RFC 3339 with a time zone; the half-open interval \`[from, to)\` of \`recordedAt\`, at most ${MAX_INTERVAL_DAYS} days), or a round, \`roundId\` with \`gameId\`; not both. Narrow with \`playerRef\` and \`status\`. Recording times are whole milliseconds, so a bound with more digits selects exactly what it says.
+- **Order:** the order in which the transactions were recorded.
+- **Paging:** pass \`nextCursor\` as \`cursor\`, with the other parameters unchanged, until it is null: every transaction of the query comes exactly once, even while new ones are being recorded. A cursor is opaque; it belongs to its query (other filters: 400) and to the event store that gave it (after the history moved to another store: 400, start again without a cursor).
+- Served from a read model: a new transaction, or a new status, shows a moment after it is recorded (normally milliseconds).
+
+${notSigned}`,
+    query: transactionsQueryFields,
+    paramDescriptions: {
+      from: 'Start of the time range (included), RFC 3339 with a time zone. With `to`; not with `roundId`.',
+      to: `End of the time range (excluded), at most ${MAX_INTERVAL_DAYS} days after \`from\`.`,
+      roundId: 'One round, with `gameId`; not with a time range.',
+      gameId: "The round's game (a roundId is unique only within its game). Only with `roundId`.",
+      playerRef: "Only this player's transactions.",
+      status: 'Only transactions in this status.',
+      limit: 'Transactions per page, 1 to 1000; 100 when omitted.',
+      cursor: "`nextCursor` of the previous page, as it was answered, with this page's other parameters unchanged.",
+    },
+    paramExamples: { from: TRANSACTIONS_FROM, to: TRANSACTIONS_TO, status: 'applied', limit: '2', cursor: TRANSACTIONS_CURSOR },
+    responses: {
+      200: json(transactionsPage, 'A page of transactions, in recorded order.'),
+      400: signedBadRequest(
+        `to: must be at most ${MAX_INTERVAL_DAYS} days after from`,
+        '`query: a time range (from and to) or a round (roundId with gameId) is needed`, `query: either from and to, or roundId with gameId, not both`, `from: is needed with to`, `to: is needed with from`, `gameId: is needed with roundId (a roundId is unique only within its game)`, `gameId: applies only with roundId`.',
+        ...interval400,
+        '`status: must be one of applied, declined, pending, failed, voided, dead`, `limit: must be a whole number from 1 to 1000`.',
+        '`cursor: not a cursor this service gave (pass nextCursor as it was answered)`, `cursor: it belongs to another query (keep from, to, roundId, gameId, playerRef and status as they were)`, `cursor: the history has moved to another event store since it was given; start again without a cursor`.',
+        unknownParameter,
+      ),
+      ...operatorErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/operator/rounds/{roundId}',
+    audience: 'operator',
+    operationId: 'getRound',
+    tag: 'Operator API: reconciliation',
+    summary: 'Read one round with its transactions',
+    description: `One round of yours: its player, provider and currency, its status, when it opened and closed, the sums of its \`applied\` BETs, WINs and ROLLBACKs, and every transaction with its TransactionStatus, in recorded order. A roundId is unique only within its game: \`gameId\` is required. Served from a read model, like the transactions list.
+
+${notSigned}`,
+    pathParams: z.object({ roundId: z.string().min(1).max(255) }),
+    query: roundQuery,
+    paramDescriptions: { roundId: "The provider's roundId, URL-encoded.", gameId: "The round's game." },
+    responses: {
+      200: json(roundDetails, 'The round.'),
+      400: signedBadRequest(
+        'gameId: is needed (a roundId is unique only within its game)',
+        '`gameId: is needed (a roundId is unique only within its game)`.',
+        '`roundId: expected at most 255 characters`.',
+        unknownParameter,
+      ),
+      404: error('`round not found`: no round with this roundId and gameId under your tenant (another operator\'s or another game\'s round looks the same).'),
+      ...operatorErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/operator/reports/settlement',
+    audience: 'operator',
+    operationId: 'settlementStatement',
+    tag: 'Operator API: reconciliation',
+    summary: 'Your settlement statement for an interval, as JSON or CSV',
+    description: `The statement of your transactions recorded in \`[from, to)\` (RFC 3339 with a time zone, at most ${MAX_INTERVAL_DAYS} days), from each one's current TransactionStatus:
+
+- \`lines\`: per provider, game and currency, the \`applied\` BETs (\`bets\`), WINs (\`wins\`) and ROLLBACKs (\`refunds\`, the reconciler's included), each \`{count, amountMinor}\`, and \`ggrMinor\` = bets − wins − refunds (may be negative). Sorted by providerId, gameId, currency.
+- \`adjustments\`: per currency, the \`applied\` ADJUSTMENTs: \`credits\` and \`debits\`.
+- \`unsettled\`: per currency, what your wallet has not accepted: the \`pending\`, \`failed\` and \`dead\` transactions of every type, adjustments included.
+- \`totals\`: per currency, the lines added up.
+
+Declined and voided transactions moved no money and count nowhere; a ROLLBACK counts in \`refunds\` once applied, even when its BET is \`failed\`, \`voided\` or \`declined\` and so not in \`bets\`. The figures are the sums over \`GET /v1/operator/transactions\` for the same interval. Asked again, a past interval gives the same statement, unless one of its \`pending\` transactions settles meanwhile: it then moves from \`unsettled\` into the lines. Amounts are exact JSON integers.
+
+**CSV:** with \`Accept: text/csv\` (or any Accept that prefers it to \`application/json\`) the answer is the lines only, as CSV (RFC 4180, CRLF line ends) under the header row \`${CSV_HEADER}\`; adjustments, unsettled and totals are in the JSON only. Otherwise the answer is JSON.
+
+${notSigned}`,
+    query: settlementQuery,
+    paramDescriptions: {
+      from: 'Start of the interval (included), RFC 3339 with a time zone, e.g. your midnight: `2026-11-21T00:00:00+01:00`.',
+      to: `End of the interval (excluded), at most ${MAX_INTERVAL_DAYS} days after \`from\`.`,
+    },
+    paramExamples: { from: '2026-11-21T00:00:00+01:00', to: '2026-11-22T00:00:00+01:00' },
+    responses: {
+      200: {
+        description: 'The statement: JSON, or its lines as CSV when `Accept: text/csv`.',
+        content: { 'application/json': settlementStatement, 'text/csv': settlementCsv },
+        examples: { 'text/csv': settlementCsvExample },
+      },
+      400: signedBadRequest(`to: must be at most ${MAX_INTERVAL_DAYS} days after from`, ...interval400, unknownParameter),
       ...operatorErrors,
     },
   },
@@ -496,4 +621,4 @@ const publicRoutes: RouteSpec[] = [
 ];
 
 /** Every route the API serves, in the order the document lists them. */
-export const routes: RouteSpec[] = [...operatorRoutes, ...providerRoutes, ...adminRoutes, ...auditRoutes, ...publicRoutes];
+export const routes: RouteSpec[] = [...operatorRoutes, ...reconciliationRoutes, ...providerRoutes, ...adminRoutes, ...auditRoutes, ...publicRoutes];

@@ -8,6 +8,9 @@ import type { gameSummarySchema } from '../../sessions/schemas.ts';
 import type { grantSchema } from '../../grants/schemas.ts';
 import type { walletTransactionRequest } from '../../rounds/schemas.ts';
 import type { adjustmentResponse, projectionsResponse, roundState } from '../schemas.ts';
+import type { RoundRecord } from '../../reconciliation/queries.ts';
+import type { roundDetails, settlementStatement } from '../../reconciliation/schemas.ts';
+import type { Statement, StatementLine } from '../../reconciliation/statement.ts';
 
 // Compile-time ties between the documented schemas and the types the code builds responses and
 // outbound bodies from: a field added to one side only fails `npm run typecheck`.
@@ -23,4 +26,8 @@ export const schemaTypeChecks = [
   same<z.infer<typeof adjustmentResponse>['status'], TxStatus>(true),
   same<z.infer<typeof roundState>['transactions'][number]['status'], TxStatus>(true),
   same<z.infer<typeof roundState>['transactions'][number]['origin'], Origin>(true),
+  // The statement is built with bigint sums: its fields, not their types, are what can drift apart.
+  same<keyof z.infer<typeof settlementStatement>, keyof Statement>(true),
+  same<keyof z.infer<typeof settlementStatement>['lines'][number], keyof StatementLine>(true),
+  same<z.infer<typeof roundDetails>['status'], RoundRecord['status']>(true),
 ] as const;
