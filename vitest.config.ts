@@ -33,6 +33,8 @@ export default defineConfig({
             'test/money/round-cache.e2e.test.ts',
             'test/money/audit-verify.e2e.test.ts',
             'test/money/audit-routes.e2e.test.ts',
+            'test/money/time-travel.e2e.test.ts',
+            'test/money/chain.e2e.test.ts',
             'test/operator/**/*.e2e.test.ts',
             'test/sandbox/**/*.e2e.test.ts',
           ],

@@ -109,8 +109,8 @@ export interface Projection {
    * with search_path pointing at a scratch schema holding tables of the same shape.
    */
   tables: ReadModelTable[];
-  /** The event types it reads; a batch with none of them only moves the checkpoint. */
-  eventTypes: ReadonlySet<string>;
+  /** The event types it reads ('all': every event); a batch with none of them only moves the checkpoint. */
+  eventTypes: ReadonlySet<string> | 'all';
   /**
    * Applies the batch's events of its types, in log order, inside the runner's transaction. Must
    * depend only on the events and the rows, so a rebuild gives the same rows.
@@ -125,6 +125,9 @@ export interface Projection {
    */
   gatherMs?: number;
 }
+
+/** Whether the projection reads events of this type. */
+export const handles = (projection: Pick<Projection, 'eventTypes'>, type: string): boolean => projection.eventTypes === 'all' || projection.eventTypes.has(type);
 
 /** See Projection.gatherMs: at 100 tx/s, 100 ms instead of 25 cut Postgres' CPU by a quarter in `npm run bench`. */
 const GATHER_MS = 100;
@@ -240,7 +243,7 @@ export async function readCheckpoint(db: Pool | PoolClient, name: string): Promi
 export async function applyBatch(pool: Pool, projection: Projection, from: Position, events: RecordedEvent[], passedBefore = 0): Promise<Position> {
   const last = events[events.length - 1];
   if (!last) return from;
-  const relevant = events.filter((e) => projection.eventTypes.has(e.type));
+  const relevant = events.filter((e) => handles(projection, e.type));
   const client = await pool.connect();
   try {
     // Nothing to write: moving the checkpoint is a single statement, no transaction needed.
@@ -295,7 +298,7 @@ export async function applyBatchOrName(pool: Pool, projection: Projection, from:
     let passed = passedBefore;
     let last: RecordedEvent | undefined;
     for (const e of events) {
-      if (!projection.eventTypes.has(e.type)) {
+      if (!handles(projection, e.type)) {
         passed++;
         last = e;
         continue;
@@ -412,7 +415,7 @@ export class ProjectionRunner {
       const seq = this.store.appendSeq();
       const events = await this.store.readAll({ from: position, maxCount: this.batchSize });
       if (events.length > 0) {
-        const useful = events.some((e) => this.projection.eventTypes.has(e.type));
+        const useful = events.some((e) => handles(this.projection, e.type));
         if (useful || Date.now() - passed.since >= CHECKPOINT_EVERY_MS) {
           stored = position = await applyBatchOrName(this.pool, this.projection, stored, events, passed.count);
           passed = { count: 0, last: undefined, since: Date.now() };

@@ -5,6 +5,7 @@ import { eventStoreMigrations } from '../shared/eventstore/postgres.ts';
 import { registryMigrations } from '../shared/eventstore/registry.ts';
 import { readModelMigrations } from './read-models.ts';
 import { sessionsMigrations } from './sessions/store.ts';
+import { chainMigrations } from './chain/projection.ts';
 
 /** The service's whole database schema, in the order it is built; every process applies it at start. */
 export const allMigrations: Migration[] = [
@@ -14,4 +15,5 @@ export const allMigrations: Migration[] = [
   ...registryMigrations,
   ...sessionsMigrations,
   ...readModelMigrations,
+  ...chainMigrations,
 ];

@@ -21,6 +21,9 @@ import { balanceRoutes } from './sessions/balance.ts';
 import { transactionRoutes } from './rounds/routes.ts';
 import { replayRoutes } from './rounds/replay.ts';
 import { reconciliationRoutes } from './reconciliation/routes.ts';
+import { chainProjection } from './chain/projection.ts';
+import { signingKey, startCheckpointSigner } from './chain/checkpoints.ts';
+import { chainAuditRoutes, historyRoutes } from './chain/routes.ts';
 import { grantRoutes } from './grants/routes.ts';
 import { adjustmentRoutes } from './rounds/adjustments.ts';
 import { auditRoutes } from './audit/routes.ts';
@@ -144,12 +147,15 @@ export async function startService(config: Config, logger: Logger = createLogger
   const ctx: ServiceContext = { config, logger, pool, redis, eventStore, catalog, background: new BackgroundTasks(), now: () => new Date(), metrics: createMetrics() };
 
   const runners: ProjectionRunner[] = [];
+  let signer: { stop(): Promise<void> } | undefined;
   if (config.roles.includes('projector')) {
-    for (const projection of allProjections()) {
+    // The read models, and the hash chain beside them (run the same way, but never rebuilt).
+    for (const projection of [...allProjections(), chainProjection]) {
       const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
       runner.start();
       runners.push(runner);
     }
+    signer = startCheckpointSigner(pool, await signingKey(pool, config.chainSigningKey), config.chainCheckpointSeconds, logger);
     ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool), logger });
   }
 
@@ -182,10 +188,10 @@ export async function startService(config: Config, logger: Logger = createLogger
   const server = http.createServer(
     config.roles.includes('api')
       ? createApp(ctx, {
-          operator: [sessionRoutes(ctx, ledger.recorder), replayRoutes(ctx), grantRoutes(ctx), reconciliationRoutes(ctx)],
+          operator: [sessionRoutes(ctx, ledger.recorder), replayRoutes(ctx), grantRoutes(ctx), reconciliationRoutes(ctx), historyRoutes(ctx)],
           provider: [balanceRoutes(ctx), transactionRoutes(ctx, ledger)],
           admin: [adjustmentRoutes(ctx, ledger)],
-          audit: [auditRoutes(ctx)],
+          audit: [auditRoutes(ctx), chainAuditRoutes(ctx)],
         })
       : createOpsApp(ctx),
   );
@@ -217,6 +223,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       }
       await reconciler?.close();
       await worker?.close();
+      await signer?.stop();
       await Promise.all(runners.map((r) => r.stop()));
       await ctx.background.drain();
       await ledger.recorder.close();

@@ -1,3 +1,4 @@
+import { createPrivateKey } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { z } from 'zod';
 
@@ -66,6 +67,21 @@ const envSchema = z.object({
   RECOVERY_SWEEP_SECONDS: positiveInt(10),
   // Each operator's retries have slots of their own (contract section 8, rule 8): this many per operator.
   DISPATCH_CONCURRENCY_PER_OPERATOR: positiveInt(32),
+  // The hash chain's checkpoints (contract section 10): how often they are signed, and with which key.
+  CHAIN_CHECKPOINT_SECONDS: positiveInt(60),
+  CHAIN_SIGNING_KEY: z
+    .string()
+    // A PEM passed through an environment file often has its line breaks written as \n.
+    .transform((v) => v.replaceAll('\\n', '\n'))
+    .superRefine((v, ctx) => {
+      try {
+        const key = createPrivateKey(v);
+        if (key.asymmetricKeyType !== 'ed25519') ctx.addIssue({ code: 'custom', message: `expected an Ed25519 private key, got ${key.asymmetricKeyType ?? 'another kind'}` });
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'expected an Ed25519 private key as a PKCS#8 PEM (-----BEGIN PRIVATE KEY-----)' });
+      }
+    })
+    .optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -88,6 +104,9 @@ export interface Config {
   dispatchRetryWindowSeconds: number;
   recoverySweepSeconds: number;
   dispatchConcurrencyPerOperator: number;
+  chainCheckpointSeconds: number;
+  /** PKCS#8 PEM; unset: a key generated once and kept in the database. */
+  chainSigningKey: string | undefined;
   logLevel: string;
 }
 
@@ -123,6 +142,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dispatchRetryWindowSeconds: e.DISPATCH_RETRY_WINDOW_SECONDS,
     recoverySweepSeconds: e.RECOVERY_SWEEP_SECONDS,
     dispatchConcurrencyPerOperator: e.DISPATCH_CONCURRENCY_PER_OPERATOR,
+    chainCheckpointSeconds: e.CHAIN_CHECKPOINT_SECONDS,
+    chainSigningKey: e.CHAIN_SIGNING_KEY,
     logLevel: e.LOG_LEVEL,
   };
 }

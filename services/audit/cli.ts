@@ -15,10 +15,12 @@ import { checkCheckpointStore, CheckpointStoreMismatch, setCheckpointStore } fro
 import type { Pool } from '../../shared/db/pool.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
+import { verifyChain } from '../chain/verify.ts';
 import { rebuildProjection, verifyProjection, type Difference } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 const USAGE = `usage: npm run audit -- verify|rebuild [--projection NAME]
+       npm run audit -- verify-chain
        npm run audit -- migrate-events --to STORE
 
 Audits the read models of the ledger whose database DATABASE_URL names (default postgres://127.0.0.1:5432/ledger)
@@ -28,6 +30,8 @@ and whose event store EVENT_STORE names (default postgres).
                      row by row with the live ones
   rebuild            replace the live read models with a fresh rebuild, safely while the service runs
   --projection NAME  only this read model: ${PROJECTIONS.join(', ')} (default: every one)
+  verify-chain       recompute the hash chain from the stored events and check every link, every
+                     operator's link and every signed checkpoint (its link and its signature)
   migrate-events     copy the whole history from EVENT_STORE to the store --to names (every stream, in
                      order, with its event ids and metadata), check that both hold the same events, then
                      rebuild the read models from the new store. Stop every process of the service first;
@@ -36,8 +40,8 @@ and whose event store EVENT_STORE names (default postgres).
                      connection string (esdb://host:2113?tls=false)
   --help             this text
 
-Exit status: 0 everything matches (or was rebuilt, or moved), 1 verify or the copy check found a difference,
-2 nothing was done: bad usage, a database that does not exist or holds no ledger (audit never creates one),
+Exit status: 0 everything matches (or was rebuilt, or moved, or the chain holds), 1 verify or the copy check
+found a difference, or verify-chain a break (it names the first position that breaks), 2 nothing was done: bad usage, a database that does not exist or holds no ledger (audit never creates one),
 an empty history, a target that is the store already in use.`;
 
 function progressBar(label: string, total: number | undefined): { update(n: number): void; done(): void } {
@@ -139,12 +143,34 @@ async function migrateEvents(pool: Pool, source: EventStore, setting: string, da
   }
 }
 
+/** verify-chain: 0 intact, 1 the first break named, 2 nothing to verify. */
+async function verifyChainCommand(pool: Pool, store: EventStore, where: string, total: number | undefined): Promise<number> {
+  if ((await store.readAll({ from: START, maxCount: 1 })).length === 0) return fail(`the history is empty: nothing to verify in ${where}`);
+  const bar = progressBar('chain', total);
+  const report = await verifyChain(pool, store, bar.update);
+  bar.done();
+  const rate = Math.round(report.events / Math.max(report.seconds, 0.001));
+  if (report.broken) {
+    const b = report.broken;
+    process.stdout.write(`chain broken at event #${b.count}${b.position !== undefined ? ` (position ${b.position}${b.stream !== undefined ? `, stream ${b.stream}` : ''})` : ''}: ${b.what}\n`);
+    process.stdout.write(`  ${report.events} event(s) read before the break, ${rate} events/s\n`);
+    return 1;
+  }
+  if (report.events === 0) return fail('the chain links nothing yet: it is written by the projector role, which has not run on this history');
+  process.stdout.write(`chain intact: ${report.events} events linked and verified, ${report.checkpoints} signed checkpoint(s) valid, in ${report.seconds.toFixed(1)} s (${rate} events/s)\n`);
+  if (report.unlinked > 0) process.stdout.write(`  ${report.unlinked} newer event(s) not linked yet (the projector role links them as they come): not verified\n`);
+  return 0;
+}
+
 async function main(): Promise<number> {
   const cli: Cli = new Cli('audit', USAGE);
   const { values, positionals } = cli.parse({ options: { projection: { type: 'string' }, to: { type: 'string' }, help: { type: 'boolean' } }, allowPositionals: true });
   const [command, ...extra] = positionals;
-  if (command === undefined) cli.fail('a command is needed: verify, rebuild or migrate-events');
-  if (command !== 'verify' && command !== 'rebuild' && command !== 'migrate-events') cli.fail(`unknown command "${command}": verify, rebuild or migrate-events`);
+  if (command === undefined) cli.fail('a command is needed: verify, rebuild, verify-chain or migrate-events');
+  if (command !== 'verify' && command !== 'rebuild' && command !== 'verify-chain' && command !== 'migrate-events') {
+    cli.fail(`unknown command "${command}": verify, rebuild, verify-chain or migrate-events`);
+  }
+  if (command === 'verify-chain' && values.projection !== undefined) cli.fail('--projection does not apply to verify-chain: the chain is not a read model');
   if (extra.length > 0) cli.fail(`Unexpected argument '${extra[0]}': one command only`);
   const only = values.projection;
   if (only !== undefined && !PROJECTIONS.includes(only)) cli.fail(`no projection named "${only}"; known: ${PROJECTIONS.join(', ')}`);
@@ -189,6 +215,7 @@ async function main(): Promise<number> {
       throw err;
     }
     if (target !== undefined) return await migrateEvents(pool, store, target, config.databaseUrl, total);
+    if (command === 'verify-chain') return await verifyChainCommand(pool, store, where, total);
     if (command === 'verify' && (await store.readAll({ from: START, maxCount: 1 })).length === 0) {
       // Empty read models "match" an empty history: nothing would have been checked.
       return fail(`the history is empty: nothing to verify in ${where}`);

@@ -1,7 +1,6 @@
 import { canonicalJson } from '../../shared/canonical.ts';
-import { START, type EventStore, type ExpectedRevision, type Position, type RecordedEvent } from '../../shared/eventstore/port.ts';
-
-const PAGE = 500;
+import { type EventStore, type ExpectedRevision, type RecordedEvent } from '../../shared/eventstore/port.ts';
+import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 
 export interface CopyResult {
   events: number;
@@ -37,41 +36,6 @@ export async function copyEvents(source: EventStore, target: EventStore, progres
     progress?.(events);
   }
   return { events, streams: streams.size };
-}
-
-/** How long a log may hold back its committed tail before the move gives up (see wholeLog). */
-export const SETTLE_TIMEOUT_MS = 60_000;
-
-/**
- * The store's whole log, page by page, to its last committed event. Postgres's log shows an event only
- * once every transaction older than it has ended (the reader's rule that no event is ever passed over),
- * so a transaction held open anywhere on the server, even in another database, holds its tail back. A
- * move must not stop at that tail: when the log ends short of the events the store holds, it waits for
- * the tail and goes on from where it was, and gives up (throws) after `SETTLE_TIMEOUT_MS`.
- */
-export async function* wholeLog(store: EventStore, settleTimeoutMs = SETTLE_TIMEOUT_MS): AsyncGenerator<RecordedEvent[]> {
-  let from: Position = START;
-  let read = 0;
-  let waitingSince: number | undefined;
-  for (;;) {
-    const page = await store.readAll({ from, maxCount: PAGE });
-    if (page.length > 0) {
-      waitingSince = undefined;
-      read += page.length;
-      from = page[page.length - 1]!.position;
-      yield page;
-      if (page.length === PAGE) continue;
-    }
-    const held = await store.eventCount();
-    if (held === undefined || read >= held) return;
-    waitingSince ??= Date.now();
-    if (Date.now() - waitingSince > settleTimeoutMs) {
-      throw new Error(
-        `the ${store.kind} store's log still shows ${read} of its ${held} events after ${Math.round(settleTimeoutMs / 1000)} s: a transaction held open on its server holds the rest back; end it and run again`,
-      );
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 export interface CopyDifference {

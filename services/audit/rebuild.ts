@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Projection } from '../../projections/runner.ts';
+import { handles, type Projection } from '../../projections/runner.ts';
 import { withTransaction, type Pool, type PoolClient } from '../../shared/db/pool.ts';
 import { comparePositions, START, type EventStore, type Position } from '../../shared/eventstore/port.ts';
 
@@ -49,7 +49,7 @@ export async function replayInto(
       if (own) await client.query('BEGIN');
       await client.query(`SET LOCAL search_path TO ${schema}, public`);
       for (const p of projections) {
-        const relevant = cut.filter((e) => p.eventTypes.has(e.type));
+        const relevant = cut.filter((e) => handles(p, e.type));
         if (relevant.length > 0) await p.apply(relevant, client);
       }
       if (own) await client.query('COMMIT');

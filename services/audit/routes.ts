@@ -7,7 +7,7 @@ import { transactionsIn } from '../rounds/queries.ts';
 import { roundStream } from '../rounds/events.ts';
 import { openSessions, playerSessionsDecider, type PlayerSessionsState } from '../sessions/decider.ts';
 import { sessionsOfPlayer } from '../sessions/queries.ts';
-import { playerSessionsStream } from '../sessions/events.ts';
+import { playerSessionsStream, type SessionEvent } from '../sessions/events.ts';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import type { Decider, DomainEvent, Refusal } from '../../shared/decider.ts';
 import { START, type RecordedEvent } from '../../shared/eventstore/port.ts';
@@ -34,6 +34,48 @@ function history<S, E extends DomainEvent>(events: RecordedEvent[], decider: Pic
   });
 }
 
+/**
+ * Time travel (contract section 10): `asOf`, an RFC 3339 instant with a time zone. A query string
+ * decodes an unencoded "+" as a space, so "…T10:00:00 01:00" (no other valid form) is read as the
+ * "+01:00" the caller wrote.
+ */
+export const asOfQuery = z.object({
+  asOf: z
+    .preprocess(
+      (v) => (typeof v === 'string' ? v.replace(/^(\d{4}-\d{2}-\d{2}T[\d:.]+) (\d{2}:\d{2})$/, '$1+$2') : v),
+      z.iso.datetime({ offset: true, message: 'not an RFC 3339 date-time with a time zone, such as 2026-11-24T10:00:00.000Z' }),
+    )
+    .optional(),
+});
+
+/**
+ * The events of a stream recorded at or before `asOf` (all of them without it). An event's time is
+ * its createdAt as these routes show it, in milliseconds (the store's own time of the append), so an
+ * event shown at exactly `asOf` is included, and digits of `asOf` past the millisecond change nothing
+ * (Date.parse drops them). The stream's prefix up to the first later event is taken, so the fold is
+ * always a state the stream really passed through, even were two appends' clocks out of order.
+ */
+function recordedBy(events: RecordedEvent[], asOf: string | undefined): RecordedEvent[] {
+  if (asOf === undefined) return events;
+  const limit = Date.parse(asOf);
+  const later = events.findIndex((e) => e.createdAt.getTime() > limit);
+  return later === -1 ? events : events.slice(0, later);
+}
+
+/**
+ * A stream's history folded up to `asOf`: `history` as without it, restricted to the events recorded by
+ * then, plus `asOf` (echoed), `position` (of the last event folded, null when none was recorded yet)
+ * and `state` (the state then, in the view the history uses: the decider's initial state when none).
+ * Without `asOf` the answer is the history alone, as before (the response schemas of
+ * services/api/schemas.ts are closed objects; `state` and `position` join them there first).
+ */
+function timeTravel<S, E extends DomainEvent>(events: RecordedEvent[], asOf: string | undefined, decider: Pick<Decider<never, S, E, Refusal>, 'initialState' | 'evolve'>, view: (s: S) => unknown) {
+  const folded = recordedBy(events, asOf);
+  const entries = history(folded, decider, view);
+  if (asOf === undefined) return { history: entries };
+  return { asOf, position: folded.at(-1)?.position ?? null, state: entries.at(-1)?.stateAfter ?? view(decider.initialState()), history: entries };
+}
+
 const roundView = (s: RoundState) => ({
   completed: isClosed(s),
   playerRef: s.status === 'new' ? undefined : s.playerRef,
@@ -54,6 +96,25 @@ const roundView = (s: RoundState) => ({
 });
 
 const sessionsView = (s: PlayerSessionsState) => ({ openSessions: openSessions(s).map((o) => ({ token: o.token, providerId: o.providerId, expiresAt: o.expiresAt, demo: o.demo })) });
+
+/**
+ * The rows `sessionsOfPlayer` answers (session_tokens joined with rm_sessions), derived from a
+ * player's session events as the sessions projection derives them: a kick ends every session started
+ * before it and not ended yet.
+ */
+function sessionRowsOf(events: RecordedEvent[]) {
+  const rows: Array<{ token: string; provider_id: string; game_id: string; currency: string; language: string | null; demo: boolean; created_at: string; expires_at: string; revoked_at: string | null }> = [];
+  for (const recorded of events) {
+    const e = recorded as unknown as SessionEvent;
+    if (e.type === 'SessionStarted') {
+      const d = e.data;
+      rows.push({ token: d.token, provider_id: d.providerId, game_id: d.gameId, currency: d.currency, language: d.language ?? null, demo: d.demo, created_at: d.createdAt, expires_at: d.expiresAt, revoked_at: null });
+    } else if (e.type === 'SessionsRevoked') {
+      for (const row of rows) row.revoked_at ??= e.data.revokedAt;
+    }
+  }
+  return rows;
+}
 
 export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) });
 /**
@@ -95,24 +156,32 @@ export function auditRoutes(ctx: ServiceContext): Router {
   });
 
   router.get('/rounds/:providerId/:operatorId/:roundId', async (req, res) => {
+    const { asOf } = parseOr400(asOfQuery, req.query, 'query');
     const stream = roundStream(String(req.params.providerId), String(req.params.operatorId), String(req.params.roundId));
     const events = await ctx.eventStore.readStream(stream);
     if (events.length === 0) throw notFound('round not found');
-    res.json({ streamId: stream, history: history(events, roundDecider, roundView) });
+    res.json({ streamId: stream, ...timeTravel(events, asOf, roundDecider, roundView) });
   });
 
   router.get('/players/:operatorId/:playerRef/sessions', async (req, res) => {
+    const { asOf } = parseOr400(asOfQuery, req.query, 'query');
     const operatorId = String(req.params.operatorId);
     const playerRef = String(req.params.playerRef);
     const events = await ctx.eventStore.readStream(playerSessionsStream(operatorId, playerRef));
     if (events.length === 0) throw notFound('no sessions for this player');
-    res.json({ history: history(events, playerSessionsDecider, sessionsView), sessions: await sessionsOfPlayer(ctx.pool, operatorId, playerRef) });
+    // `sessions`: every session launched, with when a kick ended it. Now, the read model's rows. As of
+    // `asOf`, the same rows as they stood then, from the events folded: the sessions launched by then,
+    // `revoked_at` set only by a kick recorded by then. (The read model holds today's `revoked_at`, which
+    // would show a kick that had not happened yet; and it may lag the stream.) The open ones are `state`.
+    const sessions = asOf === undefined ? await sessionsOfPlayer(ctx.pool, operatorId, playerRef) : sessionRowsOf(recordedBy(events, asOf));
+    res.json({ ...timeTravel(events, asOf, playerSessionsDecider, sessionsView), sessions });
   });
 
   router.get('/grants/:id', async (req, res) => {
+    const { asOf } = parseOr400(asOfQuery, req.query, 'query');
     const events = await ctx.eventStore.readStream(grantStream(String(req.params.id)));
     if (events.length === 0) throw notFound('grant not found');
-    res.json({ history: history(events, grantDecider, (g) => g) });
+    res.json(timeTravel(events, asOf, grantDecider, (g) => g));
   });
 
   router.get('/transactions', async (req, res) => {

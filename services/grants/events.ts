@@ -49,3 +49,8 @@ export function grantIdFor(operatorId: string, idempotencyKey: string): string {
   const hex = h.subarray(0, 16).toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
+
+/** A grant's stream names no operator: its first event (GrantRequested) does. */
+export const isGrantStream = (streamId: string): boolean => streamId.startsWith('grant|');
+export const grantRequestOperator = (type: string, data: unknown): string | undefined =>
+  type === ('GrantRequested' satisfies GrantEvent['type']) ? (data as GrantRequested['data']).operatorId : undefined;

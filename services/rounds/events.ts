@@ -114,3 +114,9 @@ export const RECONCILER_SESSION = 'system:stale-round-reconciler';
 export const ADMIN_SESSION = 'system:admin-adjustment';
 /** Registry key for transactions the platform itself originates (adjustments). */
 export const PLATFORM_PROVIDER = 'platform';
+
+/** The operator whose round stream this is (contract section 10: an operator's chain holds its streams' events). */
+export function roundStreamOperator(streamId: string): string | undefined {
+  const parts = streamId.split('|');
+  return parts.length === 4 && parts[0] === 'round' ? decodeURIComponent(parts[2]!) : undefined;
+}

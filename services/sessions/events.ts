@@ -38,3 +38,9 @@ export type SessionEvent = SessionStarted | SessionsRevoked;
 export function playerSessionsStream(operatorId: string, playerRef: string): string {
   return `player-sessions|${encodeURIComponent(operatorId)}|${encodeURIComponent(playerRef)}`;
 }
+
+/** The operator whose player-sessions stream this is. */
+export function sessionsStreamOperator(streamId: string): string | undefined {
+  const parts = streamId.split('|');
+  return parts.length === 3 && parts[0] === 'player-sessions' ? decodeURIComponent(parts[1]!) : undefined;
+}

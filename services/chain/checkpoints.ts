@@ -1,0 +1,157 @@
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import type { Logger } from 'pino';
+import { canonicalJson } from '../../shared/canonical.ts';
+import { withTransaction, type Pool } from '../../shared/db/pool.ts';
+
+/**
+ * Signed checkpoints of the chain (contract section 10): every CHAIN_CHECKPOINT_SECONDS while new events
+ * were linked, `{position, link, count, signedAt}` for the global chain and `{operatorId, position, link,
+ * count, signedAt}` for each operator's, signed with Ed25519 over their canonical JSON (keys in order,
+ * no whitespace; `link` in lowercase hex, `signedAt` ISO 8601 UTC with milliseconds). The signature
+ * is base64; `keyId` names the key (the first 16 hex digits of the SHA-256 of its public key's DER).
+ */
+
+export interface SigningKey {
+  keyId: string;
+  privateKey: KeyObject;
+  publicKeyPem: string;
+}
+
+export const keyIdOf = (publicKey: KeyObject): string =>
+  createHash('sha256').update(publicKey.export({ type: 'spki', format: 'der' })).digest('hex').slice(0, 16);
+
+const LOCK = 7281010;
+
+/**
+ * The key checkpoints are signed with: CHAIN_SIGNING_KEY when set (its public key is recorded, so
+ * checkpoints signed with it stay verifiable after a rotation), else the one generated the first time
+ * and kept in the database (every process finds the same one).
+ */
+export async function signingKey(pool: Pool, configuredPem: string | undefined): Promise<SigningKey> {
+  if (configuredPem !== undefined) {
+    const privateKey = createPrivateKey(configuredPem);
+    const publicKey = createPublicKey(privateKey);
+    const keyId = keyIdOf(publicKey);
+    const publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    await pool.query('INSERT INTO chain_keys (key_id, public_key) VALUES ($1, $2) ON CONFLICT (key_id) DO NOTHING', [keyId, publicKeyPem]);
+    return { keyId, privateKey, publicKeyPem };
+  }
+  return withTransaction(pool, async (client) => {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK]);
+    const { rows } = await client.query<{ key_id: string; public_key: string; private_key: string }>(
+      'SELECT key_id, public_key, private_key FROM chain_keys WHERE private_key IS NOT NULL ORDER BY created_at DESC LIMIT 1',
+    );
+    if (rows[0]) return { keyId: rows[0].key_id, privateKey: createPrivateKey(rows[0].private_key), publicKeyPem: rows[0].public_key };
+    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    const keyId = keyIdOf(publicKey);
+    const publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    await client.query('INSERT INTO chain_keys (key_id, public_key, private_key) VALUES ($1, $2, $3)', [
+      keyId,
+      publicKeyPem,
+      privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    ]);
+    return { keyId, privateKey, publicKeyPem };
+  });
+}
+
+export interface CheckpointBody {
+  operatorId?: string;
+  position: string;
+  link: string;
+  count: number;
+  signedAt: string;
+}
+
+export interface Checkpoint extends CheckpointBody {
+  keyId: string;
+  signature: string;
+}
+
+/** The bytes a checkpoint's signature covers. */
+export const signedBytes = (body: CheckpointBody): Buffer => Buffer.from(canonicalJson(body), 'utf8');
+
+export const signCheckpoint = (key: SigningKey, body: CheckpointBody): Checkpoint => ({
+  ...body,
+  keyId: key.keyId,
+  signature: sign(null, signedBytes(body), key.privateKey).toString('base64'),
+});
+
+export function checkpointSignatureValid(c: Checkpoint, publicKeyPem: string): boolean {
+  const { keyId: _k, signature, ...body } = c;
+  try {
+    return verify(null, signedBytes(body), createPublicKey(publicKeyPem), Buffer.from(signature, 'base64'));
+  } catch {
+    return false;
+  }
+}
+
+interface CheckpointRow {
+  chain: string;
+  seq: string;
+  position: string;
+  link: string;
+  signed_at: Date;
+  key_id: string;
+  signature: string;
+}
+
+export const checkpointOf = (r: CheckpointRow): Checkpoint => ({
+  ...(r.chain !== '' ? { operatorId: r.chain } : {}),
+  position: r.position,
+  link: r.link,
+  count: Number(r.seq),
+  signedAt: r.signed_at.toISOString(),
+  keyId: r.key_id,
+  signature: r.signature,
+});
+
+/** Checkpoints of one chain ('' = the global one), oldest first. */
+export async function checkpoints(pool: Pool, chain: string, after = 0, limit = 1000): Promise<Checkpoint[]> {
+  const { rows } = await pool.query<CheckpointRow>(
+    'SELECT chain, seq, position, link, signed_at, key_id, signature FROM chain_checkpoints WHERE chain = $1 AND seq > $2 ORDER BY seq LIMIT $3',
+    [chain, after, limit],
+  );
+  return rows.map(checkpointOf);
+}
+
+/** Signs a checkpoint of every chain that grew since its last one. Returns how many it signed. */
+export async function signNewCheckpoints(pool: Pool, key: SigningKey, now: Date = new Date()): Promise<number> {
+  const signedAt = now.toISOString();
+  const { rows: heads } = await pool.query<{ chain: string; seq: string; position: string; link: Buffer }>(
+    `SELECT '' AS chain, l.seq, l.position, l.link FROM (SELECT seq, position, link FROM chain_links ORDER BY seq DESC LIMIT 1) l
+     UNION ALL
+     SELECT h.operator_id, h.seq, g.position, h.link FROM chain_operator_heads h JOIN chain_links g ON g.seq = h.global_seq`,
+  );
+  const { rows: last } = await pool.query<{ chain: string; seq: string }>('SELECT chain, max(seq) AS seq FROM chain_checkpoints GROUP BY chain');
+  const signed = new Map(last.map((r) => [r.chain, Number(r.seq)]));
+  const fresh = heads.filter((h) => Number(h.seq) > (signed.get(h.chain) ?? 0));
+  if (fresh.length === 0) return 0;
+  const made = fresh.map((h) =>
+    signCheckpoint(key, { ...(h.chain !== '' ? { operatorId: h.chain } : {}), position: h.position, link: h.link.toString('hex'), count: Number(h.seq), signedAt }),
+  );
+  // Two processes may sign the same head at once: the first one's stands.
+  await pool.query(
+    `INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[])
+     ON CONFLICT (chain, seq) DO NOTHING`,
+    [made.map((c) => c.operatorId ?? ''), made.map((c) => c.count), made.map((c) => c.position), made.map((c) => c.link), made.map(() => signedAt), made.map((c) => c.keyId), made.map((c) => c.signature)],
+  );
+  return made.length;
+}
+
+/** The projector role's signer: a checkpoint of each grown chain every `seconds`. */
+export function startCheckpointSigner(pool: Pool, key: SigningKey, seconds: number, logger: Logger): { stop(): Promise<void> } {
+  let running: Promise<unknown> = Promise.resolve();
+  const timer = setInterval(() => {
+    running = signNewCheckpoints(pool, key)
+      .then((n) => n > 0 && logger.debug({ checkpoints: n }, 'chain checkpoints signed'))
+      .catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'chain checkpoints not signed; trying again at the next interval'));
+  }, seconds * 1000);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,158 @@
+import type { Migration } from '../../shared/db/migrations.ts';
+import type { PoolClient } from '../../shared/db/pool.ts';
+import type { RecordedEvent } from '../../shared/eventstore/port.ts';
+import type { Projection } from '../../projections/runner.ts';
+import { chainedEvent, GENESIS, nextLink } from './link.ts';
+import { ownerOf } from './tenancy.ts';
+
+/**
+ * The chain's tables. Links are written once, by the chain's runner, in log order: `seq` is the event's
+ * place in the chain (1 for the first event), so a link can be neither skipped nor written twice (the
+ * primary keys), and the runner moves its checkpoint in the same transaction. Nothing else writes here:
+ * an audit rebuild does not touch the chain (it is not a read model, and is never rebuilt).
+ */
+export const chainMigrations: Migration[] = [
+  {
+    id: 'chain-001',
+    sql: `
+      CREATE TABLE chain_links (
+        seq bigint PRIMARY KEY,
+        position text NOT NULL,
+        stream_id text NOT NULL,
+        revision bigint NOT NULL,
+        link bytea NOT NULL
+      );
+      CREATE TABLE chain_operator_links (
+        operator_id text NOT NULL,
+        seq bigint NOT NULL,
+        global_seq bigint NOT NULL UNIQUE REFERENCES chain_links (seq),
+        link bytea NOT NULL,
+        PRIMARY KEY (operator_id, seq)
+      );
+      CREATE TABLE chain_operator_heads (
+        operator_id text PRIMARY KEY,
+        seq bigint NOT NULL,
+        global_seq bigint NOT NULL,
+        link bytea NOT NULL
+      );
+      CREATE TABLE chain_grant_owners (
+        stream_id text PRIMARY KEY,
+        operator_id text NOT NULL
+      );
+      CREATE TABLE chain_keys (
+        key_id text PRIMARY KEY,
+        public_key text NOT NULL,
+        -- Only for a key the service generated itself (CHAIN_SIGNING_KEY unset).
+        private_key text,
+        created_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE TABLE chain_checkpoints (
+        -- '' for the global chain, else the operator's id.
+        chain text NOT NULL,
+        seq bigint NOT NULL,
+        position text NOT NULL,
+        link text NOT NULL,
+        signed_at timestamptz NOT NULL,
+        key_id text NOT NULL REFERENCES chain_keys (key_id),
+        signature text NOT NULL,
+        PRIMARY KEY (chain, seq)
+      );
+    `,
+  },
+];
+
+interface OperatorHead {
+  seq: number;
+  globalSeq: number;
+  link: Buffer;
+}
+
+/** Links every event of a batch to the global chain and its operator's, after the heads the tables hold. */
+async function link(events: RecordedEvent[], tx: PoolClient): Promise<void> {
+  const { rows: globalHead } = await tx.query<{ seq: string; link: Buffer }>('SELECT seq, link FROM chain_links ORDER BY seq DESC LIMIT 1');
+  let seq = Number(globalHead[0]?.seq ?? 0);
+  let previous = globalHead[0]?.link ?? GENESIS;
+
+  // Whose later grant events these are: remembered from each grant's first event.
+  const grantStreams = [...new Set(events.filter((e) => e.streamId.startsWith('grant|')).map((e) => e.streamId))];
+  const grantOwners = new Map<string, string>();
+  if (grantStreams.length > 0) {
+    const { rows } = await tx.query<{ stream_id: string; operator_id: string }>('SELECT stream_id, operator_id FROM chain_grant_owners WHERE stream_id = ANY($1::text[])', [grantStreams]);
+    for (const r of rows) grantOwners.set(r.stream_id, r.operator_id);
+  }
+  const owners = events.map((e) => {
+    const owner = ownerOf(e, (s) => grantOwners.get(s));
+    if (owner?.remember && !grantOwners.has(e.streamId)) grantOwners.set(e.streamId, owner.operatorId);
+    return owner?.operatorId;
+  });
+
+  const operators = [...new Set(owners.filter((o): o is string => o !== undefined))];
+  const heads = new Map<string, OperatorHead>();
+  if (operators.length > 0) {
+    const { rows } = await tx.query<{ operator_id: string; seq: string; global_seq: string; link: Buffer }>(
+      'SELECT operator_id, seq, global_seq, link FROM chain_operator_heads WHERE operator_id = ANY($1::text[]) FOR UPDATE',
+      [operators],
+    );
+    for (const r of rows) heads.set(r.operator_id, { seq: Number(r.seq), globalSeq: Number(r.global_seq), link: r.link });
+  }
+
+  const links: Array<{ seq: number; position: string; streamId: string; revision: number; link: Buffer }> = [];
+  const operatorLinks: Array<{ operatorId: string; seq: number; globalSeq: number; link: Buffer }> = [];
+  events.forEach((e, i) => {
+    const chained = chainedEvent(e);
+    seq += 1;
+    previous = nextLink(previous, chained);
+    links.push({ seq, position: e.position, streamId: e.streamId, revision: e.revision, link: previous });
+    const operatorId = owners[i];
+    if (operatorId === undefined) return;
+    const head = heads.get(operatorId) ?? { seq: 0, globalSeq: 0, link: GENESIS };
+    const next = { seq: head.seq + 1, globalSeq: seq, link: nextLink(head.link, chained) };
+    heads.set(operatorId, next);
+    operatorLinks.push({ operatorId, ...next });
+  });
+
+  await tx.query(
+    `INSERT INTO chain_links (seq, position, stream_id, revision, link)
+     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bytea[])`,
+    [links.map((l) => l.seq), links.map((l) => l.position), links.map((l) => l.streamId), links.map((l) => l.revision), links.map((l) => l.link)],
+  );
+  if (operatorLinks.length > 0) {
+    await tx.query(
+      `INSERT INTO chain_operator_links (operator_id, seq, global_seq, link)
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[])`,
+      [operatorLinks.map((l) => l.operatorId), operatorLinks.map((l) => l.seq), operatorLinks.map((l) => l.globalSeq), operatorLinks.map((l) => l.link)],
+    );
+    const touched = operators.map((o) => ({ o, h: heads.get(o)! }));
+    await tx.query(
+      `INSERT INTO chain_operator_heads (operator_id, seq, global_seq, link)
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[])
+       ON CONFLICT (operator_id) DO UPDATE SET seq = EXCLUDED.seq, global_seq = EXCLUDED.global_seq, link = EXCLUDED.link`,
+      [touched.map((t) => t.o), touched.map((t) => t.h.seq), touched.map((t) => t.h.globalSeq), touched.map((t) => t.h.link)],
+    );
+  }
+  const remembered = [...grantOwners].filter(([stream]) => grantStreams.includes(stream));
+  if (remembered.length > 0) {
+    await tx.query(
+      `INSERT INTO chain_grant_owners (stream_id, operator_id) SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT (stream_id) DO NOTHING`,
+      [remembered.map(([s]) => s), remembered.map(([, o]) => o)],
+    );
+  }
+}
+
+/**
+ * The chain, run by the projector role like a read model (one runner owns it; each batch and the
+ * checkpoint commit together, so a killed process or a lost connection leaves neither a gap nor a
+ * link written twice), but not one: it is in no list an audit rebuild or verify goes through.
+ */
+export const chainProjection: Projection = {
+  name: 'chain',
+  tables: [
+    { name: 'chain_links', key: ['seq'] },
+    { name: 'chain_operator_links', key: ['operator_id', 'seq'] },
+  ],
+  eventTypes: 'all',
+  apply: link,
+  reset() {
+    throw new Error('the chain is never rebuilt: a chain computed again proves nothing (npm run audit -- verify-chain checks it)');
+  },
+};

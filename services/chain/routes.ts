@@ -1,0 +1,111 @@
+import { Router } from 'express';
+import { z } from 'zod';
+import type { Pool } from '../../shared/db/pool.ts';
+import { notFound } from '../../shared/errors.ts';
+import type { EventStore, RecordedEvent } from '../../shared/eventstore/port.ts';
+import { parseOr400 } from '../../shared/http/validate.ts';
+import type { ServiceContext } from '../context.ts';
+import { callingOperator } from '../context.ts';
+import { checkpoints } from './checkpoints.ts';
+import { chainedEvent } from './link.ts';
+
+const count = (name: string) => z.string().regex(/^\d{1,15}$/, `${name} must be a whole number (a count of events)`).transform(Number);
+const limit = (max: number) =>
+  z
+    .string()
+    .regex(/^\d{1,5}$/, `must be a whole number from 1 to ${max}`)
+    .transform(Number)
+    .refine((n) => n >= 1 && n <= max, `must be a whole number from 1 to ${max}`);
+
+export const historyEventsQuery = z.strictObject({ after: count('after').optional(), limit: limit(1000).optional() });
+export const checkpointsQuery = z.strictObject({ after: count('after').optional(), limit: limit(1000).optional() });
+export const publicKeyQuery = z.strictObject({ keyId: z.string().regex(/^[0-9a-f]{16}$/, 'must be a key id as checkpoints name it (16 hex digits)').optional() });
+
+/** One event of an operator's chain: what its link hashes, its place, and the link. */
+export interface HistoryEvent {
+  count: number;
+  stream: string;
+  type: string;
+  data: unknown;
+  metadata: unknown;
+  position: string;
+  recordedAt: string;
+  link: string;
+}
+
+const READ_CONCURRENCY = 8;
+
+/**
+ * The operator's events after its `after`-th, in chain order, each with its link, read from the event
+ * store itself (the chain's tables say only where each one is). A stream's consecutive events are read
+ * in one call.
+ */
+export async function operatorHistory(pool: Pool, store: EventStore, operatorId: string, after: number, limit: number): Promise<HistoryEvent[]> {
+  const { rows } = await pool.query<{ seq: string; link: Buffer; stream_id: string; revision: string; position: string }>(
+    `SELECT o.seq, o.link, g.stream_id, g.revision, g.position FROM chain_operator_links o JOIN chain_links g ON g.seq = o.global_seq
+     WHERE o.operator_id = $1 AND o.seq > $2 ORDER BY o.seq LIMIT $3`,
+    [operatorId, after, limit],
+  );
+  const wanted = new Map<string, { from: number; to: number }>();
+  for (const r of rows) {
+    const rev = Number(r.revision);
+    const w = wanted.get(r.stream_id);
+    wanted.set(r.stream_id, w ? { from: Math.min(w.from, rev), to: Math.max(w.to, rev) } : { from: rev, to: rev });
+  }
+  const found = new Map<string, RecordedEvent>();
+  const streams = [...wanted];
+  for (let i = 0; i < streams.length; i += READ_CONCURRENCY) {
+    await Promise.all(
+      streams.slice(i, i + READ_CONCURRENCY).map(async ([stream, w]) => {
+        for (const e of await store.readStream(stream, { fromRevision: w.from, maxCount: w.to - w.from + 1 })) found.set(`${stream}\n${e.revision}`, e);
+      }),
+    );
+  }
+  return rows.map((r) => {
+    const e = found.get(`${r.stream_id}\n${r.revision}`);
+    // Linked but gone from the store: shown as missing, so the operator's recomputation breaks here.
+    const chained = e ? chainedEvent(e) : { stream: r.stream_id, type: '(missing from the event store)', data: null, metadata: null, position: r.position, recordedAt: '' };
+    return { count: Number(r.seq), ...chained, link: r.link.toString('hex') };
+  });
+}
+
+/** GET /v1/operator/history/events and /checkpoints (contract section 10): an operator's own chain. */
+export function historyRoutes(ctx: ServiceContext): Router {
+  const router = Router();
+  router.get('/history/events', async (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const q = parseOr400(historyEventsQuery, req.query, 'query');
+    const events = await operatorHistory(ctx.pool, ctx.eventStore, operator.id, q.after ?? 0, q.limit ?? 100);
+    res.json({ events, next: events.at(-1)?.count ?? q.after ?? 0 });
+  });
+  router.get('/history/checkpoints', async (req, res) => {
+    const operator = callingOperator(ctx, req);
+    const q = parseOr400(checkpointsQuery, req.query, 'query');
+    res.json({ checkpoints: await checkpoints(ctx.pool, operator.id, q.after ?? 0, q.limit ?? 1000) });
+  });
+  return router;
+}
+
+/** GET /v1/audit/chain/public-key and /checkpoints (bearer ADMIN_TOKEN). */
+export function chainAuditRoutes(ctx: ServiceContext): Router {
+  const router = Router();
+  router.get('/chain/public-key', async (req, res) => {
+    const { keyId } = parseOr400(publicKeyQuery, req.query, 'query');
+    // The key that signed the latest checkpoint (or, before the first, the newest key): a former one by its id.
+    const { rows } = await ctx.pool.query<{ key_id: string; public_key: string }>(
+      keyId !== undefined
+        ? 'SELECT key_id, public_key FROM chain_keys WHERE key_id = $1'
+        : `SELECT k.key_id, k.public_key FROM chain_keys k
+           ORDER BY (SELECT max(signed_at) FROM chain_checkpoints c WHERE c.key_id = k.key_id) DESC NULLS LAST, k.created_at DESC LIMIT 1`,
+      keyId !== undefined ? [keyId] : [],
+    );
+    if (!rows[0]) throw notFound(keyId !== undefined ? 'no key with this id' : 'no signing key yet: the projector role creates it at its first start');
+    res.setHeader('X-Key-Id', rows[0].key_id);
+    res.type('application/x-pem-file').send(rows[0].public_key);
+  });
+  router.get('/chain/checkpoints', async (req, res) => {
+    const q = parseOr400(checkpointsQuery, req.query, 'query');
+    res.json({ checkpoints: await checkpoints(ctx.pool, '', q.after ?? 0, q.limit ?? 1000) });
+  });
+  return router;
+}

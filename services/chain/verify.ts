@@ -1,0 +1,158 @@
+import type { Pool } from '../../shared/db/pool.ts';
+import type { EventStore, RecordedEvent } from '../../shared/eventstore/port.ts';
+import { wholeLog } from '../../shared/eventstore/whole-log.ts';
+import { checkpointOf, checkpointSignatureValid } from './checkpoints.ts';
+import { chainedEvent, GENESIS, nextLink } from './link.ts';
+import { ownerOf } from './tenancy.ts';
+
+/**
+ * npm run audit -- verify-chain: recomputes the chain from the events the store holds, in log order,
+ * and compares every link with the one written when the event was first linked, every operator's link
+ * with its own, and every signed checkpoint with the link at its count and with its key. Reads the
+ * history and the chain's tables page by page, side by side: its memory does not grow with the history.
+ */
+
+export interface ChainBreak {
+  /** The event's place in the global chain (1 = first). */
+  count: number;
+  position: string | undefined;
+  stream: string | undefined;
+  what: string;
+}
+
+export interface ChainReport {
+  /** Events verified against their links. */
+  events: number;
+  /** Newer events the chain's runner has not linked yet (not verified: nothing to compare them with). */
+  unlinked: number;
+  checkpoints: number;
+  seconds: number;
+  broken: ChainBreak | undefined;
+}
+
+const PAGE = 2000;
+
+/** Rows of a table in key order, a page at a time (keyset pagination). */
+async function* rowsOf<R extends Record<string, unknown>>(pool: Pool, sql: (after: number) => { text: string; values: unknown[] }, key: (r: R) => number): AsyncGenerator<R> {
+  let after = 0;
+  for (;;) {
+    const { rows } = await pool.query<R>(sql(after));
+    yield* rows;
+    if (rows.length < PAGE) return;
+    after = key(rows[rows.length - 1]!);
+  }
+}
+
+async function* eventsOf(store: EventStore): AsyncGenerator<RecordedEvent[]> {
+  yield* wholeLog(store, undefined, PAGE);
+}
+
+export async function verifyChain(pool: Pool, store: EventStore, progress?: (events: number) => void): Promise<ChainReport> {
+  const started = performance.now();
+  const links = rowsOf<{ seq: string; position: string; link: Buffer; [k: string]: unknown }>(
+    pool,
+    (after) => ({ text: 'SELECT seq, position, link FROM chain_links WHERE seq > $1 ORDER BY seq LIMIT $2', values: [after, PAGE] }),
+    (r) => Number(r.seq),
+  );
+  const operatorLinks = rowsOf<{ operator_id: string; seq: string; global_seq: string; link: Buffer; [k: string]: unknown }>(
+    pool,
+    (after) => ({ text: 'SELECT operator_id, seq, global_seq, link FROM chain_operator_links WHERE global_seq > $1 ORDER BY global_seq LIMIT $2', values: [after, PAGE] }),
+    (r) => Number(r.global_seq),
+  );
+  let nextOperatorLink = await operatorLinks.next();
+  let previous = GENESIS;
+  const operatorHeads = new Map<string, { seq: number; link: Buffer }>();
+  let count = 0;
+  let unlinked = 0;
+  const report = (b: Omit<ChainBreak, 'count'> & { count?: number }): ChainReport => ({
+    events: count,
+    unlinked,
+    checkpoints: 0,
+    seconds: (performance.now() - started) / 1000,
+    broken: { count: b.count ?? count, position: b.position, stream: b.stream, what: b.what },
+  });
+
+  let linkedAll = true;
+  for await (const page of eventsOf(store)) {
+    if (!linkedAll) {
+      unlinked += page.length;
+      continue;
+    }
+    // Whose later grant events these are, as the chain remembered it from each grant's first event (checked there).
+    const grantStreams = [...new Set(page.filter((e) => e.streamId.startsWith('grant|')).map((e) => e.streamId))];
+    const grantOwners = new Map<string, string>();
+    if (grantStreams.length > 0) {
+      const { rows } = await pool.query<{ stream_id: string; operator_id: string }>('SELECT stream_id, operator_id FROM chain_grant_owners WHERE stream_id = ANY($1::text[])', [grantStreams]);
+      for (const r of rows) grantOwners.set(r.stream_id, r.operator_id);
+    }
+    for (const [i, e] of page.entries()) {
+      const where = { position: e.position, stream: e.streamId };
+      const stored = await links.next();
+      if (stored.done) {
+        // The chain's runner links as events come; these came after it last did (or it is not running).
+        linkedAll = false;
+        unlinked += page.length - i;
+        break;
+      }
+      count += 1;
+      const chained = chainedEvent(e);
+      previous = nextLink(previous, chained);
+      if (stored.value.position !== e.position) {
+        return report({ ...where, what: `the chain linked the event at position ${stored.value.position} here: an event was inserted, deleted or moved at or before this place` });
+      }
+      if (!stored.value.link.equals(previous)) return report({ ...where, what: 'the event is not the one that was linked here (edited, or an earlier one was)' });
+
+      const owner = ownerOf(e, (s) => grantOwners.get(s));
+      if (owner?.remember && grantOwners.get(e.streamId) !== owner.operatorId) {
+        return report({ ...where, what: `the chain took this grant for operator ${grantOwners.get(e.streamId) ?? '(none)'}, its first event says ${owner.operatorId}` });
+      }
+      const op = nextOperatorLink.done ? undefined : nextOperatorLink.value;
+      const opHere = op !== undefined && Number(op.global_seq) === count ? op : undefined;
+      if (owner === undefined) {
+        if (opHere) return report({ ...where, what: `the chain of operator ${opHere.operator_id} holds this event, which is no operator's` });
+        continue;
+      }
+      if (!opHere || opHere.operator_id !== owner.operatorId) {
+        return report({ ...where, what: `operator ${owner.operatorId}'s chain does not hold this event of its stream` });
+      }
+      const head = operatorHeads.get(owner.operatorId) ?? { seq: 0, link: GENESIS };
+      const next = { seq: head.seq + 1, link: nextLink(head.link, chained) };
+      if (Number(opHere.seq) !== next.seq || !opHere.link.equals(next.link)) {
+        return report({ ...where, what: `operator ${owner.operatorId}'s link #${opHere.seq} is not the one this event makes (#${next.seq})` });
+      }
+      operatorHeads.set(owner.operatorId, next);
+      nextOperatorLink = await operatorLinks.next();
+    }
+    progress?.(count);
+  }
+  const extra = linkedAll ? await links.next() : { done: true as const, value: undefined };
+  if (!extra.done) {
+    return report({ count: count + 1, position: extra.value.position, stream: undefined, what: 'the chain links an event the history no longer holds (deleted at the end)' });
+  }
+
+  // Every checkpoint: its link is the chain's at its count (just verified against the history), its signature its key's.
+  let checkpoints = 0;
+  async function* signedCheckpoints() {
+    for (let offset = 0; ; offset += PAGE) {
+      const { rows } = await pool.query<{ chain: string; seq: string; position: string; link: string; signed_at: Date; key_id: string; signature: string; public_key: string; at: string | null }>(
+        `SELECT c.*, k.public_key, encode(CASE WHEN c.chain = '' THEN g.link ELSE o.link END, 'hex') AS at
+         FROM chain_checkpoints c JOIN chain_keys k ON k.key_id = c.key_id
+         LEFT JOIN chain_links g ON c.chain = '' AND g.seq = c.seq
+         LEFT JOIN chain_operator_links o ON c.chain <> '' AND o.operator_id = c.chain AND o.seq = c.seq
+         ORDER BY c.chain, c.seq OFFSET $1 LIMIT $2`,
+        [offset, PAGE],
+      );
+      yield* rows;
+      if (rows.length < PAGE) return;
+    }
+  }
+  const signed = signedCheckpoints();
+  for await (const r of signed) {
+    checkpoints += 1;
+    const c = checkpointOf(r);
+    const chain = r.chain === '' ? 'the global chain' : `operator ${r.chain}'s chain`;
+    if (r.at !== r.link) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the checkpoint of ${chain} at count ${r.seq} (signed ${c.signedAt}) does not match the chain there` }), checkpoints };
+    if (!checkpointSignatureValid(c, r.public_key)) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the signature of ${chain}'s checkpoint at count ${r.seq} is not valid for key ${r.key_id}` }), checkpoints };
+  }
+  return { events: count, unlinked, checkpoints, seconds: (performance.now() - started) / 1000, broken: undefined };
+}

@@ -1,0 +1,290 @@
+import { execFile } from 'node:child_process';
+import { createPublicKey, randomUUID, verify } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { canonicalJson } from '../../shared/canonical.ts';
+import { GENESIS, nextLink } from '../../services/chain/link.ts';
+import { OP1, OP2 } from '../helpers/catalog.ts';
+import { ADMIN_TOKEN } from '../helpers/service.ts';
+import { signedRequest } from '../helpers/signing.ts';
+import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const run = promisify(execFile);
+const onPostgres = (process.env.TEST_EVENT_STORE ?? 'postgres') === 'postgres';
+
+interface HistoryEvent {
+  count: number;
+  stream: string;
+  type: string;
+  data: unknown;
+  metadata: unknown;
+  position: string;
+  recordedAt: string;
+  link: string;
+}
+interface Checkpoint {
+  operatorId?: string;
+  position: string;
+  link: string;
+  count: number;
+  signedAt: string;
+  keyId: string;
+  signature: string;
+}
+
+/**
+ * Contract section 10: a hash chain over the whole history and one per operator, signed checkpoints,
+ * verify-chain naming the first break, and an operator's own check with a script that uses nothing of ours.
+ */
+describe('the tamper-evident history', () => {
+  let h: MoneyHarness;
+  let keyFile: string;
+  const run8 = randomUUID().slice(0, 8);
+
+  const exec = async (file: string, args: string[], env: Record<string, string>) => {
+    try {
+      const { stdout, stderr } = await run(process.execPath, [...(file.endsWith('.ts') ? ['--import', 'tsx'] : []), file, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } });
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  };
+  const audit = (...args: string[]) =>
+    exec('services/audit/cli.ts', args, { DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' });
+  const operatorScript = (as = OP1, ...extra: string[]) =>
+    exec('scripts/verify-history.mjs', ['--url', h.svc.url, '--operator-id', as.id, '--public-key', keyFile, ...extra], { OPERATOR_SECRET: as.secret });
+  const adminGet = (p: string) => fetch(`${h.svc.url}${p}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const caughtUp = () => h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0), 30_000);
+  /** Waits until the latest checkpoints cover everything linked (they are signed every second here). */
+  const signedUpToDate = () =>
+    h.until(async () => {
+      const { rows } = await h.svc.ctx.pool.query(
+        `SELECT (SELECT max(seq) FROM chain_links) = (SELECT max(seq) FROM chain_checkpoints WHERE chain = '') AS global,
+                (SELECT bool_and(c.seq = hd.seq) FROM chain_operator_heads hd LEFT JOIN LATERAL (SELECT max(seq) AS seq FROM chain_checkpoints WHERE chain = hd.operator_id) c ON true) AS operators`,
+      );
+      return rows[0].global === true && rows[0].operators === true;
+    }, 20_000);
+
+  const traffic = async (tag: string) => {
+    for (const [as, n] of [[OP1, 3], [OP2, 1]] as const) {
+      for (let i = 0; i < n; i++) {
+        const player = `ch-${tag}-${as.id}-${i}-${run8}`;
+        const token = await h.launch(player, {}, as);
+        const base = { sessionToken: token, roundId: `chr-${tag}-${as.id}-${i}-${run8}`, playerRef: player, currency: 'EUR', gameId: 'fruit-1' };
+        expect((await h.tx({ ...base, transactionId: `chb-${tag}-${as.id}-${i}-${run8}`, type: 'BET', roundComplete: false, amount: 10 + i })).status).toBe(200);
+        expect((await h.tx({ ...base, transactionId: `chw-${tag}-${as.id}-${i}-${run8}`, type: 'WIN', roundComplete: true, amount: 3 })).status).toBe(200);
+        if (i === 1) await signedRequest(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: player }, as });
+      }
+    }
+    const grant = await signedRequest<{ id: string }>(h.svc.url, {
+      path: '/v1/operator/free-spins/grants',
+      body: { playerRef: `ch-${tag}-g-${run8}`, idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 3, currency: 'EUR' },
+      as: OP1,
+    });
+    expect(grant.status).toBe(201);
+    await signedRequest(h.svc.url, { path: `/v1/operator/free-spins/grants/${grant.json.id}/cancel`, method: 'POST', as: OP1 });
+  };
+
+  beforeAll(async () => {
+    h = await startMoneyHarness('chain', { CHAIN_CHECKPOINT_SECONDS: '1' });
+    await traffic('a');
+    await caughtUp();
+    await signedUpToDate();
+    const res = await adminGet('/v1/audit/chain/public-key');
+    expect(res.status).toBe(200);
+    keyFile = path.join(mkdtempSync(path.join(tmpdir(), 'chain-')), 'aggregator.pem');
+    writeFileSync(keyFile, await res.text());
+  }, 90_000);
+  afterAll(async () => h?.close());
+
+  it('links every event once, in log order, each operator its own; verify-chain says it holds', async () => {
+    const { rows } = await h.svc.ctx.pool.query('SELECT count(*)::int AS n, max(seq)::int AS top FROM chain_links');
+    const events = await h.svc.ctx.eventStore.readAll({ maxCount: 100_000 });
+    expect(rows[0]).toEqual({ n: events.length, top: events.length });
+    const result = await audit('verify-chain');
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    expect(result.stdout).toMatch(new RegExp(`^chain intact: ${events.length} events linked and verified, [1-9]\\d* signed checkpoint\\(s\\) valid, in [\\d.]+ s \\(\\d+ events/s\\)$`, 'm'));
+  });
+
+  it('publishes its public key and signed checkpoints; each signature verifies with the key over the documented bytes', async () => {
+    const pem = await (await adminGet('/v1/audit/chain/public-key')).text();
+    const key = createPublicKey(pem);
+    expect(key.asymmetricKeyType).toBe('ed25519');
+    const { checkpoints } = (await (await adminGet('/v1/audit/chain/checkpoints')).json()) as { checkpoints: Checkpoint[] };
+    expect(checkpoints.length).toBeGreaterThan(0);
+    for (const c of checkpoints) {
+      expect(c.operatorId).toBeUndefined();
+      const body = { position: c.position, link: c.link, count: c.count, signedAt: c.signedAt };
+      expect(verify(null, Buffer.from(canonicalJson(body)), key, Buffer.from(c.signature, 'base64')), `checkpoint ${c.count}`).toBe(true);
+      // A checkpoint tampered with no longer verifies.
+      expect(verify(null, Buffer.from(canonicalJson({ ...body, count: c.count + 1 })), key, Buffer.from(c.signature, 'base64'))).toBe(false);
+    }
+  });
+
+  it("gives each operator its own events in chain order with their links, recomputable from the first, and none of another's", async () => {
+    const mine = (await signedRequest<{ events: HistoryEvent[] }>(h.svc.url, { path: '/v1/operator/history/events?limit=1000', as: OP1 })).json.events;
+    expect(mine.length).toBeGreaterThan(10);
+    expect(mine.map((e) => e.count)).toEqual(mine.map((_, i) => i + 1));
+    let link = GENESIS;
+    for (const e of mine) {
+      link = nextLink(link, { stream: e.stream, type: e.type, data: e.data, metadata: e.metadata, position: e.position, recordedAt: e.recordedAt });
+      expect(link.toString('hex'), `#${e.count}`).toBe(e.link);
+    }
+    // Rounds, sessions and grants of op-1 only: the grant's later events (no operator in its stream) too.
+    expect(new Set(mine.map((e) => e.stream.split('|')[0]))).toEqual(new Set(['player-sessions', 'round', 'grant']));
+    expect(mine.filter((e) => e.stream.startsWith('grant|')).map((e) => e.type)).toEqual(expect.arrayContaining(['GrantRequested', 'GrantCancelled']));
+    expect(mine.every((e) => !e.stream.includes(`|${OP2.id}|`))).toBe(true);
+    const theirs = (await signedRequest<{ events: HistoryEvent[] }>(h.svc.url, { path: '/v1/operator/history/events?limit=1000', as: OP2 })).json.events;
+    expect(theirs.length).toBeGreaterThan(0);
+    expect(theirs.every((e) => e.stream.includes(`|${OP2.id}|`))).toBe(true);
+    // Paging: after=N gives the events after the N-th.
+    const page = (await signedRequest<{ events: HistoryEvent[]; next: number }>(h.svc.url, { path: '/v1/operator/history/events?after=5&limit=3', as: OP1 })).json;
+    expect(page.events.map((e) => e.count)).toEqual([6, 7, 8]);
+    expect(page.next).toBe(8);
+    // The operator's checkpoints: its own, each at a link of its chain.
+    const cps = (await signedRequest<{ checkpoints: Checkpoint[] }>(h.svc.url, { path: '/v1/operator/history/checkpoints', as: OP1 })).json.checkpoints;
+    expect(cps.length).toBeGreaterThan(0);
+    for (const c of cps) {
+      expect(c.operatorId).toBe(OP1.id);
+      expect(mine[c.count - 1]).toMatchObject({ link: c.link, position: c.position });
+    }
+    const bad = await signedRequest<{ error: string }>(h.svc.url, { path: '/v1/operator/history/events?after=-1', as: OP1 });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatch(/^after: /);
+  });
+
+  it("the operator's own script, using nothing of ours, finds its history intact", async () => {
+    const result = await operatorScript();
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/^history intact: \d+ events recomputed from the first; [1-9]\d* of [1-9]\d* signed checkpoint\(s\) checked against them, the latest at count \d+/m);
+    expect((await operatorScript(OP1, '--bogus')).code).toBe(2);
+    expect((await exec('scripts/verify-history.mjs', ['--url', h.svc.url, '--operator-id', OP1.id, '--public-key', keyFile], {})).code).toBe(2);
+  });
+
+  it('an audit rebuild of the read models leaves the chain as it was', async () => {
+    const before = (await h.svc.ctx.pool.query('SELECT seq, link FROM chain_links ORDER BY seq')).rows;
+    const rebuilt = await audit('rebuild');
+    expect(rebuilt.code, rebuilt.stderr).toBe(0);
+    expect((await h.svc.ctx.pool.query('SELECT seq, link FROM chain_links ORDER BY seq')).rows.slice(0, before.length)).toEqual(before);
+    expect((await audit('verify-chain')).code).toBe(0);
+    expect((await audit('verify-chain', '--projection', 'rounds')).code).toBe(2);
+  }, 60_000);
+
+  describe.runIf(onPostgres)('edited directly in the database', () => {
+    /** Events in log order with their place in the chain. */
+    const logRows = async () =>
+      (
+        await h.svc.ctx.pool.query<{ global_position: string; transaction_id: string; stream_id: string; event_id: string; data: unknown }>(
+          `SELECT global_position::text, transaction_id::text, stream_id, event_id, data FROM es_events ORDER BY transaction_id, global_position`,
+        )
+      ).rows;
+    const position = (r: { transaction_id: string; global_position: string }) => `${r.transaction_id}.${r.global_position}`;
+    const expectBreakAt = async (count: number, pos: string, what: RegExp) => {
+      const result = await audit('verify-chain');
+      expect(result.code, result.stdout + result.stderr).toBe(1);
+      expect(result.stdout).toMatch(new RegExp(`^chain broken at event #${count} \\(position ${pos.replace('.', '\\.')}`, 'm'));
+      expect(result.stdout).toMatch(what);
+    };
+
+    it('an edited event: exit 1 naming its position; the operator script finds it too; put back, intact again', async () => {
+      const rows = await logRows();
+      const i = rows.findIndex((r) => r.stream_id.startsWith(`round|studio-a|${OP1.id}|`));
+      const target = rows[i]!;
+      await h.svc.ctx.pool.query(`UPDATE es_events SET data = jsonb_set(data, '{request,amount}', '999999') WHERE event_id = $1`, [target.event_id]);
+      try {
+        await expectBreakAt(i + 1, position(target), /is not the one that was linked here/);
+        const script = await operatorScript();
+        expect(script.code, script.stdout + script.stderr).toBe(1);
+        expect(script.stdout).toMatch(/^history broken: event #\d+ \(position .*, stream round\|/m);
+      } finally {
+        await h.svc.ctx.pool.query(`UPDATE es_events SET data = $2 WHERE event_id = $1`, [target.event_id, target.data]);
+      }
+      expect((await audit('verify-chain')).code).toBe(0);
+      expect((await operatorScript()).code).toBe(0);
+    });
+
+    it('a deleted event: exit 1 at its place', async () => {
+      const rows = await logRows();
+      const i = Math.floor(rows.length / 2);
+      const { rows: saved } = await h.svc.ctx.pool.query(`DELETE FROM es_events WHERE global_position = $1 RETURNING *`, [rows[i]!.global_position]);
+      try {
+        await expectBreakAt(i + 1, position(rows[i + 1]!), /inserted, deleted or moved/);
+      } finally {
+        const r = saved[0];
+        await h.svc.ctx.pool.query(
+          `INSERT INTO es_events (global_position, transaction_id, stream_id, revision, event_id, type, data, metadata, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+          [r.global_position, r.transaction_id, r.stream_id, r.revision, r.event_id, r.type, r.data, r.metadata, r.created_at],
+        );
+      }
+      expect((await audit('verify-chain')).code).toBe(0);
+    });
+
+    it('an inserted event: exit 1 at its place', async () => {
+      const rows = await logRows();
+      const i = Math.floor(rows.length / 3);
+      // Written with the transaction id of an event already linked: it sorts right after that transaction's events.
+      const after = rows.filter((r) => r.transaction_id === rows[i]!.transaction_id).length + rows.findIndex((r) => r.transaction_id === rows[i]!.transaction_id);
+      const { rows: inserted } = await h.svc.ctx.pool.query<{ global_position: string }>(
+        `INSERT INTO es_events (transaction_id, stream_id, revision, event_id, type, data) VALUES ($1::xid8, 'forged|x', 0, $2, 'TransactionSettled', '{}') RETURNING global_position::text`,
+        [rows[i]!.transaction_id, randomUUID()],
+      );
+      try {
+        await expectBreakAt(after + 1, `${rows[i]!.transaction_id}.${inserted[0]!.global_position}`, /inserted, deleted or moved/);
+      } finally {
+        await h.svc.ctx.pool.query(`DELETE FROM es_events WHERE global_position = $1`, [inserted[0]!.global_position]);
+      }
+      expect((await audit('verify-chain')).code).toBe(0);
+    });
+
+    it('two events reordered: exit 1 at the first of them', async () => {
+      const rows = await logRows();
+      // Two events of different transactions: swapping their transaction ids swaps their places in the log.
+      const a = rows[5]!;
+      const b = rows.find((r, k) => k > 5 && r.transaction_id !== a.transaction_id)!;
+      await h.svc.ctx.pool.query(`UPDATE es_events SET transaction_id = CASE global_position WHEN $1 THEN $3::xid8 ELSE $4::xid8 END WHERE global_position IN ($1, $2)`, [a.global_position, b.global_position, b.transaction_id, a.transaction_id]);
+      try {
+        const result = await audit('verify-chain');
+        expect(result.code, result.stdout).toBe(1);
+        expect(result.stdout).toMatch(/^chain broken at event #(\d+) /m);
+        const at = Number(/^chain broken at event #(\d+) /m.exec(result.stdout)![1]);
+        expect(at).toBeLessThanOrEqual(rows.indexOf(b) + 1);
+        expect(at).toBeGreaterThanOrEqual(6);
+      } finally {
+        await h.svc.ctx.pool.query(`UPDATE es_events SET transaction_id = CASE global_position WHEN $1 THEN $3::xid8 ELSE $4::xid8 END WHERE global_position IN ($1, $2)`, [a.global_position, b.global_position, a.transaction_id, b.transaction_id]);
+      }
+      expect((await audit('verify-chain')).code).toBe(0);
+    });
+
+    it('a checkpoint whose signature or link was changed: exit 1 naming it', async () => {
+      const { rows } = await h.svc.ctx.pool.query<{ seq: string; signature: string }>(`SELECT seq::text, signature FROM chain_checkpoints WHERE chain = '' ORDER BY seq LIMIT 1`);
+      const cp = rows[0]!;
+      const forged = Buffer.from(cp.signature, 'base64');
+      forged[0] = forged[0]! ^ 1;
+      await h.svc.ctx.pool.query(`UPDATE chain_checkpoints SET signature = $2 WHERE chain = '' AND seq = $1`, [cp.seq, forged.toString('base64')]);
+      try {
+        const result = await audit('verify-chain');
+        expect(result.code).toBe(1);
+        expect(result.stdout).toContain(`the signature of the global chain's checkpoint at count ${cp.seq} is not valid`);
+      } finally {
+        await h.svc.ctx.pool.query(`UPDATE chain_checkpoints SET signature = $2 WHERE chain = '' AND seq = $1`, [cp.seq, cp.signature]);
+      }
+      expect((await audit('verify-chain')).code).toBe(0);
+    });
+  });
+
+  it('goes on linking new traffic after all that, with no gap and no link twice', async () => {
+    await traffic('b');
+    await caughtUp();
+    const { rows } = await h.svc.ctx.pool.query('SELECT count(*)::int AS n, max(seq)::int AS top, count(DISTINCT position)::int AS positions FROM chain_links');
+    expect(rows[0].n).toBe(rows[0].top);
+    expect(rows[0].positions).toBe(rows[0].n);
+    await signedUpToDate();
+    expect((await audit('verify-chain')).code).toBe(0);
+    expect((await operatorScript()).code).toBe(0);
+  }, 60_000);
+});
