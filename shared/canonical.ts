@@ -1,15 +1,34 @@
 import { createHash } from 'node:crypto';
 
-/** JSON with object keys sorted at every level: equal values give equal text, whatever the key order. */
+/**
+ * JSON with object keys sorted at every level: equal values give equal text, whatever the key order.
+ * Keys in ascending order of their UTF-16 code units (what Array.prototype.sort does to strings), a key
+ * whose value is undefined left out, no whitespace, every leaf as JSON.stringify writes it. The chain's
+ * links and the transaction content hashes are computed over it: its output must never change.
+ */
 export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out += ',';
+      // As Array.prototype.join writes an element with no JSON form (undefined): nothing.
+      out += canonicalJson(value[i]) ?? '';
+    }
+    return `${out}]`;
   }
-  return JSON.stringify(value);
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record).sort();
+  let out = '{';
+  let first = true;
+  for (const k of keys) {
+    const v = record[k];
+    if (v === undefined) continue;
+    if (!first) out += ',';
+    first = false;
+    out += `${JSON.stringify(k)}:${canonicalJson(v)}`;
+  }
+  return `${out}}`;
 }
 
 export function contentHash(value: unknown): string {

@@ -40,6 +40,12 @@ export const chainedEvent = (e: RecordedEvent): ChainedEvent => ({
 
 export const canonicalEvent = (e: ChainedEvent): string => canonicalJson(e);
 
-export function nextLink(previous: Buffer, event: ChainedEvent): Buffer {
-  return createHash('sha256').update(previous).update(canonicalEvent(event), 'utf8').digest();
+/** The bytes an event contributes to every chain it is in: compute once, link as often as needed. */
+export const eventBytes = (event: ChainedEvent): Buffer => Buffer.from(canonicalEvent(event), 'utf8');
+
+export function nextLink(previous: Buffer, event: ChainedEvent | Buffer): Buffer {
+  return createHash('sha256')
+    .update(previous)
+    .update(Buffer.isBuffer(event) ? event : eventBytes(event))
+    .digest();
 }

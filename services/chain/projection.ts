@@ -2,7 +2,7 @@ import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
-import { chainedEvent, GENESIS, nextLink } from './link.ts';
+import { chainedEvent, eventBytes, GENESIS, nextLink } from './link.ts';
 import { ownerOf } from './tenancy.ts';
 
 /**
@@ -99,7 +99,7 @@ async function link(events: RecordedEvent[], tx: PoolClient): Promise<void> {
   const links: Array<{ seq: number; position: string; streamId: string; revision: number; link: Buffer }> = [];
   const operatorLinks: Array<{ operatorId: string; seq: number; globalSeq: number; link: Buffer }> = [];
   events.forEach((e, i) => {
-    const chained = chainedEvent(e);
+    const chained = eventBytes(chainedEvent(e));
     seq += 1;
     previous = nextLink(previous, chained);
     links.push({ seq, position: e.position, streamId: e.streamId, revision: e.revision, link: previous });

@@ -2,7 +2,7 @@ import type { Pool } from '../../shared/db/pool.ts';
 import type { EventStore, RecordedEvent } from '../../shared/eventstore/port.ts';
 import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 import { checkpointOf, checkpointSignatureValid } from './checkpoints.ts';
-import { chainedEvent, GENESIS, nextLink } from './link.ts';
+import { chainedEvent, eventBytes, GENESIS, nextLink } from './link.ts';
 import { ownerOf } from './tenancy.ts';
 
 /**
@@ -32,19 +32,27 @@ export interface ChainReport {
 
 const PAGE = 2000;
 
-/** Rows of a table in key order, a page at a time (keyset pagination). */
+/** Rows of a table in key order, a page at a time (keyset pagination), the next page asked for while this one is used. */
 async function* rowsOf<R extends Record<string, unknown>>(pool: Pool, sql: (after: number) => { text: string; values: unknown[] }, key: (r: R) => number): AsyncGenerator<R> {
-  let after = 0;
+  let pending = pool.query<R>(sql(0));
   for (;;) {
-    const { rows } = await pool.query<R>(sql(after));
+    const { rows } = await pending;
+    if (rows.length === PAGE) pending = pool.query<R>(sql(key(rows[rows.length - 1]!)));
     yield* rows;
     if (rows.length < PAGE) return;
-    after = key(rows[rows.length - 1]!);
   }
 }
 
+/** The store's whole log, a page at a time, the next page read while this one is hashed. */
 async function* eventsOf(store: EventStore): AsyncGenerator<RecordedEvent[]> {
-  yield* wholeLog(store, undefined, PAGE);
+  const pages = wholeLog(store, undefined, PAGE);
+  let next = pages.next();
+  for (;;) {
+    const page = await next;
+    if (page.done) return;
+    next = pages.next();
+    yield page.value;
+  }
 }
 
 export async function verifyChain(pool: Pool, store: EventStore, progress?: (events: number) => void): Promise<ChainReport> {
@@ -95,7 +103,7 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
         break;
       }
       count += 1;
-      const chained = chainedEvent(e);
+      const chained = eventBytes(chainedEvent(e));
       previous = nextLink(previous, chained);
       if (stored.value.position !== e.position) {
         return report({ ...where, what: `the chain linked the event at position ${stored.value.position} here: an event was inserted, deleted or moved at or before this place` });

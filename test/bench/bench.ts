@@ -14,6 +14,7 @@ import { Cli } from '../../shared/cli.ts';
 import { CpuMeter } from './cpu.ts';
 import { isolationMain } from './isolation.ts';
 import { reconciliationMain } from './reconciliation.ts';
+import { chainMain } from './chain.ts';
 import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
@@ -21,6 +22,7 @@ import { claimTestRedis } from '../helpers/redis.ts';
 const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat N] [--one-process] [--ledger-only]
        npm run bench -- --isolation [--backlog N] [--samples N]
        npm run bench -- --reconciliation [--transactions N] [--samples N]
+       npm run bench -- --chain [--events N]
 
 BET+WIN rounds through the ledger and through a bare forwarder (signature check and forward, no ledger)
 against the same fast wallet: throughput at saturation, latency percentiles at fixed offered rates.
@@ -38,6 +40,8 @@ against the same fast wallet: throughput at saturation, latency percentiles at f
                    transactions, a round, 31-day statements; the read model's rebuild rate)
     --transactions N  history size, 1000..10000000 (default 1000000)
     --samples N    requests per measured kind, 1..10000 (default 200)
+  --chain          instead: the hash chain on a large history (linking rate; verify-chain's rate and memory)
+    --events N     history size, 1000..10000000 (default 1000000)
   --help           this text
 
 Exit status: 0 measured, 1 it failed or measured nothing (every transaction of a target failed), 2 bad usage.`;
@@ -55,16 +59,21 @@ const { values: opts } = cli.parse({
     samples: { type: 'string' },
     reconciliation: { type: 'boolean' },
     transactions: { type: 'string' },
+    chain: { type: 'boolean' },
+    events: { type: 'string' },
     help: { type: 'boolean' },
   },
 });
 const ISOLATION = opts.isolation === true;
 const RECONCILIATION = opts.reconciliation === true;
-if (ISOLATION && RECONCILIATION) cli.fail('--isolation and --reconciliation are two different benchmarks: one at a time');
+const CHAIN = opts.chain === true;
+if ([ISOLATION, RECONCILIATION, CHAIN].filter(Boolean).length > 1) cli.fail('--isolation, --reconciliation and --chain are different benchmarks: one at a time');
 for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only'] as const) {
   if (ISOLATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --isolation`);
   if (RECONCILIATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --reconciliation`);
+  if (CHAIN && opts[o] !== undefined) cli.fail(`--${o} does not apply to --chain`);
 }
+if (!CHAIN && opts.events !== undefined) cli.fail('--events applies only with --chain');
 if (!ISOLATION && opts.backlog !== undefined) cli.fail('--backlog applies only with --isolation');
 if (!RECONCILIATION && opts.transactions !== undefined) cli.fail('--transactions applies only with --reconciliation');
 if (!ISOLATION && !RECONCILIATION && opts.samples !== undefined) cli.fail('--samples applies only with --isolation or --reconciliation');
@@ -75,6 +84,7 @@ const ONE_PROCESS = opts['one-process'] === true;
 const LEDGER_ONLY = opts['ledger-only'] === true;
 const BACKLOG = opts.backlog !== undefined ? cli.whole('backlog', opts.backlog, 1, 100_000) : 300;
 const SAMPLES = opts.samples !== undefined ? cli.whole('samples', opts.samples, 1, RECONCILIATION ? 10_000 : 1000) : RECONCILIATION ? 200 : 5;
+const EVENTS = opts.events !== undefined ? cli.whole('events', opts.events, 1000, 10_000_000) : 1_000_000;
 const TRANSACTIONS = opts.transactions !== undefined ? cli.whole('transactions', opts.transactions, 1000, 10_000_000) : 1_000_000;
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -343,7 +353,7 @@ async function main(): Promise<number> {
   }
 }
 
-(ISOLATION ? isolationMain({ backlog: BACKLOG, samples: SAMPLES }) : RECONCILIATION ? reconciliationMain({ transactions: TRANSACTIONS, samples: SAMPLES }) : main()).then(
+(ISOLATION ? isolationMain({ backlog: BACKLOG, samples: SAMPLES }) : RECONCILIATION ? reconciliationMain({ transactions: TRANSACTIONS, samples: SAMPLES }) : CHAIN ? chainMain({ events: EVENTS }) : main()).then(
   (code) => process.exit(code ?? 0),
   (err: unknown) => {
     console.error(err);

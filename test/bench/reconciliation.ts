@@ -8,89 +8,24 @@
  *   --transactions N   history size (default 1,000,000)
  *   --samples N        requests per measured kind (default 200)
  */
-import { randomUUID } from 'node:crypto';
 import { allMigrations } from '../../services/migrations.ts';
 import { reconciliationProjection } from '../../services/reconciliation/projection.ts';
 import { rebuildProjection } from '../../services/audit/rebuild.ts';
-import type { RoundEvent } from '../../services/rounds/events.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
-import type { JsonObject, NewEvent } from '../../shared/eventstore/port.ts';
-import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
+import { OP1, testCatalog } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
 import { spawnService, type SpawnedService } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
+import { appendHistory, DAY, SPAN, START } from './history.ts';
 
 const ADMIN = 'bench-reconciliation';
-const DAY = 86_400_000;
-/** The history's 31 days, well in the past: every interval asked for is wholly in the past. */
-const START = Date.parse('2026-09-01T00:00:00Z');
-const SPAN = 31 * DAY;
-const PLAYERS = 20_000;
 const APPEND_CONCURRENCY = 48;
-
-const GAMES = [
-  { providerId: 'studio-a', gameId: 'fruit-1', currency: 'EUR' },
-  { providerId: 'studio-a', gameId: 'gems-2', currency: 'EUR' },
-  { providerId: 'studio-b', gameId: 'dice-9', currency: 'GBP' },
-];
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length - 1) * p))]!;
 const ms = (x: number) => x.toFixed(1);
-
-/** A deterministic generator (mulberry32), so a run's history is the same for the same size. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-interface RoundPlan {
-  stream: string;
-  events: NewEvent[];
-  transactions: number;
-}
-
-/** One round: a BET and (unless declined) its WIN, with their outcomes, recorded at `at`. */
-function plan(i: number, rnd: () => number, at: number): RoundPlan & { operatorId: string; roundId: string; gameId: string; playerRef: string } {
-  const operatorId = rnd() < 0.9 ? OP1.id : OP2.id;
-  const g = GAMES[Math.floor(rnd() * GAMES.length)]!;
-  const playerRef = `bp-${Math.floor(rnd() * PLAYERS)}`;
-  const roundId = `br-${i}`;
-  const stream = `round|${g.providerId}|${operatorId}|${roundId}`;
-  const iso = (offset: number) => new Date(at + offset).toISOString();
-  const base = { sessionToken: 'bench', roundId, playerRef, currency: g.currency, gameId: g.gameId };
-  const recorded = (transactionId: string, type: 'BET' | 'WIN', amount: number, offset: number, roundComplete: boolean): RoundEvent => {
-    const request = { ...base, transactionId, type, roundComplete, amount };
-    return { type: 'TransactionRecorded', data: { providerId: g.providerId, operatorId, origin: 'provider', request, walletBody: JSON.stringify(request), contentHash: transactionId, recordedAt: iso(offset) } };
-  };
-  const settled = (transactionId: string, outcome: 'applied' | 'declined', offset: number): RoundEvent => ({
-    type: 'TransactionSettled',
-    data: { transactionId, outcome, reply: { status: outcome === 'applied' ? 'OK' : 'DECLINED', balance: 10_000, body: '{}' }, attempt: 1, settledAt: iso(offset) },
-  });
-  const bet = `${roundId}-b`;
-  const win = `${roundId}-w`;
-  const stake = 10 + Math.floor(rnd() * 990);
-  const fate = rnd();
-  const events: RoundEvent[] = [recorded(bet, 'BET', stake, 0, false)];
-  if (fate < 0.02) {
-    events.push(settled(bet, 'declined', 5));
-  } else {
-    events.push(settled(bet, 'applied', 5), recorded(win, 'WIN', Math.floor(rnd() * 2 * stake), 900, true));
-    if (fate < 0.025) events.push({ type: 'TransactionAttemptFailed', data: { transactionId: win, outcome: 'failed', detail: 'wallet answered 503', httpStatus: 503, attempt: 1, failedAt: iso(910) } });
-    else if (fate < 0.03) events.push({ type: 'TransactionDeadLettered', data: { transactionId: win, attempts: 40, lastError: 'wallet answered 503', deadLetteredAt: iso(DAY) } });
-    else events.push(settled(win, 'applied', 905));
-  }
-  const transactions = events.filter((e) => e.type === 'TransactionRecorded').length;
-  return { stream, operatorId, roundId, gameId: g.gameId, playerRef, transactions, events: events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data as unknown as JsonObject })) };
-}
 
 export async function reconciliationMain({ transactions: WANTED, samples: SAMPLES }: { transactions: number; samples: number }): Promise<void> {
   const db = await createTestDatabase('reconbench');
@@ -100,36 +35,9 @@ export async function reconciliationMain({ transactions: WANTED, samples: SAMPLE
   try {
     await migrate(pool, allMigrations);
     const store = await createEventStore('postgres', pool, db.url);
-    const rnd = random(20261125);
-    const rounds: Array<{ operatorId: string; roundId: string; gameId: string; playerRef: string }> = [];
-    let made = 0;
-    let events = 0;
-    let i = 0;
-    const t0 = performance.now();
-    // Rounds in time order, appended by APPEND_CONCURRENCY writers (the store groups concurrent appends).
-    const next = (): RoundPlan | undefined => {
-      if (made >= WANTED) return undefined;
-      const at = START + Math.floor((made / WANTED) * (SPAN - DAY)) + Math.floor(rnd() * 1000);
-      const p = plan(i++, rnd, at);
-      made += p.transactions;
-      events += p.events.length;
-      if (rounds.length < 100_000 || rnd() < 0.01) rounds.push(p);
-      return p;
-    };
-    let lastReport = Date.now();
-    await Promise.all(
-      Array.from({ length: APPEND_CONCURRENCY }, async () => {
-        for (let p = next(); p; p = next()) {
-          await store.append(p.stream, p.events, 'no_stream');
-          if (Date.now() - lastReport > 10_000) {
-            lastReport = Date.now();
-            process.stderr.write(`  history: ${made.toLocaleString('en')} of ${WANTED.toLocaleString('en')} transactions\n`);
-          }
-        }
-      }),
-    );
-    const appendS = (performance.now() - t0) / 1000;
-    console.log(`history: ${made.toLocaleString('en')} transactions in ${i.toLocaleString('en')} rounds, ${events.toLocaleString('en')} events, appended in ${appendS.toFixed(0)} s`);
+    const history = await appendHistory(store, WANTED, APPEND_CONCURRENCY);
+    const { rounds, made, events } = history;
+    console.log(`history: ${made.toLocaleString('en')} transactions in ${history.roundCount.toLocaleString('en')} rounds, ${events.toLocaleString('en')} events, appended in ${history.seconds.toFixed(0)} s`);
 
     // The read model from the history, as `npm run audit -- rebuild --projection reconciliation` builds it.
     const rss: number[] = [];

@@ -83,6 +83,8 @@ const TOOLS: Tool[] = [
       [['--isolation', '--backlog', '1.5'], '--backlog must be a whole number'],
       [['--isolation', '--seconds', '3'], '--seconds does not apply to --isolation'],
       [['--isolation', '--reconciliation'], 'one at a time'],
+      [['--events', '5000'], '--events applies only with --chain'],
+      [['--chain', '--events', 'x'], '--events must be a whole number'],
       [['--transactions', '5000'], '--transactions applies only with --reconciliation'],
       [['--reconciliation', '--transactions', '5'], '--transactions must be a whole number from 1000'],
       [['--reconciliation', '--rates', '100'], '--rates does not apply to --reconciliation'],

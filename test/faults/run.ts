@@ -16,6 +16,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { allProjections } from '../../services/read-models.ts';
 import { verifyProjection } from '../../services/audit/rebuild.ts';
+import { verifyChain } from '../../services/chain/verify.ts';
 import { fold } from '../../shared/decider.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { roundDecider, type TxState } from '../../services/rounds/decider.ts';
@@ -158,6 +159,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
     RECOVERY_SWEEP_SECONDS: '1',
     STALE_ROUND_AFTER_SECONDS: '3',
     RECONCILE_INTERVAL_SECONDS: '1',
+    CHAIN_CHECKPOINT_SECONDS: '1',
   });
   const procs = new Map<RoleName, SpawnedService>();
   /** Every process started, killed ones too: their logs explain a 500. */
@@ -551,6 +553,19 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
         }
       }
       if (differing && store instanceof PostgresEventStore) violations.push(...(await describeLogReads(pool, store)));
+
+      // The hash chain, whose runner was killed with the projector and lost its connections like the rest:
+      // every event linked once, in log order, no gap, no link twice, every checkpoint valid.
+      const head = await store.headPosition();
+      const chainDeadline = Date.now() + 30_000;
+      while ((await pool.query(`SELECT position FROM projection_checkpoints WHERE name = 'chain'`)).rows[0]?.position !== head && Date.now() < chainDeadline) await sleep(200);
+      const chain = await verifyChain(pool, store);
+      if (chain.broken) violations.push(`hash chain broken at event #${chain.broken.count} (position ${chain.broken.position}): ${chain.broken.what}`);
+      if (chain.unlinked > 0) violations.push(`hash chain: ${chain.unlinked} event(s) not linked 30 s after the run settled`);
+      const { rows: links } = await pool.query<{ n: number; top: number | null }>('SELECT count(*)::int AS n, max(seq)::int AS top FROM chain_links');
+      if (links[0]!.n !== (links[0]!.top ?? 0) || links[0]!.n !== chain.events) violations.push(`hash chain: ${links[0]!.n} links up to #${links[0]!.top}, ${chain.events} events verified`);
+      if (chain.checkpoints === 0) violations.push('hash chain: no checkpoint was signed during the run');
+      log(`hash chain: ${chain.events} events linked and verified, ${chain.checkpoints} checkpoints valid`);
       return {
         seed: opts.seed,
         requests,

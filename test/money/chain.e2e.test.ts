@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { createPublicKey, randomUUID, verify } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, randomUUID, verify } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../shared/canonical.ts';
 import { GENESIS, nextLink } from '../../services/chain/link.ts';
 import { OP1, OP2 } from '../helpers/catalog.ts';
-import { ADMIN_TOKEN } from '../helpers/service.ts';
+import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
 
@@ -286,5 +286,39 @@ describe('the tamper-evident history', () => {
     await signedUpToDate();
     expect((await audit('verify-chain')).code).toBe(0);
     expect((await operatorScript()).code).toBe(0);
+  }, 60_000);
+
+  it('after a key rotation, new checkpoints carry the new key and old ones still verify; an operator needs both public keys', async () => {
+    const oldKeyId = (await adminGet('/v1/audit/chain/public-key')).headers.get('x-key-id')!;
+    const { privateKey } = generateKeyPairSync('ed25519');
+    // Every projector process restarts with the new key.
+    await h.svc.stop();
+    const svc = await startInProcess(h.env, { CHAIN_SIGNING_KEY: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), CHAIN_CHECKPOINT_SECONDS: '1' });
+    try {
+      const token = (await signedRequest<{ sessionToken: string }>(svc.url, { path: '/v1/operator/games/launch', body: { playerRef: `ch-rot-${run8}`, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, as: OP1 })).json.sessionToken;
+      expect(token).toBeTruthy();
+      const key = () => fetch(`${svc.url}/v1/audit/chain/public-key`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      await h.until(async () => {
+        const k = (await key()).headers.get('x-key-id');
+        const { rows } = await svc.ctx.pool.query(`SELECT count(*)::int AS n FROM chain_checkpoints WHERE chain = $1 AND key_id = $2`, [OP1.id, k]);
+        return k !== oldKeyId && rows[0].n > 0;
+      }, 20_000);
+      const newPem = await (await key()).text();
+      const oldPem = await (await fetch(`${svc.url}/v1/audit/chain/public-key?keyId=${oldKeyId}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
+      expect(oldPem).toBe(await (await import('node:fs/promises')).readFile(keyFile, 'utf8'));
+      expect(newPem).not.toBe(oldPem);
+      const verified = await audit('verify-chain');
+      expect(verified.code, verified.stdout).toBe(0);
+      // The operator's script with the old key only: the new checkpoints are signed by a key it was not given.
+      const newKeyFile = path.join(path.dirname(keyFile), 'rotated.pem');
+      writeFileSync(newKeyFile, newPem);
+      const oldOnly = await exec('scripts/verify-history.mjs', ['--url', svc.url, '--operator-id', OP1.id, '--public-key', keyFile], { OPERATOR_SECRET: OP1.secret });
+      expect(oldOnly.code).toBe(1);
+      expect(oldOnly.stdout).toMatch(/is signed with key [0-9a-f]{16}, which is none of the keys you gave/);
+      const both = await exec('scripts/verify-history.mjs', ['--url', svc.url, '--operator-id', OP1.id, '--public-key', keyFile, '--public-key', newKeyFile], { OPERATOR_SECRET: OP1.secret });
+      expect(both.code, both.stdout + both.stderr).toBe(0);
+    } finally {
+      await svc.stop();
+    }
   }, 60_000);
 });

@@ -1,0 +1,59 @@
+/**
+ * npm run bench -- --chain: the hash chain on a large history (contract section 10). Appends a history
+ * of N events (BET+WIN rounds, see history.ts) through the event-store port, links it as the projector
+ * role's chain runner does (batches of 1,000 events, each with its links in one transaction), signs its
+ * checkpoints, then runs what `npm run audit -- verify-chain` runs and prints its rate, with the memory
+ * of the process sampled along the way (it must not grow with the history).
+ *   --events N   history size in events (default 1,000,000)
+ */
+import { signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
+import { chainProjection } from '../../services/chain/projection.ts';
+import { verifyChain } from '../../services/chain/verify.ts';
+import { allMigrations } from '../../services/migrations.ts';
+import { migrate } from '../../shared/db/migrations.ts';
+import { createPool, withTransaction } from '../../shared/db/pool.ts';
+import { createEventStore } from '../../shared/eventstore/index.ts';
+import { wholeLog } from '../../shared/eventstore/whole-log.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+import { appendHistory } from './history.ts';
+
+const mib = (b: number) => (b / 1024 / 1024).toFixed(0);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+
+export async function chainMain({ events: WANTED }: { events: number }): Promise<void> {
+  const db = await createTestDatabase('chainbench');
+  const pool = createPool(db.url, 52);
+  try {
+    await migrate(pool, allMigrations);
+    const store = await createEventStore('postgres', pool, db.url);
+    // About two events a transaction (a record and its outcome).
+    const history = await appendHistory(store, Math.ceil(WANTED / 2), 48);
+    console.log(`history: ${history.events.toLocaleString('en')} events appended in ${history.seconds.toFixed(0)} s`);
+
+    let t = performance.now();
+    for await (const page of wholeLog(store, undefined, 1000)) await withTransaction(pool, (tx) => chainProjection.apply(page, tx));
+    const linkS = (performance.now() - t) / 1000;
+    console.log(`linking: ${history.events.toLocaleString('en')} events in ${linkS.toFixed(1)} s = ${Math.round(history.events / linkS).toLocaleString('en')} events/s`);
+    const signed = await signNewCheckpoints(pool, await signingKey(pool, undefined));
+    await pool.query('ANALYZE');
+
+    const rss: number[] = [];
+    const meter = setInterval(() => rss.push(process.memoryUsage().rss), 200);
+    t = performance.now();
+    const report = await verifyChain(pool, store);
+    const verifyS = (performance.now() - t) / 1000;
+    clearInterval(meter);
+    if (report.broken) throw new Error(`verify-chain found a break in an untouched history: ${JSON.stringify(report.broken)}`);
+    const third = Math.max(1, Math.floor(rss.length / 3));
+    console.log(
+      `verify-chain: ${report.events.toLocaleString('en')} events and ${report.checkpoints} of ${signed} checkpoint(s) in ${verifyS.toFixed(1)} s = ` +
+        `${Math.round(report.events / verifyS).toLocaleString('en')} events/s; RSS median ${mib(median(rss.slice(0, third)))} MiB in the first third, ` +
+        `${mib(median(rss.slice(-third)))} MiB in the last, peak ${mib(Math.max(...rss))} MiB`,
+    );
+    console.log('target: verify-chain at 50,000 events/s or faster on one million events');
+    await store.close();
+  } finally {
+    await pool.end();
+    await db.drop();
+  }
+}
