@@ -112,22 +112,33 @@ export const roundState = z.strictObject({
   ),
 });
 
+/**
+ * Time travel (`asOf` on the round, session-stream and grant routes): the instant as asked, the position
+ * of the last event folded (null when none was recorded by then) and the state then. Present only when
+ * `asOf` was given; without it the answer is as it always was.
+ */
+const asOfInstant = z.iso.datetime({ offset: true });
+const foldedPosition = z.string().nullable();
+
 export const roundHistory = z.strictObject({
   streamId: z.string(),
+  asOf: asOfInstant.optional(),
+  position: foldedPosition.optional(),
+  state: roundState.optional(),
   history: z.array(z.strictObject({ event: auditEvent, stateAfter: roundState })),
 });
 
 const nullableTime = z.iso.datetime().nullable();
 
+const openSessionsState = z.strictObject({
+  openSessions: z.array(z.strictObject({ token: z.string(), providerId: z.string(), expiresAt: z.iso.datetime(), demo: z.boolean() })),
+});
+
 export const playerSessionsHistory = z.strictObject({
-  history: z.array(
-    z.strictObject({
-      event: auditEvent,
-      stateAfter: z.strictObject({
-        openSessions: z.array(z.strictObject({ token: z.string(), providerId: z.string(), expiresAt: z.iso.datetime(), demo: z.boolean() })),
-      }),
-    }),
-  ),
+  asOf: asOfInstant.optional(),
+  position: foldedPosition.optional(),
+  state: openSessionsState.optional(),
+  history: z.array(z.strictObject({ event: auditEvent, stateAfter: openSessionsState })),
   /** rm_sessions rows, column names as stored. */
   sessions: z.array(
     z.strictObject({
@@ -144,7 +155,13 @@ export const playerSessionsHistory = z.strictObject({
   ),
 });
 
+/** A grant's state before its first event: no grant yet. */
+const noGrantYet = z.strictObject({ status: z.literal('none') });
+
 export const grantHistory = z.strictObject({
+  asOf: asOfInstant.optional(),
+  position: foldedPosition.optional(),
+  state: z.union([grantSchema, noGrantYet]).optional(),
   history: z.array(z.strictObject({ event: auditEvent, stateAfter: grantSchema })),
 });
 
@@ -170,6 +187,47 @@ export const auditTransactions = z.strictObject({
     }),
   ),
 });
+
+// The hash chain (GET /v1/audit/chain/*, GET /v1/operator/history/*): services/chain/routes.ts answers these.
+
+const link = z.string().regex(/^[0-9a-f]{64}$/);
+const keyId = z.string().regex(/^[0-9a-f]{16}$/);
+
+/** A signed checkpoint of the global chain. */
+export const chainCheckpoint = z.strictObject({
+  position: z.string(),
+  link,
+  count: z.number().int().positive(),
+  signedAt: z.iso.datetime(),
+  keyId,
+  // An Ed25519 signature is 64 bytes: 88 characters of base64.
+  signature: z.string().regex(/^[A-Za-z0-9+/]{86}==$/),
+});
+/** A signed checkpoint of one operator's chain. */
+export const operatorCheckpoint = z.strictObject({ operatorId: z.string(), ...chainCheckpoint.shape });
+
+export const chainCheckpoints = z.strictObject({ checkpoints: z.array(chainCheckpoint) });
+export const operatorCheckpoints = z.strictObject({ checkpoints: z.array(operatorCheckpoint) });
+
+/** The public key checkpoints are verified with: an Ed25519 key as an SPKI PEM. */
+export const chainPublicKeyPem = z.string().regex(/^-----BEGIN PUBLIC KEY-----\n[A-Za-z0-9+/=\n]+-----END PUBLIC KEY-----\n?$/);
+
+/**
+ * One event of an operator's chain. An event the chain linked but the store no longer holds is shown
+ * with type `(missing from the event store)`, data and metadata null and recordedAt "": recomputing
+ * the chain breaks there, as it should.
+ */
+export const historyEvent = z.strictObject({
+  count: z.number().int().positive(),
+  stream: z.string(),
+  type: z.string(),
+  data: jsonObject.nullable(),
+  metadata: jsonObject.nullable(),
+  position: z.string(),
+  recordedAt: z.union([z.iso.datetime(), z.literal('')]),
+  link,
+});
+export const historyEventsPage = z.strictObject({ events: z.array(historyEvent), next: z.number().int().nonnegative() });
 
 /** Prometheus text exposition (GET /metrics). */
 export const metricsText = z.string();

@@ -30,7 +30,8 @@ describe('the OpenAPI document matches the running service', () => {
     // The express app the service really serves, as startService builds it (nothing rebuilt here).
     const createServer = vi.spyOn(http, 'createServer');
     try {
-      h = await startMoneyHarness('openapi');
+      // Chain checkpoints every second, so the checkpoint routes have some to show.
+      h = await startMoneyHarness('openapi', { CHAIN_CHECKPOINT_SECONDS: '1' });
       app = createServer.mock.calls.map((c) => c[0] as unknown).filter(isExpressApp).at(-1)!;
     } finally {
       createServer.mockRestore();
@@ -268,6 +269,71 @@ describe('the OpenAPI document matches the running service', () => {
     conforms('get', settlement, csv, 200);
     expect(csv.headers.get('content-type')).toMatch(/^text\/csv/);
     conforms('get', settlement, await op({ path: `${settlement}?from=2026-11-01T00:00:00Z` }), 400);
+  });
+
+  it('time travel (asOf) on the round, session-stream and grant audit routes', async () => {
+    const token = await h.launch('doc-asof');
+    const roundId = `doc-r-${randomUUID()}`;
+    await h.tx(h.bet(token, { playerRef: 'doc-asof', roundId }));
+    const grant = await op({ path: '/v1/operator/free-spins/grants', body: { playerRef: 'doc-asof', idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 5, currency: 'EUR' } });
+    const grantId = (grant.json as { id: string }).id;
+    const round = '/v1/audit/rounds/{providerId}/{operatorId}/{roundId}';
+    const sessions = '/v1/audit/players/{operatorId}/{playerRef}/sessions';
+    const grants = '/v1/audit/grants/{id}';
+    const now = encodeURIComponent(new Date(Date.now() + 1000).toISOString());
+    const before = encodeURIComponent('2020-01-01T00:00:00+01:00');
+    for (const [path, url] of [
+      [round, `/v1/audit/rounds/studio-a/op-1/${roundId}`],
+      [sessions, '/v1/audit/players/op-1/doc-asof/sessions'],
+      [grants, `/v1/audit/grants/${grantId}`],
+    ] as const) {
+      const later = await admin('GET', `${url}?asOf=${now}`);
+      conforms('get', path, later, 200);
+      expect(later.json, url).toMatchObject({ position: expect.any(String), state: expect.anything() });
+      const earlier = await admin('GET', `${url}?asOf=${before}`);
+      conforms('get', path, earlier, 200);
+      expect(earlier.json, url).toMatchObject({ asOf: '2020-01-01T00:00:00+01:00', position: null, history: [] });
+      const bad = await admin('GET', `${url}?asOf=yesterday`);
+      conforms('get', path, bad, 400);
+      expect(bad.json).toEqual({ error: 'asOf: not an RFC 3339 date-time with a time zone, such as 2026-11-24T10:00:00.000Z' });
+    }
+    expect((await admin('GET', `/v1/audit/grants/${grantId}?asOf=${before}`)).json).toMatchObject({ state: { status: 'none' } });
+  });
+
+  it('hash chain and history routes: public key, checkpoints, your events and your checkpoints', async () => {
+    const key = await admin('GET', '/v1/audit/chain/public-key');
+    conforms('get', '/v1/audit/chain/public-key', key, 200);
+    const keyId = key.headers.get('x-key-id')!;
+    conforms('get', '/v1/audit/chain/public-key', await admin('GET', `/v1/audit/chain/public-key?keyId=${keyId}`), 200);
+    const unknownKey = await admin('GET', '/v1/audit/chain/public-key?keyId=0123456789abcdef');
+    conforms('get', '/v1/audit/chain/public-key', unknownKey, 404);
+    expect(unknownKey.json).toEqual({ error: 'no key with this id' });
+    const badKeyId = await admin('GET', '/v1/audit/chain/public-key?keyId=nope');
+    conforms('get', '/v1/audit/chain/public-key', badKeyId, 400);
+    expect(badKeyId.json).toEqual({ error: 'keyId: must be a key id as checkpoints name it (16 hex digits)' });
+    conforms('get', '/v1/audit/chain/public-key', await admin('GET', '/v1/audit/chain/public-key', undefined, null), 401);
+
+    // Checkpoints are signed every second here: wait for one of op-1's chain.
+    const mine = '/v1/operator/history/checkpoints';
+    await until(async () => ((await op({ path: mine })).json as { checkpoints?: unknown[] }).checkpoints?.length !== 0);
+    const globalCheckpoints = await admin('GET', '/v1/audit/chain/checkpoints?after=0&limit=10');
+    conforms('get', '/v1/audit/chain/checkpoints', globalCheckpoints, 200);
+    expect((globalCheckpoints.json as { checkpoints: Array<{ keyId: string }> }).checkpoints[0]?.keyId).toBe(keyId);
+    const badLimit = await admin('GET', '/v1/audit/chain/checkpoints?limit=0');
+    conforms('get', '/v1/audit/chain/checkpoints', badLimit, 400);
+    expect(badLimit.json).toEqual({ error: 'limit: must be a whole number from 1 to 1000' });
+    conforms('get', '/v1/audit/chain/checkpoints', await admin('GET', '/v1/audit/chain/checkpoints', undefined, null), 401);
+
+    const events = await op({ path: '/v1/operator/history/events?after=0&limit=5' });
+    conforms('get', '/v1/operator/history/events', events, 200);
+    expect((events.json as { events: unknown[]; next: number }).next).toBe(5);
+    conforms('get', '/v1/operator/history/events', await op({ path: '/v1/operator/history/events' }), 200);
+    const badAfter = await op({ path: '/v1/operator/history/events?after=-1' });
+    conforms('get', '/v1/operator/history/events', badAfter, 400);
+    expect(badAfter.json).toEqual({ error: 'after: after must be a whole number (a count of events)' });
+    conforms('get', '/v1/operator/history/events', await op({ path: '/v1/operator/history/events', headers: { 'x-signature': '0'.repeat(64) } }), 401);
+    conforms('get', mine, await op({ path: mine }), 200);
+    conforms('get', mine, await op({ path: `${mine}?limit=1001` }), 400);
   });
 
   it('rate limiting answers 429 with Retry-After, as documented', async () => {

@@ -1,6 +1,8 @@
+import { createHash, createPublicKey, verify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { namedSchemas } from '../../services/api/openapi/components.ts';
+import { CHAIN_KEY_ID, CHAIN_PUBLIC_KEY, chainExamples } from '../../services/api/openapi/examples.ts';
 import { buildOpenApiDocument, documentedResponse } from '../../services/api/openapi/document.ts';
 import { schemaNames } from '../../services/api/openapi/json-schema.ts';
 import { routes } from '../../services/api/openapi/routes.ts';
@@ -428,6 +430,40 @@ describe('what redocly.yaml leaves to this file', () => {
     for (const r of routes) {
       const has4xx = Object.keys(r.responses).some((s) => /^4\d\d$/.test(s));
       expect(has4xx, `${r.method.toUpperCase()} ${r.path}`).toBe(!NO_INPUT.includes(`${r.method.toUpperCase()} ${r.path}`));
+    }
+  });
+});
+
+describe('the hash chain examples are real', () => {
+  /** The canonical form as the document and docs/auditors.md state it, written again from the prose. */
+  const canonical = (v: unknown): string => {
+    if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+    if (v !== null && typeof v === 'object') {
+      const keys = Object.keys(v).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical((v as Json)[k])}`).join(',')}}`;
+    }
+    return JSON.stringify(v);
+  };
+
+  it("links each example event of op-1's history as the formula says, from 32 zero bytes", () => {
+    let link = Buffer.alloc(32);
+    for (const [i, e] of chainExamples.history.entries()) {
+      expect(e.count).toBe(i + 1);
+      const form = canonical({ stream: e.stream, type: e.type, data: e.data, metadata: e.metadata, position: e.position, recordedAt: e.recordedAt });
+      link = createHash('sha256').update(Buffer.concat([link, Buffer.from(form, 'utf8')])).digest();
+      expect(e.link, `#${e.count}`).toBe(link.toString('hex'));
+    }
+    expect(chainExamples.operatorCheckpoint).toMatchObject({ count: 5, link: chainExamples.history[4]!.link, position: chainExamples.history[4]!.position });
+  });
+
+  it('signs the example checkpoints with the example public key, whose id is their keyId', () => {
+    const key = createPublicKey(CHAIN_PUBLIC_KEY);
+    expect(key.asymmetricKeyType).toBe('ed25519');
+    expect(createHash('sha256').update(key.export({ type: 'spki', format: 'der' })).digest('hex').slice(0, 16)).toBe(CHAIN_KEY_ID);
+    for (const c of [chainExamples.operatorCheckpoint, chainExamples.globalCheckpoint]) {
+      const { keyId, signature, ...body } = c;
+      expect(keyId).toBe(CHAIN_KEY_ID);
+      expect(verify(null, Buffer.from(canonical(body), 'utf8'), key, Buffer.from(signature, 'base64')), JSON.stringify(body)).toBe(true);
     }
   });
 });

@@ -54,6 +54,22 @@ export const schemaConditionals: Record<string, JsonSchema[]> = {
   ],
 };
 
+/** The fields time travel (`asOf`) adds to an audit history. */
+const timeTravel = (what: string, initial = 'the state before any event when none was recorded by then'): Record<string, string> => ({
+  asOf: 'With `asOf` only: the instant asked, as given.',
+  position: 'With `asOf` only: the position of the last event recorded at or before `asOf` (null when none was).',
+  state: `With \`asOf\` only: ${what} as it was then, folded from the events recorded at or before \`asOf\` (${initial}).`,
+});
+
+const chainCheckpointFields: Record<string, string> = {
+  position: 'Position (in the global log) of the last event the checkpoint covers.',
+  link: 'Lowercase hex of the chain\'s link after that event (32 bytes).',
+  count: 'How many events of the chain the checkpoint covers.',
+  signedAt: 'When it was signed, ISO 8601 UTC with milliseconds (part of what is signed).',
+  keyId: 'The first 16 hex digits of the SHA-256 of the public key (SPKI DER) the signature verifies with.',
+  signature: 'Base64 of the 64-byte Ed25519 signature of the canonical JSON of the other fields but keyId.',
+};
+
 const catalogId = (who: string) => `1 to 200 characters; the \`${who}\` it signs with.`;
 
 export const propertyDescriptions: Record<string, Record<string, string>> = {
@@ -128,6 +144,28 @@ export const propertyDescriptions: Record<string, Record<string, string>> = {
     from: 'Start of the interval (included), as asked.',
     to: 'End of the interval (excluded), as asked.',
     lines: "One per provider, game and currency with any `applied` BET, WIN or ROLLBACK (the reconciler's included) recorded in the interval; sorted by providerId, gameId, currency.",
+  },
+  RoundHistory: { ...timeTravel('the round'), history: 'Each event with the round after it (with `asOf`: the events recorded by then).' },
+  PlayerSessionsHistory: {
+    ...timeTravel('the open sessions'),
+    history: 'Each event with the open sessions after it (with `asOf`: the events recorded by then).',
+    sessions: 'Every session launched, with `revoked_at` set by a kick. Without `asOf`: the rows of the sessions read model. With it: the same rows as they stood then, derived from the events recorded by then.',
+  },
+  GrantHistory: {
+    ...timeTravel('the grant', '`{"status":"none"}` when no event of the grant was recorded by then'),
+    history: 'Each event with the grant after it (with `asOf`: the events recorded by then).',
+  },
+  ChainCheckpoint: chainCheckpointFields,
+  OperatorCheckpoint: { operatorId: 'Your operator id (part of what is signed).', ...chainCheckpointFields },
+  HistoryEvent: {
+    count: "The event's place in your chain: 1 for your first event.",
+    stream: 'The stream the event belongs to (a round, a player\'s sessions, a grant).',
+    type: 'The event type.',
+    data: 'The event data, as stored.',
+    metadata: 'The event metadata, as stored.',
+    position: 'Its position in the global log, as the event store gives it (what the link hashes).',
+    recordedAt: "The event store's time of the append, ISO 8601 UTC with milliseconds (what the link hashes).",
+    link: 'Lowercase hex of your chain\'s link after this event (32 bytes).',
   },
   WalletTransactionRequest: {
     transactionId: 'Deduplicate on (playerRef, transactionId): a repeat must get the stored reply.',

@@ -42,6 +42,10 @@ const tags = [
     name: 'Operator API: reconciliation',
     description: 'Your transactions with the status to reconcile against your wallet, one round, and the settlement statement (JSON or CSV). Guide: docs/operators.md (reconciling your wallet).',
   },
+  {
+    name: 'Operator API: history',
+    description: 'Your own events in chain order with their links, and your signed checkpoints: recompute your hash chain and check it against the signatures. Guide: docs/operators.md (verifying your own history).',
+  },
   { name: 'Provider API', description: 'Called by providers (studios), signed with the provider secret. Guide: docs/providers.md.' },
   { name: 'Admin', description: 'Platform team, bearer ADMIN_TOKEN.' },
   { name: 'Audit', description: 'Read-only views of the history of record, bearer ADMIN_TOKEN.' },

@@ -1,3 +1,5 @@
+import { GENESIS, nextLink } from '../../chain/link.ts';
+
 /**
  * Realistic examples for every component schema, keyed by component name. Each one is a value the
  * schema it illustrates accepts (test/docs/openapi.unit.test.ts parses every one with the zod schema),
@@ -151,12 +153,18 @@ const settledEvent = {
   metadata: {},
   createdAt: '2026-11-21T16:21:00.055Z',
 };
-const roundAfterBet = {
+/** The round after its BET was recorded (sent to the wallet, no answer yet)... */
+const roundAfterRecorded = {
   completed: false,
   playerRef: 'p1',
   gameId: 'fruit-1',
-  lastActivityAt: '2026-11-21T16:21:00.052Z',
-  outstandingBets: [],
+  lastActivityAt: '2026-11-21T16:21:00.000Z',
+  outstandingBets: ['tx-bet-0001'],
+  transactions: [{ transactionId: 'tx-bet-0001', type: 'BET', amount: 100, origin: 'provider', status: 'recorded', attempts: 0 }],
+};
+/** ...and after the wallet applied it: the BET is still outstanding (the round is open). */
+const roundAfterBet = {
+  ...roundAfterRecorded,
   transactions: [{ transactionId: 'tx-bet-0001', type: 'BET', amount: 100, origin: 'provider', status: 'applied', attempts: 1, reply: { status: 'OK', balance: 9900 } }],
 };
 const sessionStarted = {
@@ -165,20 +173,118 @@ const sessionStarted = {
   revision: 0,
   id: '6c8d1b3f-4a5e-4f0c-8d2b-8e9f0a1b2c3d',
   type: 'SessionStarted',
-  data: { token: SESSION_TOKEN, providerId: 'studio-a', gameId: 'fruit-1', currency: 'EUR', language: 'en', demo: false, expiresAt: '2026-11-22T16:20:00.000Z' },
+  data: {
+    token: SESSION_TOKEN,
+    operatorId: 'op-1',
+    playerRef: 'p1',
+    providerId: 'studio-a',
+    gameId: 'fruit-1',
+    currency: 'EUR',
+    language: 'en',
+    demo: false,
+    createdAt: '2026-11-21T16:20:00.008Z',
+    expiresAt: '2026-11-22T16:20:00.008Z',
+  },
   metadata: {},
   createdAt: '2026-11-21T16:20:00.010Z',
 };
-const grantEvent = {
-  position: '1050.1050',
+const sessionsRevoked = {
+  position: '1044.1044',
+  streamId: 'player-sessions|op-1|p1',
+  revision: 1,
+  id: 'a2b3c4d5-e6f7-4a8b-9c0d-1e2f3a4b5c6d',
+  type: 'SessionsRevoked',
+  data: { operatorId: 'op-1', playerRef: 'p1', tokens: [SESSION_TOKEN], revokedAt: '2026-11-21T16:25:00.000Z' },
+  metadata: {},
+  createdAt: '2026-11-21T16:25:00.004Z',
+};
+const openSessionAfterLaunch = { openSessions: [{ token: SESSION_TOKEN, providerId: 'studio-a', expiresAt: '2026-11-22T16:20:00.008Z', demo: false }] };
+const sessionRow = {
+  token: SESSION_TOKEN,
+  provider_id: 'studio-a',
+  game_id: 'fruit-1',
+  currency: 'EUR',
+  language: 'en',
+  demo: false,
+  created_at: '2026-11-21T16:20:00.008Z',
+  expires_at: '2026-11-22T16:20:00.008Z',
+  revoked_at: null,
+};
+const grantRequested = {
+  position: '1039.1039',
+  streamId: `grant|${GRANT_ID}`,
+  revision: 0,
+  id: '5b7c0a2e-3f4d-4e9b-8c1a-7d8e9f0a1b2c',
+  type: 'GrantRequested',
+  data: {
+    grantId: GRANT_ID,
+    operatorId: 'op-1',
+    providerId: 'studio-a',
+    gameId: 'fruit-1',
+    playerRef: 'p1',
+    spins: 10,
+    betAmountMinor: 20,
+    currency: 'EUR',
+    idempotencyKey: 'promo-42-p1',
+    campaignId: 'welcome-10',
+    expiresAt: '2026-12-31T23:59:59Z',
+    requestedAt: '2026-11-21T16:20:00.000Z',
+  },
+  metadata: {},
+  createdAt: '2026-11-21T16:20:00.003Z',
+};
+const grantActivated = {
+  position: '1041.1041',
   streamId: `grant|${GRANT_ID}`,
   revision: 1,
   id: '9f1a4e6c-7d8b-4c3f-a05e-1b2c3d4e5f6a',
-  type: 'GrantIssued',
-  data: { externalRef: 'batch-7f3a' },
+  type: 'GrantActivated',
+  data: { externalRef: 'batch-7f3a', activatedAt: '2026-11-21T16:20:00.123Z' },
   metadata: {},
-  createdAt: '2026-11-21T16:20:00.123Z',
+  createdAt: '2026-11-21T16:20:00.126Z',
 };
+const { externalRef: _externalRef, ...grantTerms } = grant;
+/** The grant after GrantRequested: pending, before the provider answered. */
+const pendingGrant = { ...grantTerms, status: 'pending', updatedAt: grant.createdAt };
+
+/**
+ * Operator op-1's hash chain: its first five events (the grant, the launch, the BET of the round), each
+ * linked as services/chain/link.ts says, from 32 zero bytes. The links are computed here, so they are
+ * the real ones; the checkpoint signatures below were made once with a throwaway Ed25519 key whose
+ * public half is CHAIN_PUBLIC_KEY (test/docs/openapi.unit.test.ts verifies them).
+ */
+const op1Events = [grantRequested, sessionStarted, grantActivated, recordedEvent, settledEvent];
+const op1History = (() => {
+  let link = GENESIS;
+  return op1Events.map((e, i) => {
+    const chained = { stream: e.streamId, type: e.type, data: e.data, metadata: e.metadata, position: e.position, recordedAt: e.createdAt };
+    link = nextLink(link, chained);
+    return { count: i + 1, ...chained, link: link.toString('hex') };
+  });
+})();
+
+export const CHAIN_PUBLIC_KEY = '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAxE81Xm4hgtWqi2UybJK3mZV/MbnaWoxtRUutLij03Co=\n-----END PUBLIC KEY-----\n';
+export const CHAIN_KEY_ID = 'a49b238f3a3f356a';
+const op1Checkpoint = {
+  operatorId: 'op-1',
+  position: op1History[4]!.position,
+  link: op1History[4]!.link,
+  count: 5,
+  signedAt: '2026-11-21T16:22:00.000Z',
+  keyId: CHAIN_KEY_ID,
+  signature: '88rncNKSSPkJ3dHCBenv8U1MrNqs1fdNOjdr4KgkXn/ILGuz5TTzpCRESBZ0JQK+yKFAhS/4xWMK46CRskFUDg==',
+};
+/** The global chain at the same place: its 1043rd event (its link depends on every event before it). */
+const globalCheckpoint = {
+  position: '1043.1043',
+  link: '4c1f9e2a7b3d8c6e0f5a1b9d2e7c4a8f3b6d0e1c9a5f7b2d8e4c6a0f1b3d5e7a',
+  count: 1043,
+  signedAt: '2026-11-21T16:22:00.000Z',
+  keyId: CHAIN_KEY_ID,
+  signature: 'PK/g1JSSeTZmad741GYI3CWgi0DDxctjrWrPEHGTir8xB0Z2Tp7NKjm/IqmHrXAfD2RgFYeNMjbzdDcLV5SnBA==',
+};
+/** For the tests: the example checkpoints and the history they sign. */
+export const chainExamples = { history: op1History, operatorCheckpoint: op1Checkpoint, globalCheckpoint };
 
 /**
  * The reconciliation story: p1's round r-20261121-0001 as operator op-1 reads it back (the BET of
@@ -347,26 +453,48 @@ export const schemaExamples: Record<string, unknown[]> = {
   EventsPage: [{ events: [recordedEvent, settledEvent], next: '1043.1043' }],
   StreamEvents: [{ streamId: ROUND_STREAM, events: [recordedEvent, settledEvent] }],
   RoundState: [roundAfterBet],
-  RoundHistory: [{ streamId: ROUND_STREAM, history: [{ event: settledEvent, stateAfter: roundAfterBet }] }],
-  PlayerSessionsHistory: [
+  RoundHistory: [
     {
-      history: [{ event: sessionStarted, stateAfter: { openSessions: [{ token: SESSION_TOKEN, providerId: 'studio-a', expiresAt: '2026-11-22T16:20:00.000Z', demo: false }] } }],
-      sessions: [
-        {
-          token: SESSION_TOKEN,
-          provider_id: 'studio-a',
-          game_id: 'fruit-1',
-          currency: 'EUR',
-          language: 'en',
-          demo: false,
-          created_at: '2026-11-21T16:20:00.010Z',
-          expires_at: '2026-11-22T16:20:00.000Z',
-          revoked_at: null,
-        },
+      streamId: ROUND_STREAM,
+      history: [
+        { event: recordedEvent, stateAfter: roundAfterRecorded },
+        { event: settledEvent, stateAfter: roundAfterBet },
       ],
     },
+    {
+      streamId: ROUND_STREAM,
+      asOf: '2026-11-21T16:21:00.030Z',
+      position: recordedEvent.position,
+      state: roundAfterRecorded,
+      history: [{ event: recordedEvent, stateAfter: roundAfterRecorded }],
+    },
   ],
-  GrantHistory: [{ history: [{ event: grantEvent, stateAfter: grant }] }],
+  PlayerSessionsHistory: [
+    {
+      history: [
+        { event: sessionStarted, stateAfter: openSessionAfterLaunch },
+        { event: sessionsRevoked, stateAfter: { openSessions: [] } },
+      ],
+      sessions: [{ ...sessionRow, revoked_at: '2026-11-21T16:25:00.000Z' }],
+    },
+    {
+      asOf: '2026-11-21T16:24:00Z',
+      position: sessionStarted.position,
+      state: openSessionAfterLaunch,
+      history: [{ event: sessionStarted, stateAfter: openSessionAfterLaunch }],
+      sessions: [sessionRow],
+    },
+  ],
+  GrantHistory: [
+    {
+      history: [
+        { event: grantRequested, stateAfter: pendingGrant },
+        { event: grantActivated, stateAfter: grant },
+      ],
+    },
+    { asOf: '2026-11-21T16:20:00.050Z', position: grantRequested.position, state: pendingGrant, history: [{ event: grantRequested, stateAfter: pendingGrant }] },
+    { asOf: '2026-11-21T16:00:00Z', position: null, state: { status: 'none' }, history: [] },
+  ],
   AuditTransactions: [
     {
       transactions: [
@@ -390,6 +518,12 @@ export const schemaExamples: Record<string, unknown[]> = {
       ],
     },
   ],
+  ChainCheckpoint: [globalCheckpoint],
+  ChainCheckpoints: [{ checkpoints: [globalCheckpoint] }],
+  OperatorCheckpoint: [op1Checkpoint],
+  OperatorCheckpoints: [{ checkpoints: [op1Checkpoint] }],
+  HistoryEvent: [op1History[0]],
+  HistoryEventsPage: [{ events: op1History, next: 5 }],
   TransactionStatus: ['applied', 'pending'],
   TransactionRecord: [betRecord, winRecord, pendingWinRecord, staleRollbackRecord, adjustmentRecord],
   TransactionsPage: [{ transactions: [betRecord, winRecord], nextCursor: TRANSACTIONS_CURSOR }, { transactions: [pendingWinRecord, staleRollbackRecord, adjustmentRecord], nextCursor: null }],
@@ -431,4 +565,6 @@ export const parameterExamples: Record<string, unknown> = {
   from: '1043.1043',
   limit: 100,
   status: 'unresolved',
+  asOf: '2026-11-21T16:21:00.030Z',
+  keyId: CHAIN_KEY_ID,
 };

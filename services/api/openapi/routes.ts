@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { catalogSchema } from '../../../shared/catalog/schema.ts';
 import { adjustmentBody } from '../../rounds/adjustments.ts';
-import { eventsQuery, txQuery } from '../../audit/routes.ts';
+import { asOfQuery, eventsQuery, txQuery } from '../../audit/routes.ts';
+import { checkpointsQuery, historyEventsQuery, publicKeyQuery } from '../../chain/routes.ts';
 import { grantIdParam, issueGrantBody, listQuery } from '../../grants/routes.ts';
 import { replayBody } from '../../rounds/replay.ts';
 import { balanceResponse, gameListResponse, kickBody, kickResponse, launchBody, launchResponse } from '../../sessions/schemas.ts';
@@ -13,13 +14,17 @@ import {
   adjustmentResponse,
   auditTransactions,
   catalogCounts,
+  chainCheckpoints,
+  chainPublicKeyPem,
   errorBody,
   errorOrWalletBody,
   eventsPage,
   grantHistory,
   healthResponse,
+  historyEventsPage,
   metricsText,
   notReadyResponse,
+  operatorCheckpoints,
   playerSessionsHistory,
   projectionsResponse,
   readyResponse,
@@ -28,7 +33,7 @@ import {
   walletBody,
 } from '../schemas.ts';
 import { openApiDocumentSchema, sharedResponses } from './components.ts';
-import { providerTransactionExamples, SESSION_TOKEN, settlementCsvExample, TRANSACTIONS_CURSOR, TRANSACTIONS_FROM, TRANSACTIONS_TO } from './examples.ts';
+import { CHAIN_KEY_ID, CHAIN_PUBLIC_KEY, providerTransactionExamples, SESSION_TOKEN, settlementCsvExample, TRANSACTIONS_CURSOR, TRANSACTIONS_FROM, TRANSACTIONS_TO } from './examples.ts';
 import { isShared, type HeaderSpec, type ResponseEntry, type ResponseSpec, type Responses, type RouteSpec } from './spec.ts';
 
 const json = (schema: z.ZodType, description: string): ResponseSpec => ({ description, content: { 'application/json': schema } });
@@ -256,7 +261,7 @@ ${notSigned}`,
       limit: 'Transactions per page, 1 to 1000; 100 when omitted.',
       cursor: "`nextCursor` of the previous page, as it was answered, with this page's other parameters unchanged.",
     },
-    paramExamples: { from: TRANSACTIONS_FROM, to: TRANSACTIONS_TO, status: 'applied', limit: '2', cursor: TRANSACTIONS_CURSOR },
+    paramExamples: { from: TRANSACTIONS_FROM, to: TRANSACTIONS_TO, status: 'applied', limit: 2, cursor: TRANSACTIONS_CURSOR },
     responses: {
       200: json(transactionsPage, 'A page of transactions, in recorded order.'),
       400: signedBadRequest(
@@ -327,6 +332,64 @@ ${notSigned}`,
         examples: { 'text/csv': settlementCsvExample },
       },
       400: signedBadRequest(`to: must be at most ${MAX_INTERVAL_DAYS} days after from`, ...interval400, unknownParameter),
+      ...operatorErrors,
+    },
+  },
+];
+
+const historyRoutes: RouteSpec[] = [
+  {
+    method: 'get',
+    path: '/v1/operator/history/events',
+    audience: 'operator',
+    operationId: 'historyEvents',
+    tag: 'Operator API: history',
+    summary: 'Your events in chain order, each with its link',
+    description: `The events of your streams (your rounds, adjustments included; your players' session streams; your grants), in the order of the global log, numbered from 1 (\`count\`), each with the link of your hash chain after it:
+
+    link(n) = SHA-256(link(n-1) || UTF-8(canonical JSON of {stream, type, data, metadata, position, recordedAt}))
+
+with \`link(0)\` 32 zero bytes and \`link(n-1)\` as 32 raw bytes; canonical JSON sorts the keys of every object by UTF-16 code units, has no whitespace, and writes strings and numbers as JavaScript's \`JSON.stringify\` does. Recompute it from your first event, compare each link, and check it against your signed checkpoints (\`GET /v1/operator/history/checkpoints\`): \`scripts/verify-history.mjs\` does all of it (docs/operators.md, verifying your own history). You see only your own events.
+
+- **Paging:** \`after\` is a count: pass \`next\` (the last event's \`count\`) for the next page; a page shorter than \`limit\` is the end for now.
+- The chain is written by the service a moment after each event (normally milliseconds): the newest events appear shortly after they happen.
+
+${notSigned}`,
+    query: historyEventsQuery,
+    paramDescriptions: { after: 'Only your events after your `after`-th (a count; 0, the default, starts at your first).', limit: 'Events per page, 1 to 1000; 100 when omitted.' },
+    paramExamples: { after: '0', limit: '100' },
+    responses: {
+      200: json(historyEventsPage, 'A page of your events.'),
+      400: signedBadRequest(
+        'after: after must be a whole number (a count of events)',
+        '`after: after must be a whole number (a count of events)`, `limit: must be a whole number from 1 to 1000`.',
+        unknownParameter,
+      ),
+      ...operatorErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/operator/history/checkpoints',
+    audience: 'operator',
+    operationId: 'historyCheckpoints',
+    tag: 'Operator API: history',
+    summary: 'Your signed checkpoints',
+    description: `Every \`CHAIN_CHECKPOINT_SECONDS\` (60 by default) while your chain grew, the service signs a checkpoint of its head with its Ed25519 key: \`signature\` is the base64 Ed25519 signature of the UTF-8 bytes of the canonical JSON of \`{count, link, operatorId, position, signedAt}\` (keys in that order, no whitespace). Verify it with the public key the platform team gives you (its \`keyId\`: the first 16 hex digits of the SHA-256 of the key's SPKI DER), and check that your event number \`count\` makes \`link\`. Oldest first.
+
+**Keep the checkpoints you fetch.** Signed by a key you hold the public half of, they show later that your history was not rewritten: a history changed afterwards, even re-signed, no longer matches them.
+
+${notSigned}`,
+    query: checkpointsQuery,
+    paramDescriptions: { after: 'Only checkpoints after this count (0, the default, starts at the first).', limit: 'How many, 1 to 1000; 1000 when omitted.' },
+    paramExamples: { after: '0', limit: '1000' },
+    responses: {
+      200: json(operatorCheckpoints, 'Your checkpoints, oldest first.'),
+      400: signedBadRequest(
+        'limit: must be a whole number from 1 to 1000',
+        '`after: after must be a whole number (a count of events)`, `limit: must be a whole number from 1 to 1000`.',
+        unknownParameter,
+      ),
       ...operatorErrors,
     },
   },
@@ -482,6 +545,17 @@ const adminRoutes: RouteSpec[] = [
 ];
 
 const eventLink = 'Events are shown as AuditEvent.';
+const timeTravel = (what: string) =>
+  `**Time travel:** with \`asOf\` (an RFC 3339 instant with a time zone) the answer is ${what} as it was then: folded from the events recorded at or before \`asOf\` (an event's time is its \`createdAt\`, in milliseconds; one at exactly \`asOf\` counts), with \`asOf\` echoed, \`position\` (the last event folded, null when none was recorded by then) and \`state\`; \`history\` then stops at that event. Without \`asOf\` the answer is as always, without those three fields.`;
+const asOfDescription =
+  'An RFC 3339 instant with a time zone (`Z` or an offset), e.g. `2026-11-21T16:21:00.030Z`. Percent-encode a `+` offset (`%2B01:00`); an unencoded `+`, which a query string reads as a space, is understood too.';
+const asOf400 = '`asOf: not an RFC 3339 date-time with a time zone, such as 2026-11-24T10:00:00.000Z`: malformed, empty, or without a time zone.';
+const asOfError = 'asOf: not an RFC 3339 date-time with a time zone, such as 2026-11-24T10:00:00.000Z';
+
+const chainPage = (what: string) => ({
+  after: `Only ${what} after the \`after\`-th (a count; 0, the default, starts at the first).`,
+  limit: 'How many, 1 to 1000; 1000 when omitted.',
+});
 const auditRoutes: RouteSpec[] = [
   {
     method: 'get',
@@ -514,9 +588,13 @@ const auditRoutes: RouteSpec[] = [
     operationId: 'readRoundHistory',
     tag: 'Audit',
     summary: "Read one round's full history",
-    description: `Each event of the round with the round as derived after it: completion, outstanding bets, and every transaction with its status, attempts, origin (provider, reconciler, admin), rollback and wallet reply. A roundId is unique only within (provider, operator). ${eventLink}`,
+    description: `Each event of the round with the round as derived after it: completion, outstanding bets, and every transaction with its status, attempts, origin (provider, reconciler, admin), rollback and wallet reply. A roundId is unique only within (provider, operator). ${eventLink}
+
+${timeTravel('the round')}`,
     pathParams: z.object({ providerId: z.string(), operatorId: z.string(), roundId: z.string() }),
-    responses: { 200: json(roundHistory, 'The history.'), 404: error('`round not found`.'), ...auditErrors },
+    query: asOfQuery,
+    paramDescriptions: { asOf: asOfDescription },
+    responses: { 200: json(roundHistory, 'The history; with `asOf`, as it was then.'), 400: error(asOf400, asOfError), 404: error('`round not found`: the stream has no events at all (with `asOf` too).'), ...auditErrors },
   },
   {
     method: 'get',
@@ -525,9 +603,18 @@ const auditRoutes: RouteSpec[] = [
     operationId: 'readPlayerSessions',
     tag: 'Audit',
     summary: "Read a player's sessions: launches and kicks",
-    description: `The player's session stream with the open sessions after each event, and the rows of the sessions read model (with \`revoked_at\`). ${eventLink}`,
+    description: `The player's session stream with the open sessions after each event, and the rows of the sessions read model (with \`revoked_at\`). ${eventLink}
+
+${timeTravel('the open sessions')} The \`sessions\` rows are then those as they stood at \`asOf\` (a session launched later is absent, a kick recorded later has not set \`revoked_at\`), derived from the events rather than read from the read model.`,
     pathParams: z.object({ operatorId: z.string(), playerRef: z.string() }),
-    responses: { 200: json(playerSessionsHistory, 'The history.'), 404: error('`no sessions for this player`.'), ...auditErrors },
+    query: asOfQuery,
+    paramDescriptions: { asOf: asOfDescription },
+    responses: {
+      200: json(playerSessionsHistory, 'The history; with `asOf`, as it was then.'),
+      400: error(asOf400, asOfError),
+      404: error('`no sessions for this player`: the stream has no events at all (with `asOf` too).'),
+      ...auditErrors,
+    },
   },
   {
     method: 'get',
@@ -536,10 +623,53 @@ const auditRoutes: RouteSpec[] = [
     operationId: 'readGrantHistory',
     tag: 'Audit',
     summary: "Read one grant's history",
-    description: `Each event of the grant with the grant after it. ${eventLink}`,
+    description: `Each event of the grant with the grant after it. ${eventLink}
+
+${timeTravel('the grant')} Before the grant's first event, \`state\` is \`{"status":"none"}\`.`,
     pathParams: z.object({ id: z.string() }),
-    paramDescriptions: { id: 'The grant id.' },
-    responses: { 200: json(grantHistory, 'The history.'), 404: error('`grant not found`.'), ...auditErrors },
+    query: asOfQuery,
+    paramDescriptions: { id: 'The grant id.', asOf: asOfDescription },
+    responses: { 200: json(grantHistory, 'The history; with `asOf`, as it was then.'), 400: error(asOf400, asOfError), 404: error('`grant not found`: the stream has no events at all (with `asOf` too).'), ...auditErrors },
+  },
+  {
+    method: 'get',
+    path: '/v1/audit/chain/public-key',
+    audience: 'admin',
+    operationId: 'chainPublicKey',
+    tag: 'Audit',
+    summary: 'The public key the chain checkpoints are signed with',
+    description: `The Ed25519 public key (SPKI PEM) that verifies the checkpoints: the key of the latest checkpoint (before the first one, the newest key). With \`keyId\`, the key of that id: every key that ever signed stays available after a rotation, so old checkpoints stay verifiable. \`X-Key-Id\` names the key answered. Give this file to operators for \`scripts/verify-history.mjs\` (docs/auditors.md, the hash chain).`,
+    query: publicKeyQuery,
+    paramDescriptions: { keyId: 'A `keyId` as checkpoints name it (16 lowercase hex digits): that key, current or former.' },
+    responses: {
+      200: {
+        description: 'The public key, PEM.',
+        content: { 'application/x-pem-file': chainPublicKeyPem },
+        examples: { 'application/x-pem-file': CHAIN_PUBLIC_KEY },
+        headers: { 'X-Key-Id': { description: 'The id of the key answered (what checkpoints carry as `keyId`).', schema: z.string().regex(/^[0-9a-f]{16}$/), required: true, example: CHAIN_KEY_ID } },
+      },
+      400: error('`keyId: must be a key id as checkpoints name it (16 hex digits)`.'),
+      404: error('`no key with this id`, or, without `keyId`, `no signing key yet: the projector role creates it at its first start`.', 'no key with this id'),
+      ...auditErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/audit/chain/checkpoints',
+    audience: 'admin',
+    operationId: 'chainCheckpoints',
+    tag: 'Audit',
+    summary: "The global hash chain's signed checkpoints",
+    description:
+      "The hash chain links every event of the history, in log order: `link(n) = SHA-256(link(n-1) || UTF-8(canonical JSON of {stream, type, data, metadata, position, recordedAt}))`, `link(0)` 32 zero bytes (docs/auditors.md gives the canonical form exactly). Every `CHAIN_CHECKPOINT_SECONDS` (default 60) while new events were linked, the projector role signs a checkpoint of the chain's head with the Ed25519 key of `GET /v1/audit/chain/public-key`. Oldest first. `npm run audit -- verify-chain` checks the chain and every checkpoint against the stored events.",
+    query: checkpointsQuery,
+    paramDescriptions: chainPage('the checkpoints'),
+    paramExamples: { after: '0', limit: '1000' },
+    responses: {
+      200: json(chainCheckpoints, 'The checkpoints, oldest first.'),
+      400: error('`after: after must be a whole number (a count of events)`, `limit: must be a whole number from 1 to 1000`, or `query: Unrecognized key: "<name>"`.', 'limit: must be a whole number from 1 to 1000'),
+      ...auditErrors,
+    },
   },
   {
     method: 'get',
@@ -621,4 +751,4 @@ const publicRoutes: RouteSpec[] = [
 ];
 
 /** Every route the API serves, in the order the document lists them. */
-export const routes: RouteSpec[] = [...operatorRoutes, ...reconciliationRoutes, ...providerRoutes, ...adminRoutes, ...auditRoutes, ...publicRoutes];
+export const routes: RouteSpec[] = [...operatorRoutes, ...reconciliationRoutes, ...historyRoutes, ...providerRoutes, ...adminRoutes, ...auditRoutes, ...publicRoutes];
