@@ -28,29 +28,35 @@ const LOCK = 7281010;
  * and kept in the database (every process finds the same one).
  */
 export async function signingKey(pool: Pool, configuredPem: string | undefined): Promise<SigningKey> {
-  if (configuredPem !== undefined) {
-    const privateKey = createPrivateKey(configuredPem);
-    const publicKey = createPublicKey(privateKey);
-    const keyId = keyIdOf(publicKey);
-    const publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
-    await pool.query('INSERT INTO chain_keys (key_id, public_key) VALUES ($1, $2) ON CONFLICT (key_id) DO NOTHING', [keyId, publicKeyPem]);
-    return { keyId, privateKey, publicKeyPem };
-  }
   return withTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK]);
-    const { rows } = await client.query<{ key_id: string; public_key: string; private_key: string }>(
-      'SELECT key_id, public_key, private_key FROM chain_keys WHERE private_key IS NOT NULL ORDER BY created_at DESC LIMIT 1',
-    );
-    if (rows[0]) return { keyId: rows[0].key_id, privateKey: createPrivateKey(rows[0].private_key), publicKeyPem: rows[0].public_key };
-    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-    const keyId = keyIdOf(publicKey);
-    const publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
-    await client.query('INSERT INTO chain_keys (key_id, public_key, private_key) VALUES ($1, $2, $3)', [
-      keyId,
-      publicKeyPem,
-      privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-    ]);
-    return { keyId, privateKey, publicKeyPem };
+    let key: SigningKey;
+    if (configuredPem !== undefined) {
+      const privateKey = createPrivateKey(configuredPem);
+      const publicKey = createPublicKey(privateKey);
+      key = { keyId: keyIdOf(publicKey), privateKey, publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString() };
+      await client.query('INSERT INTO chain_keys (key_id, public_key) VALUES ($1, $2) ON CONFLICT (key_id) DO NOTHING', [key.keyId, key.publicKeyPem]);
+    } else {
+      const { rows } = await client.query<{ key_id: string; public_key: string; private_key: string }>(
+        'SELECT key_id, public_key, private_key FROM chain_keys WHERE private_key IS NOT NULL ORDER BY created_at DESC LIMIT 1',
+      );
+      if (rows[0]) {
+        key = { keyId: rows[0].key_id, privateKey: createPrivateKey(rows[0].private_key), publicKeyPem: rows[0].public_key };
+      } else {
+        const pair = generateKeyPairSync('ed25519');
+        key = { keyId: keyIdOf(pair.publicKey), privateKey: pair.privateKey, publicKeyPem: pair.publicKey.export({ type: 'spki', format: 'pem' }).toString() };
+        await client.query('INSERT INTO chain_keys (key_id, public_key, private_key) VALUES ($1, $2, $3)', [
+          key.keyId,
+          key.publicKeyPem,
+          pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+        ]);
+      }
+    }
+    // The key in use is the only one that signs from now on: every other is retired, and the private
+    // part of one the service generated is destroyed (it could otherwise sign again).
+    await client.query('UPDATE chain_keys SET retired_at = NULL WHERE key_id = $1', [key.keyId]);
+    await client.query('UPDATE chain_keys SET retired_at = coalesce(retired_at, now()), private_key = NULL WHERE key_id <> $1', [key.keyId]);
+    return key;
   });
 }
 
@@ -129,12 +135,14 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, now: Date 
   const made = fresh.map((h) =>
     signCheckpoint(key, { ...(h.chain !== '' ? { operatorId: h.chain } : {}), position: h.position, link: h.link.toString('hex'), count: Number(h.seq), signedAt }),
   );
-  // Two processes may sign the same head at once: the first one's stands.
+  // Two processes may sign the same head at once: the first one's stands. A process still holding a key
+  // that a restarted one has retired (a rotation under way) signs nothing more.
   await pool.query(
     `INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature)
      SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[])
+     WHERE NOT EXISTS (SELECT 1 FROM chain_keys WHERE key_id = $8 AND retired_at IS NOT NULL)
      ON CONFLICT (chain, seq) DO NOTHING`,
-    [made.map((c) => c.operatorId ?? ''), made.map((c) => c.count), made.map((c) => c.position), made.map((c) => c.link), made.map(() => signedAt), made.map((c) => c.keyId), made.map((c) => c.signature)],
+    [made.map((c) => c.operatorId ?? ''), made.map((c) => c.count), made.map((c) => c.position), made.map((c) => c.link), made.map(() => signedAt), made.map((c) => c.keyId), made.map((c) => c.signature), key.keyId],
   );
   return made.length;
 }

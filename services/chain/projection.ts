@@ -44,7 +44,9 @@ export const chainMigrations: Migration[] = [
         public_key text NOT NULL,
         -- Only for a key the service generated itself (CHAIN_SIGNING_KEY unset).
         private_key text,
-        created_at timestamptz NOT NULL DEFAULT now()
+        created_at timestamptz NOT NULL DEFAULT now(),
+        -- When another key took over (a rotation): checkpoints it signs later are not valid.
+        retired_at timestamptz
       );
       CREATE TABLE chain_checkpoints (
         -- '' for the global chain, else the operator's id.

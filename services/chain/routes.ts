@@ -9,7 +9,7 @@ import { callingOperator } from '../context.ts';
 import { checkpoints } from './checkpoints.ts';
 import { chainedEvent } from './link.ts';
 
-const count = (name: string) => z.string().regex(/^\d{1,15}$/, `${name} must be a whole number (a count of events)`).transform(Number);
+const count = () => z.string().regex(/^\d{1,15}$/, 'must be a whole number (a count of events)').transform(Number);
 const limit = (max: number) =>
   z
     .string()
@@ -17,8 +17,8 @@ const limit = (max: number) =>
     .transform(Number)
     .refine((n) => n >= 1 && n <= max, `must be a whole number from 1 to ${max}`);
 
-export const historyEventsQuery = z.strictObject({ after: count('after').optional(), limit: limit(1000).optional() });
-export const checkpointsQuery = z.strictObject({ after: count('after').optional(), limit: limit(1000).optional() });
+export const historyEventsQuery = z.strictObject({ after: count().optional(), limit: limit(1000).optional() });
+export const checkpointsQuery = z.strictObject({ after: count().optional(), limit: limit(1000).optional() });
 export const publicKeyQuery = z.strictObject({ keyId: z.string().regex(/^[0-9a-f]{16}$/, 'must be a key id as checkpoints name it (16 hex digits)').optional() });
 
 /** One event of an operator's chain: what its link hashes, its place, and the link. */
@@ -91,12 +91,11 @@ export function chainAuditRoutes(ctx: ServiceContext): Router {
   const router = Router();
   router.get('/chain/public-key', async (req, res) => {
     const { keyId } = parseOr400(publicKeyQuery, req.query, 'query');
-    // The key that signed the latest checkpoint (or, before the first, the newest key): a former one by its id.
+    // The key in use (the one not retired), or a former one by its id.
     const { rows } = await ctx.pool.query<{ key_id: string; public_key: string }>(
       keyId !== undefined
         ? 'SELECT key_id, public_key FROM chain_keys WHERE key_id = $1'
-        : `SELECT k.key_id, k.public_key FROM chain_keys k
-           ORDER BY (SELECT max(signed_at) FROM chain_checkpoints c WHERE c.key_id = k.key_id) DESC NULLS LAST, k.created_at DESC LIMIT 1`,
+        : 'SELECT key_id, public_key FROM chain_keys ORDER BY (retired_at IS NULL) DESC, created_at DESC LIMIT 1',
       keyId !== undefined ? [keyId] : [],
     );
     if (!rows[0]) throw notFound(keyId !== undefined ? 'no key with this id' : 'no signing key yet: the projector role creates it at its first start');

@@ -142,11 +142,16 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
   let checkpoints = 0;
   async function* signedCheckpoints() {
     for (let offset = 0; ; offset += PAGE) {
-      const { rows } = await pool.query<{ chain: string; seq: string; position: string; link: string; signed_at: Date; key_id: string; signature: string; public_key: string; at: string | null }>(
-        `SELECT c.*, k.public_key, encode(CASE WHEN c.chain = '' THEN g.link ELSE o.link END, 'hex') AS at
+      const { rows } = await pool.query<{
+        chain: string; seq: string; position: string; link: string; signed_at: Date; key_id: string; signature: string; public_key: string;
+        retired_at: Date | null; at: string | null; at_position: string | null;
+      }>(
+        `SELECT c.*, k.public_key, k.retired_at, encode(CASE WHEN c.chain = '' THEN g.link ELSE o.link END, 'hex') AS at,
+                CASE WHEN c.chain = '' THEN g.position ELSE og.position END AS at_position
          FROM chain_checkpoints c JOIN chain_keys k ON k.key_id = c.key_id
          LEFT JOIN chain_links g ON c.chain = '' AND g.seq = c.seq
          LEFT JOIN chain_operator_links o ON c.chain <> '' AND o.operator_id = c.chain AND o.seq = c.seq
+         LEFT JOIN chain_links og ON og.seq = o.global_seq
          ORDER BY c.chain, c.seq OFFSET $1 LIMIT $2`,
         [offset, PAGE],
       );
@@ -159,7 +164,10 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
     checkpoints += 1;
     const c = checkpointOf(r);
     const chain = r.chain === '' ? 'the global chain' : `operator ${r.chain}'s chain`;
-    if (r.at !== r.link) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the checkpoint of ${chain} at count ${r.seq} (signed ${c.signedAt}) does not match the chain there` }), checkpoints };
+    if (r.at !== r.link || r.at_position !== r.position) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the checkpoint of ${chain} at count ${r.seq} (signed ${c.signedAt}) does not match the chain there` }), checkpoints };
+    if (r.retired_at !== null && r.signed_at > r.retired_at) {
+      return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `${chain}'s checkpoint at count ${r.seq} is signed (${c.signedAt}) with key ${r.key_id} after that key was retired (${r.retired_at.toISOString()})` }), checkpoints };
+    }
     if (!checkpointSignatureValid(c, r.public_key)) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the signature of ${chain}'s checkpoint at count ${r.seq} is not valid for key ${r.key_id}` }), checkpoints };
   }
   return { events: count, unlinked, checkpoints, seconds: (performance.now() - started) / 1000, broken: undefined };

@@ -330,7 +330,7 @@ describe('the OpenAPI document matches the running service', () => {
     conforms('get', '/v1/operator/history/events', await op({ path: '/v1/operator/history/events' }), 200);
     const badAfter = await op({ path: '/v1/operator/history/events?after=-1' });
     conforms('get', '/v1/operator/history/events', badAfter, 400);
-    expect(badAfter.json).toEqual({ error: 'after: after must be a whole number (a count of events)' });
+    expect(badAfter.json).toEqual({ error: 'after: must be a whole number (a count of events)' });
     conforms('get', '/v1/operator/history/events', await op({ path: '/v1/operator/history/events', headers: { 'x-signature': '0'.repeat(64) } }), 401);
     conforms('get', mine, await op({ path: mine }), 200);
     conforms('get', mine, await op({ path: `${mine}?limit=1001` }), 400);

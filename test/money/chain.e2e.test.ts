@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { createPublicKey, generateKeyPairSync, randomUUID, verify } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, randomUUID, verify } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -290,6 +290,7 @@ describe('the tamper-evident history', () => {
 
   it('after a key rotation, new checkpoints carry the new key and old ones still verify; an operator needs both public keys', async () => {
     const oldKeyId = (await adminGet('/v1/audit/chain/public-key')).headers.get('x-key-id')!;
+    const oldPrivate = (await h.svc.ctx.pool.query<{ private_key: string }>('SELECT private_key FROM chain_keys WHERE key_id = $1', [oldKeyId])).rows[0]!.private_key;
     const { privateKey } = generateKeyPairSync('ed25519');
     // Every projector process restarts with the new key.
     await h.svc.stop();
@@ -317,6 +318,24 @@ describe('the tamper-evident history', () => {
       expect(oldOnly.stdout).toMatch(/is signed with key [0-9a-f]{16}, which is none of the keys you gave/);
       const both = await exec('scripts/verify-history.mjs', ['--url', svc.url, '--operator-id', OP1.id, '--public-key', keyFile, '--public-key', newKeyFile], { OPERATOR_SECRET: OP1.secret });
       expect(both.code, both.stdout + both.stderr).toBe(0);
+
+      // The retired key the service had generated is destroyed; a checkpoint signed with it afterwards
+      // (by whoever kept a copy) is refused, though its signature is the key's.
+      expect((await svc.ctx.pool.query('SELECT private_key, retired_at FROM chain_keys WHERE key_id = $1', [oldKeyId])).rows[0]).toMatchObject({ private_key: null, retired_at: expect.any(Date) });
+      const { rows: top } = await svc.ctx.pool.query<{ seq: string; position: string; link: Buffer }>('SELECT seq::text, position, link FROM chain_links ORDER BY seq DESC LIMIT 1');
+      const body = { position: top[0]!.position, link: top[0]!.link.toString('hex'), count: Number(top[0]!.seq) + 0, signedAt: new Date().toISOString() };
+      const { signCheckpoint } = await import('../../services/chain/checkpoints.ts');
+      const forged = signCheckpoint({ keyId: oldKeyId, privateKey: createPrivateKey(oldPrivate), publicKeyPem: oldPem }, body);
+      await svc.ctx.pool.query(
+        `INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature) VALUES ('', $1, $2, $3, $4, $5, $6)
+         ON CONFLICT (chain, seq) DO UPDATE SET signed_at = EXCLUDED.signed_at, key_id = EXCLUDED.key_id, signature = EXCLUDED.signature`,
+        [
+          body.count, body.position, body.link, body.signedAt, oldKeyId, forged.signature,
+        ],
+      );
+      const refused = await audit('verify-chain');
+      expect(refused.code, refused.stdout).toBe(1);
+      expect(refused.stdout).toContain(`with key ${oldKeyId} after that key was retired`);
     } finally {
       await svc.stop();
     }

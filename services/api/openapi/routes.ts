@@ -361,8 +361,8 @@ ${notSigned}`,
     responses: {
       200: json(historyEventsPage, 'A page of your events.'),
       400: signedBadRequest(
-        'after: after must be a whole number (a count of events)',
-        '`after: after must be a whole number (a count of events)`, `limit: must be a whole number from 1 to 1000`.',
+        'after: must be a whole number (a count of events)',
+        '`after: must be a whole number (a count of events)`, `limit: must be a whole number from 1 to 1000`.',
         unknownParameter,
       ),
       ...operatorErrors,
@@ -387,7 +387,7 @@ ${notSigned}`,
       200: json(operatorCheckpoints, 'Your checkpoints, oldest first.'),
       400: signedBadRequest(
         'limit: must be a whole number from 1 to 1000',
-        '`after: after must be a whole number (a count of events)`, `limit: must be a whole number from 1 to 1000`.',
+        '`after: must be a whole number (a count of events)`, `limit: must be a whole number from 1 to 1000`.',
         unknownParameter,
       ),
       ...operatorErrors,
@@ -667,7 +667,7 @@ ${timeTravel('the grant')} Before the grant's first event, \`state\` is \`{"stat
     paramExamples: { after: '0', limit: '1000' },
     responses: {
       200: json(chainCheckpoints, 'The checkpoints, oldest first.'),
-      400: error('`after: after must be a whole number (a count of events)`, `limit: must be a whole number from 1 to 1000`, or `query: Unrecognized key: "<name>"`.', 'limit: must be a whole number from 1 to 1000'),
+      400: error('`after: must be a whole number (a count of events)`, `limit: must be a whole number from 1 to 1000`, or `query: Unrecognized key: "<name>"`.', 'limit: must be a whole number from 1 to 1000'),
       ...auditErrors,
     },
   },
