@@ -16,6 +16,7 @@ import type { Pool } from '../../shared/db/pool.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
 import { verifyChain } from '../chain/verify.ts';
+import { archiveChain, catchUpChain } from '../chain/archive.ts';
 import { rebuildProjection, verifyProjection, type Difference } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
@@ -32,9 +33,10 @@ and whose event store EVENT_STORE names (default postgres).
   --projection NAME  only this read model: ${PROJECTIONS.join(', ')} (default: every one)
   verify-chain       recompute the hash chain from the stored events and check every link, every
                      operator's link and every signed checkpoint (its link and its signature)
-  migrate-events     copy the whole history from EVENT_STORE to the store --to names (every stream, in
-                     order, with its event ids and metadata), check that both hold the same events, then
-                     rebuild the read models from the new store. Stop every process of the service first;
+  migrate-events     verify the hash chain of EVENT_STORE, copy the whole history to the store --to names
+                     (every stream, in order, with its event ids and metadata), check that both hold the
+                     same events, rebuild the read models from the new store, and archive the old chain
+                     (the new store's chain starts at its first event). Stop every process of the service first;
                      then start it with EVENT_STORE set to the new store. Run again after an interruption.
   --to STORE         the new event store: postgres (the database DATABASE_URL names) or an EventStoreDB
                      connection string (esdb://host:2113?tls=false)
@@ -118,6 +120,18 @@ async function migrateEvents(pool: Pool, source: EventStore, setting: string, da
   const target = await createEventStore(setting, pool, databaseUrl);
   try {
     if (target.kind === source.kind) return fail(`--to is a ${target.kind} store like EVENT_STORE's: migrate-events moves between Postgres and EventStoreDB`);
+    // The chain stays with the store it was computed on: it must hold before the move, or the move
+    // would carry a tampered history into the new store's fresh chain.
+    const linked = await catchUpChain(pool, source);
+    if (linked > 0) process.stdout.write(`chain: linked the ${linked} event(s) the projector had not\n`);
+    const chain = await verifyChain(pool, source);
+    if (chain.broken) {
+      const b = chain.broken;
+      process.stdout.write(`the ${source.kind} store's chain is broken at event #${b.count}${b.position !== undefined ? ` (position ${b.position})` : ''}: ${b.what}\n`);
+      process.stdout.write('nothing moved: find out what changed the history (npm run audit -- verify-chain) before moving it\n');
+      return 1;
+    }
+    process.stdout.write(`chain: ${chain.events} events and ${chain.checkpoints} checkpoint(s) of the ${source.kind} store verified\n`);
     const copyBar = progressBar('copy', total);
     const copied = await copyEvents(source, target, copyBar.update);
     copyBar.done();
@@ -135,7 +149,8 @@ async function migrateEvents(pool: Pool, source: EventStore, setting: string, da
       bar.done();
       process.stdout.write(`${p.name}: rebuilt from the ${target.kind} store, live from ${position}\n`);
     }
-    await setCheckpointStore(pool, target.kind);
+    const archived = await archiveChain(pool, source.kind, (tx) => setCheckpointStore(tx, target.kind));
+    process.stdout.write(`chain: the ${source.kind} store's chain (${archived.events} events) archived as epoch ${archived.epoch}; the ${target.kind} store's starts at its first event\n`);
     process.stdout.write(`done: start every process with EVENT_STORE=${setting}\n`);
     return 0;
   } finally {

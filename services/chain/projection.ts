@@ -59,6 +59,19 @@ export const chainMigrations: Migration[] = [
         signature text NOT NULL,
         PRIMARY KEY (chain, seq)
       );
+      -- A chain is one store's (its positions and recording times are hashed): moving the history to
+      -- another store archives the old chain here, whole, and the new store's chain starts again.
+      CREATE TABLE chain_archives (
+        epoch serial PRIMARY KEY,
+        store text NOT NULL,
+        events bigint NOT NULL,
+        head_position text,
+        head_link bytea,
+        archived_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE TABLE chain_archived_links (epoch int NOT NULL REFERENCES chain_archives, LIKE chain_links, PRIMARY KEY (epoch, seq));
+      CREATE TABLE chain_archived_operator_links (epoch int NOT NULL REFERENCES chain_archives, LIKE chain_operator_links, PRIMARY KEY (epoch, operator_id, seq));
+      CREATE TABLE chain_archived_checkpoints (epoch int NOT NULL REFERENCES chain_archives, LIKE chain_checkpoints, PRIMARY KEY (epoch, chain, seq));
     `,
   },
 ];

@@ -98,7 +98,10 @@ describe('npm run audit -- migrate-events', () => {
     expect(moved.code).toBe(0);
     expect(moved.stdout).toMatch(/^copied \d+ events of \d+ streams to the esdb store$/m);
     expect(moved.stdout).toMatch(/^both stores hold the same \d+ events, in the same order$/m);
-    for (const p of ['sessions', 'rounds', 'grants']) expect(moved.stdout).toContain(`${p}: rebuilt from the esdb store`);
+    for (const p of ['sessions', 'rounds', 'grants', 'reconciliation']) expect(moved.stdout).toContain(`${p}: rebuilt from the esdb store`);
+    // The chain was verified on the store left behind and archived with it; the new store's starts again.
+    expect(moved.stdout).toMatch(/^chain: \d+ events and \d+ checkpoint\(s\) of the postgres store verified$/m);
+    expect(moved.stdout).toMatch(/^chain: the postgres store's chain \(\d+ events\) archived as epoch 1; the esdb store's starts at its first event$/m);
 
     // The read models rebuilt from EventStoreDB are the ones built from Postgres.
     const svc = await startInProcess(h.env, { EVENT_STORE: esdb.connectionString });
@@ -121,6 +124,10 @@ describe('npm run audit -- migrate-events', () => {
       await svc.stop();
     }
     expect((await audit(esdb.connectionString, 'verify')).code).toBe(0);
+    // The service linked the new store's history into a chain of its own, which holds.
+    const chain = await audit(esdb.connectionString, 'verify-chain');
+    expect(chain.code, chain.stdout + chain.stderr).toBe(0);
+    expect(chain.stdout).toMatch(/^chain intact: \d+ events linked and verified/m);
 
     // Started on the store it left, the service refuses, naming the way back.
     await expect(startInProcess(h.env)).rejects.toThrow(/positions in the esdb event store, but EVENT_STORE selects postgres.*migrate-events/);
@@ -183,6 +190,30 @@ describe('npm run audit -- migrate-events to a store that holds something else',
     await h?.env.cleanup();
     await esdb?.close();
   });
+
+  it("refuses to move a history whose chain is broken: exit 1 naming the break, nothing copied", async () => {
+    const pool = createPool(h.env.db.url, 2);
+    try {
+      const { rows } = await pool.query<{ event_id: string; data: unknown }>(`SELECT event_id, data FROM es_events WHERE type = 'TransactionRecorded' LIMIT 1`);
+      await pool.query(`UPDATE es_events SET data = jsonb_set(data, '{request,amount}', '7') WHERE event_id = $1`, [rows[0]!.event_id]);
+      try {
+        const { code, stdout } = await run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', 'migrate-events', '--to', esdb.connectionString], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
+        }).then(
+          (r) => ({ code: 0, stdout: r.stdout }),
+          (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
+        );
+        expect(code, stdout).toBe(1);
+        expect(stdout).toMatch(/^the postgres store's chain is broken at event #\d+ \(position [\d.]+\): the event is not the one that was linked here/m);
+        expect(stdout).not.toContain('copied');
+      } finally {
+        await pool.query(`UPDATE es_events SET data = $2 WHERE event_id = $1`, [rows[0]!.event_id, rows[0]!.data]);
+      }
+    } finally {
+      await pool.end();
+    }
+  }, 60_000);
 
   it('exits 1 naming the difference, leaves the read models and their store as they were, and the service goes on on Postgres', async () => {
     const pool = createPool(h.env.db.url, 2);
