@@ -3,10 +3,11 @@
 // Standalone on purpose: Node 18+ and its crypto only, none of the service's code, so an operator can read
 // all of it before trusting it. Usage: node scripts/verify-history.mjs --help
 import { createHash, createHmac, createPublicKey, randomBytes, verify } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
 const USAGE = `usage: node scripts/verify-history.mjs --url URL --operator-id ID --public-key FILE [--public-key FILE...]
+                                       [--kept FILE] [--save FILE]
        (the operator's secret in the environment variable OPERATOR_SECRET)
 
 Fetches your events (GET /v1/operator/history/events) and your signed checkpoints
@@ -18,6 +19,11 @@ rotation).
   --url URL           the aggregator's base URL, e.g. https://aggregator.example
   --operator-id ID    your operator id (X-Operator-Id)
   --public-key FILE   a public key (PEM) the checkpoints may be signed with; repeat for former keys
+  --kept FILE         checkpoints you kept from earlier runs (a JSON array, as --save writes it): each must
+                      still be served as it was and match your recomputed chain. This is what catches a
+                      history rewritten and signed again by whoever holds the key.
+  --save FILE         after a run that holds, write every checkpoint checked (the kept ones and the new) to
+                      FILE, to pass as --kept next time
   --help              this text
 
 Exit status: 0 every link and checkpoint holds, 1 the history breaks (the first break is named) or a
@@ -31,7 +37,14 @@ function usage(message) {
 let opts;
 try {
   opts = parseArgs({
-    options: { url: { type: 'string' }, 'operator-id': { type: 'string' }, 'public-key': { type: 'string', multiple: true }, help: { type: 'boolean' } },
+    options: {
+      url: { type: 'string' },
+      'operator-id': { type: 'string' },
+      'public-key': { type: 'string', multiple: true },
+      kept: { type: 'string' },
+      save: { type: 'string' },
+      help: { type: 'boolean' },
+    },
     allowPositionals: false,
   }).values;
 } catch (err) {
@@ -57,6 +70,16 @@ for (const file of opts['public-key']) {
   if (key.asymmetricKeyType !== 'ed25519') usage(`--public-key ${file}: an Ed25519 key is needed, this is ${key.asymmetricKeyType}`);
   // The key id checkpoints name: the first 16 hex digits of the SHA-256 of the key's DER (SPKI).
   keys.set(createHash('sha256').update(key.export({ type: 'spki', format: 'der' })).digest('hex').slice(0, 16), key);
+}
+
+let kept = [];
+if (opts.kept) {
+  try {
+    kept = JSON.parse(readFileSync(opts.kept, 'utf8'));
+  } catch (err) {
+    usage(`--kept ${opts.kept}: not a readable JSON file (${err.message})`);
+  }
+  if (!Array.isArray(kept) || kept.some((c) => typeof c?.count !== 'number' || typeof c?.link !== 'string')) usage(`--kept ${opts.kept}: expected a JSON array of checkpoints`);
 }
 
 /** GET a path of the service, signed as contract section 3 says (the target is the path, without the query). */
@@ -121,6 +144,15 @@ for (const c of checkpoints) {
     broken(`the signature of the checkpoint at count ${c.count} (signed ${c.signedAt}) is not valid`);
   }
 }
+// A checkpoint you kept must still be served exactly as it was: the service may add checkpoints, never change one.
+const served = new Map(checkpoints.map((c) => [c.count, c]));
+for (const k of kept) {
+  const now = served.get(k.count);
+  if (!now) broken(`the checkpoint you kept at count ${k.count} (signed ${k.signedAt}) is no longer served`);
+  if (now.link !== k.link || now.position !== k.position || now.signedAt !== k.signedAt || now.signature !== k.signature) {
+    broken(`the checkpoint you kept at count ${k.count} (signed ${k.signedAt}) is served differently now: the history was rewritten and signed again`);
+  }
+}
 const byCount = new Map(checkpoints.map((c) => [c.count, c]));
 
 let link = Buffer.alloc(32);
@@ -147,8 +179,13 @@ if (count === 0) {
   process.stdout.write('no events yet: nothing to verify\n');
   process.exit(checkpoints.length === 0 ? 0 : 1);
 }
+if (opts.save) {
+  writeFileSync(opts.save, `${JSON.stringify(checkpoints, null, 2)}\n`);
+}
 process.stdout.write(
   `history intact: ${count} events recomputed from the first; ${checked} of ${checkpoints.length} signed checkpoint(s) checked against them` +
     (last ? `, the latest at count ${last.count} (signed ${last.signedAt}, key ${last.keyId})` : ' (none signed yet)') +
+    (kept.length > 0 ? `; the ${kept.length} you kept are unchanged` : '') +
+    (opts.save ? `; saved to ${opts.save}` : '') +
     '\n',
 );

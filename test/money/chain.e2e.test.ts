@@ -260,6 +260,40 @@ describe('the tamper-evident history', () => {
       expect((await audit('verify-chain')).code).toBe(0);
     });
 
+    /** What a holder of the signing key can do: the chain computed again over the edited history, every checkpoint signed again. */
+    const rechainAndResign = async () => {
+      await h.svc.ctx.pool.query('BEGIN');
+      await h.svc.ctx.pool.query('LOCK TABLE chain_links, chain_operator_links, chain_operator_heads, chain_grant_owners, chain_checkpoints IN ACCESS EXCLUSIVE MODE');
+      for (const t of ['chain_checkpoints', 'chain_operator_heads', 'chain_operator_links', 'chain_grant_owners', 'chain_links']) await h.svc.ctx.pool.query(`DELETE FROM ${t}`);
+      await h.svc.ctx.pool.query(`UPDATE projection_checkpoints SET position = 'start' WHERE name = 'chain'`);
+      await h.svc.ctx.pool.query('COMMIT');
+      await caughtUp();
+      await signedUpToDate();
+    };
+
+    it('a history rewritten and signed again by the key holder passes verify-chain, but not an operator who kept its checkpoints', async () => {
+      const kept = path.join(path.dirname(keyFile), 'kept.json');
+      const first = await operatorScript(OP1, '--save', kept);
+      expect(first.code, first.stdout + first.stderr).toBe(0);
+      const rows = await logRows();
+      const target = rows.find((r) => r.stream_id.startsWith(`round|studio-a|${OP1.id}|`))!;
+      await h.svc.ctx.pool.query(`UPDATE es_events SET data = jsonb_set(data, '{request,amount}', '1') WHERE event_id = $1`, [target.event_id]);
+      try {
+        await rechainAndResign();
+        // Consistent with itself again: what the chain cannot show alone (docs/auditors.md).
+        expect((await audit('verify-chain')).code).toBe(0);
+        expect((await operatorScript()).code).toBe(0);
+        // The operator who kept its checkpoints sees the rewrite.
+        const seen = await operatorScript(OP1, '--kept', kept);
+        expect(seen.code, seen.stdout + seen.stderr).toBe(1);
+        expect(seen.stdout).toMatch(/^history broken: the checkpoint you kept at count \d+ \(signed .*\) is (served differently now: the history was rewritten and signed again|no longer served)$/m);
+      } finally {
+        await h.svc.ctx.pool.query(`UPDATE es_events SET data = $2 WHERE event_id = $1`, [target.event_id, target.data]);
+        await rechainAndResign();
+      }
+      expect((await audit('verify-chain')).code).toBe(0);
+    }, 60_000);
+
     it('a checkpoint whose signature or link was changed: exit 1 naming it', async () => {
       const { rows } = await h.svc.ctx.pool.query<{ seq: string; signature: string }>(`SELECT seq::text, signature FROM chain_checkpoints WHERE chain = '' ORDER BY seq LIMIT 1`);
       const cp = rows[0]!;
