@@ -4,11 +4,12 @@ import { grantsProjection, grantsReadModelMigrations } from './grants/projection
 import { roundsProjection, roundsReadModelMigrations } from './rounds/projection.ts';
 import { sessionsProjection } from './sessions/projection.ts';
 import { reconciliationMigrations, reconciliationProjection } from './reconciliation/projection.ts';
+import { consoleMigrations, consoleProjection } from './console/projection.ts';
 
 /** Every read model the projector role runs. Each capability adds its own. */
 export function allProjections(): Projection[] {
-  return [sessionsProjection, roundsProjection, grantsProjection, reconciliationProjection];
+  return [sessionsProjection, roundsProjection, grantsProjection, reconciliationProjection, consoleProjection];
 }
 
 /** The sessions read model's table is created with the sessions' own (services/sessions/store.ts: sessions are stored once). */
-export const readModelMigrations: Migration[] = [...roundsReadModelMigrations, ...grantsReadModelMigrations, ...reconciliationMigrations];
+export const readModelMigrations: Migration[] = [...roundsReadModelMigrations, ...grantsReadModelMigrations, ...reconciliationMigrations, ...consoleMigrations];

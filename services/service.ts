@@ -24,6 +24,8 @@ import { reconciliationRoutes } from './reconciliation/routes.ts';
 import { chainProjection } from './chain/projection.ts';
 import { signingKey, startCheckpointSigner } from './chain/checkpoints.ts';
 import { chainAuditRoutes, historyRoutes } from './chain/routes.ts';
+import { redriveRoutes } from './rounds/redrive.ts';
+import { consoleRoutes } from './console/routes.ts';
 import { grantRoutes } from './grants/routes.ts';
 import { adjustmentRoutes } from './rounds/adjustments.ts';
 import { auditRoutes } from './audit/routes.ts';
@@ -190,7 +192,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       ? createApp(ctx, {
           operator: [sessionRoutes(ctx, ledger.recorder), replayRoutes(ctx), grantRoutes(ctx), reconciliationRoutes(ctx), historyRoutes(ctx)],
           provider: [balanceRoutes(ctx), transactionRoutes(ctx, ledger)],
-          admin: [adjustmentRoutes(ctx, ledger)],
+          admin: [adjustmentRoutes(ctx, ledger), redriveRoutes(ledger), consoleRoutes(ctx)],
           audit: [auditRoutes(ctx), chainAuditRoutes(ctx)],
         })
       : createOpsApp(ctx),

@@ -24,6 +24,10 @@ export const REFUSALS: { [K in AnyRefusal['kind']]: Answer<K> } = {
   'bet-already-rolled-back': () => ({ status: 409, error: 'bet already rolled back' }),
   'round-in-another-currency': () => ({ status: 409, error: 'round is in another currency' }),
   'round-completed': () => ({ status: 409, error: 'round already completed' }),
+  // Re-drive (admin)
+  'transaction-not-found': () => ({ status: 404, error: 'transaction not found' }),
+  'bet-not-redriven': () => ({ status: 409, error: 'a BET is never re-driven: its provider resubmits it or rolls it back' }),
+  'not-dead': (r) => ({ status: 409, error: `only a dead transaction is re-driven: this one is ${r.status}` }),
   // Sessions (sessions/decider.ts)
   'game-not-found': () => ({ status: 404, error: 'game not found' }),
   'currency-format': () => ({ status: 400, error: 'currency: expected an upper-case ISO-4217 code' }),

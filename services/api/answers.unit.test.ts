@@ -27,6 +27,12 @@ const SAMPLES: { [K in AnyRefusal['kind']]: Array<Extract<AnyRefusal, { kind: K 
   'bet-already-rolled-back': [{ kind: 'bet-already-rolled-back' }],
   'round-in-another-currency': [{ kind: 'round-in-another-currency' }],
   'round-completed': [{ kind: 'round-completed' }],
+  'transaction-not-found': [{ kind: 'transaction-not-found' }],
+  'bet-not-redriven': [{ kind: 'bet-not-redriven' }],
+  'not-dead': [
+    { kind: 'not-dead', status: 'applied' },
+    { kind: 'not-dead', status: 'pending' },
+  ],
   'game-not-found': [{ kind: 'game-not-found' }],
   'currency-format': [{ kind: 'currency-format' }],
   'currency-unsupported': [{ kind: 'currency-unsupported', currency: 'XTS' }],

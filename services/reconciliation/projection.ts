@@ -50,6 +50,9 @@ export const reconciliationMigrations: Migration[] = [
       CREATE INDEX rm_operator_transactions_time_idx ON rm_operator_transactions (operator_id, recorded_at);
       CREATE INDEX rm_operator_transactions_player_idx ON rm_operator_transactions (operator_id, player_ref, recorded_at);
       CREATE INDEX rm_operator_transactions_round_idx ON rm_operator_transactions (operator_id, round_id);
+      -- The console's search by transaction id, and its counts of what the wallet has not acknowledged.
+      CREATE INDEX rm_operator_transactions_id_idx ON rm_operator_transactions (transaction_id);
+      CREATE INDEX rm_operator_transactions_unsettled_idx ON rm_operator_transactions (status) WHERE status IN ('pending', 'failed', 'dead');
       CREATE TABLE rm_operator_rounds (
         round_stream text PRIMARY KEY,
         operator_id text NOT NULL,
@@ -63,6 +66,8 @@ export const reconciliationMigrations: Migration[] = [
         closed_at timestamptz
       );
       CREATE INDEX rm_operator_rounds_lookup_idx ON rm_operator_rounds (operator_id, round_id);
+      CREATE INDEX rm_operator_rounds_round_idx ON rm_operator_rounds (round_id);
+      CREATE INDEX rm_operator_rounds_player_idx ON rm_operator_rounds (player_ref, operator_id, opened_at DESC);
       CREATE TABLE rm_settlement_quarters (
         operator_id text NOT NULL,
         quarter timestamptz NOT NULL,
@@ -185,6 +190,9 @@ export function foldReconciliation(events: RecordedEvent[]): { rows: NewRow[]; c
         break;
       case 'TransactionVoided':
         change(stream, event.data.transactionId, { status: 'voided', at: event.data.voidedAt });
+        break;
+      case 'TransactionRedriven':
+        change(stream, event.data.transactionId, { status: 'recorded', at: event.data.redrivenAt });
         break;
       case 'RoundForceClosed': {
         // A round the batch did not open is closed by an update (see apply); one it opened, here.

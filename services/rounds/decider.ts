@@ -82,6 +82,8 @@ export interface TxState {
   recordedAt: string;
   /** For a BET: the ROLLBACK recorded against it. */
   rolledBackBy?: string;
+  /** When an admin re-drove it: its retry window runs from then. */
+  redrivenAt?: string;
 }
 
 /** What a round with at least one transaction knows: its player, currency and game are those of its first transaction. */
@@ -149,7 +151,8 @@ export type RoundCommand =
       session: SessionStanding;
       now: Date;
     }
-  | { type: 'RecordOutcome'; transactionId: string; attempt: number; outcome: WalletOutcome; now: Date }
+  | { type: 'RecordOutcome'; transactionId: string; attempt: number; outcome: WalletOutcome; now: Date; durationMs?: number }
+  | { type: 'Redrive'; transactionId: string; by: string; reason: string; now: Date }
   | { type: 'DeadLetter'; transactionId: string; retryWindowSeconds: number; now: Date }
   | { type: 'CloseStaleRound'; staleAfterSeconds: number; now: Date };
 
@@ -162,7 +165,10 @@ export type RoundRefusal =
   | { kind: 'rollback-currency-mismatch'; betCurrency: string }
   | { kind: 'bet-already-rolled-back' }
   | { kind: 'round-in-another-currency' }
-  | { kind: 'round-completed' };
+  | { kind: 'round-completed' }
+  | { kind: 'transaction-not-found' }
+  | { kind: 'bet-not-redriven' }
+  | { kind: 'not-dead'; status: OperatorStatus };
 
 function withTx(state: RoundState, id: string, change: (t: TxState) => TxState): RoundState {
   const tx = state.txs.get(id);
@@ -206,6 +212,8 @@ function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundSt
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'dead', lastError: event.data.lastError }));
     case 'TransactionVoided':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'voided' }));
+    case 'TransactionRedriven':
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'recorded', redrivenAt: event.data.redrivenAt }));
     case 'RoundForceClosed':
       return state.status === 'new' ? state : { ...state, status: 'force-closed' };
     default: {
@@ -298,19 +306,20 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
   if (!tx) return [];
   if (isFinal(tx.status) && !(tx.status === 'voided' && outcome.kind === 'reply')) return [];
   const at = cmd.now.toISOString();
+  const duration = cmd.durationMs !== undefined ? { durationMs: cmd.durationMs } : {};
   switch (outcome.kind) {
     case 'reply': {
-      return [{ type: 'TransactionSettled', data: { transactionId, outcome: replyStatus(tx.request.type, outcome.reply), reply: outcome.reply, attempt, settledAt: at } }];
+      return [{ type: 'TransactionSettled', data: { transactionId, outcome: replyStatus(tx.request.type, outcome.reply), reply: outcome.reply, attempt, settledAt: at, ...duration } }];
     }
     case 'failed':
       return [
         {
           type: 'TransactionAttemptFailed',
-          data: { transactionId, outcome: 'failed', detail: outcome.detail, ...(outcome.httpStatus !== undefined ? { httpStatus: outcome.httpStatus } : {}), attempt, failedAt: at },
+          data: { transactionId, outcome: 'failed', detail: outcome.detail, ...(outcome.httpStatus !== undefined ? { httpStatus: outcome.httpStatus } : {}), attempt, failedAt: at, ...duration },
         },
       ];
     case 'timed_out':
-      return [{ type: 'TransactionAttemptFailed', data: { transactionId, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: at } }];
+      return [{ type: 'TransactionAttemptFailed', data: { transactionId, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: at, ...duration } }];
     default: {
       const unknown: never = outcome;
       return unknown;
@@ -318,9 +327,26 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
   }
 }
 
-/** Retries stop once a transaction is as old as the retry window (24 h by default): it is dead-lettered, kept for auditors. */
+/**
+ * Retries stop once a transaction is as old as the retry window (24 h by default): it is dead-lettered,
+ * kept for auditors. A re-driven one gets a window of its own, from its re-drive.
+ */
 export function retriesExhausted(tx: TxState, now: Date, retryWindowSeconds: number): boolean {
-  return (now.getTime() - Date.parse(tx.recordedAt)) / 1000 >= retryWindowSeconds;
+  return (now.getTime() - Date.parse(tx.redrivenAt ?? tx.recordedAt)) / 1000 >= retryWindowSeconds;
+}
+
+/**
+ * An admin's re-drive: a credit whose retries stopped (dead: retries ran out, or the wallet refused it)
+ * is sent to the wallet again with the same transactionId and body, which the wallet deduplicates. A BET
+ * never is: a BET the wallet never accepted is its provider's to resubmit or roll back.
+ */
+function decideRedrive(cmd: Extract<RoundCommand, { type: 'Redrive' }>, state: RoundState): Decision<RoundEvent, RoundRefusal> {
+  const tx = state.txs.get(cmd.transactionId);
+  if (!tx) return { kind: 'transaction-not-found' };
+  if (!isCredit(tx.request.type)) return { kind: 'bet-not-redriven' };
+  const status = operatorStatus(tx.request.type, tx.status);
+  if (status !== 'dead') return { kind: 'not-dead', status };
+  return [{ type: 'TransactionRedriven', data: { transactionId: cmd.transactionId, by: cmd.by, reason: cmd.reason, redrivenAt: cmd.now.toISOString() } }];
 }
 
 function decideDeadLetter(cmd: Extract<RoundCommand, { type: 'DeadLetter' }>, state: RoundState): RoundEvent[] {
@@ -411,6 +437,8 @@ export const roundDecider: Decider<RoundCommand, RoundState, RoundEvent, RoundRe
         return decideDeadLetter(command, state);
       case 'CloseStaleRound':
         return decideCloseStale(command, state);
+      case 'Redrive':
+        return decideRedrive(command, state);
       default: {
         const unknown: never = command;
         return unknown;

@@ -726,3 +726,31 @@ describe('rounds decider: the status operators reconcile (contract section 9)', 
     expect(completesRound({ ...adjustment('a'), roundComplete: true })).toBe(false);
   });
 });
+
+describe('rounds decider: re-drive (an admin sends a dead credit to the wallet again)', () => {
+  const redrive = (transactionId: string): RoundCommand => ({ type: 'Redrive', transactionId, by: 'ops@example', reason: 'wallet fixed', now: NOW });
+  const deadWin = [recorded(bet('bet-1')), settled('bet-1'), recorded(win('win-1')), failed('win-1'), deadLettered('win-1')];
+
+  it('records who and why for a dead WIN; the WIN is then retried like any credit, for a window of its own', () => {
+    spec.given(...deadWin).when(redrive('win-1')).then([{ type: 'TransactionRedriven', data: { transactionId: 'win-1', by: 'ops@example', reason: 'wallet fixed', redrivenAt: NOW_ISO } }]);
+    const after = txAfter('win-1', ...deadWin, { type: 'TransactionRedriven', data: { transactionId: 'win-1', by: 'ops@example', reason: 'wallet fixed', redrivenAt: NOW_ISO } });
+    expect(after.status).toBe('recorded');
+    const round = spec.given(...deadWin, { type: 'TransactionRedriven', data: { transactionId: 'win-1', by: 'ops@example', reason: 'wallet fixed', redrivenAt: NOW_ISO } }).state;
+    expect(mayAttempt(round, 'win-1')).toBe(true);
+    // Recorded a day ago, re-driven now: not exhausted until a window after the re-drive.
+    expect(retriesExhausted({ ...after, recordedAt: ago(2 * DAY) }, NOW, DAY)).toBe(false);
+    expect(retriesExhausted({ ...after, recordedAt: ago(2 * DAY) }, new Date(NOW.getTime() + DAY * 1000), DAY)).toBe(true);
+  });
+
+  it('re-drives a credit the wallet refused (DECLINED on a WIN: dead too)', () => {
+    spec.given(recorded(bet('bet-1')), settled('bet-1'), recorded(win('win-1')), settled('win-1', 'invalid')).when(redrive('win-1')).thenMatches([{ type: 'TransactionRedriven' }]);
+  });
+
+  it('refuses anything not dead, a BET, and an unknown id', () => {
+    spec.given(recorded(bet('bet-1')), settled('bet-1')).when(redrive('bet-1')).thenRefuses('bet-not-redriven');
+    spec.given(recorded(bet('bet-1')), timedOut('bet-1'), deadLettered('bet-1')).when(redrive('bet-1')).thenRefuses('bet-not-redriven');
+    spec.given(recorded(bet('bet-1')), settled('bet-1'), recorded(win('win-1')), settled('win-1')).when(redrive('win-1')).thenRefuses({ kind: 'not-dead', status: 'applied' });
+    spec.given(recorded(bet('bet-1')), settled('bet-1'), recorded(win('win-1')), failed('win-1')).when(redrive('win-1')).thenRefuses({ kind: 'not-dead', status: 'pending' });
+    spec.given(...deadWin).when(redrive('nope')).thenRefuses('transaction-not-found');
+  });
+});

@@ -117,12 +117,13 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
       })
     : { kind: 'unreachable', error: `operator ${tx.operatorId} is not in the catalog` };
   const outcome = classify(result);
+  const durationMs = Math.round(performance.now() - startedAt);
   if (operator) deps.metrics?.walletTransaction(tx.operatorId, number, attemptStatus(tx.request.type, outcome), startedAt);
   const { next, revision } = await handleCommand(
     deps.eventStore,
     ref.roundStream,
     roundDecider,
-    { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: number, outcome, now: deps.now() },
+    { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: number, outcome, now: deps.now(), durationMs },
     { known: round },
   );
   deps.rounds?.put(ref.roundStream, { state: next, revision });

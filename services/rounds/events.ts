@@ -55,6 +55,8 @@ export type TransactionSettled = DomainEvent<
     reply: WalletReply;
     attempt: number;
     settledAt: string;
+    /** How long the wallet call took (recorded since the console; absent on older events). */
+    durationMs?: number;
   }
 >;
 
@@ -68,6 +70,7 @@ export type TransactionAttemptFailed = DomainEvent<
     httpStatus?: number;
     attempt: number;
     failedAt: string;
+    durationMs?: number;
   }
 >;
 
@@ -84,6 +87,12 @@ export type TransactionDeadLettered = DomainEvent<
  */
 export type TransactionVoided = DomainEvent<'TransactionVoided', { transactionId: string; rollbackTransactionId: string; voidedAt: string }>;
 
+/**
+ * An admin sent a dead transaction to the wallet again (same transactionId, same body): it is retried
+ * like any credit from now on, for a retry window of its own. Who did it and why are part of the history.
+ */
+export type TransactionRedriven = DomainEvent<'TransactionRedriven', { transactionId: string; by: string; reason: string; redrivenAt: string }>;
+
 /** The reconciler closed a stale round after rolling back its outstanding bets. */
 export type RoundForceClosed = DomainEvent<'RoundForceClosed', { closedAt: string; rolledBack: string[] }>;
 
@@ -93,6 +102,7 @@ export type RoundEvent =
   | TransactionAttemptFailed
   | TransactionDeadLettered
   | TransactionVoided
+  | TransactionRedriven
   | RoundForceClosed;
 
 export const ROUND_EVENT_TYPES: ReadonlySet<string> = new Set<RoundEvent['type']>([
@@ -101,6 +111,7 @@ export const ROUND_EVENT_TYPES: ReadonlySet<string> = new Set<RoundEvent['type']
   'TransactionAttemptFailed',
   'TransactionDeadLettered',
   'TransactionVoided',
+  'TransactionRedriven',
   'RoundForceClosed',
 ]);
 

@@ -314,6 +314,11 @@ export function foldBatch(events: RecordedEvent[]): { inserts: TxInsert[]; round
         update(stream, d.transactionId, { status: 'voided', attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: d.voidedAt });
         break;
       }
+      case 'TransactionRedriven': {
+        const d = event.data;
+        update(stream, d.transactionId, { status: 'recorded', attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: d.redrivenAt });
+        break;
+      }
       case 'RoundForceClosed':
         forceClosed.add(stream);
         break;

@@ -1,5 +1,6 @@
 import type { Pool } from '../../shared/db/pool.ts';
 import { UNSETTLED_STATUSES, type TxStatus } from './decider.ts';
+import type { TransactionType } from './events.ts';
 
 /**
  * The only way other code reads the rounds read model (rm_rounds, rm_transactions). Which statuses are
@@ -64,4 +65,35 @@ export async function deadLetteredByOperator(pool: Pool): Promise<Map<string, nu
     ['dead' satisfies TxStatus],
   );
   return new Map(rows.map((r) => [r.operator_id, r.n]));
+}
+
+export interface StuckRow {
+  operatorId: string;
+  providerId: string;
+  roundId: string;
+  gameId: string;
+  transactionId: string;
+  type: TransactionType;
+  amount: number;
+  currency: string;
+  status: TxStatus;
+  attempts: number;
+  lastError: string | null;
+  recordedAt: Date;
+}
+
+/** Transactions in the given statuses, oldest first, at most `limit`: what the console lists as stuck. */
+export async function stuckTransactions(pool: Pool, statuses: readonly TxStatus[], limit: number): Promise<StuckRow[]> {
+  const { rows } = await pool.query<{
+    operator_id: string; provider_id: string; round_id: string; game_id: string; transaction_id: string; type: TransactionType; amount: string;
+    currency: string; status: TxStatus; attempts: number; last_error: string | null; recorded_at: Date;
+  }>(
+    `SELECT operator_id, provider_id, round_id, game_id, transaction_id, type, amount, currency, status, attempts, last_error, recorded_at
+     FROM rm_transactions WHERE status = ANY($1::text[]) ORDER BY recorded_at LIMIT $2`,
+    [statuses, limit],
+  );
+  return rows.map((r) => ({
+    operatorId: r.operator_id, providerId: r.provider_id, roundId: r.round_id, gameId: r.game_id, transactionId: r.transaction_id, type: r.type,
+    amount: Number(r.amount), currency: r.currency, status: r.status, attempts: r.attempts, lastError: r.last_error, recordedAt: r.recorded_at,
+  }));
 }

@@ -17,28 +17,36 @@ const appendQuery = (base: string, key: string, value: string): string => {
   return `${base}${sep}${key}=${encodeURIComponent(value)}`;
 };
 
+/**
+ * A replay link for the operator's round of this game (API document 4.1.4, contract section 6): 404
+ * alike for no such round, another operator's and another game's; 400 when the game has no replay.
+ */
+export async function replayLink(ctx: ServiceContext, operatorId: string, roundId: string, gameId: string): Promise<string> {
+  const entry = ctx.catalog.snapshot().games.get(gameId);
+  if (!entry) throw notFound('round not found');
+  if (entry.game.replayBaseUrl === '') throw badRequest('gameId: this game does not support round replay');
+  // Read from the round's own stream, so a round the provider just wrote is found at once.
+  const state = fold(roundDecider, await ctx.eventStore.readStream(roundStream(entry.provider.id, operatorId, roundId)));
+  // Another operator's round, another game's round and no round at all look the same, on purpose.
+  if (state.status === 'new' || state.gameId !== gameId) throw notFound('round not found');
+  const iat = Math.floor(ctx.now().getTime() / 1000);
+  const token = await new SignJWT({ purpose: 'round-replay', operatorId, gameId, roundId })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setAudience(entry.provider.id)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + ctx.config.replayLinkTtlSeconds)
+    .setJti(randomUUID())
+    .sign(new TextEncoder().encode(entry.provider.secret));
+  return appendQuery(entry.game.replayBaseUrl, 'token', token);
+}
+
 /** POST /v1/operator/rounds/replay (API document 4.1.4, contract section 6). */
 export function replayRoutes(ctx: ServiceContext): Router {
   const router = Router();
   router.post('/rounds/replay', async (req, res) => {
     const operator = callingOperator(ctx, req);
     const { roundId, gameId } = parseOr400(replayBody, req.body);
-    const entry = ctx.catalog.snapshot().games.get(gameId);
-    if (!entry) throw notFound('round not found');
-    if (entry.game.replayBaseUrl === '') throw badRequest('gameId: this game does not support round replay');
-    // Read from the round's own stream, so a round the provider just wrote is found at once.
-    const state = fold(roundDecider, await ctx.eventStore.readStream(roundStream(entry.provider.id, operator.id, roundId)));
-    // Another operator's round, another game's round and no round at all look the same, on purpose.
-    if (state.status === 'new' || state.gameId !== gameId) throw notFound('round not found');
-    const iat = Math.floor(ctx.now().getTime() / 1000);
-    const token = await new SignJWT({ purpose: 'round-replay', operatorId: operator.id, gameId, roundId })
-      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-      .setAudience(entry.provider.id)
-      .setIssuedAt(iat)
-      .setExpirationTime(iat + ctx.config.replayLinkTtlSeconds)
-      .setJti(randomUUID())
-      .sign(new TextEncoder().encode(entry.provider.secret));
-    res.json({ replayUrl: appendQuery(entry.game.replayBaseUrl, 'token', token) });
+    res.json({ replayUrl: await replayLink(ctx, operator.id, roundId, gameId) });
   });
   return router;
 }

@@ -1,0 +1,225 @@
+import { Router } from 'express';
+import { z } from 'zod';
+import { notFound } from '../../shared/errors.ts';
+import { parseOr400 } from '../../shared/http/validate.ts';
+import { projectionLag } from '../../projections/runner.ts';
+import type { ServiceContext } from '../context.ts';
+import { chainProjection } from '../chain/projection.ts';
+import { listGrants } from '../grants/queries.ts';
+import { allProjections } from '../read-models.ts';
+import { settlementCells } from '../reconciliation/queries.ts';
+import { ceilMs, settlementQuery } from '../reconciliation/schemas.ts';
+import { buildStatement, statementCsv, statementJson } from '../reconciliation/statement.ts';
+import { operatorStatus, UNSETTLED_STATUSES, type TxStatus } from '../rounds/decider.ts';
+import { replayBody, replayLink } from '../rounds/replay.ts';
+import { stuckTransactions } from '../rounds/queries.ts';
+import { sessionsOfPlayer } from '../sessions/queries.ts';
+import { LATENCY_BUCKETS, percentileMs } from './projection.ts';
+
+/**
+ * The data of the back-office console (issue #23), under /v1/admin (bearer ADMIN_TOKEN): every answer
+ * is read from the read models and the chain's tables, nothing from a metrics server.
+ */
+
+const overviewQuery = z.strictObject({ window: z.enum(['hour', 'day'], { message: 'must be hour or day' }).default('hour') });
+const searchQuery = z.strictObject({ q: z.string().trim().min(1, 'type a transaction id, round id, player ref or grant id').max(300) });
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The console's statuses of what the wallet has not acknowledged, as operators see them. */
+const STUCK: readonly TxStatus[] = [...UNSETTLED_STATUSES, 'dead', 'invalid'];
+
+export function consoleRoutes(ctx: ServiceContext): Router {
+  const router = Router();
+
+  router.get('/console/overview', async (req, res) => {
+    const { window } = parseOr400(overviewQuery, req.query, 'query');
+    const bucketSeconds = window === 'hour' ? 60 : 900;
+    const spanMs = window === 'hour' ? 3_600_000 : 86_400_000;
+    const now = ctx.now().getTime();
+    const end = Math.floor(now / (bucketSeconds * 1000)) * bucketSeconds * 1000 + bucketSeconds * 1000;
+    const start = end - spanMs;
+    // A day is 1,440 rows an operator: summed here, histograms included.
+    const { rows } = await ctx.pool.query<{ operator_id: string; minute: Date; transactions: number; calls: number; failures: number; latency: number[] }>(
+      'SELECT operator_id, minute, transactions, calls, failures, latency FROM rm_console_minutes WHERE minute >= $1 AND minute < $2',
+      [new Date(start), new Date(end)],
+    );
+    const buckets: string[] = [];
+    for (let t = start; t < end; t += bucketSeconds * 1000) buckets.push(new Date(t).toISOString());
+    const bucketOf = (d: Date) => new Date(Math.floor(d.getTime() / (bucketSeconds * 1000)) * bucketSeconds * 1000).toISOString();
+    const perBucket = new Map<string, number>();
+    const operators = new Map<string, Map<string, { calls: number; failures: number; latency: number[] }>>();
+    for (const r of rows) {
+      const at = bucketOf(r.minute);
+      perBucket.set(at, (perBucket.get(at) ?? 0) + r.transactions);
+      const op = operators.get(r.operator_id) ?? new Map<string, { calls: number; failures: number; latency: number[] }>();
+      const b = op.get(at) ?? { calls: 0, failures: 0, latency: new Array<number>(LATENCY_BUCKETS).fill(0) };
+      b.calls += r.calls;
+      b.failures += r.failures;
+      r.latency.forEach((n, i) => (b.latency[i]! += n));
+      op.set(at, b);
+      operators.set(r.operator_id, op);
+    }
+    const { rows: unsettled } = await ctx.pool.query<{ status: 'pending' | 'failed' | 'dead'; n: number }>(
+      `SELECT status, count(*)::int AS n FROM rm_operator_transactions WHERE status IN ('pending', 'failed', 'dead') GROUP BY status`,
+    );
+    const projections = await Promise.all([...allProjections(), chainProjection].map((p) => projectionLag(ctx.pool, ctx.eventStore, p.name)));
+    const { rows: chain } = await ctx.pool.query<{ linked: string | null; signed_at: Date | null; seq: string | null; key_id: string | null }>(
+      `SELECT (SELECT max(seq) FROM chain_links)::text AS linked, c.signed_at, c.seq::text AS seq, c.key_id
+       FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT signed_at, seq, key_id FROM chain_checkpoints WHERE chain = '' ORDER BY seq DESC LIMIT 1) c ON true`,
+    );
+    const c = chain[0]!;
+    res.json({
+      window,
+      bucketSeconds,
+      generatedAt: new Date(now).toISOString(),
+      transactions: buckets.map((at) => ({ at, count: perBucket.get(at) ?? 0 })),
+      wallet: [...operators.keys()].sort().map((operatorId) => ({
+        operatorId,
+        buckets: buckets.map((at) => {
+          const b = operators.get(operatorId)!.get(at);
+          return { at, calls: b?.calls ?? 0, failures: b?.failures ?? 0, p50Ms: b ? percentileMs(b.latency, 0.5) : null, p99Ms: b ? percentileMs(b.latency, 0.99) : null };
+        }),
+      })),
+      unsettled: { pending: 0, failed: 0, dead: 0, ...Object.fromEntries(unsettled.map((u) => [u.status, u.n])) },
+      projections: projections.map((p) => ({ name: p.name, eventsBehind: p.eventsBehind, msBehind: p.msBehind })),
+      chain: {
+        linked: Number(c.linked ?? 0),
+        behind: projections.find((p) => p.name === chainProjection.name)?.eventsBehind ?? 0,
+        lastCheckpointAt: c.signed_at?.toISOString() ?? null,
+        lastCheckpointCount: c.seq === null ? null : Number(c.seq),
+        keyId: c.key_id,
+      },
+    });
+  });
+
+  router.get('/console/search', async (req, res) => {
+    const { q } = parseOr400(searchQuery, req.query, 'query');
+    const [txs, rounds, players, grants] = await Promise.all([
+      ctx.pool.query<{ operator_id: string; provider_id: string; round_id: string; game_id: string; transaction_id: string; type: string }>(
+        'SELECT operator_id, provider_id, round_id, game_id, transaction_id, type FROM rm_operator_transactions WHERE transaction_id = $1 LIMIT 20',
+        [q],
+      ),
+      ctx.pool.query<{ operator_id: string; provider_id: string; round_id: string; game_id: string }>(
+        'SELECT operator_id, provider_id, round_id, game_id FROM rm_operator_rounds WHERE round_id = $1 LIMIT 20',
+        [q],
+      ),
+      ctx.pool.query<{ operator_id: string }>('SELECT DISTINCT operator_id FROM rm_operator_rounds WHERE player_ref = $1 LIMIT 20', [q]),
+      UUID.test(q) ? ctx.pool.query<{ id: string; operator_id: string; player_ref: string }>('SELECT id, operator_id, player_ref FROM rm_grants WHERE id = $1', [q]) : { rows: [] },
+    ]);
+    // A player who only launched (no round yet) is found by their sessions.
+    const sessionOperators = players.rows.length > 0 ? [] : (await ctx.pool.query<{ operator_id: string }>('SELECT DISTINCT operator_id FROM session_tokens WHERE player_ref = $1 LIMIT 20', [q])).rows;
+    // A transaction of an adjustment has no round of a provider: it shows as its own round.
+    const results = [
+      ...txs.rows.map((t) => ({ kind: 'transaction', label: `${t.type} ${t.transaction_id} (round ${t.round_id}, ${t.operator_id})`, operatorId: t.operator_id, providerId: t.provider_id, roundId: t.round_id, gameId: t.game_id, transactionId: t.transaction_id })),
+      ...rounds.rows.map((r) => ({ kind: 'round', label: `round ${r.round_id} (${r.game_id}, ${r.provider_id}, ${r.operator_id})`, operatorId: r.operator_id, providerId: r.provider_id, roundId: r.round_id, gameId: r.game_id })),
+      ...[...players.rows, ...sessionOperators].map((p) => ({ kind: 'player', label: `player ${q} (${p.operator_id})`, operatorId: p.operator_id, playerRef: q })),
+      ...grants.rows.map((g) => ({ kind: 'grant', label: `grant ${g.id} (player ${g.player_ref}, ${g.operator_id})`, operatorId: g.operator_id, grantId: g.id, playerRef: g.player_ref })),
+    ];
+    res.json({ results });
+  });
+
+  router.get('/console/players/:operatorId/:playerRef', async (req, res) => {
+    const operatorId = String(req.params.operatorId);
+    const playerRef = String(req.params.playerRef);
+    const now = ctx.now();
+    const [sessions, rounds, grants] = await Promise.all([
+      sessionsOfPlayer(ctx.pool, operatorId, playerRef),
+      ctx.pool.query<{ provider_id: string; round_id: string; game_id: string; currency: string; status: string; opened_at: Date; closed_at: Date | null; bet: string; win: string; refund: string }>(
+        `SELECT r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at,
+                coalesce(sum(t.amount) FILTER (WHERE t.type = 'BET' AND t.status = 'applied'), 0)::text AS bet,
+                coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.status = 'applied'), 0)::text AS win,
+                coalesce(sum(t.amount) FILTER (WHERE t.type = 'ROLLBACK' AND t.status = 'applied'), 0)::text AS refund
+         FROM (SELECT * FROM rm_operator_rounds WHERE player_ref = $2 AND operator_id = $1 ORDER BY opened_at DESC LIMIT 200) r
+         LEFT JOIN rm_operator_transactions t ON t.round_stream = r.round_stream
+         GROUP BY r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at ORDER BY r.opened_at DESC`,
+        [operatorId, playerRef],
+      ),
+      listGrants(ctx.pool, operatorId, playerRef),
+    ]);
+    if (sessions.length === 0 && rounds.rows.length === 0 && grants.length === 0) throw notFound('player not found');
+    res.json({
+      sessions: sessions.map((s) => ({
+        token: s.token,
+        providerId: s.provider_id,
+        gameId: s.game_id,
+        currency: s.currency,
+        status: s.revoked_at !== null ? 'kicked' : s.expires_at <= now ? 'expired' : 'active',
+        createdAt: s.created_at.toISOString(),
+        expiresAt: s.expires_at.toISOString(),
+        ...(s.revoked_at !== null ? { revokedAt: s.revoked_at.toISOString() } : {}),
+      })),
+      rounds: rounds.rows.map((r) => ({
+        providerId: r.provider_id,
+        roundId: r.round_id,
+        gameId: r.game_id,
+        currency: r.currency,
+        status: r.status,
+        openedAt: r.opened_at.toISOString(),
+        ...(r.closed_at ? { closedAt: r.closed_at.toISOString() } : {}),
+        betMinor: Number(r.bet),
+        winMinor: Number(r.win),
+        refundMinor: Number(r.refund),
+      })),
+      grants,
+    });
+  });
+
+  router.get('/console/stuck', async (_req, res) => {
+    const now = ctx.now().getTime();
+    const rows = await stuckTransactions(ctx.pool, STUCK, 1000);
+    res.json({
+      transactions: rows.map((r) => ({
+        operatorId: r.operatorId,
+        providerId: r.providerId,
+        roundId: r.roundId,
+        gameId: r.gameId,
+        transactionId: r.transactionId,
+        type: r.type,
+        amount: r.amount,
+        currency: r.currency,
+        status: operatorStatus(r.type, r.status),
+        recordedAt: r.recordedAt.toISOString(),
+        ageSeconds: Math.max(0, Math.floor((now - r.recordedAt.getTime()) / 1000)),
+        attempts: r.attempts,
+        ...(r.lastError !== null ? { lastError: r.lastError } : {}),
+      })),
+    });
+  });
+
+  router.get('/console/operators', (_req, res) => {
+    const snapshot = ctx.catalog.snapshot();
+    res.json({
+      operators: [...snapshot.operators.values()].map((o) => ({
+        id: o.id,
+        name: o.name,
+        walletUrl: o.walletUrl,
+        walletTimeoutMs: o.walletTimeoutMs,
+        rateLimit: o.rateLimit,
+        visibleGames: o.visibleGames.map((id) => {
+          const entry = snapshot.games.get(id);
+          return { id, name: entry?.game.name ?? id, providerId: entry?.provider.id ?? '' };
+        }),
+      })),
+    });
+  });
+
+  router.get('/operators/:operatorId/settlement', async (req, res) => {
+    const operatorId = String(req.params.operatorId);
+    if (!ctx.catalog.snapshot().operators.has(operatorId)) throw notFound('operator not found');
+    const q = parseOr400(settlementQuery, req.query, 'query');
+    const cells = await settlementCells(ctx.pool, operatorId, new Date(ceilMs(q.from)).toISOString(), new Date(ceilMs(q.to)).toISOString());
+    const statement = buildStatement(q.from, q.to, cells);
+    if (req.accepts(['application/json', 'text/csv']) === 'text/csv') {
+      res.type('text/csv; charset=utf-8').send(statementCsv(statement));
+      return;
+    }
+    res.type('application/json').send(statementJson(statement));
+  });
+
+  router.post('/rounds/replay-link', async (req, res) => {
+    const body = parseOr400(replayBody.extend({ operatorId: z.string().min(1).max(200) }), req.body);
+    res.json({ replayUrl: await replayLink(ctx, body.operatorId, body.roundId, body.gameId) });
+  });
+
+  return router;
+}

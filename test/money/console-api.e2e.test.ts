@@ -1,0 +1,179 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OP1 } from '../helpers/catalog.ts';
+import { ADMIN_TOKEN } from '../helpers/service.ts';
+import { signedRequest, toTestResponse } from '../helpers/signing.ts';
+import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+
+/**
+ * The back-office console's data (issue #23): the admin routes it reads, and the re-drive of a dead
+ * transaction, an admin action recorded in the round's history with who and why.
+ */
+describe('console data and re-drive (admin routes)', () => {
+  let h: MoneyHarness;
+  const run = randomUUID().slice(0, 8);
+  const player = `con-${run}`;
+  const roundId = `con-r-${run}`;
+  const winId = `con-w-${run}`;
+  const betId = `con-b-${run}`;
+  let failWin = true;
+  let grantId = '';
+
+  const admin = async <T = Record<string, unknown>>(path: string, init: { method?: string; body?: unknown; accept?: string } = {}) =>
+    toTestResponse<T>(
+      await fetch(`${h.svc.url}${path}`, {
+        method: init.method ?? (init.body !== undefined ? 'POST' : 'GET'),
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}), ...(init.accept ? { accept: init.accept } : {}) },
+        ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+      }),
+    );
+  const redrive = (over: Record<string, unknown> = {}) =>
+    admin<{ error?: string; status?: string }>('/v1/admin/transactions/redrive', {
+      body: { operatorId: OP1.id, providerId: 'studio-a', roundId, transactionId: winId, by: 'ops@example.com', reason: 'wallet was down all night', ...over },
+    });
+
+  beforeAll(async () => {
+    h = await startMoneyHarness('consoleapi', { DISPATCH_RETRY_WINDOW_SECONDS: '2' });
+    h.wallet.setChaos((tx) => (tx.transactionId === winId && failWin ? { fail: 503 } : undefined));
+    const token = await h.launch(player);
+    const base = { sessionToken: token, roundId, playerRef: player, currency: 'EUR', gameId: 'fruit-1' };
+    expect((await h.tx({ ...base, transactionId: betId, type: 'BET', roundComplete: false, amount: 40 })).status).toBe(200);
+    expect((await h.tx({ ...base, transactionId: winId, type: 'WIN', roundComplete: true, amount: 90 })).status).toBe(502);
+    const grant = await signedRequest<{ id: string }>(h.svc.url, { path: '/v1/operator/free-spins/grants', body: { playerRef: player, idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 5, currency: 'EUR' }, as: OP1 });
+    grantId = grant.json.id;
+    // Retries stop after the 2 s window: the WIN is dead, in every read model.
+    await h.until(async () => {
+      const { rows } = await h.svc.ctx.pool.query(`SELECT status FROM rm_operator_transactions WHERE transaction_id = $1`, [winId]);
+      return rows[0]?.status === 'dead';
+    }, 20_000);
+    await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
+  }, 60_000);
+  afterAll(async () => h?.close());
+
+  it('lists the dead WIN among stuck money with its age, attempts and last error', async () => {
+    const res = await admin<{ transactions: Array<Record<string, unknown>> }>('/v1/admin/console/stuck');
+    expect(res.status).toBe(200);
+    const win = res.json.transactions.find((t) => t.transactionId === winId);
+    expect(win).toMatchObject({ operatorId: OP1.id, providerId: 'studio-a', roundId, gameId: 'fruit-1', type: 'WIN', amount: 90, currency: 'EUR', status: 'dead' });
+    expect(win!.attempts).toBeGreaterThan(1);
+    expect(String(win!.lastError)).toContain('503');
+    expect(win!.ageSeconds).toBeGreaterThanOrEqual(2);
+    expect(res.json.transactions.map((t) => t.transactionId)).not.toContain(betId);
+  });
+
+  it('refuses a re-drive that is not of a dead credit, or says nothing of who and why', async () => {
+    const bet = await redrive({ transactionId: betId });
+    expect(bet.status).toBe(409);
+    expect(bet.json.error).toBe('a BET is never re-driven: its provider resubmits it or rolls it back');
+    expect((await redrive({ transactionId: 'nope' })).status).toBe(404);
+    const noWho = await redrive({ by: '  ' });
+    expect(noWho.status).toBe(400);
+    expect(noWho.json.error).toMatch(/^by: /);
+    expect((await admin('/v1/admin/transactions/redrive', { body: {} })).status).toBe(400);
+    const unauthorized = await fetch(`${h.svc.url}/v1/admin/transactions/redrive`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+    expect(unauthorized.status).toBe(401);
+  });
+
+  it('re-drives the dead WIN: the wallet receives it once more with the same id and body, it is applied, and the round shows who and why', async () => {
+    const before = h.walletCallsFor(winId);
+    failWin = false;
+    const res = await redrive();
+    expect(res.status, res.text).toBe(202);
+    expect(res.json).toEqual({ transactionId: winId, status: 'redriven' });
+    await h.until(async () => {
+      const { rows } = await h.svc.ctx.pool.query(`SELECT status FROM rm_operator_transactions WHERE transaction_id = $1`, [winId]);
+      return rows[0]?.status === 'applied';
+    }, 15_000);
+    const after = h.walletCallsFor(winId).slice(before.length);
+    expect(after).toHaveLength(1);
+    expect(after[0]!.rawBody).toBe(before[0]!.rawBody);
+    expect(h.wallet.effects.get(winId)).toBe(1);
+    // Applied now: a second re-drive is refused.
+    const again = await redrive();
+    expect(again.status).toBe(409);
+    expect(again.json.error).toBe('only a dead transaction is re-driven: this one is applied');
+    // The round's history holds the re-drive, with who and why, between the dead letter and the settlement.
+    const round = await admin<{ history: Array<{ event: { type: string; data: Record<string, unknown> } }> }>(`/v1/audit/rounds/studio-a/${OP1.id}/${roundId}`);
+    const types = round.json.history.map((e) => e.event.type);
+    expect(types.slice(types.indexOf('TransactionDeadLettered'))).toEqual(['TransactionDeadLettered', 'TransactionRedriven', 'TransactionSettled']);
+    expect(round.json.history.find((e) => e.event.type === 'TransactionRedriven')!.event.data).toMatchObject({ transactionId: winId, by: 'ops@example.com', reason: 'wallet was down all night' });
+    // Every wallet call of the round carries how long it took.
+    for (const e of round.json.history.filter((x) => x.event.type === 'TransactionSettled' || x.event.type === 'TransactionAttemptFailed')) {
+      expect(typeof e.event.data.durationMs).toBe('number');
+    }
+    const stuck = await admin<{ transactions: Array<{ transactionId: string }> }>('/v1/admin/console/stuck');
+    expect(stuck.json.transactions.map((t) => t.transactionId)).not.toContain(winId);
+  });
+
+  it('gives the overview: transactions per minute, wallet calls with failures and latency per operator, unsettled counts, projection lag, the chain', async () => {
+    await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
+    for (const window of ['hour', 'day'] as const) {
+      const res = await admin<{
+        bucketSeconds: number;
+        transactions: Array<{ at: string; count: number }>;
+        wallet: Array<{ operatorId: string; buckets: Array<{ calls: number; failures: number; p50Ms: number | null; p99Ms: number | null }> }>;
+        unsettled: { pending: number; failed: number; dead: number };
+        projections: Array<{ name: string; eventsBehind: number }>;
+        chain: { linked: number; behind: number };
+      }>(`/v1/admin/console/overview?window=${window}`);
+      expect(res.status).toBe(200);
+      expect(res.json.bucketSeconds).toBe(window === 'hour' ? 60 : 900);
+      expect(res.json.transactions).toHaveLength(window === 'hour' ? 60 : 96);
+      expect(res.json.transactions.reduce((n, b) => n + b.count, 0)).toBeGreaterThanOrEqual(2);
+      const op1 = res.json.wallet.find((w) => w.operatorId === OP1.id)!;
+      const calls = op1.buckets.reduce((n, b) => n + b.calls, 0);
+      const failures = op1.buckets.reduce((n, b) => n + b.failures, 0);
+      expect(calls).toBe(h.walletCallsFor(winId).length + h.walletCallsFor(betId).length);
+      expect(failures).toBe(h.walletCallsFor(winId).length - 1);
+      const busy = op1.buckets.filter((b) => b.calls > 0);
+      expect(busy.every((b) => typeof b.p50Ms === 'number' && typeof b.p99Ms === 'number' && b.p99Ms! >= b.p50Ms!)).toBe(true);
+      expect(res.json.unsettled).toEqual({ pending: 0, failed: 0, dead: 0 });
+      expect(res.json.projections.map((p) => p.name).sort()).toEqual(['chain', 'console', 'grants', 'reconciliation', 'rounds', 'sessions']);
+      expect(res.json.chain.linked).toBeGreaterThan(0);
+    }
+    expect((await admin('/v1/admin/console/overview?window=week')).status).toBe(400);
+  });
+
+  it('finds a transaction, a round, a player and a grant by their ids', async () => {
+    const search = async (q: string) => (await admin<{ results: Array<Record<string, unknown>> }>(`/v1/admin/console/search?q=${encodeURIComponent(q)}`)).json.results;
+    expect(await search(winId)).toEqual([expect.objectContaining({ kind: 'transaction', transactionId: winId, roundId, providerId: 'studio-a', operatorId: OP1.id, gameId: 'fruit-1' })]);
+    expect(await search(roundId)).toEqual([expect.objectContaining({ kind: 'round', roundId, providerId: 'studio-a', operatorId: OP1.id })]);
+    expect(await search(player)).toEqual([expect.objectContaining({ kind: 'player', playerRef: player, operatorId: OP1.id })]);
+    expect(await search(grantId)).toEqual([expect.objectContaining({ kind: 'grant', grantId, operatorId: OP1.id })]);
+    expect(await search('nothing-like-it')).toEqual([]);
+    expect((await admin('/v1/admin/console/search?q=')).status).toBe(400);
+  });
+
+  it("shows a player's sessions (active, kicked), rounds with their sums, and grants", async () => {
+    await signedRequest(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: player }, as: OP1 });
+    await h.launch(player);
+    await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
+    const res = await admin<{ sessions: Array<{ status: string }>; rounds: Array<Record<string, unknown>>; grants: Array<{ id: string }> }>(`/v1/admin/console/players/${OP1.id}/${player}`);
+    expect(res.status).toBe(200);
+    expect(res.json.sessions.map((s) => s.status)).toEqual(['kicked', 'active']);
+    expect(res.json.rounds).toEqual([expect.objectContaining({ roundId, gameId: 'fruit-1', status: 'complete', betMinor: 40, winMinor: 90, refundMinor: 0 })]);
+    expect(res.json.grants.map((g) => g.id)).toEqual([grantId]);
+    expect((await admin(`/v1/admin/console/players/${OP1.id}/nobody-${run}`)).status).toBe(404);
+  });
+
+  it("shows each operator's catalog entry without its secret, its statement as JSON and CSV, and mints replay links", async () => {
+    const ops = await admin<{ operators: Array<Record<string, unknown>> }>('/v1/admin/console/operators');
+    expect(ops.json.operators.find((o) => o.id === OP1.id)).toMatchObject({ name: 'Operator One', walletUrl: h.wallet.url, walletTimeoutMs: 500, visibleGames: expect.arrayContaining([{ id: 'fruit-1', name: 'Fruit', providerId: 'studio-a' }]) });
+    expect(ops.text).not.toContain(OP1.secret);
+    const from = new Date(Date.now() - 3_600_000).toISOString();
+    const to = new Date(Date.now() + 60_000).toISOString();
+    const statement = await admin<{ lines: Array<Record<string, unknown>> }>(`/v1/admin/operators/${OP1.id}/settlement?from=${from}&to=${to}`);
+    expect(statement.status).toBe(200);
+    // The operator's own route gives the same statement.
+    const own = await signedRequest(h.svc.url, { path: `/v1/operator/reports/settlement?from=${from}&to=${to}`, as: OP1 });
+    expect(statement.text).toBe(own.text);
+    const csv = await admin(`/v1/admin/operators/${OP1.id}/settlement?from=${from}&to=${to}`, { accept: 'text/csv' });
+    expect(csv.headers.get('content-type')).toMatch(/^text\/csv/);
+    expect(csv.text.split('\r\n')[0]).toBe('providerId,gameId,currency,betCount,betAmountMinor,winCount,winAmountMinor,refundCount,refundAmountMinor,ggrMinor');
+    expect((await admin(`/v1/admin/operators/nope/settlement?from=${from}&to=${to}`)).status).toBe(404);
+    const link = await admin<{ replayUrl: string }>('/v1/admin/rounds/replay-link', { body: { operatorId: OP1.id, roundId, gameId: 'fruit-1' } });
+    expect(link.status).toBe(200);
+    expect(link.json.replayUrl).toMatch(/^https:\/\/replay\.studio-a\.test\/fruit\?token=/);
+    expect((await admin('/v1/admin/rounds/replay-link', { body: { operatorId: 'op-2', roundId, gameId: 'fruit-1' } })).status).toBe(404);
+  });
+});
