@@ -12,6 +12,7 @@ import { adminRouter } from './admin.ts';
 import { healthRouter } from './health.ts';
 import { answerFor } from './answers.ts';
 import { docsRoutes } from './openapi/docs.ts';
+import { consoleStatic } from '../console/static.ts';
 
 /** Routes per audience; each audience is authenticated before any of its handlers runs. */
 export interface AudienceRouters {
@@ -77,6 +78,7 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
   app.get('/metrics', bearer, metricsEndpoint(ctx.metrics));
 
   app.use(docsRoutes()); // GET /openapi.json and /docs, unauthenticated
+  app.use(consoleStatic()); // GET /console: the back-office page (its data comes from the bearer routes)
   app.use(renderNotFound);
   app.use(errorRenderer(ctx.logger, answerFor));
   return app;
