@@ -2,10 +2,13 @@ import { z } from 'zod';
 import { TX_STATUSES } from '../rounds/decider.ts';
 import { ORIGINS, TRANSACTION_TYPES } from '../rounds/events.ts';
 import { grantSchema } from '../grants/schemas.ts';
+import { operatorStatusSchema, roundDetails } from '../reconciliation/schemas.ts';
+import { replayBody } from '../rounds/replay.ts';
 
-// Response bodies of the health, admin and audit routes, and the error body every route shares. The
-// OpenAPI document (services/api/openapi) is generated from these, and test/docs checks real responses
-// against them. Request schemas stay beside their routers (adjustments.ts, audit.ts, shared/catalog).
+// Response bodies of the health, admin (the console's included) and audit routes, and the error body
+// every route shares. The OpenAPI document (services/api/openapi) is generated from these, and test/docs
+// checks real responses against them. Request schemas stay beside their routers (adjustments.ts,
+// redrive.ts, audit.ts, shared/catalog).
 
 /** Every error except the plain-text 401 of a bad signature (shared/http/errors.ts renders it). */
 export const errorBody = z.strictObject({ error: z.string() });
@@ -231,3 +234,134 @@ export const historyEventsPage = z.strictObject({ events: z.array(historyEvent),
 
 /** Prometheus text exposition (GET /metrics). */
 export const metricsText = z.string();
+
+// The back-office console (services/console/routes.ts) and the re-drive (services/rounds/redrive.ts),
+// under /v1/admin: what they answer.
+
+const count = z.number().int().nonnegative();
+const minorUnits = z.number().int().nonnegative();
+
+/** POST /v1/admin/transactions/redrive: the re-drive is recorded; the worker sends it. */
+export const redriveResponse = z.strictObject({ transactionId: z.string(), status: z.literal('redriven') });
+
+/** A latency percentile of a bucket, in ms (the upper bound of its histogram bucket); null when no call was made. */
+const percentile = z.number().nonnegative().nullable();
+
+export const consoleOverview = z.strictObject({
+  window: z.enum(['hour', 'day']),
+  bucketSeconds: z.union([z.literal(60), z.literal(900)]),
+  generatedAt: z.iso.datetime(),
+  transactions: z.array(z.strictObject({ at: z.iso.datetime(), count })),
+  wallet: z.array(
+    z.strictObject({
+      operatorId: z.string(),
+      buckets: z.array(z.strictObject({ at: z.iso.datetime(), calls: count, failures: count, p50Ms: percentile, p99Ms: percentile })),
+    }),
+  ),
+  unsettled: z.strictObject({ pending: count, failed: count, dead: count }),
+  projections: z.array(z.strictObject({ name: z.string(), eventsBehind: count, msBehind: z.number().nonnegative() })),
+  chain: z.strictObject({
+    linked: count,
+    behind: count,
+    lastCheckpointAt: nullableTime,
+    lastCheckpointCount: z.number().int().positive().nullable(),
+    keyId: keyId.nullable(),
+  }),
+});
+
+const searchLabel = z.string();
+export const consoleSearchResults = z.strictObject({
+  results: z.array(
+    z.discriminatedUnion('kind', [
+      z.strictObject({
+        kind: z.literal('transaction'),
+        label: searchLabel,
+        operatorId: z.string(),
+        providerId: z.string(),
+        roundId: z.string(),
+        gameId: z.string(),
+        transactionId: z.string(),
+      }),
+      z.strictObject({ kind: z.literal('round'), label: searchLabel, operatorId: z.string(), providerId: z.string(), roundId: z.string(), gameId: z.string() }),
+      z.strictObject({ kind: z.literal('player'), label: searchLabel, operatorId: z.string(), playerRef: z.string() }),
+      z.strictObject({ kind: z.literal('grant'), label: searchLabel, operatorId: z.string(), grantId: z.string(), playerRef: z.string() }),
+    ]),
+  ),
+});
+
+export const consolePlayer = z.strictObject({
+  sessions: z.array(
+    z.strictObject({
+      token: z.string(),
+      providerId: z.string(),
+      gameId: z.string(),
+      currency: z.string(),
+      status: z.enum(['active', 'expired', 'kicked']),
+      createdAt: z.iso.datetime(),
+      expiresAt: z.iso.datetime(),
+      revokedAt: z.iso.datetime().optional(),
+    }),
+  ),
+  rounds: z.array(
+    z.strictObject({
+      providerId: z.string(),
+      roundId: z.string(),
+      gameId: z.string(),
+      currency: z.string(),
+      status: roundDetails.shape.status,
+      openedAt: z.iso.datetime(),
+      closedAt: z.iso.datetime().optional(),
+      betMinor: minorUnits,
+      winMinor: minorUnits,
+      refundMinor: minorUnits,
+    }),
+  ),
+  grants: z.array(grantSchema),
+});
+
+export const consoleStuck = z.strictObject({
+  transactions: z.array(
+    z.strictObject({
+      operatorId: z.string(),
+      providerId: z.string(),
+      roundId: z.string(),
+      gameId: z.string(),
+      transactionId: z.string(),
+      type: z.enum(TRANSACTION_TYPES),
+      amount: minorUnits,
+      currency: z.string(),
+      status: operatorStatusSchema,
+      recordedAt: z.iso.datetime(),
+      ageSeconds: count,
+      attempts: count,
+      lastError: z.string().optional(),
+    }),
+  ),
+});
+
+export const consoleOperators = z.strictObject({
+  operators: z.array(
+    z.strictObject({
+      id: z.string(),
+      name: z.string(),
+      walletUrl: z.string(),
+      walletTimeoutMs: z.number().int().positive(),
+      rateLimit: z.strictObject({ limit: z.number().int().positive(), windowSeconds: z.number().int().positive() }),
+      visibleGames: z.array(z.strictObject({ id: z.string(), name: z.string(), providerId: z.string() })),
+    }),
+  ),
+});
+
+// What the console's routes validate, as services/console/routes.ts writes it: that file does not export
+// these schemas, so the document carries copies (test/docs/openapi.e2e.test.ts checks the server answers
+// them as documented). Export them there and import them here instead when that file is next touched.
+
+/** GET /v1/admin/console/overview?window= (copy of the router's overviewQuery). */
+export const consoleOverviewQuery = z.strictObject({ window: z.enum(['hour', 'day'], { message: 'must be hour or day' }).default('hour') });
+/** GET /v1/admin/console/search?q= (copy of the router's searchQuery). */
+export const consoleSearchQuery = z.strictObject({ q: z.string().trim().min(1, 'type a transaction id, round id, player ref or grant id').max(300) });
+/** POST /v1/admin/rounds/replay-link (copy of the router's `replayBody.extend({ operatorId })`). */
+export const adminReplayLinkBody = replayBody.extend({ operatorId: z.string().min(1).max(200) });
+
+/** GET /console/vendor/chart.umd.js.map: the source map Chart.js ships beside its UMD build. */
+export const sourceMap = z.looseObject({ version: z.literal(3), sources: z.array(z.string()), mappings: z.string() });

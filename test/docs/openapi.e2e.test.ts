@@ -68,11 +68,11 @@ describe('the OpenAPI document matches the running service', () => {
   }
 
   const op = (opts: Omit<SignedRequestOptions, 'as'> & { as?: SignedRequestOptions['as'] }) => signedRequest(h.svc.url, { ...opts, as: opts.as ?? OP1 });
-  const admin = async (method: string, path: string, body?: unknown, token: string | null = ADMIN_TOKEN) =>
+  const admin = async (method: string, path: string, body?: unknown, token: string | null = ADMIN_TOKEN, headers: Record<string, string> = {}) =>
     toTestResponse(
       await fetch(h.svc.url + path, {
         method,
-        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       }),
     );
@@ -100,6 +100,16 @@ describe('the OpenAPI document matches the running service', () => {
     conforms('get', '/metrics', await admin('GET', '/metrics'), 200);
     conforms('get', '/metrics', await admin('GET', '/metrics', undefined, null), 401);
     conforms('get', '/docs', await plain('/docs'), 200);
+  });
+
+  it('the console page and the Chart.js it loads answer as documented', async () => {
+    conforms('get', '/console', await plain('/console'), 200);
+    const vendor = '/console/vendor/{file}';
+    const chart = await plain('/console/vendor/chart.umd.js');
+    conforms('get', vendor, chart, 200);
+    expect(chart.headers.get('content-type')).toMatch(/^text\/javascript/);
+    conforms('get', vendor, await plain('/console/vendor/chart.umd.js.map'), 200);
+    conforms('get', vendor, await plain('/console/vendor/chart.js'), 404);
   });
 
   it('operator routes: games, launch, kick, replay, and the signature refusals', async () => {
@@ -334,6 +344,110 @@ describe('the OpenAPI document matches the running service', () => {
     conforms('get', '/v1/operator/history/events', await op({ path: '/v1/operator/history/events', headers: { 'x-signature': '0'.repeat(64) } }), 401);
     conforms('get', mine, await op({ path: mine }), 200);
     conforms('get', mine, await op({ path: `${mine}?limit=1001` }), 400);
+  });
+
+  it('console routes and the re-drive of a dead transaction', async () => {
+    // A WIN the wallet answers DECLINED, which a credit may not be: dead at once, so re-drivable without
+    // waiting for a retry window to close (test/money/console-api.e2e.test.ts re-drives a dead-lettered one).
+    const player = `doc-console-${randomUUID().slice(0, 8)}`;
+    const token = await h.launch(player);
+    const roundId = `doc-r-${randomUUID()}`;
+    const betId = `doc-bet-${randomUUID()}`;
+    const winId = `doc-win-${randomUUID()}`;
+    expect((await h.tx(h.bet(token, { playerRef: player, roundId, transactionId: betId }))).status).toBe(200);
+    h.wallet.script(winId, { status: 200, body: { status: 'DECLINED', balance: 0 } });
+    conforms('post', '/v1/wallet/transaction', await h.tx(h.bet(token, { playerRef: player, roundId, transactionId: winId, type: 'WIN', roundComplete: true, amount: 250 })), 502);
+    const grant = await op({ path: '/v1/operator/free-spins/grants', body: { playerRef: player, idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 5, currency: 'EUR' } });
+    expect(grant.status).toBe(201);
+    const grantId = (grant.json as { id: string }).id;
+
+    // The stuck list shows the WIN dead, with the names a re-drive needs.
+    const stuck = '/v1/admin/console/stuck';
+    let stuckList: TestResponse | undefined;
+    await until(async () => {
+      stuckList = await admin('GET', stuck);
+      return (stuckList.json as { transactions?: Array<{ transactionId: string; status: string }> }).transactions?.some((t) => t.transactionId === winId && t.status === 'dead') === true;
+    });
+    conforms('get', stuck, stuckList!, 200);
+    conforms('get', stuck, await admin('GET', stuck, undefined, null), 401);
+
+    const redrive = '/v1/admin/transactions/redrive';
+    const body = { operatorId: 'op-1', providerId: 'studio-a', roundId, transactionId: winId, by: 'docs@example.com', reason: 'openapi conformance' };
+    const redriven = await admin('POST', redrive, body);
+    conforms('post', redrive, redriven, 202);
+    expect(redriven.json).toEqual({ transactionId: winId, status: 'redriven' });
+    // Pending again until the worker's attempt (test/money/console-api.e2e.test.ts follows it to the wallet).
+    const again = await admin('POST', redrive, body);
+    conforms('post', redrive, again, 409);
+    expect((again.json as { error: string }).error).toMatch(/^only a dead transaction is re-driven: this one is (pending|applied)$/);
+    const bet = await admin('POST', redrive, { ...body, transactionId: betId });
+    conforms('post', redrive, bet, 409);
+    expect(bet.json).toEqual({ error: 'a BET is never re-driven: its provider resubmits it or rolls it back' });
+    const missing = await admin('POST', redrive, { ...body, transactionId: 'nope' });
+    conforms('post', redrive, missing, 404);
+    expect(missing.json).toEqual({ error: 'transaction not found' });
+    const noWho = await admin('POST', redrive, { ...body, by: '  ' });
+    conforms('post', redrive, noWho, 400);
+    expect(noWho.json).toEqual({ error: 'by: say who re-drives it' });
+    conforms('post', redrive, await admin('POST', redrive, body, 'wrong'), 401);
+    const overview = '/v1/admin/console/overview';
+    conforms('get', overview, await admin('GET', overview), 200);
+    conforms('get', overview, await admin('GET', `${overview}?window=day`), 200);
+    const badWindow = await admin('GET', `${overview}?window=week`);
+    conforms('get', overview, badWindow, 400);
+    expect(badWindow.json).toEqual({ error: 'window: must be hour or day' });
+    const unknownKey = await admin('GET', `${overview}?since=1`);
+    conforms('get', overview, unknownKey, 400);
+    expect(unknownKey.json).toEqual({ error: 'query: Unrecognized key: "since"' });
+
+    // Search and the player page read the read models: wait until they show the round.
+    const search = '/v1/admin/console/search';
+    const find = (q: string) => admin('GET', `${search}?q=${encodeURIComponent(q)}`);
+    await until(async () => ((await find(roundId)).json as { results?: unknown[] }).results?.length === 1);
+    for (const q of [winId, roundId, player, grantId, 'nothing-like-it']) conforms('get', search, await find(q), 200);
+    expect(((await find(winId)).json as { results: unknown[] }).results).toEqual([expect.objectContaining({ kind: 'transaction', transactionId: winId, roundId })]);
+    const empty = await find('  ');
+    conforms('get', search, empty, 400);
+    expect(empty.json).toEqual({ error: 'q: type a transaction id, round id, player ref or grant id' });
+    const noQ = await admin('GET', search);
+    conforms('get', search, noQ, 400);
+    expect(noQ.json).toEqual({ error: 'q: Invalid input: expected string, received undefined' });
+
+    const playerPath = '/v1/admin/console/players/{operatorId}/{playerRef}';
+    let page: TestResponse | undefined;
+    await until(async () => {
+      page = await admin('GET', `/v1/admin/console/players/op-1/${player}`);
+      const json = page.json as { rounds?: unknown[]; grants?: unknown[] };
+      return page.status === 200 && json.rounds?.length === 1 && json.grants?.length === 1;
+    });
+    conforms('get', playerPath, page!, 200);
+    const nobody = await admin('GET', `/v1/admin/console/players/op-1/nobody-${randomUUID()}`);
+    conforms('get', playerPath, nobody, 404);
+    expect(nobody.json).toEqual({ error: 'player not found' });
+
+    const operators = await admin('GET', '/v1/admin/console/operators');
+    conforms('get', '/v1/admin/console/operators', operators, 200);
+    expect(operators.text).not.toContain(OP1.secret);
+
+    const settlement = '/v1/admin/operators/{operatorId}/settlement';
+    const range = `from=${encodeURIComponent(new Date(Date.now() - 3_600_000).toISOString())}&to=${encodeURIComponent(new Date(Date.now() + 3_600_000).toISOString())}`;
+    conforms('get', settlement, await admin('GET', `/v1/admin/operators/op-1/settlement?${range}`), 200);
+    const csv = await admin('GET', `/v1/admin/operators/op-1/settlement?${range}`, undefined, ADMIN_TOKEN, { accept: 'text/csv' });
+    conforms('get', settlement, csv, 200);
+    expect(csv.headers.get('content-type')).toMatch(/^text\/csv/);
+    conforms('get', settlement, await admin('GET', '/v1/admin/operators/op-1/settlement?from=2026-11-01T00:00:00Z'), 400);
+    const noOperator = await admin('GET', `/v1/admin/operators/nope/settlement?${range}`);
+    conforms('get', settlement, noOperator, 404);
+    expect(noOperator.json).toEqual({ error: 'operator not found' });
+
+    const replay = '/v1/admin/rounds/replay-link';
+    conforms('post', replay, await admin('POST', replay, { operatorId: 'op-1', roundId, gameId: 'fruit-1' }), 200);
+    const noReplay = await admin('POST', replay, { operatorId: 'op-1', roundId, gameId: 'gems-2' });
+    conforms('post', replay, noReplay, 400);
+    expect(noReplay.json).toEqual({ error: 'gameId: this game does not support round replay' });
+    const otherOperator = await admin('POST', replay, { operatorId: 'op-2', roundId, gameId: 'fruit-1' });
+    conforms('post', replay, otherOperator, 404);
+    expect(otherOperator.json).toEqual({ error: 'round not found' });
   });
 
   it('rate limiting answers 429 with Retry-After, as documented', async () => {

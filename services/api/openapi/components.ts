@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { campaignSchema, catalogSchema, gameSchema, operatorSchema, providerSchema } from '../../../shared/catalog/schema.ts';
 import { MAX_NONCE_LENGTH } from '../../../shared/http/signature.ts';
 import { adjustmentBody } from '../../rounds/adjustments.ts';
+import { redriveBody } from '../../rounds/redrive.ts';
 import { issueGrantBody } from '../../grants/routes.ts';
 import { replayBody } from '../../rounds/replay.ts';
 import { balanceResponse, gameListResponse, gameSummarySchema, kickBody, kickResponse, launchBody, launchResponse, providerRevokeRequest } from '../../sessions/schemas.ts';
@@ -11,11 +12,17 @@ import { balanceBody } from '../../sessions/balance.ts';
 import { operatorStatusSchema, roundDetails, settlementStatement, transactionRecordSchema, transactionsPage } from '../../reconciliation/schemas.ts';
 import {
   adjustmentResponse,
+  adminReplayLinkBody,
   auditEvent,
   auditTransactions,
   catalogCounts,
   chainCheckpoint,
   chainCheckpoints,
+  consoleOperators,
+  consoleOverview,
+  consolePlayer,
+  consoleSearchResults,
+  consoleStuck,
   errorBody,
   errorOrWalletBody,
   eventsPage,
@@ -30,8 +37,10 @@ import {
   playerSessionsHistory,
   projectionsResponse,
   readyResponse,
+  redriveResponse,
   roundHistory,
   roundState,
+  sourceMap,
   streamEvents,
   walletBody,
 } from '../schemas.ts';
@@ -58,6 +67,12 @@ const named: Array<[z.ZodType, string, string?]> = [
   [operatorSchema, 'CatalogOperator', 'An operator (casino): its credentials, wallet and what it may see.'],
   [campaignSchema, 'CatalogCampaign', 'A free-spin campaign an operator can grant by campaignId.'],
   [adjustmentBody, 'AdjustmentRequest', 'A manual balance correction. transactionId is optional: a retry with the same id is answered from the first; one is generated when omitted.'],
+  [
+    redriveBody,
+    'RedriveRequest',
+    'Re-drives a dead WIN, ROLLBACK or ADJUSTMENT: names its round (operatorId, providerId, roundId; an adjustment\'s are `platform` and `adjustment:<transactionId>`) and transactionId, and says who re-drives it and why (both kept in the round\'s history).',
+  ],
+  [adminReplayLinkBody, 'AdminReplayLinkRequest', 'A round of an operator, named as the operator names it (roundId with its gameId).'],
   // Responses.
   [walletBody, 'WalletBody', "The operator wallet's body, passed through verbatim: whatever it answered (JSON or not)."],
   [errorOrWalletBody, 'ErrorOrWalletBody', 'The service\'s own Error, or, when the response carries `X-Wallet-Passthrough: true`, the wallet\'s body verbatim.'],
@@ -117,6 +132,25 @@ const named: Array<[z.ZodType, string, string?]> = [
     'The statement of the transactions recorded in `[from, to)`, by their current status. `from` and `to` as asked. Amounts are exact integers in minor units; per-currency objects are keyed by currency code in text order. Declined and voided transactions count nowhere.',
   ],
   [auditTransactions, 'AuditTransactions', 'Rows of the rm_transactions read model, column names as stored; amount is an integer in minor units (a JSON number, never a string).'],
+  [redriveResponse, 'RedriveResponse', 'The re-drive is recorded in the round\'s history (`TransactionRedriven`); the worker sends the transaction to the wallet at once and retries it like any credit. Its outcome is in the round (`GET /v1/audit/rounds/…`) and the transaction lists.'],
+  [
+    consoleOverview,
+    'ConsoleOverview',
+    'The console\'s overview of the last hour (60 buckets of 60 s) or day (96 buckets of 900 s), the current bucket last: transactions recorded, and per operator its wallet calls, the calls that failed (an error status, no answer in time, unreachable) and their latency percentiles; then what the wallets have not accepted now, the lag of each read model and the state of the hash chain. Read from read models only.',
+  ],
+  [
+    consoleSearchResults,
+    'ConsoleSearchResults',
+    'What the search term names, exactly (no partial match): transactions by transactionId, rounds by roundId, players by playerRef (one result per operator), and a grant by its id; at most 20 of each kind. Empty when nothing matches.',
+  ],
+  [consolePlayer, 'ConsolePlayer', "One operator's player: every session (with its status now), the player's latest 200 rounds with the sums of their `applied` BETs, WINs and ROLLBACKs, newest first, and the player's free-spin grants."],
+  [
+    consoleStuck,
+    'ConsoleStuckTransactions',
+    'Every transaction the wallet has not accepted, oldest first, at most 1,000, with its TransactionStatus: `pending` (a credit not answered yet or being retried; a BET not answered yet), `failed` (a BET whose attempt failed or timed out; its provider resubmits it or the reconciler rolls it back) or `dead` (a credit whose retries stopped, or that the wallet DECLINED: what a re-drive is for). `ageSeconds` counts from when it was recorded; `lastError` is the last failed attempt\'s.',
+  ],
+  [consoleOperators, 'ConsoleOperators', "Every operator of the catalog as the console shows it: its wallet, rate limit and visible games (each with its name and provider); never its secret nor its blocklist."],
+  [sourceMap, 'SourceMap', "A source map (version 3), as Chart.js ships it beside its UMD build: what a browser's developer tools read."],
   // What partners receive and answer (webhooks).
   [walletTransactionRequest, 'WalletTransactionRequest', 'A transaction as the operator wallet receives it: roundComplete is always present (false where meaningless), originalTransactionId only and always on a ROLLBACK, direction only and always on an ADJUSTMENT. Identical bytes on every retry.'],
   [providerGrantRequest, 'ProviderGrantRequest', 'requestRef is the grant id: a repeat carries the same requestRef, deduplicate on it.'],

@@ -48,6 +48,10 @@ const tags = [
   },
   { name: 'Provider API', description: 'Called by providers (studios), signed with the provider secret. Guide: docs/providers.md.' },
   { name: 'Admin', description: 'Platform team, bearer ADMIN_TOKEN.' },
+  {
+    name: 'Admin: console',
+    description: "The back-office console's data, bearer ADMIN_TOKEN: the overview, search, a player, the stuck transactions (re-driven with `POST /v1/admin/transactions/redrive`), the operators, an operator's statement and a round's replay link. Guide: docs/console.md.",
+  },
   { name: 'Audit', description: 'Read-only views of the history of record, bearer ADMIN_TOKEN.' },
   { name: 'Health', description: 'Probes and metrics.' },
   { name: 'Documentation', description: 'This document and page.' },

@@ -1,4 +1,5 @@
 import { GENESIS, nextLink } from '../../chain/link.ts';
+import { LATENCY_BUCKETS, latencyBucket, percentileMs } from '../../console/projection.ts';
 
 /**
  * Realistic examples for every component schema, keyed by component name. Each one is a value the
@@ -394,6 +395,184 @@ export const settlementCsvExample = [
   .map((row) => `${row}\r\n`)
   .join('');
 
+/**
+ * The re-drive story: p1's WIN tx-win-0002 of round r-20261121-0002 (pendingWinRecord; its BET
+ * tx-bet-0002 of 100 was applied) kept failing, op-1's wallet answering 503, until its retries stopped a
+ * day after it was recorded (153 attempts: backoff from 1 s doubling to 10 min). Once the wallet was fixed
+ * the platform team re-drove it and the wallet applied it. A round history of it would carry every one of
+ * the 153 failed attempts, so the story is told by its events, a page of the log and the round's state.
+ *
+ * The wallet calls of these events carry durationMs; settledEvent above does not (an event recorded before
+ * it existed could lack it) and cannot gain it: op-1's signed checkpoint example covers it.
+ */
+const ROUND_2_STREAM = 'round|studio-a|op-1|r-20261121-0002';
+export const REDRIVE_BY = 'ops@platform.example';
+export const REDRIVE_REASON = "op-1's wallet answered 503 to WINs from 16:22 on the 21st, fixed since (incident INC-311)";
+const DEAD_ATTEMPTS = 153;
+const lastAttemptFailed = {
+  position: '8305.8305',
+  streamId: ROUND_2_STREAM,
+  revision: 2 + DEAD_ATTEMPTS,
+  id: 'c4d5e6f7-a8b9-4c0d-9e1f-2a3b4c5d6e7f',
+  type: 'TransactionAttemptFailed',
+  data: { transactionId: 'tx-win-0002', outcome: 'failed', detail: 'wallet answered 503', httpStatus: 503, attempt: DEAD_ATTEMPTS, failedAt: '2026-11-22T16:19:04.207Z', durationMs: 7 },
+  metadata: {},
+  createdAt: '2026-11-22T16:19:04.210Z',
+};
+const deadLetteredEvent = {
+  position: '8312.8312',
+  streamId: ROUND_2_STREAM,
+  revision: 3 + DEAD_ATTEMPTS,
+  id: 'd5e6f7a8-b9c0-4d1e-8f2a-3b4c5d6e7f80',
+  type: 'TransactionDeadLettered',
+  data: { transactionId: 'tx-win-0002', attempts: DEAD_ATTEMPTS, lastError: 'wallet answered 503', deadLetteredAt: '2026-11-22T16:29:04.262Z' },
+  metadata: {},
+  createdAt: '2026-11-22T16:29:04.265Z',
+};
+const redrivenEvent = {
+  position: '8391.8391',
+  streamId: ROUND_2_STREAM,
+  revision: 4 + DEAD_ATTEMPTS,
+  id: 'e6f7a8b9-c0d1-4e2f-9a3b-4c5d6e7f8091',
+  type: 'TransactionRedriven',
+  data: { transactionId: 'tx-win-0002', by: REDRIVE_BY, reason: REDRIVE_REASON, redrivenAt: '2026-11-22T16:40:12.000Z' },
+  metadata: {},
+  createdAt: '2026-11-22T16:40:12.004Z',
+};
+const settledAfterRedrive = {
+  position: '8392.8392',
+  streamId: ROUND_2_STREAM,
+  revision: 5 + DEAD_ATTEMPTS,
+  id: 'f7a8b9c0-d1e2-4f3a-8b4c-5d6e7f8091a2',
+  type: 'TransactionSettled',
+  data: {
+    transactionId: 'tx-win-0002',
+    outcome: 'applied',
+    reply: { status: 'OK', balance: 10590, body: '{"status":"OK","balance":10590}' },
+    attempt: DEAD_ATTEMPTS + 1,
+    settledAt: '2026-11-22T16:40:12.043Z',
+    durationMs: 37,
+  },
+  metadata: {},
+  createdAt: '2026-11-22T16:40:12.046Z',
+};
+const bet2State = { transactionId: 'tx-bet-0002', type: 'BET', amount: 100, origin: 'provider', status: 'applied', attempts: 1, reply: { status: 'OK', balance: 10050 } };
+/** Round r-20261121-0002 once the WIN was re-driven: sent again, no answer yet (its attempts and last error kept). */
+const round2AfterRedrive = {
+  completed: true,
+  playerRef: 'p1',
+  gameId: 'fruit-1',
+  lastActivityAt: '2026-11-21T16:22:00.000Z',
+  outstandingBets: ['tx-bet-0002'],
+  transactions: [bet2State, { transactionId: 'tx-win-0002', type: 'WIN', amount: 40, origin: 'provider', status: 'recorded', attempts: DEAD_ATTEMPTS, lastError: 'wallet answered 503' }],
+};
+/** What an admin sends to re-drive it. */
+const redriveRequest = { operatorId: 'op-1', providerId: 'studio-a', roundId: 'r-20261121-0002', transactionId: 'tx-win-0002', by: REDRIVE_BY, reason: REDRIVE_REASON };
+
+/**
+ * The console's overview of the last hour at 16:25:30 on the 21st, from the story's wallet calls (each with
+ * its duration in ms): round r-20261121-0001, the BET of r-20261121-0002 and its WIN failing (the first
+ * attempt, then retries after 1, 2, 4, 8, 16, 32 and 64 s), the BET of r-20261121-0003. The percentiles are
+ * computed as the route computes them, from the same histograms.
+ */
+const OVERVIEW_AT = '2026-11-21T16:25:30.000Z';
+const callsByMinute: Record<string, Array<{ ms: number; failed: boolean }>> = {
+  '2026-11-21T16:21:00.000Z': [{ ms: 52, failed: false }, { ms: 38, failed: false }, { ms: 41, failed: false }],
+  '2026-11-21T16:22:00.000Z': [9, 7, 8, 6, 7, 8].map((ms) => ({ ms, failed: true })),
+  '2026-11-21T16:23:00.000Z': [{ ms: 7, failed: true }],
+  '2026-11-21T16:24:00.000Z': [{ ms: 8, failed: true }, { ms: 43, failed: false }],
+};
+const recordedByMinute: Record<string, number> = { '2026-11-21T16:21:00.000Z': 3, '2026-11-21T16:22:00.000Z': 1, '2026-11-21T16:24:00.000Z': 1 };
+const overviewMinutes = Array.from({ length: 60 }, (_, i) => new Date(Date.parse('2026-11-21T15:26:00.000Z') + i * 60_000).toISOString());
+const overviewWalletBucket = (at: string) => {
+  const calls = callsByMinute[at] ?? [];
+  const histogram = new Array<number>(LATENCY_BUCKETS).fill(0);
+  for (const c of calls) histogram[latencyBucket(c.ms)]! += 1;
+  return { at, calls: calls.length, failures: calls.filter((c) => c.failed).length, p50Ms: percentileMs(histogram, 0.5), p99Ms: percentileMs(histogram, 0.99) };
+};
+const overview = {
+  window: 'hour',
+  bucketSeconds: 60,
+  generatedAt: OVERVIEW_AT,
+  transactions: overviewMinutes.map((at) => ({ at, count: recordedByMinute[at] ?? 0 })),
+  wallet: [{ operatorId: 'op-1', buckets: overviewMinutes.map(overviewWalletBucket) }],
+  unsettled: { pending: 1, failed: 0, dead: 0 },
+  projections: ['sessions', 'rounds', 'grants', 'reconciliation', 'console', 'chain'].map((name) => ({ name, eventsBehind: 0, msBehind: 0 })),
+  chain: { linked: 1044, behind: 0, lastCheckpointAt: '2026-11-21T16:22:00.000Z', lastCheckpointCount: 1043, keyId: CHAIN_KEY_ID },
+};
+
+/** p1 in the console: the session launched and kicked, three rounds (newest first), the grant. */
+const consolePlayer = {
+  sessions: [
+    {
+      token: SESSION_TOKEN,
+      providerId: 'studio-a',
+      gameId: 'fruit-1',
+      currency: 'EUR',
+      status: 'kicked',
+      createdAt: '2026-11-21T16:20:00.008Z',
+      expiresAt: '2026-11-22T16:20:00.008Z',
+      revokedAt: '2026-11-21T16:25:00.000Z',
+    },
+  ],
+  rounds: [
+    {
+      providerId: 'studio-a',
+      roundId: 'r-20261121-0003',
+      gameId: 'fruit-1',
+      currency: 'EUR',
+      status: 'force-closed',
+      openedAt: '2026-11-21T16:24:00.000Z',
+      closedAt: '2026-11-21T17:25:02.090Z',
+      betMinor: 100,
+      winMinor: 0,
+      refundMinor: 100,
+    },
+    {
+      providerId: 'studio-a',
+      roundId: 'r-20261121-0002',
+      gameId: 'fruit-1',
+      currency: 'EUR',
+      status: 'complete',
+      openedAt: '2026-11-21T16:21:58.000Z',
+      closedAt: '2026-11-21T16:22:00.000Z',
+      betMinor: 100,
+      winMinor: 40,
+      refundMinor: 0,
+    },
+    {
+      providerId: 'studio-a',
+      roundId: 'r-20261121-0001',
+      gameId: 'fruit-1',
+      currency: 'EUR',
+      status: 'complete',
+      openedAt: '2026-11-21T16:21:00.000Z',
+      closedAt: '2026-11-21T16:21:04.310Z',
+      betMinor: 100,
+      winMinor: 250,
+      refundMinor: 0,
+    },
+  ],
+  grants: [grant],
+};
+
+/** The WIN as the console listed it after its retries stopped, before the re-drive (at 16:30 on the 22nd). */
+const stuckWin = {
+  operatorId: 'op-1',
+  providerId: 'studio-a',
+  roundId: 'r-20261121-0002',
+  gameId: 'fruit-1',
+  transactionId: 'tx-win-0002',
+  type: 'WIN',
+  amount: 40,
+  currency: 'EUR',
+  status: 'dead',
+  recordedAt: '2026-11-21T16:22:00.000Z',
+  ageSeconds: 86_880,
+  attempts: DEAD_ATTEMPTS,
+  lastError: 'wallet answered 503',
+};
+
 /** Examples per component schema name (components.ts attaches them; each is parsed by its schema in the tests). */
 export const schemaExamples: Record<string, unknown[]> = {
   OpenApiDocument: [{ openapi: '3.1.1', info: { title: 'Seamless-wallet ledger API', version: '1.0.0' }, paths: {} }],
@@ -449,10 +628,13 @@ export const schemaExamples: Record<string, unknown[]> = {
   AdjustmentResponse: [
     { transactionId: 'adj-5b0e8f3c-1d2a-4e6f-8a9b-0c1d2e3f4a5b', status: 'applied', attempts: 1, reply: { status: 'OK', balance: 10500 }, retrying: false },
   ],
-  AuditEvent: [recordedEvent],
-  EventsPage: [{ events: [recordedEvent, settledEvent], next: '1043.1043' }],
+  AuditEvent: [recordedEvent, lastAttemptFailed, deadLetteredEvent, redrivenEvent, settledAfterRedrive],
+  EventsPage: [
+    { events: [recordedEvent, settledEvent], next: '1043.1043' },
+    { events: [redrivenEvent, settledAfterRedrive], next: settledAfterRedrive.position },
+  ],
   StreamEvents: [{ streamId: ROUND_STREAM, events: [recordedEvent, settledEvent] }],
-  RoundState: [roundAfterBet],
+  RoundState: [roundAfterBet, round2AfterRedrive],
   RoundHistory: [
     {
       streamId: ROUND_STREAM,
@@ -544,6 +726,46 @@ export const schemaExamples: Record<string, unknown[]> = {
     },
   ],
   SettlementStatement: [settlement],
+  RedriveRequest: [redriveRequest],
+  RedriveResponse: [{ transactionId: 'tx-win-0002', status: 'redriven' }],
+  ConsoleOverview: [overview],
+  ConsoleSearchResults: [
+    {
+      results: [
+        {
+          kind: 'transaction',
+          label: 'WIN tx-win-0002 (round r-20261121-0002, op-1)',
+          operatorId: 'op-1',
+          providerId: 'studio-a',
+          roundId: 'r-20261121-0002',
+          gameId: 'fruit-1',
+          transactionId: 'tx-win-0002',
+        },
+      ],
+    },
+    { results: [{ kind: 'round', label: 'round r-20261121-0002 (fruit-1, studio-a, op-1)', operatorId: 'op-1', providerId: 'studio-a', roundId: 'r-20261121-0002', gameId: 'fruit-1' }] },
+    { results: [{ kind: 'player', label: 'player p1 (op-1)', operatorId: 'op-1', playerRef: 'p1' }] },
+    { results: [{ kind: 'grant', label: `grant ${GRANT_ID} (player p1, op-1)`, operatorId: 'op-1', grantId: GRANT_ID, playerRef: 'p1' }] },
+    { results: [] },
+  ],
+  ConsolePlayer: [consolePlayer],
+  ConsoleStuckTransactions: [{ transactions: [stuckWin] }],
+  ConsoleOperators: [
+    {
+      operators: [
+        {
+          id: catalogOperator.id,
+          name: catalogOperator.name,
+          walletUrl: catalogOperator.walletUrl,
+          walletTimeoutMs: catalogOperator.walletTimeoutMs,
+          rateLimit: catalogOperator.rateLimit,
+          visibleGames: [{ id: 'fruit-1', name: 'Fruit Fiesta', providerId: 'studio-a' }],
+        },
+      ],
+    },
+  ],
+  AdminReplayLinkRequest: [{ operatorId: 'op-1', roundId: 'r-20261121-0001', gameId: 'fruit-1' }],
+  SourceMap: [{ version: 3, file: 'chart.umd.js', sources: ['../src/helpers/helpers.core.ts', '../src/core/core.animator.js'], names: ['isNullOrUndef'], mappings: ';;;;;;AAAA' }],
   WalletTransactionRequest: Object.values(walletTransactionExamples).map((e) => e.value),
   ProviderGrantRequest: [
     { requestRef: GRANT_ID, operatorId: 'op-1', playerRef: 'p1', gameId: 'fruit-1', spins: 10, betAmountMinor: 20, currency: 'EUR', expiresAt: '2026-12-31T23:59:59Z' },
@@ -567,4 +789,6 @@ export const parameterExamples: Record<string, unknown> = {
   status: 'unresolved',
   asOf: '2026-11-21T16:21:00.030Z',
   keyId: CHAIN_KEY_ID,
+  window: 'hour',
+  q: 'tx-win-0002',
 };

@@ -1,10 +1,12 @@
 import { z } from 'zod';
 import { catalogSchema } from '../../../shared/catalog/schema.ts';
 import { adjustmentBody } from '../../rounds/adjustments.ts';
+import { redriveBody } from '../../rounds/redrive.ts';
 import { asOfQuery, eventsQuery, txQuery } from '../../audit/routes.ts';
 import { checkpointsQuery, historyEventsQuery, publicKeyQuery } from '../../chain/routes.ts';
 import { grantIdParam, issueGrantBody, listQuery } from '../../grants/routes.ts';
 import { replayBody } from '../../rounds/replay.ts';
+import { CONSOLE_CSP } from '../../console/static.ts';
 import { balanceResponse, gameListResponse, kickBody, kickResponse, launchBody, launchResponse } from '../../sessions/schemas.ts';
 import { grantListResponse, grantSchema } from '../../grants/schemas.ts';
 import { replayResponse, transactionBody, transactionResponse } from '../../rounds/schemas.ts';
@@ -12,10 +14,18 @@ import { balanceBody, WALLET_PASSTHROUGH_HEADER } from '../../sessions/balance.t
 import { MAX_INTERVAL_DAYS, roundDetails, roundQuery, settlementQuery, settlementStatement, transactionsPage, transactionsQuery } from '../../reconciliation/schemas.ts';
 import {
   adjustmentResponse,
+  adminReplayLinkBody,
   auditTransactions,
   catalogCounts,
   chainCheckpoints,
   chainPublicKeyPem,
+  consoleOperators,
+  consoleOverview,
+  consoleOverviewQuery,
+  consolePlayer,
+  consoleSearchQuery,
+  consoleSearchResults,
+  consoleStuck,
   errorBody,
   errorOrWalletBody,
   eventsPage,
@@ -28,12 +38,14 @@ import {
   playerSessionsHistory,
   projectionsResponse,
   readyResponse,
+  redriveResponse,
   roundHistory,
+  sourceMap,
   streamEvents,
   walletBody,
 } from '../schemas.ts';
 import { openApiDocumentSchema, sharedResponses } from './components.ts';
-import { CHAIN_KEY_ID, CHAIN_PUBLIC_KEY, providerTransactionExamples, SESSION_TOKEN, settlementCsvExample, TRANSACTIONS_CURSOR, TRANSACTIONS_FROM, TRANSACTIONS_TO } from './examples.ts';
+import { CHAIN_KEY_ID, CHAIN_PUBLIC_KEY, providerTransactionExamples, REDRIVE_BY, REDRIVE_REASON, SESSION_TOKEN, settlementCsvExample, TRANSACTIONS_CURSOR, TRANSACTIONS_FROM, TRANSACTIONS_TO } from './examples.ts';
 import { isShared, type HeaderSpec, type ResponseEntry, type ResponseSpec, type Responses, type RouteSpec } from './spec.ts';
 
 const json = (schema: z.ZodType, description: string): ResponseSpec => ({ description, content: { 'application/json': schema } });
@@ -542,6 +554,233 @@ const adminRoutes: RouteSpec[] = [
       ...adminErrors,
     },
   },
+  {
+    method: 'post',
+    path: '/v1/admin/transactions/redrive',
+    audience: 'admin',
+    operationId: 'redriveTransaction',
+    tag: 'Admin',
+    summary: 'Re-drive a dead transaction: send it to the wallet again',
+    description: `For a WIN, ROLLBACK or ADJUSTMENT whose TransactionStatus is \`dead\`: retried until its retry window closed (\`DISPATCH_RETRY_WINDOW_SECONDS\`, 24 h) without the wallet accepting it, or answered DECLINED by the wallet, which a credit may not be. Once the wallet is fixed, this sends it again **with the same transactionId and the same body**, which the wallet deduplicates on.
+
+- The re-drive is recorded in the round's history as \`TransactionRedriven\`, with \`by\` and \`reason\` (\`GET /v1/audit/rounds/{providerId}/{operatorId}/{roundId}\`). The transaction is then pending again and the worker sends it at once, then retries it like any credit, in a retry window of its own that starts at the re-drive; it is dead again if that window closes too.
+- A **BET is never re-driven**: a BET the wallet never accepted is its provider's to resubmit, or the reconciler's to roll back.
+- A credit the wallet answered DECLINED comes back DECLINED from a wallet that keeps its replies (it must return the stored reply for a known transactionId): re-drive it only once the wallet has dropped that reply.
+- The answer says the re-drive was recorded, not that the wallet accepted it: its outcome is in the round and in the transaction lists.
+
+The console's list of stuck transactions (\`GET /v1/admin/console/stuck\`) shows which ones are \`dead\`, with the names this body needs.`,
+    body: { schema: redriveBody, example: { operatorId: 'op-1', providerId: 'studio-a', roundId: 'r-20261121-0002', transactionId: 'tx-win-0002', by: REDRIVE_BY, reason: REDRIVE_REASON } },
+    responses: {
+      202: json(redriveResponse, 'Recorded (`TransactionRedriven`); the worker sends the transaction now.'),
+      400: error(
+        bullets([
+          '`request body is not valid JSON`.',
+          '`by: say who re-drives it`, `reason: say why`: missing, empty or only spaces.',
+          'a field missing or out of bounds, e.g. `transactionId: Invalid input: expected string, received undefined`; `body: Unrecognized key: "<name>"` for a field the body does not have.',
+        ]),
+        'by: say who re-drives it',
+      ),
+      404: error('`transaction not found`: no transaction with this id in the round named by operatorId, providerId and roundId (or no such round).'),
+      409: error(
+        bullets([
+          '`only a dead transaction is re-driven: this one is <status>`: its TransactionStatus is `applied`, or `pending` (still being retried, or re-driven already and not answered yet).',
+          '`a BET is never re-driven: its provider resubmits it or rolls it back`.',
+        ]),
+        'only a dead transaction is re-driven: this one is applied',
+      ),
+      ...adminErrors,
+    },
+  },
+];
+
+const consoleTag = 'Admin: console';
+const playerPath = z.object({ operatorId: z.string(), playerRef: z.string() });
+const adminSettlementPath = z.object({ operatorId: z.string() });
+const fromReadModels = 'Served from the read models: what was just recorded shows a moment later (normally milliseconds).';
+
+const consoleRoutes: RouteSpec[] = [
+  {
+    method: 'get',
+    path: '/v1/admin/console/overview',
+    audience: 'admin',
+    operationId: 'consoleOverview',
+    tag: consoleTag,
+    summary: 'Overview: transactions, wallet calls, unsettled money, read-model lag, the chain',
+    description: `The console's first page, for the last hour (60 buckets of a minute) or the last day (96 buckets of 15 minutes), the bucket now running last: transactions recorded per bucket; per operator its wallet transaction calls, failures and p50/p99 latency per bucket (from the \`durationMs\` of each call's event: calls recorded before that field existed count in no chart); the transactions whose TransactionStatus is \`pending\`, \`failed\` or \`dead\` now; how far each read model is behind the log; the hash chain's progress and latest checkpoint. ${fromReadModels}`,
+    query: consoleOverviewQuery,
+    paramDescriptions: { window: '`hour` (the default) or `day`.' },
+    responses: {
+      200: json(consoleOverview, 'The overview.'),
+      400: error(bullets(['`window: must be hour or day`.', unknownParameter]), 'window: must be hour or day'),
+      ...adminErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/admin/console/search',
+    audience: 'admin',
+    operationId: 'consoleSearch',
+    tag: consoleTag,
+    summary: 'Find a transaction, a round, a player or a grant by its id',
+    description: `The term is matched exactly (after trimming), at once against transactionIds, roundIds, playerRefs (a player with only sessions too) and grant ids, across all operators; every kind that matches is answered, each result with the ids that open it (\`/v1/audit/rounds/…\`, \`/v1/admin/console/players/…\`, \`/v1/audit/grants/…\`). ${fromReadModels}`,
+    query: consoleSearchQuery,
+    paramDescriptions: { q: 'A transactionId, roundId, playerRef or grant id, 1 to 300 characters once trimmed.' },
+    responses: {
+      200: json(consoleSearchResults, 'What matched; `results` is empty when nothing did.'),
+      400: error(
+        bullets([
+          '`q: type a transaction id, round id, player ref or grant id`: empty or only spaces; `q: Invalid input: expected string, received undefined` when missing.',
+          '`q: Too big: expected string to have <=300 characters`.',
+          unknownParameter,
+        ]),
+        'q: type a transaction id, round id, player ref or grant id',
+      ),
+      ...adminErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/admin/console/players/{operatorId}/{playerRef}',
+    audience: 'admin',
+    operationId: 'consolePlayer',
+    tag: consoleTag,
+    summary: "One player: sessions, rounds with their sums, grants",
+    description: `An operator's player: every session launched (\`active\`, \`expired\` or \`kicked\`), the latest 200 rounds, newest first, with the sums of their \`applied\` BETs, WINs and ROLLBACKs, and the player's free-spin grants, newest first. The player's full session history with events is \`GET /v1/audit/players/{operatorId}/{playerRef}/sessions\`. ${fromReadModels}`,
+    pathParams: playerPath,
+    paramDescriptions: { operatorId: 'The operator id.', playerRef: "The operator's playerRef, URL-encoded." },
+    responses: {
+      200: json(consolePlayer, 'The player.'),
+      404: error('`player not found`: no session, round or grant of this playerRef under this operator.'),
+      ...adminErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/admin/console/stuck',
+    audience: 'admin',
+    operationId: 'consoleStuck',
+    tag: consoleTag,
+    summary: 'Transactions the wallets have not accepted',
+    description: `Every transaction of every operator that its wallet has not accepted, oldest first (at most 1,000), with its age, attempts and last error. A \`dead\` WIN, ROLLBACK or ADJUSTMENT is re-driven with \`POST /v1/admin/transactions/redrive\` (its operatorId, providerId, roundId and transactionId are in the row). ${fromReadModels}`,
+    responses: {
+      200: json(consoleStuck, 'The transactions, oldest first.'),
+      ...adminErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/admin/console/operators',
+    audience: 'admin',
+    operationId: 'consoleOperators',
+    tag: consoleTag,
+    summary: 'The operators of the catalog, without their secrets',
+    description: "Every operator of the catalog: its name, wallet URL and timeout, rate limit, and the games it sees (with their names and providers). Secrets and blocklists are not shown. Read from the catalog this process holds.",
+    responses: {
+      200: json(consoleOperators, 'The operators.'),
+      ...adminErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/admin/operators/{operatorId}/settlement',
+    audience: 'admin',
+    operationId: 'adminSettlementStatement',
+    tag: consoleTag,
+    summary: "An operator's settlement statement, as JSON or CSV",
+    description: `The statement the operator reads itself with \`GET /v1/operator/reports/settlement\`, byte for byte, for any operator: the transactions recorded in \`[from, to)\` (RFC 3339 with a time zone, at most ${MAX_INTERVAL_DAYS} days), by provider, game and currency, with adjustments, what is unsettled and the totals (see that operation). With \`Accept: text/csv\` the lines only, as CSV (RFC 4180, CRLF line ends) under the header row \`${CSV_HEADER}\`. The operator is looked up first: an unknown one is 404 whatever the query. ${fromReadModels}`,
+    pathParams: adminSettlementPath,
+    query: settlementQuery,
+    paramDescriptions: {
+      operatorId: 'The operator id.',
+      from: 'Start of the interval (included), RFC 3339 with a time zone, e.g. the operator\'s midnight: `2026-11-21T00:00:00+01:00`.',
+      to: `End of the interval (excluded), at most ${MAX_INTERVAL_DAYS} days after \`from\`.`,
+    },
+    paramExamples: { from: '2026-11-21T00:00:00+01:00', to: '2026-11-22T00:00:00+01:00' },
+    responses: {
+      200: {
+        description: 'The statement: JSON, or its lines as CSV when `Accept: text/csv`.',
+        content: { 'application/json': settlementStatement, 'text/csv': settlementCsv },
+        examples: { 'text/csv': settlementCsvExample },
+      },
+      400: error(bullets([...interval400, unknownParameter]), `to: must be at most ${MAX_INTERVAL_DAYS} days after from`),
+      404: error('`operator not found`: no operator with this id in the catalog.'),
+      ...adminErrors,
+    },
+  },
+  {
+    method: 'post',
+    path: '/v1/admin/rounds/replay-link',
+    audience: 'admin',
+    operationId: 'adminRoundReplayLink',
+    tag: consoleTag,
+    summary: "Get a replay link for an operator's round",
+    description:
+      "The link the operator gets with `POST /v1/operator/rounds/replay`, for any operator's round: the provider-hosted replay page, with a token that expires after `REPLAY_LINK_TTL_SECONDS` (default 900). Read from the round's own stream, so a round just played is found at once.",
+    body: { schema: adminReplayLinkBody, example: { operatorId: 'op-1', roundId: 'r-20261121-0001', gameId: 'fruit-1' } },
+    responses: {
+      200: json(replayResponse, 'The replay link.'),
+      400: error(
+        bullets([
+          '`request body is not valid JSON`.',
+          'operatorId, roundId or gameId missing or invalid, e.g. `operatorId: Invalid input: expected string, received undefined`.',
+          "`gameId: this game does not support round replay` (the game's replayBaseUrl is empty).",
+        ]),
+        'gameId: this game does not support round replay',
+      ),
+      404: error("`round not found`: no round with this roundId and gameId under this operator (an unknown game, another operator's round or another game's round looks the same)."),
+      ...adminErrors,
+    },
+  },
+  {
+    method: 'get',
+    path: '/console',
+    audience: 'public',
+    operationId: 'consolePage',
+    tag: consoleTag,
+    summary: 'The console (a page)',
+    description:
+      "The platform team's back-office console: a single page whose data all comes from the bearer routes (`/v1/admin/*`, `/v1/audit/*`). The page holds no data and is served without authentication; the admin token is typed into it, kept in the tab and sent as `Authorization: Bearer`, never in a URL. Its modules and style sheet are under `/console/assets/`, Chart.js under `/console/vendor/`; it loads nothing from elsewhere. Guide: docs/console.md.",
+    responses: {
+      200: {
+        description: 'An HTML page.',
+        content: { 'text/html': z.string() },
+        examples: { 'text/html': '<!doctype html>\n<html lang="en">…</html>\n' },
+        headers: {
+          'Content-Security-Policy': {
+            description: 'The page loads nothing from elsewhere, runs no inline script or style, and is never framed.',
+            schema: z.literal(CONSOLE_CSP),
+            required: true,
+            example: CONSOLE_CSP,
+          },
+        },
+      },
+    },
+  },
+  {
+    method: 'get',
+    path: '/console/vendor/{file}',
+    audience: 'public',
+    operationId: 'consoleVendorFile',
+    tag: consoleTag,
+    summary: 'Chart.js, as the console loads it',
+    description: "Chart.js's UMD build and its source map, from the service's own installation (the console's charts; no CDN). Any other file is 404.",
+    pathParams: z.object({ file: z.enum(['chart.umd.js', 'chart.umd.js.map']) }),
+    paramDescriptions: { file: '`chart.umd.js`, or its source map `chart.umd.js.map`.' },
+    paramExamples: { file: 'chart.umd.js' },
+    responses: {
+      200: {
+        description: 'The file: JavaScript, or the source map as JSON.',
+        content: { 'text/javascript': z.string(), 'application/json': sourceMap },
+        examples: { 'text/javascript': '/*!\n * Chart.js v4.6.1\n * https://www.chartjs.org\n * (c) 2026 Chart.js Contributors\n * Released under the MIT License\n */\n!function(t,e){…}(this,(function(){…}));\n' },
+      },
+      404: error('`not found`: a file other than these two.'),
+      500: {
+        description: "`chart.js is not installed: run npm ci` (text/plain): the service was installed without its dependencies. `{\"error\":\"internal error\"}` when the file could not be read.",
+        content: { 'text/plain': z.literal('chart.js is not installed: run npm ci'), 'application/json': errorBody },
+        examples: { 'text/plain': 'chart.js is not installed: run npm ci', 'application/json': { error: 'internal error' } },
+      },
+    },
+  },
 ];
 
 const eventLink = 'Events are shown as AuditEvent.';
@@ -588,7 +827,7 @@ const auditRoutes: RouteSpec[] = [
     operationId: 'readRoundHistory',
     tag: 'Audit',
     summary: "Read one round's full history",
-    description: `Each event of the round with the round as derived after it: completion, outstanding bets, and every transaction with its status, attempts, origin (provider, reconciler, admin), rollback and wallet reply. A roundId is unique only within (provider, operator). ${eventLink}
+    description: `Each event of the round with the round as derived after it: completion, outstanding bets, and every transaction with its status, attempts, origin (provider, reconciler, admin), rollback and wallet reply. Each wallet call is an event (\`TransactionSettled\` or \`TransactionAttemptFailed\`, with its \`durationMs\`); an admin's re-drive is \`TransactionRedriven\`, with who (\`by\`) and why (\`reason\`). A roundId is unique only within (provider, operator). ${eventLink}
 
 ${timeTravel('the round')}`,
     pathParams: z.object({ providerId: z.string(), operatorId: z.string(), roundId: z.string() }),
@@ -751,4 +990,4 @@ const publicRoutes: RouteSpec[] = [
 ];
 
 /** Every route the API serves, in the order the document lists them. */
-export const routes: RouteSpec[] = [...operatorRoutes, ...reconciliationRoutes, ...historyRoutes, ...providerRoutes, ...adminRoutes, ...auditRoutes, ...publicRoutes];
+export const routes: RouteSpec[] = [...operatorRoutes, ...reconciliationRoutes, ...historyRoutes, ...providerRoutes, ...adminRoutes, ...consoleRoutes, ...auditRoutes, ...publicRoutes];

@@ -2,7 +2,7 @@ import type { z } from 'zod';
 
 /** The shapes the route table is written in; document.ts turns them into OpenAPI 3.1 objects. */
 
-export type Media = 'application/json' | 'text/plain' | 'text/html' | 'text/csv' | 'application/x-pem-file';
+export type Media = 'application/json' | 'text/plain' | 'text/html' | 'text/csv' | 'text/javascript' | 'application/x-pem-file';
 
 export interface HeaderSpec {
   description: string;

@@ -21,10 +21,15 @@ const join = (prefix: string, p: string): string => (p === '/' ? prefix || '/' :
 
 const asTemplate = (p: string): string => p.replace(/:(\w+)/g, '{$1}');
 
+/** A trailing `{*name}` (express 5: the rest of the path) is spelled as the one path parameter `{name}`. */
+const WILDCARD_TAIL = /\/\{\*(\w+)\}$/;
+
 /**
  * Every (method, path) an express app answers, found by walking its routers (mount paths included),
- * so a test can compare what is served with what is documented. A route on a pattern this cannot
- * spell (a RegExp, a wildcard, app.all) is an error rather than a silent gap.
+ * so a test can compare what is served with what is documented. A trailing wildcard `{*name}` is
+ * spelled `{name}` (its documentation says which values it serves); a route on any other pattern this
+ * cannot spell (a RegExp, a wildcard elsewhere, an optional group, app.all) is an error rather than a
+ * silent gap.
  */
 export function registeredRoutes(app: Express): RegisteredRoute[] {
   const root = stackOf((app as unknown as { router?: unknown }).router);
@@ -33,8 +38,9 @@ export function registeredRoutes(app: Express): RegisteredRoute[] {
   const visit = (stack: Layer[], prefix: string) => {
     for (const layer of stack) {
       if (layer.route) {
-        const p = layer.route.path;
-        if (typeof p !== 'string' || /[*()?]/.test(p)) throw new Error(`route path ${String(p)} under ${prefix || '/'} cannot be documented`);
+        const raw = layer.route.path;
+        const p = typeof raw === 'string' ? raw.replace(WILDCARD_TAIL, '/:$1') : raw;
+        if (typeof p !== 'string' || /[*()?{}]/.test(p)) throw new Error(`route path ${String(raw)} under ${prefix || '/'} cannot be documented`);
         for (const [method, on] of Object.entries(layer.route.methods)) {
           if (!on) continue;
           if (method === '_all') throw new Error(`app.all on ${join(prefix, p)} cannot be documented`);
