@@ -26,6 +26,7 @@ import { signingKey, startCheckpointSigner } from './chain/checkpoints.ts';
 import { chainAuditRoutes, historyRoutes } from './chain/routes.ts';
 import { redriveRoutes } from './rounds/redrive.ts';
 import { consoleRoutes } from './console/routes.ts';
+import { startLagSampler } from './console/lag-history.ts';
 import { grantRoutes } from './grants/routes.ts';
 import { adjustmentRoutes } from './rounds/adjustments.ts';
 import { auditRoutes } from './audit/routes.ts';
@@ -150,6 +151,7 @@ export async function startService(config: Config, logger: Logger = createLogger
 
   const runners: ProjectionRunner[] = [];
   let signer: { stop(): Promise<void> } | undefined;
+  let lagSampler: { stop(): Promise<void> } | undefined;
   if (config.roles.includes('projector')) {
     // The read models, and the hash chain beside them (run the same way, but never rebuilt).
     for (const projection of [...allProjections(), chainProjection]) {
@@ -158,6 +160,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       runners.push(runner);
     }
     signer = startCheckpointSigner(pool, await signingKey(pool, config.chainSigningKey), config.chainCheckpointSeconds, logger);
+    lagSampler = startLagSampler(pool, runners, logger);
     ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool), logger });
   }
 
@@ -226,6 +229,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       await reconciler?.close();
       await worker?.close();
       await signer?.stop();
+      await lagSampler?.stop();
       await Promise.all(runners.map((r) => r.stop()));
       await ctx.background.drain();
       await ledger.recorder.close();

@@ -3,7 +3,6 @@ import { TX_STATUSES } from '../rounds/decider.ts';
 import { ORIGINS, TRANSACTION_TYPES } from '../rounds/events.ts';
 import { grantSchema } from '../grants/schemas.ts';
 import { operatorStatusSchema, roundDetails } from '../reconciliation/schemas.ts';
-import { replayBody } from '../rounds/replay.ts';
 
 // Response bodies of the health, admin (the console's included) and audit routes, and the error body
 // every route shares. The OpenAPI document (services/api/openapi) is generated from these, and test/docs
@@ -260,6 +259,14 @@ export const consoleOverview = z.strictObject({
   ),
   unsettled: z.strictObject({ pending: count, failed: count, dead: count }),
   projections: z.array(z.strictObject({ name: z.string(), eventsBehind: count, msBehind: z.number().nonnegative() })),
+  lagHistory: z
+    .array(
+      z.strictObject({
+        name: z.string(),
+        buckets: z.array(z.strictObject({ at: z.iso.datetime(), eventsBehind: count.nullable(), msBehind: z.number().nonnegative().nullable() })),
+      }),
+    )
+    .meta({ description: 'Per projection and bucket, the most it was behind as the projector processes sampled it every 10 s (null: no sample).' }),
   chain: z.strictObject({
     linked: count,
     behind: count,
@@ -352,16 +359,8 @@ export const consoleOperators = z.strictObject({
   ),
 });
 
-// What the console's routes validate, as services/console/routes.ts writes it: that file does not export
-// these schemas, so the document carries copies (test/docs/openapi.e2e.test.ts checks the server answers
-// them as documented). Export them there and import them here instead when that file is next touched.
-
-/** GET /v1/admin/console/overview?window= (copy of the router's overviewQuery). */
-export const consoleOverviewQuery = z.strictObject({ window: z.enum(['hour', 'day'], { message: 'must be hour or day' }).default('hour') });
-/** GET /v1/admin/console/search?q= (copy of the router's searchQuery). */
-export const consoleSearchQuery = z.strictObject({ q: z.string().trim().min(1, 'type a transaction id, round id, player ref or grant id').max(300) });
-/** POST /v1/admin/rounds/replay-link (copy of the router's `replayBody.extend({ operatorId })`). */
-export const adminReplayLinkBody = replayBody.extend({ operatorId: z.string().min(1).max(200) });
+// What the console's routes validate: their own schemas (services/console/routes.ts).
+export { adminReplayLinkBody, consoleOverviewQuery, consoleSearchQuery } from '../console/routes.ts';
 
 /** GET /console/vendor/chart.umd.js.map: the source map Chart.js ships beside its UMD build. */
 export const sourceMap = z.looseObject({ version: z.literal(3), sources: z.array(z.string()), mappings: z.string() });

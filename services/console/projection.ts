@@ -24,6 +24,15 @@ export const consoleMigrations: Migration[] = [
         PRIMARY KEY (operator_id, minute)
       );
       CREATE INDEX rm_console_minutes_time_idx ON rm_console_minutes (minute);
+      -- Not a read model: how far behind the log each projection was, per minute (the most seen), as the
+      -- projector processes sample it (see lag-history.ts). Kept two days.
+      CREATE TABLE console_lag_minutes (
+        name text NOT NULL,
+        minute timestamptz NOT NULL,
+        events_behind int NOT NULL,
+        ms_behind bigint NOT NULL,
+        PRIMARY KEY (minute, name)
+      );
     `,
   },
 ];

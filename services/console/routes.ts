@@ -21,9 +21,11 @@ import { LATENCY_BUCKETS, percentileMs } from './projection.ts';
  * is read from the read models and the chain's tables, nothing from a metrics server.
  */
 
-const overviewQuery = z.strictObject({ window: z.enum(['hour', 'day'], { message: 'must be hour or day' }).default('hour') });
-const searchQuery = z.strictObject({ q: z.string().trim().min(1, 'type a transaction id, round id, player ref or grant id').max(300) });
+export const consoleOverviewQuery = z.strictObject({ window: z.enum(['hour', 'day'], { message: 'must be hour or day' }).default('hour') });
+export const consoleSearchQuery = z.strictObject({ q: z.string().trim().min(1, 'type a transaction id, round id, player ref or grant id').max(300) });
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export const adminReplayLinkBody = z.strictObject({ ...replayBody.shape, operatorId: z.string().min(1).max(200) });
 
 /** The console's statuses of what the wallet has not acknowledged, as operators see them. */
 const STUCK: readonly TxStatus[] = [...UNSETTLED_STATUSES, 'dead', 'invalid'];
@@ -32,7 +34,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
   const router = Router();
 
   router.get('/console/overview', async (req, res) => {
-    const { window } = parseOr400(overviewQuery, req.query, 'query');
+    const { window } = parseOr400(consoleOverviewQuery, req.query, 'query');
     const bucketSeconds = window === 'hour' ? 60 : 900;
     const spanMs = window === 'hour' ? 3_600_000 : 86_400_000;
     const now = ctx.now().getTime();
@@ -62,6 +64,18 @@ export function consoleRoutes(ctx: ServiceContext): Router {
     const { rows: unsettled } = await ctx.pool.query<{ status: 'pending' | 'failed' | 'dead'; n: number }>(
       `SELECT status, count(*)::int AS n FROM rm_operator_transactions WHERE status IN ('pending', 'failed', 'dead') GROUP BY status`,
     );
+    const { rows: lagRows } = await ctx.pool.query<{ name: string; minute: Date; events_behind: number; ms_behind: string }>(
+      'SELECT name, minute, events_behind, ms_behind FROM console_lag_minutes WHERE minute >= $1 AND minute < $2',
+      [new Date(start), new Date(end)],
+    );
+    const lagHistory = new Map<string, Map<string, { eventsBehind: number; msBehind: number }>>();
+    for (const r of lagRows) {
+      const at = bucketOf(r.minute);
+      const byBucket = lagHistory.get(r.name) ?? new Map<string, { eventsBehind: number; msBehind: number }>();
+      const b = byBucket.get(at);
+      byBucket.set(at, { eventsBehind: Math.max(b?.eventsBehind ?? 0, r.events_behind), msBehind: Math.max(b?.msBehind ?? 0, Number(r.ms_behind)) });
+      lagHistory.set(r.name, byBucket);
+    }
     const projections = await Promise.all([...allProjections(), chainProjection].map((p) => projectionLag(ctx.pool, ctx.eventStore, p.name)));
     const { rows: chain } = await ctx.pool.query<{ linked: string | null; signed_at: Date | null; seq: string | null; key_id: string | null }>(
       `SELECT (SELECT max(seq) FROM chain_links)::text AS linked, c.signed_at, c.seq::text AS seq, c.key_id
@@ -82,6 +96,14 @@ export function consoleRoutes(ctx: ServiceContext): Router {
       })),
       unsettled: { pending: 0, failed: 0, dead: 0, ...Object.fromEntries(unsettled.map((u) => [u.status, u.n])) },
       projections: projections.map((p) => ({ name: p.name, eventsBehind: p.eventsBehind, msBehind: p.msBehind })),
+      // The most each was behind in each bucket, as the projector processes sampled it (null: no sample).
+      lagHistory: projections.map((p) => ({
+        name: p.name,
+        buckets: buckets.map((at) => {
+          const b = lagHistory.get(p.name)?.get(at);
+          return { at, eventsBehind: b?.eventsBehind ?? null, msBehind: b?.msBehind ?? null };
+        }),
+      })),
       chain: {
         linked: Number(c.linked ?? 0),
         behind: projections.find((p) => p.name === chainProjection.name)?.eventsBehind ?? 0,
@@ -93,7 +115,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
   });
 
   router.get('/console/search', async (req, res) => {
-    const { q } = parseOr400(searchQuery, req.query, 'query');
+    const { q } = parseOr400(consoleSearchQuery, req.query, 'query');
     const [txs, rounds, players, grants] = await Promise.all([
       ctx.pool.query<{ operator_id: string; provider_id: string; round_id: string; game_id: string; transaction_id: string; type: string }>(
         'SELECT operator_id, provider_id, round_id, game_id, transaction_id, type FROM rm_operator_transactions WHERE transaction_id = $1 LIMIT 20',
@@ -217,7 +239,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
   });
 
   router.post('/rounds/replay-link', async (req, res) => {
-    const body = parseOr400(replayBody.extend({ operatorId: z.string().min(1).max(200) }), req.body);
+    const body = parseOr400(adminReplayLinkBody, req.body);
     res.json({ replayUrl: await replayLink(ctx, body.operatorId, body.roundId, body.gameId) });
   });
 

@@ -41,6 +41,13 @@ export type OperatorStatus = (typeof OPERATOR_STATUSES)[number];
 /** What the wallet has not acknowledged, as a settlement statement counts it (its "unsettled" buckets). */
 export const UNACKNOWLEDGED: readonly OperatorStatus[] = ['pending', 'failed', 'dead'];
 
+/**
+ * Money the console lists as stuck: what the wallet has not acknowledged, except a BET that was rolled
+ * back (its ROLLBACK settles it, whatever became of the BET).
+ */
+export const isStuck = (type: TransactionRequest['type'], status: TxStatus, rolledBack: boolean): boolean =>
+  UNACKNOWLEDGED.includes(operatorStatus(type, status)) && !(type === 'BET' && rolledBack);
+
 export function operatorStatus(type: TransactionRequest['type'], status: TxStatus): OperatorStatus {
   switch (status) {
     case 'applied':

@@ -7,6 +7,7 @@ import {
   mayAttempt,
   operatorStatus,
   completesRound,
+  isStuck,
   retriesExhausted,
   roundDecider,
   staleRollbacks,
@@ -752,5 +753,19 @@ describe('rounds decider: re-drive (an admin sends a dead credit to the wallet a
     spec.given(recorded(bet('bet-1')), settled('bet-1'), recorded(win('win-1')), settled('win-1')).when(redrive('win-1')).thenRefuses({ kind: 'not-dead', status: 'applied' });
     spec.given(recorded(bet('bet-1')), settled('bet-1'), recorded(win('win-1')), failed('win-1')).when(redrive('win-1')).thenRefuses({ kind: 'not-dead', status: 'pending' });
     spec.given(...deadWin).when(redrive('nope')).thenRefuses('transaction-not-found');
+  });
+});
+
+describe('rounds decider: stuck money (the console)', () => {
+  it('is what the wallet has not acknowledged, except a BET that was rolled back', () => {
+    expect(isStuck('WIN', 'failed', false)).toBe(true);
+    expect(isStuck('WIN', 'dead', false)).toBe(true);
+    expect(isStuck('ADJUSTMENT', 'invalid', false)).toBe(true);
+    expect(isStuck('BET', 'timed_out', false)).toBe(true);
+    expect(isStuck('BET', 'timed_out', true)).toBe(false);
+    expect(isStuck('BET', 'dead', true)).toBe(false);
+    expect(isStuck('WIN', 'applied', false)).toBe(false);
+    expect(isStuck('BET', 'declined', false)).toBe(false);
+    expect(isStuck('BET', 'voided', true)).toBe(false);
   });
 });

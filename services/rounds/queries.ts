@@ -1,5 +1,5 @@
 import type { Pool } from '../../shared/db/pool.ts';
-import { UNSETTLED_STATUSES, type TxStatus } from './decider.ts';
+import { isStuck, UNSETTLED_STATUSES, type TxStatus } from './decider.ts';
 import type { TransactionType } from './events.ts';
 
 /**
@@ -82,18 +82,25 @@ export interface StuckRow {
   recordedAt: Date;
 }
 
-/** Transactions in the given statuses, oldest first, at most `limit`: what the console lists as stuck. */
+/**
+ * What the console lists as stuck money (the decider's isStuck), oldest first, at most `limit`: the rows
+ * in the given statuses, each with whether a ROLLBACK of it was recorded.
+ */
 export async function stuckTransactions(pool: Pool, statuses: readonly TxStatus[], limit: number): Promise<StuckRow[]> {
   const { rows } = await pool.query<{
     operator_id: string; provider_id: string; round_id: string; game_id: string; transaction_id: string; type: TransactionType; amount: string;
-    currency: string; status: TxStatus; attempts: number; last_error: string | null; recorded_at: Date;
+    currency: string; status: TxStatus; attempts: number; last_error: string | null; recorded_at: Date; rolled_back: boolean;
   }>(
-    `SELECT operator_id, provider_id, round_id, game_id, transaction_id, type, amount, currency, status, attempts, last_error, recorded_at
-     FROM rm_transactions WHERE status = ANY($1::text[]) ORDER BY recorded_at LIMIT $2`,
-    [statuses, limit],
+    `SELECT t.operator_id, t.provider_id, t.round_id, t.game_id, t.transaction_id, t.type, t.amount, t.currency, t.status, t.attempts, t.last_error, t.recorded_at,
+            EXISTS (SELECT 1 FROM rm_transactions r WHERE r.round_stream = t.round_stream AND r.type = 'ROLLBACK' AND r.original_transaction_id = t.transaction_id) AS rolled_back
+     FROM rm_transactions t WHERE t.status = ANY($1::text[]) ORDER BY t.recorded_at LIMIT $2`,
+    [statuses, limit * 5],
   );
-  return rows.map((r) => ({
-    operatorId: r.operator_id, providerId: r.provider_id, roundId: r.round_id, gameId: r.game_id, transactionId: r.transaction_id, type: r.type,
-    amount: Number(r.amount), currency: r.currency, status: r.status, attempts: r.attempts, lastError: r.last_error, recordedAt: r.recorded_at,
-  }));
+  return rows
+    .filter((r) => isStuck(r.type, r.status, r.rolled_back))
+    .slice(0, limit)
+    .map((r) => ({
+      operatorId: r.operator_id, providerId: r.provider_id, roundId: r.round_id, gameId: r.game_id, transactionId: r.transaction_id, type: r.type,
+      amount: Number(r.amount), currency: r.currency, status: r.status, attempts: r.attempts, lastError: r.last_error, recordedAt: r.recorded_at,
+    }));
 }

@@ -61,6 +61,18 @@ describe('console data and re-drive (admin routes)', () => {
     expect(res.json.transactions.map((t) => t.transactionId)).not.toContain(betId);
   });
 
+  it('lists a BET the wallet failed as stuck until it is rolled back, and not after', async () => {
+    const token = await h.launch(`${player}-f`);
+    const base = { sessionToken: token, roundId: `${roundId}-f`, playerRef: `${player}-f`, currency: 'EUR', gameId: 'fruit-1' };
+    const failedBet = `${betId}-f`;
+    h.wallet.script(failedBet, { status: 503, body: {} });
+    expect((await h.tx({ ...base, transactionId: failedBet, type: 'BET', roundComplete: false, amount: 5 })).status).toBe(502);
+    const stuck = async () => (await admin<{ transactions: Array<{ transactionId: string; status: string }> }>('/v1/admin/console/stuck')).json.transactions;
+    await h.until(async () => (await stuck()).some((t) => t.transactionId === failedBet && t.status === 'failed'));
+    expect((await h.tx({ ...base, transactionId: `${failedBet}-rb`, type: 'ROLLBACK', originalTransactionId: failedBet, amount: 5 })).status).toBe(200);
+    await h.until(async () => !(await stuck()).some((t) => t.transactionId === failedBet));
+  });
+
   it('refuses a re-drive that is not of a dead credit, or says nothing of who and why', async () => {
     const bet = await redrive({ transactionId: betId });
     expect(bet.status).toBe(409);
@@ -114,6 +126,7 @@ describe('console data and re-drive (admin routes)', () => {
         wallet: Array<{ operatorId: string; buckets: Array<{ calls: number; failures: number; p50Ms: number | null; p99Ms: number | null }> }>;
         unsettled: { pending: number; failed: number; dead: number };
         projections: Array<{ name: string; eventsBehind: number }>;
+        lagHistory: Array<{ name: string; buckets: Array<{ eventsBehind: number | null }> }>;
         chain: { linked: number; behind: number };
       }>(`/v1/admin/console/overview?window=${window}`);
       expect(res.status).toBe(200);
@@ -123,11 +136,16 @@ describe('console data and re-drive (admin routes)', () => {
       const op1 = res.json.wallet.find((w) => w.operatorId === OP1.id)!;
       const calls = op1.buckets.reduce((n, b) => n + b.calls, 0);
       const failures = op1.buckets.reduce((n, b) => n + b.failures, 0);
-      expect(calls).toBe(h.walletCallsFor(winId).length + h.walletCallsFor(betId).length);
-      expect(failures).toBe(h.walletCallsFor(winId).length - 1);
+      const posted = h.wallet.calls.filter((c) => c.method === 'POST');
+      expect(calls).toBe(posted.length);
+      // The WIN's failed attempts (all but the one after its re-drive) and the BET the wallet failed.
+      expect(failures).toBe(h.walletCallsFor(winId).length - 1 + h.walletCallsFor(`${betId}-f`).length);
       const busy = op1.buckets.filter((b) => b.calls > 0);
       expect(busy.every((b) => typeof b.p50Ms === 'number' && typeof b.p99Ms === 'number' && b.p99Ms! >= b.p50Ms!)).toBe(true);
-      expect(res.json.unsettled).toEqual({ pending: 0, failed: 0, dead: 0 });
+      // The failed BET stays failed for reconciliation (its ROLLBACK refunded it).
+      expect(res.json.unsettled).toEqual({ pending: 0, failed: 1, dead: 0 });
+      expect(res.json.lagHistory.map((l) => l.name).sort()).toEqual(['chain', 'console', 'grants', 'reconciliation', 'rounds', 'sessions']);
+      expect(res.json.lagHistory.every((l) => l.buckets.length === res.json.transactions.length)).toBe(true);
       expect(res.json.projections.map((p) => p.name).sort()).toEqual(['chain', 'console', 'grants', 'reconciliation', 'rounds', 'sessions']);
       expect(res.json.chain.linked).toBeGreaterThan(0);
     }
@@ -147,8 +165,13 @@ describe('console data and re-drive (admin routes)', () => {
   it("shows a player's sessions (active, kicked), rounds with their sums, and grants", async () => {
     await signedRequest(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: player }, as: OP1 });
     await h.launch(player);
-    await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
-    const res = await admin<{ sessions: Array<{ status: string }>; rounds: Array<Record<string, unknown>>; grants: Array<{ id: string }> }>(`/v1/admin/console/players/${OP1.id}/${player}`);
+    // The read models follow the log a moment behind (and the log itself waits for transactions open elsewhere).
+    type Player = { sessions: Array<{ status: string }>; rounds: Array<Record<string, unknown>>; grants: Array<{ id: string }> };
+    let res = await admin<Player>(`/v1/admin/console/players/${OP1.id}/${player}`);
+    await h.until(async () => {
+      res = await admin<Player>(`/v1/admin/console/players/${OP1.id}/${player}`);
+      return res.json.sessions.length === 2 && res.json.sessions[0]!.status === 'kicked';
+    });
     expect(res.status).toBe(200);
     expect(res.json.sessions.map((s) => s.status)).toEqual(['kicked', 'active']);
     expect(res.json.rounds).toEqual([expect.objectContaining({ roundId, gameId: 'fruit-1', status: 'complete', betMinor: 40, winMinor: 90, refundMinor: 0 })]);

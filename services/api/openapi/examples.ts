@@ -498,6 +498,15 @@ const overview = {
   wallet: [{ operatorId: 'op-1', buckets: overviewMinutes.map(overviewWalletBucket) }],
   unsettled: { pending: 1, failed: 0, dead: 0 },
   projections: ['sessions', 'rounds', 'grants', 'reconciliation', 'console', 'chain'].map((name) => ({ name, eventsBehind: 0, msBehind: 0 })),
+  // Sampled every 10 s by the projector; the rounds read model fell 12 events behind in the retry burst at 16:22.
+  lagHistory: ['sessions', 'rounds', 'grants', 'reconciliation', 'console', 'chain'].map((name) => ({
+    name,
+    buckets: overviewMinutes.map((at) => ({
+      at,
+      eventsBehind: at < '2026-11-21T16:20:00.000Z' ? null : name === 'rounds' && at === '2026-11-21T16:22:00.000Z' ? 12 : 0,
+      msBehind: at < '2026-11-21T16:20:00.000Z' ? null : name === 'rounds' && at === '2026-11-21T16:22:00.000Z' ? 180 : 0,
+    })),
+  })),
   chain: { linked: 1044, behind: 0, lastCheckpointAt: '2026-11-21T16:22:00.000Z', lastCheckpointCount: 1043, keyId: CHAIN_KEY_ID },
 };
 

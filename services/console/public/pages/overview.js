@@ -15,7 +15,8 @@ const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf
  * @typedef {{ name: string, eventsBehind: number, msBehind: number }} Lag
  * @typedef {{ linked: number, behind: number, lastCheckpointAt: string | null, lastCheckpointCount: number | null, keyId: string | null }} Chain
  * @typedef {{ window: 'hour' | 'day', bucketSeconds: number, generatedAt: string, transactions: TxBucket[], wallet: WalletSeries[],
- *   unsettled: { pending: number, failed: number, dead: number }, projections: Lag[], chain: Chain }} Overview
+ *   unsettled: { pending: number, failed: number, dead: number }, projections: Lag[], chain: Chain,
+ *   lagHistory?: Array<{ name: string, buckets: Array<{ at: string, eventsBehind: number | null, msBehind: number | null }> }> }} Overview
  */
 
 /** @returns {any} Chart.js's constructor, from the UMD build's global. */
@@ -58,7 +59,7 @@ export async function overviewPage(ctx) {
     tx: chartFigure('chart-transactions', 'Transactions per minute'),
     latency: chartFigure('chart-latency', 'Wallet latency per operator (p50 solid, p99 dashed), ms'),
     failures: chartFigure('chart-failures', 'Wallet failure share per operator, % of calls'),
-    lag: chartFigure('chart-lag', 'Projection lag now, events behind'),
+    lag: chartFigure('chart-lag', 'Projection lag, events behind (most in each interval)'),
   };
 
   ctx.main.append(
@@ -112,9 +113,9 @@ export async function overviewPage(ctx) {
     options: { ...common, scales: { y: { beginAtZero: true, suggestedMax: 100, title: { display: true, text: '% failed' } } } },
   });
   const lagChart = make(charts.lag.canvas, {
-    type: 'bar',
-    data: { labels: [], datasets: [{ label: 'events behind', data: [], backgroundColor: color(3, 'cc') }] },
-    options: { ...common, indexAxis: 'y', plugins: { legend: { display: false } }, scales: { x: { beginAtZero: true, ticks: { precision: 0 } } } },
+    type: 'line',
+    data: { labels: [], datasets: [] },
+    options: { ...common, scales: { y: { beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: 'events behind' } } } },
   });
 
   ctx.onDispose(() => {
@@ -157,8 +158,14 @@ export async function overviewPage(ctx) {
       `Wallet failure share per operator over the last ${o.window}: ${o.wallet.map((w) => { const calls = w.buckets.reduce((s, b) => s + b.calls, 0); const failed = w.buckets.reduce((s, b) => s + b.failures, 0); return `${w.operatorId} ${calls ? ((failed / calls) * 100).toFixed(1) : '0'} % of ${count(calls)} calls`; }).join('; ') || 'no wallet calls'}`,
     );
 
-    lagChart.data.labels = o.projections.map((p) => p.name);
-    lagChart.data.datasets[0].data = o.projections.map((p) => p.eventsBehind);
+    lagChart.data.labels = labels;
+    lagChart.data.datasets = (o.lagHistory ?? []).map((l, i) => ({
+      label: l.name,
+      data: l.buckets.map((b) => b.eventsBehind),
+      borderColor: color(i),
+      backgroundColor: color(i),
+      pointRadius: 1,
+    }));
     lagChart.update('none');
     charts.lag.canvas.setAttribute('aria-label', `Projection lag: ${o.projections.map((p) => `${p.name} ${p.eventsBehind} events behind`).join('; ')}`);
     replaceChildren(
