@@ -44,6 +44,18 @@ const TOOLS: Tool[] = [
       [['verify', '--projection', 'nope'], 'no projection named "nope"'],
       [['check'], 'unknown command "check"'],
       [[], 'a command is needed'],
+      [['verify-chain', '--projection', 'rounds'], '--projection does not apply to verify-chain'],
+      [['verify-chain', '--to', 'postgres'], '--to applies only to migrate-events'],
+    ],
+  },
+  {
+    name: 'screenshots',
+    file: 'scripts/screenshots.ts',
+    usage: 'usage: npm run screenshots',
+    bad: [
+      [['--bogus'], "Unknown option '--bogus'"],
+      [['extra'], "Unexpected argument 'extra'"],
+      [['--out'], "Option '--out <value>' argument missing"],
     ],
   },
   {

@@ -4,6 +4,7 @@ import { OP1, PROV_A } from '../helpers/catalog.ts';
 import { STREAM_PAD } from '../helpers/fakes.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+import { roundStream } from '../../services/rounds/events.ts';
 
 const MiB = 1024 * 1024;
 const padRun = STREAM_PAD.repeat(64);
@@ -28,9 +29,13 @@ describe('wallet and provider replies over 1 MiB', () => {
   };
 
   /** The failed attempts the history holds for a transaction, read through the event store (either adapter). */
-  const failedDetails = async (transactionId: string): Promise<string[]> => {
-    const log = await h.svc.ctx.eventStore.readAll({ maxCount: 10_000 });
-    return log.filter((e) => e.type === 'TransactionAttemptFailed' && e.data.transactionId === transactionId).map((e) => String(e.data.detail));
+  /**
+   * The failed attempts the round's own stream holds (the global log may hold back what was just written
+   * while a transaction is open elsewhere on the server; a stream shows it at once).
+   */
+  const failedDetails = async (tx: { transactionId: string; roundId: unknown }): Promise<string[]> => {
+    const events = await h.svc.ctx.eventStore.readStream(roundStream(PROV_A.id, OP1.id, String(tx.roundId)));
+    return events.filter((e) => e.type === 'TransactionAttemptFailed' && e.data.transactionId === tx.transactionId).map((e) => String(e.data.detail));
   };
 
   it('a BET whose wallet streams a valid 5 MiB reply: 502, nothing of that body passed on, not retried', async () => {
@@ -41,7 +46,7 @@ describe('wallet and provider replies over 1 MiB', () => {
     expect(res.status).toBe(502);
     expect(res.json).toEqual({ error: 'wallet call failed' });
     expect(res.text).not.toContain(padRun);
-    expect(await failedDetails(bet.transactionId)).toEqual(['wallet reply over 1 MiB']);
+    expect(await failedDetails(bet)).toEqual(['wallet reply over 1 MiB']);
     await new Promise((r) => setTimeout(r, 1000));
     expect(h.walletCallsFor(bet.transactionId)).toHaveLength(1);
     const again = await h.tx(bet);
@@ -58,7 +63,7 @@ describe('wallet and provider replies over 1 MiB', () => {
     expect(res.text).not.toContain(padRun);
     await h.until(() => h.wallet.effects.get(win.transactionId) === 1);
     expect(h.walletCallsFor(win.transactionId)).toHaveLength(2);
-    expect(await failedDetails(win.transactionId)).toEqual(['wallet reply over 1 MiB']);
+    expect(await failedDetails(win)).toEqual(['wallet reply over 1 MiB']);
     const again = await h.tx(win);
     expect(again.status).toBe(200);
     expect(again.json).toEqual({ status: 'OK', balance: 10_150 });
