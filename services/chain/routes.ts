@@ -7,7 +7,7 @@ import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../context.ts';
 import { checkpoints } from './checkpoints.ts';
-import { chainedEvent } from './link.ts';
+import { chainedEvent, type ChainedEvent } from './link.ts';
 
 const count = () => z.string().regex(/^\d{1,15}$/, 'must be a whole number (a count of events)').transform(Number);
 const limit = (max: number) =>
@@ -22,14 +22,8 @@ export const checkpointsQuery = z.strictObject({ after: count().optional(), limi
 export const publicKeyQuery = z.strictObject({ keyId: z.string().regex(/^[0-9a-f]{16}$/, 'must be a key id as checkpoints name it (16 hex digits)').optional() });
 
 /** One event of an operator's chain: what its link hashes, its place, and the link. */
-export interface HistoryEvent {
+export interface HistoryEvent extends ChainedEvent {
   count: number;
-  stream: string;
-  type: string;
-  data: unknown;
-  metadata: unknown;
-  position: string;
-  recordedAt: string;
   link: string;
 }
 

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { RoundEvent } from '../../services/rounds/events.ts';
 import type { EventStore, JsonObject, NewEvent } from '../../shared/eventstore/port.ts';
 import { OP1, OP2 } from '../helpers/catalog.ts';
+import { prng } from '../helpers/prng.ts';
 
 export const DAY = 86_400_000;
 /** The history's 31 days, well in the past: every interval asked for is wholly in the past. */
@@ -19,18 +20,6 @@ const GAMES = [
   { providerId: 'studio-a', gameId: 'gems-2', currency: 'EUR' },
   { providerId: 'studio-b', gameId: 'dice-9', currency: 'GBP' },
 ];
-
-/** A deterministic generator (mulberry32), so a run's history is the same for the same size. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface RoundPlan {
   stream: string;
@@ -84,7 +73,7 @@ export interface History {
 
 /** Appends rounds until `wanted` transactions are recorded, `concurrency` appends at a time. */
 export async function appendHistory(store: EventStore, wanted: number, concurrency: number): Promise<History> {
-  const rnd = random(20261125);
+  const rnd = prng(20261125);
   const rounds: History['rounds'] = [];
   let made = 0;
   let events = 0;

@@ -17,6 +17,7 @@ import pg from 'pg';
 import { allProjections } from '../../services/read-models.ts';
 import { verifyProjection } from '../../services/audit/rebuild.ts';
 import { verifyChain } from '../../services/chain/verify.ts';
+import { prng } from '../helpers/prng.ts';
 import { fold } from '../../shared/decider.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { roundDecider, type TxState } from '../../services/rounds/decider.ts';
@@ -65,18 +66,6 @@ export interface FaultRunReport {
   actions: Record<string, number>;
   tenant: TenantFigures;
   violations: string[];
-}
-
-/** mulberry32: a small seeded PRNG, so a failing run replays from its seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 async function freePort(): Promise<number> {

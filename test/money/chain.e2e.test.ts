@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../shared/canonical.ts';
 import { GENESIS, nextLink } from '../../services/chain/link.ts';
+import type { HistoryEvent } from '../../services/chain/routes.ts';
 import { OP1, OP2 } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
@@ -16,16 +17,6 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const run = promisify(execFile);
 const onPostgres = (process.env.TEST_EVENT_STORE ?? 'postgres') === 'postgres';
 
-interface HistoryEvent {
-  count: number;
-  stream: string;
-  type: string;
-  data: unknown;
-  metadata: unknown;
-  position: string;
-  recordedAt: string;
-  link: string;
-}
 interface Checkpoint {
   operatorId?: string;
   position: string;
