@@ -9,6 +9,9 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     testTimeout: 30_000,
+    // expect.poll waits for what a user would wait for (a read model catching up, a page redrawing): on a
+    // loaded 2-core machine that can take longer than the default second.
+    expect: { poll: { timeout: 10_000, interval: 50 } },
     hookTimeout: 60_000,
     pool: 'forks',
     maxWorkers: 2,

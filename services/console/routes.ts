@@ -12,7 +12,7 @@ import { ceilMs, settlementQuery } from '../reconciliation/schemas.ts';
 import { buildStatement, statementCsv, statementJson } from '../reconciliation/statement.ts';
 import { operatorStatus, UNSETTLED_STATUSES, type TxStatus } from '../rounds/decider.ts';
 import { replayBody, replayLink } from '../rounds/replay.ts';
-import { stuckTransactions } from '../rounds/queries.ts';
+import { stuckCounts, stuckTransactions } from '../rounds/queries.ts';
 import { sessionsOfPlayer } from '../sessions/queries.ts';
 import { LATENCY_BUCKETS, percentileMs } from './projection.ts';
 
@@ -61,9 +61,8 @@ export function consoleRoutes(ctx: ServiceContext): Router {
       op.set(at, b);
       operators.set(r.operator_id, op);
     }
-    const { rows: unsettled } = await ctx.pool.query<{ status: 'pending' | 'failed' | 'dead'; n: number }>(
-      `SELECT status, count(*)::int AS n FROM rm_operator_transactions WHERE status IN ('pending', 'failed', 'dead') GROUP BY status`,
-    );
+    // What the stuck-money page lists, counted the same way.
+    const stuck = await stuckCounts(ctx.pool, STUCK);
     const { rows: lagRows } = await ctx.pool.query<{ name: string; minute: Date; events_behind: number; ms_behind: string }>(
       'SELECT name, minute, events_behind, ms_behind FROM console_lag_minutes WHERE minute >= $1 AND minute < $2',
       [new Date(start), new Date(end)],
@@ -94,7 +93,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
           return { at, calls: b?.calls ?? 0, failures: b?.failures ?? 0, p50Ms: b ? percentileMs(b.latency, 0.5) : null, p99Ms: b ? percentileMs(b.latency, 0.99) : null };
         }),
       })),
-      unsettled: { pending: 0, failed: 0, dead: 0, ...Object.fromEntries(unsettled.map((u) => [u.status, u.n])) },
+      unsettled: { pending: stuck.get('pending') ?? 0, failed: stuck.get('failed') ?? 0, dead: stuck.get('dead') ?? 0 },
       projections: projections.map((p) => ({ name: p.name, eventsBehind: p.eventsBehind, msBehind: p.msBehind })),
       // The most each was behind in each bucket, as the projector processes sampled it (null: no sample).
       lagHistory: projections.map((p) => ({

@@ -61,6 +61,12 @@ export const roundsReadModelMigrations: Migration[] = [
       CREATE INDEX rm_rounds_lookup_idx ON rm_rounds (operator_id, round_id);
     `,
   },
+  {
+    // The console's stuck money, oldest first: every status the wallet has not acknowledged, a credit it
+    // refused ('invalid') included, which the index above leaves out.
+    id: 'rm-rounds-002-stuck',
+    sql: `CREATE INDEX rm_transactions_stuck_idx ON rm_transactions (recorded_at) WHERE status IN ('recorded', 'failed', 'timed_out', 'dead', 'invalid');`,
+  },
 ];
 
 /**

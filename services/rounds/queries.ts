@@ -1,5 +1,5 @@
 import type { Pool } from '../../shared/db/pool.ts';
-import { isStuck, UNSETTLED_STATUSES, type TxStatus } from './decider.ts';
+import { isStuck, operatorStatus, UNSETTLED_STATUSES, type OperatorStatus, type TxStatus } from './decider.ts';
 import type { TransactionType } from './events.ts';
 
 /**
@@ -82,25 +82,45 @@ export interface StuckRow {
   recordedAt: Date;
 }
 
+const STUCK_ROWS = `
+  SELECT t.operator_id, t.provider_id, t.round_id, t.game_id, t.transaction_id, t.type, t.amount, t.currency, t.status, t.attempts, t.last_error, t.recorded_at,
+         EXISTS (SELECT 1 FROM rm_transactions r WHERE r.round_stream = t.round_stream AND r.type = 'ROLLBACK' AND r.original_transaction_id = t.transaction_id) AS rolled_back
+  FROM rm_transactions t WHERE t.status = ANY($1::text[])`;
+
+interface StuckDbRow {
+  operator_id: string; provider_id: string; round_id: string; game_id: string; transaction_id: string; type: TransactionType; amount: string;
+  currency: string; status: TxStatus; attempts: number; last_error: string | null; recorded_at: Date; rolled_back: boolean;
+}
+
 /**
- * What the console lists as stuck money (the decider's isStuck), oldest first, at most `limit`: the rows
- * in the given statuses, each with whether a ROLLBACK of it was recorded.
+ * What the console lists as stuck money (the decider's isStuck), oldest first, at most `limit`. The
+ * query leaves out the BETs a ROLLBACK settled before it counts to `limit` (as isStuck does, which then
+ * decides), so that old refunded BETs never push stuck money off the list.
  */
 export async function stuckTransactions(pool: Pool, statuses: readonly TxStatus[], limit: number): Promise<StuckRow[]> {
-  const { rows } = await pool.query<{
-    operator_id: string; provider_id: string; round_id: string; game_id: string; transaction_id: string; type: TransactionType; amount: string;
-    currency: string; status: TxStatus; attempts: number; last_error: string | null; recorded_at: Date; rolled_back: boolean;
-  }>(
-    `SELECT t.operator_id, t.provider_id, t.round_id, t.game_id, t.transaction_id, t.type, t.amount, t.currency, t.status, t.attempts, t.last_error, t.recorded_at,
-            EXISTS (SELECT 1 FROM rm_transactions r WHERE r.round_stream = t.round_stream AND r.type = 'ROLLBACK' AND r.original_transaction_id = t.transaction_id) AS rolled_back
-     FROM rm_transactions t WHERE t.status = ANY($1::text[]) ORDER BY t.recorded_at LIMIT $2`,
-    [statuses, limit * 5],
+  const { rows } = await pool.query<StuckDbRow>(
+    `SELECT * FROM (${STUCK_ROWS}) s WHERE NOT (s.type = 'BET' AND s.rolled_back) ORDER BY s.recorded_at LIMIT $2`,
+    [statuses, limit],
   );
   return rows
     .filter((r) => isStuck(r.type, r.status, r.rolled_back))
-    .slice(0, limit)
     .map((r) => ({
       operatorId: r.operator_id, providerId: r.provider_id, roundId: r.round_id, gameId: r.game_id, transactionId: r.transaction_id, type: r.type,
       amount: Number(r.amount), currency: r.currency, status: r.status, attempts: r.attempts, lastError: r.last_error, recordedAt: r.recorded_at,
     }));
+}
+
+/** How many transactions are stuck, by the status operators see (the decider's isStuck and operatorStatus). */
+export async function stuckCounts(pool: Pool, statuses: readonly TxStatus[]): Promise<Map<OperatorStatus, number>> {
+  const { rows } = await pool.query<{ type: TransactionType; status: TxStatus; rolled_back: boolean; n: number }>(
+    `SELECT s.type, s.status, s.rolled_back, count(*)::int AS n FROM (${STUCK_ROWS}) s GROUP BY s.type, s.status, s.rolled_back`,
+    [statuses],
+  );
+  const counts = new Map<OperatorStatus, number>();
+  for (const r of rows) {
+    if (!isStuck(r.type, r.status, r.rolled_back)) continue;
+    const shown = operatorStatus(r.type, r.status);
+    counts.set(shown, (counts.get(shown) ?? 0) + r.n);
+  }
+  return counts;
 }

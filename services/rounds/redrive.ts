@@ -28,7 +28,15 @@ export function redriveRoutes(ledger: LedgerDeps): Router {
   router.post('/transactions/redrive', async (req, res) => {
     const body = parseOr400(redriveBody, req.body);
     const stream = roundStream(body.providerId, body.operatorId, body.roundId);
-    const { next, revision } = await handleCommand(ledger.eventStore, stream, roundDecider, { type: 'Redrive', transactionId: body.transactionId, by: body.by, reason: body.reason, now: ledger.now() });
+    // `by` is what the admin says; the request's id and origin go with it, in the event's metadata.
+    const metadata = { requestId: String(res.getHeader('X-Request-Id') ?? ''), remoteAddress: req.socket.remoteAddress ?? '' };
+    const { next, revision } = await handleCommand(
+      ledger.eventStore,
+      stream,
+      roundDecider,
+      { type: 'Redrive', transactionId: body.transactionId, by: body.by, reason: body.reason, now: ledger.now() },
+      { metadata },
+    );
     ledger.rounds.put(stream, { state: next, revision });
     // The recovery sweep would find it too; this sends it now.
     await enqueueRetry(ledger.queues, body.operatorId, { roundStream: stream, transactionId: body.transactionId }, 0).catch(() => undefined);

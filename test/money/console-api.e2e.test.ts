@@ -105,10 +105,13 @@ describe('console data and re-drive (admin routes)', () => {
     expect(again.status).toBe(409);
     expect(again.json.error).toBe('only a dead transaction is re-driven: this one is applied');
     // The round's history holds the re-drive, with who and why, between the dead letter and the settlement.
-    const round = await admin<{ history: Array<{ event: { type: string; data: Record<string, unknown> } }> }>(`/v1/audit/rounds/studio-a/${OP1.id}/${roundId}`);
+    const round = await admin<{ history: Array<{ event: { type: string; data: Record<string, unknown>; metadata: Record<string, unknown> } }> }>(`/v1/audit/rounds/studio-a/${OP1.id}/${roundId}`);
     const types = round.json.history.map((e) => e.event.type);
     expect(types.slice(types.indexOf('TransactionDeadLettered'))).toEqual(['TransactionDeadLettered', 'TransactionRedriven', 'TransactionSettled']);
-    expect(round.json.history.find((e) => e.event.type === 'TransactionRedriven')!.event.data).toMatchObject({ transactionId: winId, by: 'ops@example.com', reason: 'wallet was down all night' });
+    const redriven = round.json.history.find((e) => e.event.type === 'TransactionRedriven')!.event;
+    expect(redriven.data).toMatchObject({ transactionId: winId, by: 'ops@example.com', reason: 'wallet was down all night' });
+    // Who said they did it, and where the request came from.
+    expect(redriven.metadata).toMatchObject({ requestId: expect.stringMatching(/.+/), remoteAddress: expect.stringMatching(/127\.0\.0\.1/) });
     // Every wallet call of the round carries how long it took.
     for (const e of round.json.history.filter((x) => x.event.type === 'TransactionSettled' || x.event.type === 'TransactionAttemptFailed')) {
       expect(typeof e.event.data.durationMs).toBe('number');
@@ -142,8 +145,8 @@ describe('console data and re-drive (admin routes)', () => {
       expect(failures).toBe(h.walletCallsFor(winId).length - 1 + h.walletCallsFor(`${betId}-f`).length);
       const busy = op1.buckets.filter((b) => b.calls > 0);
       expect(busy.every((b) => typeof b.p50Ms === 'number' && typeof b.p99Ms === 'number' && b.p99Ms! >= b.p50Ms!)).toBe(true);
-      // The failed BET stays failed for reconciliation (its ROLLBACK refunded it).
-      expect(res.json.unsettled).toEqual({ pending: 0, failed: 1, dead: 0 });
+      // Counted as the stuck-money page lists them: the failed BET left once its ROLLBACK was recorded.
+      expect(res.json.unsettled).toEqual({ pending: 0, failed: 0, dead: 0 });
       expect(res.json.lagHistory.map((l) => l.name).sort()).toEqual(['chain', 'console', 'grants', 'reconciliation', 'rounds', 'sessions']);
       expect(res.json.lagHistory.every((l) => l.buckets.length === res.json.transactions.length)).toBe(true);
       expect(res.json.projections.map((p) => p.name).sort()).toEqual(['chain', 'console', 'grants', 'reconciliation', 'rounds', 'sessions']);

@@ -177,7 +177,7 @@ export async function overviewPage(ctx) {
     replaceChildren(
       tiles,
       tile('Pending', count(o.unsettled.pending), 'sent, no final answer yet', href.stuck(), o.unsettled.pending > 0 ? 'warn' : 'ok'),
-      tile('Failed', count(o.unsettled.failed), 'last attempt failed, retrying', href.stuck(), o.unsettled.failed > 0 ? 'warn' : 'ok'),
+      tile('Failed', count(o.unsettled.failed), 'BETs the wallet never accepted, not rolled back yet', href.stuck(), o.unsettled.failed > 0 ? 'warn' : 'ok'),
       tile('Dead', count(o.unsettled.dead), 'retries stopped: re-drive or adjust', href.stuck(), o.unsettled.dead > 0 ? 'bad' : 'ok'),
       tile(
         'Hash chain',
