@@ -22,7 +22,7 @@ import { transactionRoutes } from './rounds/routes.ts';
 import { replayRoutes } from './rounds/replay.ts';
 import { reconciliationRoutes } from './reconciliation/routes.ts';
 import { chainProjection } from './chain/projection.ts';
-import { signingKey, startCheckpointSigner } from './chain/checkpoints.ts';
+import { RetiredKeyError, signingKey, startCheckpointSigner } from './chain/checkpoints.ts';
 import { chainAuditRoutes, historyRoutes } from './chain/routes.ts';
 import { redriveRoutes } from './rounds/redrive.ts';
 import { consoleRoutes } from './console/routes.ts';
@@ -153,13 +153,21 @@ export async function startService(config: Config, logger: Logger = createLogger
   let signer: { stop(): Promise<void> } | undefined;
   let lagSampler: { stop(): Promise<void> } | undefined;
   if (config.roles.includes('projector')) {
+    // The chain's signing key first: a process that may not sign starts nothing.
+    let key;
+    try {
+      key = await signingKey(pool, config.chainSigningKey);
+    } catch (err) {
+      if (err instanceof RetiredKeyError) throw new StartupError(err.message);
+      throw err;
+    }
     // The read models, and the hash chain beside them (run the same way, but never rebuilt).
     for (const projection of [...allProjections(), chainProjection]) {
       const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
       runner.start();
       runners.push(runner);
     }
-    signer = startCheckpointSigner(pool, await signingKey(pool, config.chainSigningKey), config.chainCheckpointSeconds, logger);
+    signer = startCheckpointSigner(pool, key, config.chainCheckpointSeconds, logger);
     lagSampler = startLagSampler(pool, runners, logger);
     ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool), logger });
   }

@@ -22,6 +22,11 @@ export const keyIdOf = (publicKey: KeyObject): string =>
 
 const LOCK = 7281010;
 
+/** A projector process started with a key that may not sign (see signingKey). */
+export class RetiredKeyError extends Error {
+  override name = 'RetiredKeyError';
+}
+
 /**
  * The key checkpoints are signed with: CHAIN_SIGNING_KEY when set (its public key is recorded, so
  * checkpoints signed with it stay verifiable after a rotation), else the one generated the first time
@@ -52,10 +57,23 @@ export async function signingKey(pool: Pool, configuredPem: string | undefined):
         ]);
       }
     }
-    // The key in use is the only one that signs from now on: every other is retired, and the private
-    // part of one the service generated is destroyed (it could otherwise sign again).
-    await client.query('UPDATE chain_keys SET retired_at = NULL WHERE key_id = $1', [key.keyId]);
-    await client.query('UPDATE chain_keys SET retired_at = coalesce(retired_at, now()), private_key = NULL WHERE key_id <> $1', [key.keyId]);
+    // A retired key never signs again (a stale process or a rollback of the setting would otherwise take
+    // over from the key that replaced it), nor does the service generate a key once a configured one signs.
+    const { rows: own } = await client.query<{ retired_at: Date | null; private_key: string | null }>('SELECT retired_at, private_key FROM chain_keys WHERE key_id = $1', [key.keyId]);
+    if (own[0]?.retired_at) {
+      throw new RetiredKeyError(`CHAIN_SIGNING_KEY is key ${key.keyId}, retired at ${own[0].retired_at.toISOString()}: a retired key never signs again; set the key in use, or a new one`);
+    }
+    if (configuredPem === undefined) {
+      const { rows: configured } = await client.query<{ key_id: string }>('SELECT key_id FROM chain_keys WHERE private_key IS NULL AND retired_at IS NULL AND key_id <> $1', [key.keyId]);
+      if (configured[0]) throw new RetiredKeyError(`CHAIN_SIGNING_KEY is unset, but key ${configured[0].key_id} set by CHAIN_SIGNING_KEY signs this chain: set it on this process too`);
+    }
+    // The key in use is the only one that signs from now on: every other is retired as of the chain's
+    // count now, and the private part of one the service generated is destroyed (it could sign again).
+    await client.query(
+      `UPDATE chain_keys SET retired_at = clock_timestamp(), retired_at_seq = (SELECT coalesce(max(seq), 0) FROM chain_links), private_key = NULL
+       WHERE key_id <> $1 AND retired_at IS NULL`,
+      [key.keyId],
+    );
     return key;
   });
 }
@@ -120,31 +138,37 @@ export async function checkpoints(pool: Pool, chain: string, after = 0, limit = 
   return rows.map(checkpointOf);
 }
 
-/** Signs a checkpoint of every chain that grew since its last one. Returns how many it signed. */
-export async function signNewCheckpoints(pool: Pool, key: SigningKey, now: Date = new Date()): Promise<number> {
-  const signedAt = now.toISOString();
-  const { rows: heads } = await pool.query<{ chain: string; seq: string; position: string; link: Buffer }>(
-    `SELECT '' AS chain, l.seq, l.position, l.link FROM (SELECT seq, position, link FROM chain_links ORDER BY seq DESC LIMIT 1) l
-     UNION ALL
-     SELECT h.operator_id, h.seq, g.position, h.link FROM chain_operator_heads h JOIN chain_links g ON g.seq = h.global_seq`,
-  );
-  const { rows: last } = await pool.query<{ chain: string; seq: string }>('SELECT chain, max(seq) AS seq FROM chain_checkpoints GROUP BY chain');
-  const signed = new Map(last.map((r) => [r.chain, Number(r.seq)]));
-  const fresh = heads.filter((h) => Number(h.seq) > (signed.get(h.chain) ?? 0));
-  if (fresh.length === 0) return 0;
-  const made = fresh.map((h) =>
-    signCheckpoint(key, { ...(h.chain !== '' ? { operatorId: h.chain } : {}), position: h.position, link: h.link.toString('hex'), count: Number(h.seq), signedAt }),
-  );
-  // Two processes may sign the same head at once: the first one's stands. A process still holding a key
-  // that a restarted one has retired (a rotation under way) signs nothing more.
-  await pool.query(
-    `INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature)
-     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[])
-     WHERE NOT EXISTS (SELECT 1 FROM chain_keys WHERE key_id = $8 AND retired_at IS NOT NULL)
-     ON CONFLICT (chain, seq) DO NOTHING`,
-    [made.map((c) => c.operatorId ?? ''), made.map((c) => c.count), made.map((c) => c.position), made.map((c) => c.link), made.map(() => signedAt), made.map((c) => c.keyId), made.map((c) => c.signature), key.keyId],
-  );
-  return made.length;
+/**
+ * Signs a checkpoint of every chain that grew since its last one. Returns how many it signed. Holds its
+ * key's row while it signs, so a rotation (which retires the key) waits for it or is seen by it: a key
+ * never signs past its retirement. The time signed is the database's, as the retirement's is.
+ */
+export async function signNewCheckpoints(pool: Pool, key: SigningKey): Promise<number> {
+  return withTransaction(pool, async (tx) => {
+    const { rows: held } = await tx.query<{ retired_at: Date | null; now: Date }>('SELECT retired_at, clock_timestamp() AS now FROM chain_keys WHERE key_id = $1 FOR SHARE', [key.keyId]);
+    if (!held[0] || held[0].retired_at !== null) return 0;
+    const signedAt = held[0].now.toISOString();
+    const { rows: heads } = await tx.query<{ chain: string; seq: string; position: string; link: Buffer }>(
+      `SELECT '' AS chain, l.seq, l.position, l.link FROM (SELECT seq, position, link FROM chain_links ORDER BY seq DESC LIMIT 1) l
+       UNION ALL
+       SELECT h.operator_id, h.seq, g.position, h.link FROM chain_operator_heads h JOIN chain_links g ON g.seq = h.global_seq`,
+    );
+    const { rows: last } = await tx.query<{ chain: string; seq: string }>('SELECT chain, max(seq) AS seq FROM chain_checkpoints GROUP BY chain');
+    const signed = new Map(last.map((r) => [r.chain, Number(r.seq)]));
+    const fresh = heads.filter((h) => Number(h.seq) > (signed.get(h.chain) ?? 0));
+    if (fresh.length === 0) return 0;
+    const made = fresh.map((h) =>
+      signCheckpoint(key, { ...(h.chain !== '' ? { operatorId: h.chain } : {}), position: h.position, link: h.link.toString('hex'), count: Number(h.seq), signedAt }),
+    );
+    // Two processes may sign the same head at once: the first one's stands.
+    await tx.query(
+      `INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature)
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[])
+       ON CONFLICT (chain, seq) DO NOTHING`,
+      [made.map((c) => c.operatorId ?? ''), made.map((c) => c.count), made.map((c) => c.position), made.map((c) => c.link), made.map(() => signedAt), made.map((c) => c.keyId), made.map((c) => c.signature)],
+    );
+    return made.length;
+  });
 }
 
 /** The projector role's signer: a checkpoint of each grown chain every `seconds`. */

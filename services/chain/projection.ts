@@ -45,8 +45,10 @@ export const chainMigrations: Migration[] = [
         -- Only for a key the service generated itself (CHAIN_SIGNING_KEY unset).
         private_key text,
         created_at timestamptz NOT NULL DEFAULT now(),
-        -- When another key took over (a rotation): checkpoints it signs later are not valid.
-        retired_at timestamptz
+        -- When another key took over (a rotation), and how far the global chain was linked then: a
+        -- checkpoint of this key beyond that count is not valid, whatever time it claims.
+        retired_at timestamptz,
+        retired_at_seq bigint
       );
       CREATE TABLE chain_checkpoints (
         -- '' for the global chain, else the operator's id.

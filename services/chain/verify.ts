@@ -57,9 +57,9 @@ async function* eventsOf(store: EventStore): AsyncGenerator<RecordedEvent[]> {
 
 export async function verifyChain(pool: Pool, store: EventStore, progress?: (events: number) => void): Promise<ChainReport> {
   const started = performance.now();
-  const links = rowsOf<{ seq: string; position: string; link: Buffer; [k: string]: unknown }>(
+  const links = rowsOf<{ seq: string; position: string; stream_id: string; revision: string; link: Buffer; [k: string]: unknown }>(
     pool,
-    (after) => ({ text: 'SELECT seq, position, link FROM chain_links WHERE seq > $1 ORDER BY seq LIMIT $2', values: [after, PAGE] }),
+    (after) => ({ text: 'SELECT seq, position, stream_id, revision, link FROM chain_links WHERE seq > $1 ORDER BY seq LIMIT $2', values: [after, PAGE] }),
     (r) => Number(r.seq),
   );
   const operatorLinks = rowsOf<{ operator_id: string; seq: string; global_seq: string; link: Buffer; [k: string]: unknown }>(
@@ -109,6 +109,11 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
         return report({ ...where, what: `the chain linked the event at position ${stored.value.position} here: an event was inserted, deleted or moved at or before this place` });
       }
       if (!stored.value.link.equals(previous)) return report({ ...where, what: 'the event is not the one that was linked here (edited, or an earlier one was)' });
+      // The link covers the log's order; a stream's own order (its revisions, which every fold follows) is
+      // checked against what the chain recorded when it linked the event.
+      if (stored.value.stream_id !== e.streamId || Number(stored.value.revision) !== e.revision) {
+        return report({ ...where, what: `the chain linked revision ${stored.value.revision} of stream ${stored.value.stream_id} here, the history holds revision ${e.revision} of ${e.streamId}: events were moved within their stream` });
+      }
 
       const owner = ownerOf(e, (s) => grantOwners.get(s));
       if (owner?.remember && grantOwners.get(e.streamId) !== owner.operatorId) {
@@ -144,10 +149,11 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
     for (let offset = 0; ; offset += PAGE) {
       const { rows } = await pool.query<{
         chain: string; seq: string; position: string; link: string; signed_at: Date; key_id: string; signature: string; public_key: string;
-        retired_at: Date | null; at: string | null; at_position: string | null;
+        retired_at: Date | null; retired_at_seq: string | null; global_seq: string | null; at: string | null; at_position: string | null;
       }>(
-        `SELECT c.*, k.public_key, k.retired_at, encode(CASE WHEN c.chain = '' THEN g.link ELSE o.link END, 'hex') AS at,
-                CASE WHEN c.chain = '' THEN g.position ELSE og.position END AS at_position
+        `SELECT c.*, k.public_key, k.retired_at, k.retired_at_seq, encode(CASE WHEN c.chain = '' THEN g.link ELSE o.link END, 'hex') AS at,
+                CASE WHEN c.chain = '' THEN g.position ELSE og.position END AS at_position,
+                CASE WHEN c.chain = '' THEN g.seq ELSE og.seq END AS global_seq
          FROM chain_checkpoints c JOIN chain_keys k ON k.key_id = c.key_id
          LEFT JOIN chain_links g ON c.chain = '' AND g.seq = c.seq
          LEFT JOIN chain_operator_links o ON c.chain <> '' AND o.operator_id = c.chain AND o.seq = c.seq
@@ -165,8 +171,17 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
     const c = checkpointOf(r);
     const chain = r.chain === '' ? 'the global chain' : `operator ${r.chain}'s chain`;
     if (r.at !== r.link || r.at_position !== r.position) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the checkpoint of ${chain} at count ${r.seq} (signed ${c.signedAt}) does not match the chain there` }), checkpoints };
-    if (r.retired_at !== null && r.signed_at > r.retired_at) {
-      return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `${chain}'s checkpoint at count ${r.seq} is signed (${c.signedAt}) with key ${r.key_id} after that key was retired (${r.retired_at.toISOString()})` }), checkpoints };
+    // Judged by how far the chain was linked when the key was retired, not by the time it claims.
+    if (r.retired_at_seq !== null && r.global_seq !== null && Number(r.global_seq) > Number(r.retired_at_seq)) {
+      return {
+        ...report({
+          count: Number(r.seq),
+          position: r.position,
+          stream: undefined,
+          what: `${chain}'s checkpoint at count ${r.seq} covers event #${r.global_seq}, signed with key ${r.key_id} after that key was retired (at event #${r.retired_at_seq}, ${r.retired_at?.toISOString()})`,
+        }),
+        checkpoints,
+      };
     }
     if (!checkpointSignatureValid(c, r.public_key)) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the signature of ${chain}'s checkpoint at count ${r.seq} is not valid for key ${r.key_id}` }), checkpoints };
   }

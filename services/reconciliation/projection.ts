@@ -52,6 +52,8 @@ export const reconciliationMigrations: Migration[] = [
       CREATE INDEX rm_operator_transactions_round_idx ON rm_operator_transactions (operator_id, round_id);
       -- The console's search by transaction id, and its counts of what the wallet has not acknowledged.
       CREATE INDEX rm_operator_transactions_id_idx ON rm_operator_transactions (transaction_id);
+      -- The transactions list filtered by status, in recorded order.
+      CREATE INDEX rm_operator_transactions_status_idx ON rm_operator_transactions (operator_id, status, log_major, log_minor);
       CREATE INDEX rm_operator_transactions_unsettled_idx ON rm_operator_transactions (status) WHERE status IN ('pending', 'failed', 'dead');
       CREATE TABLE rm_operator_rounds (
         round_stream text PRIMARY KEY,

@@ -39,6 +39,9 @@ function decodeCursor(cursor: string, store: string, q: TransactionsQuery): Afte
   }
   if (c.q !== queryKey(q)) throw badRequest('cursor: it belongs to another query (keep from, to, roundId, gameId, playerRef and status as they were)');
   if (c.s !== store) throw badRequest('cursor: the history has moved to another event store since it was given; start again without a cursor');
+  // A position is two bigints: a number past them is no cursor of ours (and no query of Postgres's).
+  const MAX = 9_223_372_036_854_775_807n;
+  if (BigInt(at[1]!) > MAX || BigInt(at[2]!) > MAX) throw badRequest('cursor: not a cursor this service gave (pass nextCursor as it was answered)');
   return { major: at[1]!, minor: at[2]! };
 }
 

@@ -251,6 +251,30 @@ describe('the tamper-evident history', () => {
       expect((await audit('verify-chain')).code).toBe(0);
     });
 
+    it('two events of one stream swapped (the order a fold follows): exit 1 naming the place', async () => {
+      // A round's last two events trade revisions: the log's order and every link stay, the round's story does not.
+      const { rows } = await h.svc.ctx.pool.query<{ stream_id: string; revision: string; global_position: string }>(
+        `SELECT stream_id, revision::text, global_position::text FROM es_events WHERE stream_id LIKE 'round|%' AND revision = 1 ORDER BY global_position LIMIT 1`,
+      );
+      const { stream_id: stream } = rows[0]!;
+      const swap = async () => {
+        await h.svc.ctx.pool.query('BEGIN');
+        await h.svc.ctx.pool.query(`UPDATE es_events SET revision = -1 WHERE stream_id = $1 AND revision = 0`, [stream]);
+        await h.svc.ctx.pool.query(`UPDATE es_events SET revision = 0 WHERE stream_id = $1 AND revision = 1`, [stream]);
+        await h.svc.ctx.pool.query(`UPDATE es_events SET revision = 1 WHERE stream_id = $1 AND revision = -1`, [stream]);
+        await h.svc.ctx.pool.query('COMMIT');
+      };
+      await swap();
+      try {
+        const result = await audit('verify-chain');
+        expect(result.code, result.stdout).toBe(1);
+        expect(result.stdout).toMatch(new RegExp(`^chain broken at event #\\d+ \\(position [\\d.]+, stream ${stream.replaceAll('|', '\\|')}\\): the chain linked revision [01] of stream .* here, the history holds revision [01] of .*: events were moved within their stream$`, 'm'));
+      } finally {
+        await swap();
+      }
+      expect((await audit('verify-chain')).code).toBe(0);
+    });
+
     /** What a holder of the signing key can do: the chain computed again over the edited history, every checkpoint signed again. */
     const rechainAndResign = async () => {
       await h.svc.ctx.pool.query('BEGIN');
@@ -347,7 +371,8 @@ describe('the tamper-evident history', () => {
       // The retired key the service had generated is destroyed; a checkpoint signed with it afterwards
       // (by whoever kept a copy) is refused, though its signature is the key's.
       expect((await svc.ctx.pool.query('SELECT private_key, retired_at FROM chain_keys WHERE key_id = $1', [oldKeyId])).rows[0]).toMatchObject({ private_key: null, retired_at: expect.any(Date) });
-      const { rows: top } = await svc.ctx.pool.query<{ seq: string; position: string; link: Buffer }>('SELECT seq::text, position, link FROM chain_links ORDER BY seq DESC LIMIT 1');
+      // (Ordered by the column, not by its text: '9' sorts after '25'.)
+      const { rows: top } = await svc.ctx.pool.query<{ seq: string; position: string; link: Buffer }>('SELECT l.seq::text AS seq, l.position, l.link FROM chain_links l ORDER BY l.seq DESC LIMIT 1');
       const body = { position: top[0]!.position, link: top[0]!.link.toString('hex'), count: Number(top[0]!.seq) + 0, signedAt: new Date().toISOString() };
       const { signCheckpoint } = await import('../../services/chain/checkpoints.ts');
       const forged = signCheckpoint({ keyId: oldKeyId, privateKey: createPrivateKey(oldPrivate), publicKeyPem: oldPem }, body);
@@ -361,6 +386,15 @@ describe('the tamper-evident history', () => {
       const refused = await audit('verify-chain');
       expect(refused.code, refused.stdout).toBe(1);
       expect(refused.stdout).toContain(`with key ${oldKeyId} after that key was retired`);
+      // Dated before the retirement, it is refused all the same: what counts is how far the chain was linked.
+      const backdated = signCheckpoint({ keyId: oldKeyId, privateKey: createPrivateKey(oldPrivate), publicKeyPem: oldPem }, { ...body, signedAt: '2020-01-01T00:00:00.000Z' });
+      await svc.ctx.pool.query(`UPDATE chain_checkpoints SET signed_at = $2, signature = $3 WHERE chain = '' AND seq = $1`, [body.count, backdated.signedAt, backdated.signature]);
+      const stillRefused = await audit('verify-chain');
+      expect(stillRefused.code, stillRefused.stdout).toBe(1);
+      expect(stillRefused.stdout).toContain(`with key ${oldKeyId} after that key was retired`);
+      // The retired key never signs again, and no process may sign with a key of its own beside the configured one.
+      await expect(startInProcess(h.env, { ROLES: 'projector', CHAIN_SIGNING_KEY: oldPrivate })).rejects.toThrow(/is key [0-9a-f]{16}, retired at .*: a retired key never signs again/);
+      await expect(startInProcess(h.env, { ROLES: 'projector' })).rejects.toThrow(/CHAIN_SIGNING_KEY is unset, but key [0-9a-f]{16} set by CHAIN_SIGNING_KEY signs this chain/);
     } finally {
       await svc.stop();
     }
