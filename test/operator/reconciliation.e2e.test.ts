@@ -182,10 +182,18 @@ describe('operator reconciliation routes', () => {
     expect(new Set(seen).size).toBe(seen.length);
     // Everything there before the first page is seen, in the same order.
     expect(seen.filter((s) => before.some((b) => b.transactionId === s))).toEqual(before.map((b) => b.transactionId));
-    // Every one recorded while paging is seen too, after everything that was there before it, and in order.
+    // What was seen is exactly the start of the final order: nothing skipped, nothing twice, nothing out of
+    // order, though transactions were recorded between the pages (those the read model showed before the
+    // last page are in it; the rest come after it, on a page not asked for yet).
     const latecomers = seen.filter((s) => s.startsWith('pg-bet'));
-    expect(latecomers).toEqual(Array.from({ length: added }, (_, i) => id(`pg-bet${i + 1}`)));
-    expect(seen.indexOf(latecomers[0]!)).toBeGreaterThan(seen.indexOf(before.at(-1)!.transactionId));
+    expect(latecomers.length).toBeGreaterThan(0);
+    expect(latecomers).toEqual(Array.from({ length: latecomers.length }, (_, i) => id(`pg-bet${i + 1}`)));
+    let final: Tx[] = [];
+    await h.until(async () => {
+      final = await listAll(q);
+      return final.filter((t) => t.transactionId.startsWith('pg-bet')).length === added;
+    });
+    expect(final.slice(0, seen.length).map((t) => t.transactionId)).toEqual(seen);
   });
 
   it('answers a round with its status, sums and transactions; 404 exactly as replay; 400 without gameId', async () => {

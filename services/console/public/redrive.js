@@ -49,6 +49,7 @@ export function redriveControl(target, options = {}) {
         {},
         h('legend', {}, 'Re-drive ', h('code', {}, target.transactionId)),
         h('p', { class: 'muted' }, 'Sends this dead transaction to the wallet again, with the same transactionId and body. The re-drive, with who and why, is recorded in the round.'),
+        h('p', { class: 'warning' }, 'If this money was already paid another way (an adjustment), do not re-drive it: the player would be paid twice.'),
         h('div', { class: 'field' }, h('label', { for: by.id }, 'Who re-drives it'), by),
         h('div', { class: 'field' }, h('label', { for: reason.id }, 'Why'), reason),
         h('div', { class: 'inline' }, submit, cancel),
