@@ -165,3 +165,54 @@ describe('the transactions list pages in recorded (log) order', () => {
     expect(seen.length).toBeGreaterThanOrEqual(6);
   });
 });
+
+describe('a re-driven transaction in the reconciliation read model', () => {
+  let env: MigratedDatabase;
+  beforeAll(async () => {
+    env = await migratedDatabase('reconredrive', reconciliationMigrations);
+  });
+  afterAll(() => env.close());
+
+  const ev = (n: number, type: string, data: Record<string, unknown>, at: string): RecordedEvent => ({
+    id: randomUUID(), streamId: 'round|studio-a|op-1|r1', revision: n, type, data: data as RecordedEvent['data'], metadata: {}, position: `9.${n + 1}`, createdAt: new Date(at),
+  });
+  const request = (transactionId: string, type: 'BET' | 'WIN', amount: number) => ({ transactionId, sessionToken: 's', type, roundId: 'r1', roundComplete: type === 'WIN', playerRef: 'p', amount, currency: 'EUR', gameId: 'fruit-1' });
+  const recorded = (n: number, r: ReturnType<typeof request>, at: string) => ev(n, 'TransactionRecorded', { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request: r, walletBody: '{}', contentHash: 'h', recordedAt: at }, at);
+  const history = [
+    recorded(0, request('b', 'BET', 10), '2026-11-24T12:00:00.000Z'),
+    ev(1, 'TransactionSettled', { transactionId: 'b', outcome: 'applied', reply: { status: 'OK', balance: 90, body: '{}' }, attempt: 1, settledAt: '2026-11-24T12:00:00.100Z' }, '2026-11-24T12:00:00.100Z'),
+    recorded(2, request('w', 'WIN', 30), '2026-11-24T12:00:01.000Z'),
+    ev(3, 'TransactionAttemptFailed', { transactionId: 'w', outcome: 'failed', detail: '503', attempt: 1, failedAt: '2026-11-24T12:00:01.100Z' }, '2026-11-24T12:00:01.100Z'),
+    ev(4, 'TransactionDeadLettered', { transactionId: 'w', attempts: 1, lastError: '503', deadLetteredAt: '2026-11-25T12:00:01.000Z' }, '2026-11-25T12:00:01.000Z'),
+    ev(5, 'TransactionRedriven', { transactionId: 'w', by: 'ops', reason: 'fixed', redrivenAt: '2026-11-25T13:00:00.000Z' }, '2026-11-25T13:00:00.000Z'),
+    ev(6, 'TransactionSettled', { transactionId: 'w', outcome: 'applied', reply: { status: 'OK', balance: 120, body: '{}' }, attempt: 2, settledAt: '2026-11-25T13:00:00.200Z' }, '2026-11-25T13:00:00.200Z'),
+  ];
+
+  it('goes dead, pending again when re-driven, applied when the wallet answers: the same rows and sums however the history is cut', async () => {
+    const states: Array<{ upTo: number; win: string; settled: string | null; sums: string }> = [];
+    for (const cut of [1, 3, 5, 6, 7]) {
+      for (const split of [1, 2, 7]) {
+        const client = await env.pool.connect();
+        try {
+          await client.query('BEGIN');
+          await reconciliationProjection.reset(client);
+          const events = history.slice(0, cut);
+          for (let i = 0; i < events.length; i += split) await reconciliationProjection.apply(events.slice(i, i + split), client);
+          await client.query('COMMIT');
+        } finally {
+          client.release();
+        }
+        const { rows } = await env.pool.query<{ status: string; settled_at: Date | null }>(`SELECT status, settled_at FROM rm_operator_transactions WHERE transaction_id = 'w'`);
+        const { rows: sums } = await env.pool.query<{ s: string }>(`SELECT string_agg(type || ':' || status || ':' || count || ':' || amount, ',' ORDER BY type, status) AS s FROM rm_settlement_quarters`);
+        states.push({ upTo: cut, win: rows[0]?.status ?? 'none', settled: rows[0]?.settled_at?.toISOString() ?? null, sums: sums[0]!.s });
+      }
+    }
+    const at = (cut: number) => states.filter((x) => x.upTo === cut);
+    for (const cut of [1, 3, 5, 6, 7]) expect(new Set(at(cut).map((x) => JSON.stringify(x))).size, `cut ${cut}`).toBe(1);
+    expect(at(1)[0]).toMatchObject({ win: 'none' });
+    expect(at(3)[0]).toMatchObject({ win: 'pending', settled: null, sums: 'BET:applied:1:10,WIN:pending:1:30' });
+    expect(at(5)[0]).toMatchObject({ win: 'dead', settled: '2026-11-25T12:00:01.000Z', sums: 'BET:applied:1:10,WIN:dead:1:30' });
+    expect(at(6)[0]).toMatchObject({ win: 'pending', settled: null, sums: 'BET:applied:1:10,WIN:pending:1:30' });
+    expect(at(7)[0]).toMatchObject({ win: 'applied', settled: '2026-11-25T13:00:00.200Z', sums: 'BET:applied:1:10,WIN:applied:1:30' });
+  });
+});

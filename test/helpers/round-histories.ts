@@ -18,6 +18,7 @@ export type Step =
   | { kind: 'tx'; round: number; type: 'BET' | 'WIN' | 'ROLLBACK'; amount: number; complete: boolean; target: number; currency: string; player: string; wrongAmount: boolean }
   | { kind: 'outcome'; round: number; target: number; outcome: 'OK' | 'DECLINED' | 'failed' | 'timed_out' }
   | { kind: 'dead'; round: number; target: number }
+  | { kind: 'redrive'; round: number; target: number }
   | { kind: 'close'; round: number }
   | { kind: 'tick'; seconds: number };
 
@@ -39,6 +40,7 @@ export const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('outcome' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50), outcome: fc.constantFrom('OK' as const, 'DECLINED' as const, 'failed' as const, 'timed_out' as const) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('dead' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('close' as const), round: fc.nat(ROUNDS.length - 1) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('redrive' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('tick' as const), seconds: fc.nat(120) }) },
 );
 
@@ -96,6 +98,14 @@ export function record(steps: Step[]): History {
               ? { kind: 'failed' as const, detail: 'wallet answered 500', httpStatus: 500 }
               : { kind: 'timed_out' as const };
         command = { type: 'RecordOutcome', transactionId: tx.request.transactionId, attempt: tx.attempts + 1, outcome, now };
+        break;
+      }
+      case 'redrive': {
+        // An admin's re-drive: refused unless the transaction is a dead credit (one is picked when there is one).
+        const dead = txs.filter((t) => t.status === 'dead' || t.status === 'invalid');
+        const tx = dead.length > 0 ? dead[s.target % dead.length] : pick(s.target);
+        if (!tx) continue;
+        command = { type: 'Redrive', transactionId: tx.request.transactionId, by: 'ops', reason: 'wallet fixed', now };
         break;
       }
       case 'dead': {
