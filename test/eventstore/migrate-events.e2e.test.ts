@@ -191,19 +191,23 @@ describe('npm run audit -- migrate-events to a store that holds something else',
     await esdb?.close();
   });
 
+  /** `npm run audit -- migrate-events --to <the test server>` from Postgres: its exit code and output. */
+  const moveToEsdb = () =>
+    run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', 'migrate-events', '--to', esdb.connectionString], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
+    }).then(
+      (r) => ({ code: 0, stdout: r.stdout }),
+      (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
+    );
+
   it("refuses to move a history whose chain is broken: exit 1 naming the break, nothing copied", async () => {
     const pool = createPool(h.env.db.url, 2);
     try {
       const { rows } = await pool.query<{ event_id: string; data: unknown }>(`SELECT event_id, data FROM es_events WHERE type = 'TransactionRecorded' LIMIT 1`);
       await pool.query(`UPDATE es_events SET data = jsonb_set(data, '{request,amount}', '7') WHERE event_id = $1`, [rows[0]!.event_id]);
       try {
-        const { code, stdout } = await run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', 'migrate-events', '--to', esdb.connectionString], {
-          cwd: ROOT,
-          env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
-        }).then(
-          (r) => ({ code: 0, stdout: r.stdout }),
-          (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
-        );
+        const { code, stdout } = await moveToEsdb();
         expect(code, stdout).toBe(1);
         expect(stdout).toMatch(/^the postgres store's chain is broken at event #\d+ \(position [\d.]+\): the event is not the one that was linked here/m);
         expect(stdout).not.toContain('copied');
@@ -219,13 +223,7 @@ describe('npm run audit -- migrate-events to a store that holds something else',
     const pool = createPool(h.env.db.url, 2);
     try {
       const before = (await pool.query('SELECT * FROM rm_transactions ORDER BY transaction_id')).rows;
-      const { code, stdout } = await run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', 'migrate-events', '--to', esdb.connectionString], {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
-      }).then(
-        (r) => ({ code: 0, stdout: r.stdout }),
-        (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
-      );
+      const { code, stdout } = await moveToEsdb();
       expect(code).toBe(1);
       expect(stdout).toContain('the esdb store does not hold the same history');
       expect(stdout).toMatch(/^  event 0: (event id|stream): source .* target .*round\|other-ledger/m);
