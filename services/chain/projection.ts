@@ -3,7 +3,7 @@ import type { PoolClient } from '../../shared/db/pool.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
 import { chainedEvent, eventBytes, GENESIS, nextLink } from './link.ts';
-import { ownerOf } from './tenancy.ts';
+import { knownGrantOwners, ownerOf } from './tenancy.ts';
 
 /**
  * The chain's tables. Links are written once, by the chain's runner, in log order: `seq` is the event's
@@ -90,16 +90,15 @@ async function link(events: RecordedEvent[], tx: PoolClient): Promise<void> {
   let seq = Number(globalHead[0]?.seq ?? 0);
   let previous = globalHead[0]?.link ?? GENESIS;
 
-  // Whose later grant events these are: remembered from each grant's first event.
-  const grantStreams = [...new Set(events.filter((e) => e.streamId.startsWith('grant|')).map((e) => e.streamId))];
-  const grantOwners = new Map<string, string>();
-  if (grantStreams.length > 0) {
-    const { rows } = await tx.query<{ stream_id: string; operator_id: string }>('SELECT stream_id, operator_id FROM chain_grant_owners WHERE stream_id = ANY($1::text[])', [grantStreams]);
-    for (const r of rows) grantOwners.set(r.stream_id, r.operator_id);
-  }
+  // Whose later grant events these are: remembered from each grant's first event (the new ones kept below).
+  const grantOwners = await knownGrantOwners(tx, events);
+  const firstSeen = new Map<string, string>();
   const owners = events.map((e) => {
     const owner = ownerOf(e, (s) => grantOwners.get(s));
-    if (owner?.remember && !grantOwners.has(e.streamId)) grantOwners.set(e.streamId, owner.operatorId);
+    if (owner?.remember && !grantOwners.has(e.streamId)) {
+      grantOwners.set(e.streamId, owner.operatorId);
+      firstSeen.set(e.streamId, owner.operatorId);
+    }
     return owner?.operatorId;
   });
 
@@ -147,11 +146,10 @@ async function link(events: RecordedEvent[], tx: PoolClient): Promise<void> {
       [touched.map((t) => t.o), touched.map((t) => t.h.seq), touched.map((t) => t.h.globalSeq), touched.map((t) => t.h.link)],
     );
   }
-  const remembered = [...grantOwners].filter(([stream]) => grantStreams.includes(stream));
-  if (remembered.length > 0) {
+  if (firstSeen.size > 0) {
     await tx.query(
       `INSERT INTO chain_grant_owners (stream_id, operator_id) SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT (stream_id) DO NOTHING`,
-      [remembered.map(([s]) => s), remembered.map(([, o]) => o)],
+      [[...firstSeen.keys()], [...firstSeen.values()]],
     );
   }
 }

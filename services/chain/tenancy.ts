@@ -1,3 +1,4 @@
+import type { Pool, PoolClient } from '../../shared/db/pool.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import { grantRequestOperator, isGrantStream } from '../grants/events.ts';
 import { roundStreamOperator } from '../rounds/events.ts';
@@ -19,4 +20,14 @@ export function ownerOf(e: Pick<RecordedEvent, 'streamId' | 'type' | 'data'>, gr
   if (requested !== undefined) return { operatorId: requested, remember: 'grant-stream' };
   const known = grantOwner(e.streamId);
   return known !== undefined ? { operatorId: known } : undefined;
+}
+
+/** Whose grants the events' grant streams are, as the chain remembered it from each grant's first event. */
+export async function knownGrantOwners(db: Pool | PoolClient, events: Array<Pick<RecordedEvent, 'streamId'>>): Promise<Map<string, string>> {
+  const streams = [...new Set(events.filter((e) => isGrantStream(e.streamId)).map((e) => e.streamId))];
+  const owners = new Map<string, string>();
+  if (streams.length === 0) return owners;
+  const { rows } = await db.query<{ stream_id: string; operator_id: string }>('SELECT stream_id, operator_id FROM chain_grant_owners WHERE stream_id = ANY($1::text[])', [streams]);
+  for (const r of rows) owners.set(r.stream_id, r.operator_id);
+  return owners;
 }

@@ -3,7 +3,7 @@ import type { EventStore, RecordedEvent } from '../../shared/eventstore/port.ts'
 import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 import { checkpointOf, checkpointSignatureValid } from './checkpoints.ts';
 import { chainedEvent, eventBytes, GENESIS, nextLink } from './link.ts';
-import { ownerOf } from './tenancy.ts';
+import { knownGrantOwners, ownerOf } from './tenancy.ts';
 
 /**
  * npm run audit -- verify-chain: recomputes the chain from the events the store holds, in log order,
@@ -87,12 +87,7 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
       continue;
     }
     // Whose later grant events these are, as the chain remembered it from each grant's first event (checked there).
-    const grantStreams = [...new Set(page.filter((e) => e.streamId.startsWith('grant|')).map((e) => e.streamId))];
-    const grantOwners = new Map<string, string>();
-    if (grantStreams.length > 0) {
-      const { rows } = await pool.query<{ stream_id: string; operator_id: string }>('SELECT stream_id, operator_id FROM chain_grant_owners WHERE stream_id = ANY($1::text[])', [grantStreams]);
-      for (const r of rows) grantOwners.set(r.stream_id, r.operator_id);
-    }
+    const grantOwners = await knownGrantOwners(pool, page);
     for (const [i, e] of page.entries()) {
       const where = { position: e.position, stream: e.streamId };
       const stored = await links.next();

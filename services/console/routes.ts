@@ -7,9 +7,7 @@ import type { ServiceContext } from '../context.ts';
 import { chainProjection } from '../chain/projection.ts';
 import { listGrants } from '../grants/queries.ts';
 import { allProjections } from '../read-models.ts';
-import { settlementCells } from '../reconciliation/queries.ts';
-import { ceilMs, settlementQuery } from '../reconciliation/schemas.ts';
-import { buildStatement, statementCsv, statementJson } from '../reconciliation/statement.ts';
+import { sendStatement } from '../reconciliation/routes.ts';
 import { operatorStatus, UNSETTLED_STATUSES, type TxStatus } from '../rounds/decider.ts';
 import { replayBody, replayLink } from '../rounds/replay.ts';
 import { stuckCounts, stuckTransactions } from '../rounds/queries.ts';
@@ -227,14 +225,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
   router.get('/operators/:operatorId/settlement', async (req, res) => {
     const operatorId = String(req.params.operatorId);
     if (!ctx.catalog.snapshot().operators.has(operatorId)) throw notFound('operator not found');
-    const q = parseOr400(settlementQuery, req.query, 'query');
-    const cells = await settlementCells(ctx.pool, operatorId, new Date(ceilMs(q.from)).toISOString(), new Date(ceilMs(q.to)).toISOString());
-    const statement = buildStatement(q.from, q.to, cells);
-    if (req.accepts(['application/json', 'text/csv']) === 'text/csv') {
-      res.type('text/csv; charset=utf-8').send(statementCsv(statement));
-      return;
-    }
-    res.type('application/json').send(statementJson(statement));
+    await sendStatement(ctx, req, res, operatorId);
   });
 
   router.post('/rounds/replay-link', async (req, res) => {

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Pool } from '../../shared/db/pool.ts';
 import { migratedDatabase, type MigratedDatabase } from '../../test/helpers/db.ts';
-import { batches, record, step } from '../../test/helpers/round-histories.ts';
+import { applyBatches, batches, record, step } from '../../test/helpers/round-histories.ts';
 import { isClosed, operatorStatus } from '../rounds/decider.ts';
 import { reconciliationMigrations, reconciliationProjection, quarterOf } from './projection.ts';
 import { settlementCells, transactionsPage, type After } from './queries.ts';
@@ -32,18 +32,7 @@ describe('reconciliation read model: what the decider says, batch by batch', () 
         fc.tuple(fc.nat(3 * 3_600_000), fc.nat(3 * 3_600_000)),
         async (steps, cuts, [a, b]) => {
           const { events, states } = record(steps);
-          const client = await pool.connect();
-          try {
-            await client.query('BEGIN');
-            await reconciliationProjection.reset(client);
-            for (const batch of batches(events, cuts)) await reconciliationProjection.apply(batch, client);
-            await client.query('COMMIT');
-          } catch (err) {
-            await client.query('ROLLBACK');
-            throw err;
-          } finally {
-            client.release();
-          }
+          await applyBatches(pool, reconciliationProjection, batches(events, cuts));
 
           const want = [...states].flatMap(([id, s]) =>
             [...s.txs.values()].map((t) => ({
@@ -133,16 +122,7 @@ describe('the transactions list pages in recorded (log) order', () => {
     position: `7.${n}`,
     createdAt: new Date(recordedAt),
   });
-  const apply = async (events: RecordedEvent[]) => {
-    const client = await env.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await reconciliationProjection.apply(events, client);
-      await client.query('COMMIT');
-    } finally {
-      client.release();
-    }
-  };
+  const apply = (events: RecordedEvent[]) => applyBatches(env.pool, reconciliationProjection, [events], false);
 
   it('yields each transaction once when ones recorded later carry earlier recording times', async () => {
     // Recording times run backwards against the log: a later record may come from a process whose clock is behind.
@@ -192,16 +172,8 @@ describe('a re-driven transaction in the reconciliation read model', () => {
     const states: Array<{ upTo: number; win: string; settled: string | null; sums: string }> = [];
     for (const cut of [1, 3, 5, 6, 7]) {
       for (const split of [1, 2, 7]) {
-        const client = await env.pool.connect();
-        try {
-          await client.query('BEGIN');
-          await reconciliationProjection.reset(client);
-          const events = history.slice(0, cut);
-          for (let i = 0; i < events.length; i += split) await reconciliationProjection.apply(events.slice(i, i + split), client);
-          await client.query('COMMIT');
-        } finally {
-          client.release();
-        }
+        const events = history.slice(0, cut);
+        await applyBatches(env.pool, reconciliationProjection, Array.from({ length: Math.ceil(events.length / split) }, (_, i) => events.slice(i * split, (i + 1) * split)));
         const { rows } = await env.pool.query<{ status: string; settled_at: Date | null }>(`SELECT status, settled_at FROM rm_operator_transactions WHERE transaction_id = 'w'`);
         const { rows: sums } = await env.pool.query<{ s: string }>(`SELECT string_agg(type || ':' || status || ':' || count || ':' || amount, ',' ORDER BY type, status) AS s FROM rm_settlement_quarters`);
         states.push({ upTo: cut, win: rows[0]?.status ?? 'none', settled: rows[0]?.settled_at?.toISOString() ?? null, sums: sums[0]!.s });

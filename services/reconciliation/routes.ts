@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { Router } from 'express';
+import { Router, type Request, type Response } from 'express';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../context.ts';
 import { roundOf, settlementCells, transactionsPage, type After, type TransactionFilter } from './queries.ts';
-import { ceilMs, roundQuery, settlementQuery, transactionsQuery, type TransactionsQuery } from './schemas.ts';
+import { bound, roundQuery, settlementQuery, transactionsQuery, type TransactionsQuery } from './schemas.ts';
 import { buildStatement, statementCsv, statementJson } from './statement.ts';
 
 const DEFAULT_LIMIT = 100;
@@ -45,6 +45,17 @@ function decodeCursor(cursor: string, store: string, q: TransactionsQuery): Afte
   return { major: at[1]!, minor: at[2]! };
 }
 
+/**
+ * The operator's settlement statement of the query's `[from, to)`, as JSON or, asked for text/csv, its
+ * lines as CSV: the operator's route and the console's (for any operator) answer it alike.
+ */
+export async function sendStatement(ctx: ServiceContext, req: Request, res: Response, operatorId: string): Promise<void> {
+  const q = parseOr400(settlementQuery, req.query, 'query');
+  const statement = buildStatement(q.from, q.to, await settlementCells(ctx.pool, operatorId, bound(q.from), bound(q.to)));
+  if (req.accepts(['application/json', 'text/csv']) === 'text/csv') res.type('text/csv; charset=utf-8').send(statementCsv(statement));
+  else res.type('application/json').send(statementJson(statement));
+}
+
 /** GET /v1/operator/transactions, /rounds/{roundId} and /reports/settlement (contract section 9). */
 export function reconciliationRoutes(ctx: ServiceContext): Router {
   const router = Router();
@@ -56,7 +67,7 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
     const filter: TransactionFilter = {
       ...(q.roundId !== undefined
         ? { roundId: q.roundId, gameId: q.gameId! }
-        : { from: new Date(ceilMs(q.from!)).toISOString(), to: new Date(ceilMs(q.to!)).toISOString() }),
+        : { from: bound(q.from!), to: bound(q.to!) }),
       playerRef: q.playerRef,
       status: q.status,
     };
@@ -90,15 +101,7 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
   });
 
   router.get('/reports/settlement', async (req, res) => {
-    const operator = callingOperator(ctx, req);
-    const q = parseOr400(settlementQuery, req.query, 'query');
-    const cells = await settlementCells(ctx.pool, operator.id, new Date(ceilMs(q.from)).toISOString(), new Date(ceilMs(q.to)).toISOString());
-    const statement = buildStatement(q.from, q.to, cells);
-    if (req.accepts(['application/json', 'text/csv']) === 'text/csv') {
-      res.type('text/csv; charset=utf-8').send(statementCsv(statement));
-      return;
-    }
-    res.type('application/json').send(statementJson(statement));
+    await sendStatement(ctx, req, res, callingOperator(ctx, req).id);
   });
 
   return router;

@@ -134,3 +134,6 @@ export function ceilMs(iso: string): number {
   const fraction = /\.(\d+)/.exec(iso)?.[1] ?? '';
   return /[1-9]/.test(fraction.slice(3)) ? ms + 1 : ms;
 }
+
+/** The bound as the queries take it: ceilMs, as an ISO string. */
+export const bound = (iso: string): string => new Date(ceilMs(iso)).toISOString();

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Pool } from '../../shared/db/pool.ts';
 import { migratedDatabase, type MigratedDatabase } from '../../test/helpers/db.ts';
 import { isClosed, roundFigures, UNSETTLED_STATUSES } from './decider.ts';
-import { batches, record, step } from '../../test/helpers/round-histories.ts';
+import { applyBatches, batches, record, step } from '../../test/helpers/round-histories.ts';
 import { roundsProjection, roundsReadModelMigrations } from './projection.ts';
 import { staleRoundCandidates, transactionsIn } from './queries.ts';
 
@@ -29,18 +29,7 @@ describe('rounds read model: the SQL figures are the decider’s', () => {
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 60 }), fc.array(fc.nat(200), { maxLength: 6 }), async (steps, cuts) => {
         const { events, states } = record(steps);
-        const client = await pool.connect();
-        try {
-          await client.query('BEGIN');
-          await roundsProjection.reset(client);
-          for (const batch of batches(events, cuts)) await roundsProjection.apply(batch, client);
-          await client.query('COMMIT');
-        } catch (err) {
-          await client.query('ROLLBACK');
-          throw err;
-        } finally {
-          client.release();
-        }
+        await applyBatches(pool, roundsProjection, batches(events, cuts));
 
         const { rows: rounds } = await pool.query<Record<string, string | number | boolean | Date>>('SELECT * FROM rm_rounds ORDER BY round_stream');
         const expected = [...states].filter(([, s]) => s.status !== 'new').sort(([a], [b]) => a.localeCompare(b));

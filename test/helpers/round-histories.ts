@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { isRefusal } from '../../shared/decider.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
+import { withTransaction, type Pool } from '../../shared/db/pool.ts';
+import type { Projection } from '../../projections/runner.ts';
 import { roundDecider, type RoundCommand, type RoundState } from '../../services/rounds/decider.ts';
 import type { TransactionRequest } from '../../services/rounds/events.ts';
 
@@ -144,3 +146,11 @@ export function batches(events: RecordedEvent[], cuts: number[]): RecordedEvent[
   return out;
 }
 
+
+/** Applies the batches to the projection in one transaction, from empty tables when `fresh` (as a rebuild would). */
+export async function applyBatches(pool: Pool, projection: Projection, batches: RecordedEvent[][], fresh = true): Promise<void> {
+  await withTransaction(pool, async (client) => {
+    if (fresh) await projection.reset(client);
+    for (const batch of batches) await projection.apply(batch, client);
+  });
+}
