@@ -34,6 +34,7 @@ import { deadLetteredByOperator } from './rounds/queries.ts';
 import { bullConnection, DispatchQueues } from './rounds/queue.ts';
 import type { LedgerDeps } from './rounds/submit.ts';
 import { RoundCache } from './rounds/round-cache.ts';
+import { OutcomeWriter } from './rounds/outcome-writer.ts';
 import { startWorkerRole, type RunningWorker } from './rounds/worker.ts';
 import { startReconcilerRole, type RunningReconciler } from './rounds/reconciler.ts';
 import type { ServiceContext } from './context.ts';
@@ -175,6 +176,8 @@ export async function startService(config: Config, logger: Logger = createLogger
   const queueConnection = bullConnection(config.redisUrl, false);
   const queues = new DispatchQueues(queueConnection, (err, operatorId) => logger.warn({ err: err.message, operatorId }, 'dispatch queue error'));
   const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recorder: eventStore.transactionRecorder(pool) };
+  // Providers are answered as soon as the wallet replies; the outcome is recorded behind the answer.
+  const outcomes = new OutcomeWriter(logger);
 
   let worker: RunningWorker | undefined;
   if (config.roles.includes('worker')) {
@@ -202,7 +205,7 @@ export async function startService(config: Config, logger: Logger = createLogger
     config.roles.includes('api')
       ? createApp(ctx, {
           operator: [sessionRoutes(ctx, ledger.recorder), replayRoutes(ctx), grantRoutes(ctx), reconciliationRoutes(ctx), historyRoutes(ctx)],
-          provider: [balanceRoutes(ctx), transactionRoutes(ctx, ledger)],
+          provider: [balanceRoutes(ctx), transactionRoutes(ctx, { ...ledger, outcomes })],
           admin: [adjustmentRoutes(ctx, ledger), redriveRoutes(ledger), consoleRoutes(ctx)],
           audit: [auditRoutes(ctx), chainAuditRoutes(ctx)],
         })
@@ -234,6 +237,7 @@ export async function startService(config: Config, logger: Logger = createLogger
         clearInterval(sweeper);
         clearTimeout(force);
       }
+      await outcomes.drain();
       await reconciler?.close();
       await worker?.close();
       await signer?.stop();

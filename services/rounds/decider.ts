@@ -75,6 +75,15 @@ export const completesRound = (r: Pick<TransactionRequest, 'type' | 'roundComple
 /** Credits are retried until the wallet answers; a BET is attempted once (its provider resubmits). */
 export const isCredit = (t: TransactionRequest['type']): boolean => t !== 'BET';
 
+/**
+ * Whether the worker asks the wallet for a transaction: a credit until it is settled for good; a BET
+ * only while no attempt of it is recorded (its one attempt's outcome was lost with its process, as when
+ * the provider was answered before the outcome was recorded, or the attempt never ran). Asked with the
+ * same body, the wallet answers a repeat with its stored reply and moves no money (API document 4.2
+ * rule 2), so the outcome is learned again. mayAttempt still decides on the round.
+ */
+export const workerAttempts = (t: Pick<TxState, 'request' | 'status' | 'attempts'>): boolean => !isFinal(t.status) && (isCredit(t.request.type) || t.attempts === 0);
+
 export interface TxState {
   request: TransactionRequest;
   providerId: string;

@@ -5,6 +5,7 @@ import {
   isOutstanding,
   isStale,
   mayAttempt,
+  workerAttempts,
   operatorStatus,
   completesRound,
   isStuck,
@@ -662,6 +663,26 @@ describe('rounds decider: whether a transaction may be sent to the wallet (mayAt
   it('never sends a transaction the round does not know', () => {
     expect(may('nope', recorded(bet('bet-1')))).toBe(false);
     expect(may('nope')).toBe(false);
+  });
+});
+
+describe('rounds decider: what the worker asks the wallet for (workerAttempts)', () => {
+  const asks = (id: string, ...events: RoundEvent[]) => workerAttempts(txAfter(id, ...events));
+
+  it('asks for a credit until it is settled for good', () => {
+    expect(asks('win-1', recorded(win('win-1')))).toBe(true);
+    expect(asks('win-1', recorded(win('win-1')), failed('win-1', 4))).toBe(true);
+    expect(asks('win-1', recorded(win('win-1')), settled('win-1'))).toBe(false);
+    expect(asks('win-1', recorded(win('win-1')), failed('win-1'), deadLettered('win-1'))).toBe(false);
+  });
+
+  it('asks for a BET only while no attempt of it is recorded: its outcome was lost with its process', () => {
+    expect(asks('bet-1', recorded(bet('bet-1')))).toBe(true);
+    // A BET is attempted once: one whose attempt failed or timed out is its provider's to resubmit.
+    expect(asks('bet-1', recorded(bet('bet-1')), failed('bet-1'))).toBe(false);
+    expect(asks('bet-1', recorded(bet('bet-1')), timedOut('bet-1'))).toBe(false);
+    expect(asks('bet-1', recorded(bet('bet-1')), settled('bet-1', 'declined'))).toBe(false);
+    expect(asks('bet-1', recorded(bet('bet-1')), recorded(rollback('rb-1', 'bet-1')), voided('bet-1', 'rb-1'))).toBe(false);
   });
 });
 

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { CatalogStore } from '../../shared/catalog/store.ts';
-import { attemptStatus, betToAwaitBefore, isFinal, mayAttempt, roundDecider, type TxState, type WalletOutcome } from './decider.ts';
+import { attemptStatus, betToAwaitBefore, isFinal, mayAttempt, roundDecider, type RoundCommand, type RoundState, type TxState, type WalletOutcome } from './decider.ts';
+import { isRefusal } from '../../shared/decider.ts';
 import type { WalletReply } from './events.ts';
 import { handleCommand, readState } from '../../shared/eventstore/command.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
@@ -86,26 +87,44 @@ export interface HeldLease {
 }
 
 /**
+ * One wallet attempt made: the transaction as its outcome makes it (decided on the round the attempt
+ * was made on), and `record`, which appends the outcome and returns the transaction as recorded.
+ */
+export interface WalletAttempt {
+  tx: TxState;
+  record: () => Promise<TxState>;
+}
+
+/**
  * Calls the wallet once with the stored body and records the outcome. The caller holds the lease and
  * passes the round as it just read it. Returns the transaction unchanged when it may not be attempted,
  * or when the lease was lost meanwhile (another holder is attempting it).
  */
 export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, lease: HeldLease): Promise<TxState> {
+  const attempt = await callWallet(deps, ref, round, lease);
+  return 'record' in attempt ? attempt.record() : attempt.tx;
+}
+
+/**
+ * attemptWallet's call, without waiting for the outcome's append: the transaction as the wallet's
+ * reply makes it, and the append to make (see OutcomeWriter). `{ tx }` alone: nothing was attempted.
+ */
+export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, lease: HeldLease): Promise<WalletAttempt | { tx: TxState }> {
   let tx = round.state.txs.get(ref.transactionId);
   if (!tx) throw new Error(`transaction ${ref.transactionId} is not recorded in ${ref.roundStream}`);
-  if (!mayAttempt(round.state, ref.transactionId)) return tx;
+  if (!mayAttempt(round.state, ref.transactionId)) return { tx };
   const bet = betToAwaitBefore(tx);
   if (bet !== undefined && (await untilBetAttemptDone(deps, { roundStream: ref.roundStream, transactionId: bet }))) {
     round = await readRound(deps.eventStore, ref.roundStream);
     tx = round.state.txs.get(ref.transactionId)!;
-    if (!mayAttempt(round.state, ref.transactionId)) return tx;
+    if (!mayAttempt(round.state, ref.transactionId)) return { tx };
   }
   const operator = deps.catalog.snapshot().operators.get(tx.operatorId);
   const timeoutMs = operator?.walletTimeoutMs ?? 5000;
   // The lease must outlast the whole call. Taken just now (the usual case) it does; after a wait (a
   // ROLLBACK behind its BET, a slow record) it is renewed, and a holder that lost it does not call.
   const remaining = lease.takenAt + leaseTtl(timeoutMs) - Date.now();
-  if (remaining < timeoutMs + 1000 && !(await renewLease(deps.pool, lease.registryKey, ref.transactionId, lease.token, leaseTtl(timeoutMs)))) return tx;
+  if (remaining < timeoutMs + 1000 && !(await renewLease(deps.pool, lease.registryKey, ref.transactionId, lease.token, leaseTtl(timeoutMs)))) return { tx };
   const number = tx.attempts + 1;
   const startedAt = performance.now();
   const result: OutboundResult = operator
@@ -119,16 +138,25 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
   const outcome = classify(result);
   const durationMs = Math.round(performance.now() - startedAt);
   if (operator) deps.metrics?.walletTransaction(tx.operatorId, number, attemptStatus(tx.request.type, outcome), startedAt);
-  const { next, revision } = await handleCommand(
-    deps.eventStore,
-    ref.roundStream,
-    roundDecider,
-    { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: number, outcome, now: deps.now(), durationMs },
-    { known: round },
-  );
-  deps.rounds?.put(ref.roundStream, { state: next, revision });
-  deps.logger.debug({ transactionId: ref.transactionId, attempt: number, outcome: outcome.kind === 'reply' ? outcome.reply.status : outcome.kind }, 'wallet attempt');
-  return next.txs.get(ref.transactionId) ?? tx;
+  const command: RoundCommand = { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: number, outcome, now: deps.now(), durationMs };
+  const before = tx;
+  const known = round;
+  return {
+    tx: decidedOn(known, command).txs.get(ref.transactionId) ?? before,
+    record: async () => {
+      const { next, revision } = await handleCommand(deps.eventStore, ref.roundStream, roundDecider, command, { known });
+      deps.rounds?.put(ref.roundStream, { state: next, revision });
+      deps.logger.debug({ transactionId: ref.transactionId, attempt: number, outcome: outcome.kind === 'reply' ? outcome.reply.status : outcome.kind }, 'wallet attempt');
+      return next.txs.get(ref.transactionId) ?? before;
+    },
+  };
+}
+
+/** The round after the decider's answer to a command that never refuses, made on it (nothing stored). */
+function decidedOn(round: RoundSnapshot, command: RoundCommand): RoundState {
+  const decision = roundDecider.decide(command, round.state);
+  if (isRefusal(decision)) return round.state;
+  return decision.reduce((s, e, i) => roundDecider.evolve(s, e, { revision: round.revision + 1 + i }), round.state);
 }
 
 /**

@@ -26,6 +26,20 @@ export async function unsettledCredits(pool: Pool, quietSeconds: number): Promis
 }
 
 /**
+ * BETs recorded with no attempt recorded (workerAttempts: the outcome of their one attempt was lost with
+ * its process, or the attempt never ran), untouched for `quietSeconds`. Candidates only: the decider
+ * confirms each on its own stream, and the lease keeps out an attempt still under way.
+ */
+export async function unansweredBets(pool: Pool, quietSeconds: number): Promise<TxRow[]> {
+  const { rows } = await pool.query<{ round_stream: string; transaction_id: string; operator_id: string }>(
+    `SELECT round_stream, transaction_id, operator_id FROM rm_transactions
+     WHERE type = 'BET' AND status = 'recorded' AND attempts = 0 AND updated_at < now() - $1 * interval '1 second'`,
+    [quietSeconds],
+  );
+  return rows.map((r) => ({ roundStream: r.round_stream, transactionId: r.transaction_id, operatorId: r.operator_id }));
+}
+
+/**
  * Rounds the reconciler looks at, oldest first, at most `perOperator` per operator: open ones with
  * outstanding bets and no activity for staleAfterSeconds, and force-closed ones whose outstanding bets
  * are not all rolled back yet (a process died between closing and rolling back). Candidates only: the

@@ -7,10 +7,11 @@ import { evolveAppended, handleCommand, type KnownState } from '../../shared/eve
 import type { Claim, RecordRequest, RegistryEntry, StreamGuard, TransactionRecorder } from '../../shared/eventstore/port.ts';
 import { claimIsOwn, releaseClaim, releaseLease } from '../../shared/eventstore/registry.ts';
 import { isCredit, isFinal, roundDecider, type RoundCommand, type RoundRefusal, type RoundState, type SessionStanding, type TxState } from './decider.ts';
-import { attemptWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease } from './dispatch.ts';
+import { callWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease } from './dispatch.ts';
 import type { Origin, TransactionRequest } from './events.ts';
 import { enqueueRetry, type DispatchQueues } from './queue.ts';
 import type { RoundCache, RoundSnapshot } from './round-cache.ts';
+import type { OutcomeWriter } from './outcome-writer.ts';
 
 export interface LedgerDeps extends DispatchDeps {
   pool: Pool;
@@ -21,6 +22,11 @@ export interface LedgerDeps extends DispatchDeps {
   rounds: RoundCache;
   /** The event store's recorder: claims an id and records it (in one statement with the Postgres store). */
   recorder: TransactionRecorder;
+  /**
+   * Set: the submitter is answered as soon as the wallet replies, and the outcome is recorded behind the
+   * answer (the provider's transaction route). Unset: the outcome is recorded before the answer.
+   */
+  outcomes?: OutcomeWriter;
 }
 
 export interface Submission {
@@ -57,6 +63,8 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   const ttlMs = leaseTtl(walletTimeoutOf(deps, sub.operatorId));
   const token = leaseToken();
   const deadline = Date.now() + ttlMs + 1000;
+  // This process's outcome write on the round goes first: the round is then decided with it.
+  await deps.outcomes?.idle(sub.roundStream);
   const fast = await recordInOneTrip(deps, sub, mine, token, ttlMs);
   if (fast) return fast.tx;
   // The kick is checked with the first claim only: one after that point comes after the claim, as a
@@ -194,19 +202,46 @@ async function underLease(
         throw err;
       }
     }
-    const tx = await attemptWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease);
-    if (isCredit(tx.request.type) && !isFinal(tx.status)) {
-      await enqueueRetry(deps.queues, sub.operatorId, { roundStream: sub.roundStream, transactionId: txId }, deps.retryDelayMs).catch((err: unknown) =>
-        // The recovery sweep finds it from Postgres; nothing is lost.
-        deps.logger.warn({ err, transactionId: txId }, 'could not enqueue wallet retry'),
+    const attempt = await callWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease);
+    if (!('record' in attempt)) return attempt.tx;
+    if (deps.outcomes) {
+      // Answered now; the outcome is appended behind the answer, under the lease, which is the write's
+      // from here (see OutcomeWriter).
+      let recorded: TxState | undefined;
+      settled = true;
+      deps.outcomes.write(
+        sub.roundStream,
+        txId,
+        async () => {
+          recorded = await attempt.record();
+        },
+        () => afterOutcome(deps, sub, token, recorded),
       );
+      return attempt.tx;
     }
-    // Settled for good: nobody needs the lease again (waiters read the outcome), so it is left to lapse.
-    // Not a voided BET's: the ROLLBACK behind it waits while its lease is held (see attemptWallet).
-    settled = isFinal(tx.status) && tx.status !== 'voided';
+    const tx = await attempt.record();
+    settled = true;
+    await afterOutcome(deps, sub, token, tx);
     return tx;
   } finally {
     if (!settled) await releaseLease(deps.pool, sub.registryKey, txId, token);
   }
+}
+
+/**
+ * Once an attempt's outcome is recorded (undefined: it could not be): an unsettled credit goes to the
+ * retry queue, and the lease is released. Settled for good, nobody needs the lease again (waiters read
+ * the outcome), so it is left to lapse; not a voided BET's: the ROLLBACK behind it waits while its lease
+ * is held (see callWallet).
+ */
+async function afterOutcome(deps: LedgerDeps, sub: Submission, token: string, tx: TxState | undefined): Promise<void> {
+  const txId = sub.request.transactionId;
+  if (tx && isCredit(tx.request.type) && !isFinal(tx.status)) {
+    await enqueueRetry(deps.queues, sub.operatorId, { roundStream: sub.roundStream, transactionId: txId }, deps.retryDelayMs).catch((err: unknown) =>
+      // The recovery sweep finds it from Postgres; nothing is lost.
+      deps.logger.warn({ err, transactionId: txId }, 'could not enqueue wallet retry'),
+    );
+  }
+  if (!tx || !isFinal(tx.status) || tx.status === 'voided') await releaseLease(deps.pool, sub.registryKey, txId, token);
 }
 

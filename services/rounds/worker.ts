@@ -1,9 +1,9 @@
 import type { Job, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Pool } from '../../shared/db/pool.ts';
-import { isFinal, retriesExhausted } from './decider.ts';
+import { isCredit, isFinal, retriesExhausted, workerAttempts } from './decider.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { unsettledCredits } from './queries.ts';
+import { unansweredBets, unsettledCredits } from './queries.ts';
 import { deadLetter, dispatch, readTx, type DispatchDeps } from './dispatch.ts';
 import { bullConnection, createDispatchWorker, enqueueRetry, type DispatchJob, type DispatchQueues } from './queue.ts';
 
@@ -29,7 +29,8 @@ export interface RunningWorker {
 
 /**
  * The worker role: retries WIN, ROLLBACK and ADJUSTMENT (and reconciler rollbacks) until the wallet
- * answers, and every sweep finds unsettled credits again from Postgres, because Redis is not the record
+ * answers, asks the wallet once for a BET whose outcome was lost (workerAttempts), and every sweep finds
+ * unsettled credits and unanswered BETs again from Postgres, because Redis is not the record
  * of truth: after Redis lost its data, or a process died between recording and enqueueing, the sweep
  * puts them back on the queue.
  */
@@ -37,7 +38,12 @@ export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWo
   const connection: Redis = bullConnection(deps.redisUrl, true);
   const process = async (job: Job<DispatchJob>) => {
     const tx = await readTx(deps.eventStore, job.data);
-    if (!tx || isFinal(tx.status)) return;
+    if (!tx || !workerAttempts(tx)) return;
+    if (!isCredit(tx.request.type)) {
+      // A BET whose outcome was lost: asked once, to learn it (not retried, not dead-lettered).
+      if (!(await dispatch(deps, job.data, tx))) throw new Error('another process is attempting it right now');
+      return;
+    }
     if (retriesExhausted(tx, deps.now(), deps.retryWindowSeconds)) {
       if (!(await deadLetter(deps, job.data, tx, deps.retryWindowSeconds))) throw new Error('an attempt is in flight; dead-letter after it');
       logger.error({ transactionId: job.data.transactionId, attempts: tx.attempts }, 'transaction dead-lettered');
@@ -78,7 +84,7 @@ export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWo
 
   const sweep = async (): Promise<number> => {
     // Credits recorded and not settled for good; a few seconds old, so the attempt in flight is left to finish.
-    const rows = await unsettledCredits(deps.pool, 2);
+    const rows = [...(await unsettledCredits(deps.pool, 2)), ...(await unansweredBets(deps.pool, 2))];
     swept = new Set(rows.map((r) => r.operatorId));
     follow();
     for (const r of rows) await enqueueRetry(deps.queues, r.operatorId, { roundStream: r.roundStream, transactionId: r.transactionId }, 0);

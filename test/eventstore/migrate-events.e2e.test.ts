@@ -182,6 +182,8 @@ describe('npm run audit -- migrate-events to a store that holds something else',
     const token = await h.launch('mb-player');
     const bet = h.bet(token, { playerRef: 'mb-player' });
     expect((await h.tx(bet)).status).toBe(200);
+    // The outcome is recorded behind the answer: wait for it, then for every runner (the chain's too) to have it.
+    await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'applied'`, [bet.transactionId])).rowCount === 1);
     await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
     await h.svc.stop();
   }, 60_000);

@@ -147,6 +147,8 @@ export interface FakeWallet extends FakeServer {
   setLatency(type: TransactionBody['type'], ms: number): void;
   /** Decides a fault per transaction call (undefined: behave); for fault runs. */
   setChaos(chaos: ((tx: TransactionBody) => Chaos | undefined) | undefined): void;
+  /** Awaited before a transaction call is processed (say, to hold a lock of the service's while it replies). */
+  setBeforeProcessing(hook: ((tx: TransactionBody) => Promise<void>) | undefined): void;
 }
 
 /** A wallet fault: fail before applying, never answer, answer slowly, or apply and then answer too late. */
@@ -168,6 +170,7 @@ export async function startFakeWallet(secret: string, initialBalance = 10_000): 
   const inFlight = new Map<string, number>();
   const latency = new Map<string, number>();
   let chaos: ((tx: TransactionBody) => Chaos | undefined) | undefined;
+  let beforeProcessing: ((tx: TransactionBody) => Promise<void>) | undefined;
   const maxInFlight = new Map<string, number>();
   const movements: Array<{ transactionId: string; playerRef: string; delta: number }> = [];
   let balanceReply: Reply | undefined;
@@ -192,6 +195,7 @@ export async function startFakeWallet(secret: string, initialBalance = 10_000): 
       inFlight.set(tx.transactionId, now);
       maxInFlight.set(tx.transactionId, Math.max(now, maxInFlight.get(tx.transactionId) ?? 0));
       res.on('close', () => inFlight.set(tx.transactionId, (inFlight.get(tx.transactionId) ?? 1) - 1));
+      await beforeProcessing?.(tx);
       const scripted = scripts.get(tx.transactionId)?.shift() ?? scripts.get(`type:${tx.type}`)?.shift() ?? scripts.get('*')?.shift();
       if (scripted) return send(res, scripted);
       const delay = latency.get(tx.type);
@@ -242,6 +246,7 @@ export async function startFakeWallet(secret: string, initialBalance = 10_000): 
     declineBets: (p) => decliners.add(p),
     setLatency: (type, ms) => latency.set(type, ms),
     setChaos: (c) => (chaos = c),
+    setBeforeProcessing: (h) => (beforeProcessing = h),
     close: () => closeServer(server),
   };
 }

@@ -1,0 +1,85 @@
+import type { Logger } from '../../shared/logger.ts';
+
+/**
+ * Write-behind of wallet outcomes (ADR 4, docs/architecture.md): the provider is answered as soon as the
+ * wallet has replied, and the outcome is appended right after, off the answer's path, where concurrent
+ * appends share one round trip and one commit (the event store's group commit).
+ *
+ * Safe because the write-ahead record is durable before the wallet is called, and the wallet is
+ * idempotent on the transactionId (API document 4.2 rule 2: a repeat gets the stored reply verbatim and
+ * moves no money). An outcome lost with its process is learned again by asking the wallet with the same
+ * body: the worker's recovery sweep does so for a BET (`unansweredBets`) and for a credit
+ * (`unsettledCredits`), and an identical resubmission does so once the lease has lapsed.
+ *
+ * The writer keeps the order of one round's writes in this process: a transaction of a round waits
+ * (`idle`) until this process's outcome write on that round is done, so it is decided on a round that
+ * holds it and appends after it. A write that fails (Postgres unreachable, connections killed) is tried
+ * again until it succeeds or the process stops.
+ */
+export class OutcomeWriter {
+  /** The last write queued per round stream (each waits for the one before it). */
+  private readonly pending = new Map<string, Promise<void>>();
+  private closing = false;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly retryMaxMs = 2000,
+  ) {}
+
+  /** Resolves once no outcome write of this process is pending on the round. */
+  async idle(roundStream: string): Promise<void> {
+    for (let p = this.pending.get(roundStream); p; p = this.pending.get(roundStream)) await p;
+  }
+
+  /**
+   * Queues `write` (the outcome's append) after the round's pending writes, retried until it succeeds;
+   * then `after` (releasing the lease, handing a credit to the retry queue) runs, whether it succeeded or
+   * the process stopped first.
+   */
+  write(roundStream: string, transactionId: string, write: () => Promise<void>, after: () => Promise<void>): void {
+    const before = this.pending.get(roundStream);
+    // Assigned before the body below first resumes (it always awaits before its finally).
+    let done: Promise<void> | undefined;
+    done = (async () => {
+      if (before) await before;
+      try {
+        await this.untilWritten(transactionId, write);
+      } finally {
+        await after().catch((err: unknown) => this.logger.warn({ err, transactionId }, 'after an outcome write'));
+        if (this.pending.get(roundStream) === done) this.pending.delete(roundStream);
+      }
+    })();
+    this.pending.set(roundStream, done);
+  }
+
+  private async untilWritten(transactionId: string, write: () => Promise<void>): Promise<void> {
+    for (let pause = 25; ; pause = Math.min(pause * 2, this.retryMaxMs)) {
+      try {
+        await write();
+        return;
+      } catch (err) {
+        if (this.closing) {
+          // The recovery sweep asks the wallet again with the same body: nothing is lost.
+          this.logger.error({ err, transactionId }, 'stopping with a wallet outcome unrecorded; the recovery sweep learns it again from the wallet');
+          return;
+        }
+        this.logger.warn({ err, transactionId, retryInMs: pause }, 'could not record a wallet outcome; trying again');
+        await new Promise((r) => setTimeout(r, pause));
+      }
+    }
+  }
+
+  /** Outcome writes still pending in this process. */
+  get size(): number {
+    return this.pending.size;
+  }
+
+  /**
+   * On shutdown, after the last request: waits for the pending writes. One that still fails is then
+   * given up (logged) instead of tried again, so a stop never hangs on an unreachable store.
+   */
+  async drain(): Promise<void> {
+    this.closing = true;
+    while (this.pending.size > 0) await Promise.all([...this.pending.values()]);
+  }
+}

@@ -1,0 +1,161 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { roundStream } from '../../services/rounds/events.ts';
+import { OP1, PROV_A, testCatalog } from '../helpers/catalog.ts';
+import { startFakeWallet, type FakeWallet } from '../helpers/fakes.ts';
+import { createTestEnv, spawnService, writeCatalogFile, type SpawnedService, type TestEnv } from '../helpers/service.ts';
+import { signedRequest } from '../helpers/signing.ts';
+
+/**
+ * The provider is answered as soon as the wallet replies; the outcome is recorded behind the answer
+ * (ADR 4). These tests hold the outcome's append back with the round stream's own lock (the one every
+ * append to it takes, in Postgres), taken by the wallet while it replies: the answer must not wait
+ * for it, and whatever happens to the api meanwhile, the outcome ends up recorded, learned again from
+ * the wallet if the api died, and the wallet moves the money once.
+ */
+const BET_REPLY = '{"status":"OK","balance":9750}';
+
+describe('the outcome recorded behind the answer', () => {
+  let env: TestEnv;
+  let wallet: FakeWallet;
+  let api: SpawnedService | undefined;
+  let worker: SpawnedService | undefined;
+  let file: string;
+  let db: pg.Client;
+  const common = () => ({ ...env.env(), RECOVERY_SWEEP_SECONDS: '1', DISPATCH_BACKOFF_BASE_MS: '200', DISPATCH_BACKOFF_MAX_MS: '500' });
+
+  beforeAll(async () => {
+    env = await createTestEnv('writebehind');
+    wallet = await startFakeWallet(OP1.secret);
+    // A short wallet timeout: a dead api's lease (timeout + 5 s) lapses sooner.
+    file = await writeCatalogFile(testCatalog({ walletUrl: wallet.url, walletTimeoutMs: 500 }));
+    db = new pg.Client({ connectionString: env.db.url });
+    await db.connect();
+    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+  });
+  afterAll(async () => {
+    await Promise.all([api?.stop(), worker?.stop()]);
+    await db?.end();
+    await wallet?.close();
+    await env?.cleanup();
+  });
+
+  const until = async (check: () => boolean | Promise<boolean>, timeoutMs = 30_000) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error('condition not met in time');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  };
+  const launch = async (url: string, playerRef: string) =>
+    (await signedRequest<{ sessionToken: string }>(url, { path: '/v1/operator/games/launch', body: { playerRef, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, as: OP1 })).json.sessionToken;
+  const post = (url: string, body: Record<string, unknown>) => signedRequest(url, { path: '/v1/wallet/transaction', body, as: PROV_A });
+  const types = async (stream: string) => (await db.query<{ type: string }>('SELECT type FROM es_events WHERE stream_id = $1 ORDER BY revision', [stream])).rows.map((r) => r.type);
+  const settledReply = async (stream: string, txId: string) =>
+    (
+      await db.query<{ body: string }>(
+        `SELECT data->'reply'->>'body' AS body FROM es_events WHERE stream_id = $1 AND type = 'TransactionSettled' AND data->>'transactionId' = $2`,
+        [stream, txId],
+      )
+    ).rows.map((r) => r.body);
+
+  const lockWaiter = async () => (await db.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)).rowCount! > 0;
+  /** Ends the connections waiting for an advisory lock in this database (an append waiting for the held round). */
+  const terminateLockWaiters = async () => {
+    const { rowCount } = await db.query(
+      `SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' AND NOT l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+    );
+    expect(rowCount).toBe(1);
+  };
+
+  /** While the wallet processes `txId`, another connection takes the round's append lock and keeps it until released. */
+  const holdAppendsDuring = (stream: string, txId: string) => {
+    const holder = new pg.Client({ connectionString: env.db.url });
+    let taken = false;
+    wallet.setBeforeProcessing(async (tx) => {
+      if (tx.transactionId !== txId || taken) return;
+      taken = true;
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query('SELECT pg_advisory_xact_lock(7281004, hashtext($1))', [stream]);
+    });
+    return {
+      release: async () => {
+        wallet.setBeforeProcessing(undefined);
+        if (!taken) return;
+        await holder.query('COMMIT');
+        await holder.end();
+      },
+    };
+  };
+
+  it('answers the BET before its outcome is recorded; the api dies; the worker learns the outcome again from the wallet, which moves the money once', async () => {
+    const token = await launch(api!.url, 'wb-1');
+    const stream = roundStream(PROV_A.id, OP1.id, 'wb-round-1');
+    const base = { sessionToken: token, roundId: 'wb-round-1', playerRef: 'wb-1', currency: 'EUR', gameId: 'fruit-1' };
+    const bet = { ...base, transactionId: 'wb-bet-1', type: 'BET', roundComplete: false, amount: 250 };
+    const hold = holdAppendsDuring(stream, bet.transactionId);
+    try {
+      const answered = await post(api!.url, bet);
+      // Answered with the wallet's reply while the outcome's append still waits for the round's lock.
+      expect(answered.status).toBe(200);
+      expect(answered.text).toBe(BET_REPLY);
+      expect(await types(stream)).toEqual(['TransactionRecorded']);
+      // The api dies before it could record the outcome: the append it had sent goes with its connection.
+      await until(lockWaiter);
+      expect(await api!.stop('SIGKILL')).toBe(null);
+      api = undefined;
+      await terminateLockWaiters();
+    } finally {
+      await hold.release();
+    }
+    expect(await types(stream)).toEqual(['TransactionRecorded']);
+
+    // The worker's recovery sweep finds the unanswered BET once the dead api's lease has lapsed, and
+    // asks the wallet again with the same body: the wallet answers from its idempotency record.
+    worker = await spawnService({ ...common(), ROLES: 'worker,projector' });
+    await until(async () => (await settledReply(stream, bet.transactionId)).length === 1);
+    expect(await settledReply(stream, bet.transactionId)).toEqual([BET_REPLY]);
+    expect(wallet.calls.filter((c) => (c.body as { transactionId?: string }).transactionId === bet.transactionId)).toHaveLength(2);
+    expect(wallet.effects.get(bet.transactionId)).toBe(1);
+    expect(wallet.balances.get('wb-1')).toBe(9_750);
+
+    // A new api answers the provider's resubmission byte for byte as the first answer, and the round goes on.
+    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    const again = await post(api.url, bet);
+    expect(again.status).toBe(200);
+    expect(again.text).toBe(BET_REPLY);
+    const win = await post(api.url, { ...base, transactionId: 'wb-win-1', type: 'WIN', roundComplete: true, amount: 400 });
+    expect(win.text).toBe('{"status":"OK","balance":10150}');
+    await until(async () => (await db.query(`SELECT status FROM rm_transactions WHERE transaction_id = 'wb-bet-1'`)).rows[0]?.status === 'applied');
+  }, 90_000);
+
+  it('keeps trying an outcome append that fails (its connection killed), then records it; a stop waits for it', async () => {
+    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    const token = await launch(api.url, 'wb-2');
+    const stream = roundStream(PROV_A.id, OP1.id, 'wb-round-2');
+    const win = { sessionToken: token, roundId: 'wb-round-2', playerRef: 'wb-2', currency: 'EUR', gameId: 'fruit-1' };
+    expect((await post(api.url, { ...win, transactionId: 'wb-bet-2', type: 'BET', roundComplete: false, amount: 100 })).status).toBe(200);
+    await until(async () => (await types(stream)).length === 2);
+    const hold = holdAppendsDuring(stream, 'wb-win-2');
+    let stopped: Promise<number | null> | undefined;
+    try {
+      const answered = await post(api.url, { ...win, transactionId: 'wb-win-2', type: 'WIN', roundComplete: true, amount: 300 });
+      expect(answered.text).toBe('{"status":"OK","balance":10200}');
+      // The append waiting for the lock loses its connection: it fails, and is tried again.
+      await until(lockWaiter);
+      await terminateLockWaiters();
+      // A graceful stop now does not drop the outcome: it waits for the append.
+      stopped = api.stop('SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await types(stream)).toEqual(['TransactionRecorded', 'TransactionSettled', 'TransactionRecorded']);
+    } finally {
+      await hold.release();
+    }
+    expect(await stopped).toBe(0);
+    api = undefined;
+    expect(await types(stream)).toEqual(['TransactionRecorded', 'TransactionSettled', 'TransactionRecorded', 'TransactionSettled']);
+    expect(await settledReply(stream, 'wb-win-2')).toEqual(['{"status":"OK","balance":10200}']);
+    expect(wallet.effects.get('wb-win-2')).toBe(1);
+  }, 60_000);
+});
