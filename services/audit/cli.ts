@@ -17,7 +17,7 @@ import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
 import { verifyChain } from '../chain/verify.ts';
 import { archiveChain, catchUpChain } from '../chain/archive.ts';
-import { rebuildProjection, verifyProjection, type Difference } from './rebuild.ts';
+import { rebuildProjections, verifyProjection, type Difference } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 const USAGE = `usage: npm run audit -- verify|rebuild [--projection NAME]
@@ -143,12 +143,10 @@ async function migrateEvents(pool: Pool, source: EventStore, setting: string, da
       return 1;
     }
     process.stdout.write(`both stores hold the same ${compared} events, in the same order\n`);
-    for (const p of allProjections()) {
-      const bar = progressBar(p.name, copied.events);
-      const position = await rebuildProjection(pool, target, p, bar.update);
-      bar.done();
-      process.stdout.write(`${p.name}: rebuilt from the ${target.kind} store, live from ${position}\n`);
-    }
+    const bar = progressBar('read models', copied.events);
+    const position = await rebuildProjections(pool, target, allProjections(), bar.update);
+    bar.done();
+    for (const p of allProjections()) process.stdout.write(`${p.name}: rebuilt from the ${target.kind} store, live from ${position}\n`);
     const archived = await archiveChain(pool, source.kind, (tx) => setCheckpointStore(tx, target.kind));
     process.stdout.write(`chain: the ${source.kind} store's chain (${archived.events} events) archived as epoch ${archived.epoch}; the ${target.kind} store's starts at its first event\n`);
     process.stdout.write(`done: start every process with EVENT_STORE=${setting}\n`);
@@ -217,7 +215,8 @@ async function main(): Promise<number> {
   if (state === 'missing') return fail(`database ${name} does not exist on ${db.host}: nothing to audit (audit never creates a database; set DATABASE_URL to the ledger's)`);
   if (typeof state === 'object') return fail(`cannot connect to ${where}: ${state.unreachable}`);
   if (state === 'no ledger') return fail(`${where} holds no ledger (the service never ran on it): nothing to audit; set DATABASE_URL to the ledger's`);
-  const pool = createPool(config.databaseUrl, 4);
+  // A rebuild applies each read model on a connection of its own, beside the store's reads.
+  const pool = createPool(config.databaseUrl, allProjections().length + 3);
   await migrate(pool, allMigrations);
   const store = await createEventStore(config.eventStore, pool, config.databaseUrl);
   const total = await store.eventCount();
@@ -235,22 +234,23 @@ async function main(): Promise<number> {
       // Empty read models "match" an empty history: nothing would have been checked.
       return fail(`the history is empty: nothing to verify in ${where}`);
     }
-    for (const p of projections) {
+    if (command === 'rebuild') {
+      // One replay of the history for every read model asked for.
+      const bar = progressBar(projections.length === 1 ? projections[0]!.name : 'read models', total);
+      const position = await rebuildProjections(pool, store, projections, bar.update);
+      bar.done();
+      for (const p of projections) process.stdout.write(`${p.name}: rebuilt from the history, live from ${position}\n`);
+    }
+    for (const p of command === 'verify' ? projections : []) {
       const bar = progressBar(p.name, total);
-      if (command === 'verify') {
-        const result = await verifyProjection(pool, store, p, bar.update);
-        bar.done();
-        if (result.differences.length === 0) {
-          process.stdout.write(`${p.name}: matches a rebuild from the history (at ${result.position})\n`);
-        } else {
-          failed = true;
-          process.stdout.write(`${p.name}: ${result.differences.length} row(s) differ from a rebuild from the history (at ${result.position}):\n`);
-          for (const d of result.differences) process.stdout.write(`${describe(d)}\n`);
-        }
+      const result = await verifyProjection(pool, store, p, bar.update);
+      bar.done();
+      if (result.differences.length === 0) {
+        process.stdout.write(`${p.name}: matches a rebuild from the history (at ${result.position})\n`);
       } else {
-        const position = await rebuildProjection(pool, store, p, bar.update);
-        bar.done();
-        process.stdout.write(`${p.name}: rebuilt from the history, live from ${position}\n`);
+        failed = true;
+        process.stdout.write(`${p.name}: ${result.differences.length} row(s) differ from a rebuild from the history (at ${result.position}):\n`);
+        for (const d of result.differences) process.stdout.write(`${describe(d)}\n`);
       }
     }
   } finally {

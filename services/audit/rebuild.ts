@@ -1,22 +1,46 @@
 import { randomBytes } from 'node:crypto';
 import { handles, type Projection } from '../../projections/runner.ts';
 import { withTransaction, type Pool, type PoolClient } from '../../shared/db/pool.ts';
-import { comparePositions, START, type EventStore, type Position } from '../../shared/eventstore/port.ts';
+import { comparePositions, START, type EventStore, type Position, type RecordedEvent } from '../../shared/eventstore/port.ts';
 
-const BATCH = 500;
+/** Events a replay reads and applies at a time (one transaction per page of the scratch tables). */
+const BATCH = 2000;
 
 export interface Progress {
   (replayed: number): void;
 }
 
-/** A schema of empty tables shaped like a projection's live ones. */
+/**
+ * A schema of empty tables shaped like a projection's live ones. Unlogged: a replay writes them without
+ * the write-ahead log (a crash loses them, and they are thrown away anyway); what is kept is copied into
+ * the live, logged tables in one statement per table.
+ */
 export async function createScratch(pool: Pool, projections: Projection[]): Promise<string> {
   const schema = `audit_${randomBytes(5).toString('hex')}`;
   await pool.query(`CREATE SCHEMA ${schema}`);
   for (const p of projections) {
-    for (const t of p.tables) await pool.query(`CREATE TABLE ${schema}.${t.name} (LIKE public.${t.name} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)`);
+    for (const t of p.tables) {
+      await pool.query(`CREATE UNLOGGED TABLE ${schema}.${t.name} (LIKE public.${t.name} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`);
+      // Only the unique indexes (the keys apply() upserts and looks rows up by): the others serve the
+      // live tables' queries, and a replay only writes them.
+      for (const columns of await uniqueIndexes(pool, t.name)) await pool.query(`CREATE UNIQUE INDEX ON ${schema}.${t.name} (${columns})`);
+    }
   }
   return schema;
+}
+
+/** The column lists of a live table's unique indexes (its primary key among them). */
+async function uniqueIndexes(pool: Pool, table: string): Promise<string[]> {
+  const { rows } = await pool.query<{ columns: string }>(
+    `SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.n) AS columns
+     FROM pg_index i
+     JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true
+     JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+     WHERE i.indrelid = ('public.' || quote_ident($1))::regclass AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
+     GROUP BY i.indexrelid`,
+    [table],
+  );
+  return rows.map((r) => r.columns);
 }
 
 export async function dropScratch(pool: Pool, schema: string): Promise<void> {
@@ -39,32 +63,55 @@ export async function replayInto(
   let position = from;
   let replayed = 0;
   if (until !== undefined && comparePositions(from, until) >= 0) return from;
-  for (;;) {
-    const page = await store.readAll({ from: position, maxCount: BATCH });
-    const cut = until === undefined ? page : page.slice(0, page.findIndex((e) => e.position === until) + 1 || page.length);
-    if (cut.length === 0) return position;
-    const client = 'release' in pool ? pool : await (pool as Pool).connect();
-    const own = client !== pool;
+  const read = (after: Position) => {
+    const page = store.readAll({ from: after, maxCount: BATCH });
+    page.catch(() => undefined); // awaited below; not unhandled while a page is applied
+    return page;
+  };
+  // In the caller's transaction (a client), one after the other; from a pool, each projection on a
+  // connection of its own, all at once (their tables are disjoint), one transaction per page each.
+  const own = !('release' in pool);
+  const clients: PoolClient[] = own ? await Promise.all(projections.map(() => (pool as Pool).connect())) : [];
+  const applyOn = async (client: PoolClient, p: Projection, events: RecordedEvent[]) => {
+    const relevant = events.filter((e) => handles(p, e.type));
+    if (relevant.length === 0) return;
+    if (own) await client.query('BEGIN');
     try {
-      if (own) await client.query('BEGIN');
       await client.query(`SET LOCAL search_path TO ${schema}, public`);
-      for (const p of projections) {
-        const relevant = cut.filter((e) => handles(p, e.type));
-        if (relevant.length > 0) await p.apply(relevant, client);
-      }
+      await p.apply(relevant, client);
       if (own) await client.query('COMMIT');
       else await client.query('SET LOCAL search_path TO public');
     } catch (err) {
       if (own) await client.query('ROLLBACK').catch(() => undefined);
       throw err;
-    } finally {
-      if (own) (client as PoolClient).release();
     }
-    position = cut[cut.length - 1]!.position;
-    replayed += cut.length;
-    progress?.(replayed);
-    if (until !== undefined && position === until) return position;
-    if (page.length < BATCH) return position;
+  };
+  let pages = 0;
+  try {
+    let next = read(position);
+    for (;;) {
+      const page = await next;
+      const cut = until === undefined ? page : page.slice(0, page.findIndex((e) => e.position === until) + 1 || page.length);
+      if (cut.length === 0) return position;
+      const last = cut[cut.length - 1]!.position;
+      const more = page.length === BATCH && !(until !== undefined && last === until);
+      // The next page is read while this one is applied: the store and the scratch tables work at once.
+      if (more) next = read(last);
+      if (own) await Promise.all(projections.map((p, i) => applyOn(clients[i]!, p, cut)));
+      else for (const p of projections) await applyOn(pool as PoolClient, p, cut);
+      position = last;
+      replayed += cut.length;
+      progress?.(replayed);
+      if (!more) return position;
+      // The scratch tables are new, so the planner knows nothing of their size: refreshed as they double,
+      // their statistics keep every statement on its index lookups (a plan made for an empty table scans).
+      pages += 1;
+      if (own && (pages & (pages - 1)) === 0) {
+        await Promise.all(projections.map((p, i) => clients[i]!.query(`ANALYZE ${p.tables.map((t) => `${schema}.${t.name}`).join(', ')}`)));
+      }
+    }
+  } finally {
+    for (const c of clients) c.release();
   }
 }
 
@@ -137,41 +184,54 @@ export async function verifyProjection(pool: Pool, store: EventStore, projection
 }
 
 /**
- * Replaces a projection's live rows with a fresh rebuild, while the service runs: rebuild in scratch
- * tables, then in one transaction lock the live tables (the runner's batch in flight finishes first),
- * hold the checkpoint, catch the scratch up to the head, swap the rows in and move the checkpoint to
- * where the scratch stands. The live runner's next batch then starts from there (its compare-and-set
- * fails against the moved checkpoint, so nothing is applied twice).
+ * Replaces the projections' live rows with a fresh rebuild, while the service runs: one replay of the
+ * history into scratch tables for all of them, then in one transaction lock the live tables (the
+ * runners' batches in flight finish first), hold the checkpoints, catch the scratch up to the head, swap
+ * the rows in and move every checkpoint to where the scratch stands. Each live runner's next batch then
+ * starts from there (its compare-and-set fails against the moved checkpoint, so nothing is applied twice).
  */
-export async function rebuildProjection(pool: Pool, store: EventStore, projection: Projection, progress?: Progress): Promise<Position> {
-  const schema = await createScratch(pool, [projection]);
+export async function rebuildProjections(pool: Pool, store: EventStore, projections: Projection[], progress?: Progress): Promise<Position> {
+  const schema = await createScratch(pool, projections);
   try {
-    const first = await replayInto(pool, store, schema, [projection], START, undefined, progress);
+    const first = await replayInto(pool, store, schema, projections, START, undefined, progress);
+    const tables = projections.flatMap((p) => p.tables.map((t) => t.name));
+    const names = projections.map((p) => p.name).sort();
     const position = await withTransaction(pool, async (client) => {
-      // Tables first, then the checkpoint: the order the runner takes them in, so the two cannot deadlock.
-      await client.query(`LOCK TABLE ${projection.tables.map((t) => `public.${t.name}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
-      await client.query(
-        `INSERT INTO projection_checkpoints (name, position) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
-        [projection.name, START],
-      );
-      await client.query('SELECT position FROM projection_checkpoints WHERE name = $1 FOR UPDATE', [projection.name]);
-      const built = await replayInto(client, store, schema, [projection], first, undefined, progress);
-      for (const t of projection.tables) {
-        await client.query(`DELETE FROM public.${t.name}`);
-        await client.query(`INSERT INTO public.${t.name} SELECT * FROM ${schema}.${t.name}`);
+      // Tables first, then the checkpoints: the order the runners take them in, so none can deadlock.
+      await client.query(`LOCK TABLE ${tables.map((t) => `public.${t}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
+      await client.query(`INSERT INTO projection_checkpoints (name, position) SELECT unnest($1::text[]), $2 ON CONFLICT (name) DO NOTHING`, [names, START]);
+      await client.query('SELECT position FROM projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE', [names]);
+      const built = await replayInto(client, store, schema, projections, first, undefined, progress);
+      // Under the lock nobody else reads or writes them: emptied at once, then filled in one statement each,
+      // the indexes that back no constraint built afterwards in one pass (far cheaper than row by row).
+      await client.query(`TRUNCATE ${tables.map((t) => `public.${t}`).join(', ')}`);
+      await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
+      for (const t of tables) {
+        const { rows: indexes } = await client.query<{ name: string; definition: string }>(
+          `SELECT i.indexrelid::regclass::text AS name, pg_get_indexdef(i.indexrelid) AS definition FROM pg_index i
+           WHERE i.indrelid = ('public.' || quote_ident($1))::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)`,
+          [t],
+        );
+        for (const i of indexes) await client.query(`DROP INDEX ${i.name}`);
+        await client.query(`INSERT INTO public.${t} SELECT * FROM ${schema}.${t}`);
+        for (const i of indexes) await client.query(i.definition);
       }
-      await client.query(`UPDATE projection_checkpoints SET position = $2, updated_at = now() WHERE name = $1`, [projection.name, built]);
+      await client.query(`UPDATE projection_checkpoints SET position = $2, updated_at = now() WHERE name = ANY($1::text[])`, [names, built]);
       return built;
     });
     // Every row was just replaced: the planner's statistics describe the tables before. Until autovacuum
     // gets to them, a query planned on those (a page of a million-row table estimated at nine rows) can
     // take a plan a hundred times slower.
-    for (const t of projection.tables) await pool.query(`ANALYZE public.${t.name}`);
+    for (const t of tables) await pool.query(`ANALYZE public.${t}`);
     return position;
   } finally {
     await dropScratch(pool, schema);
   }
 }
+
+/** rebuildProjections for one projection. */
+export const rebuildProjection = (pool: Pool, store: EventStore, projection: Projection, progress?: Progress): Promise<Position> =>
+  rebuildProjections(pool, store, [projection], progress);
 
 async function checkpointOf(pool: Pool, name: string): Promise<Position> {
   const { rows } = await pool.query<{ position: string }>('SELECT position FROM projection_checkpoints WHERE name = $1', [name]);

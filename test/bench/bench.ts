@@ -15,6 +15,8 @@ import { CpuMeter } from './cpu.ts';
 import { isolationMain } from './isolation.ts';
 import { reconciliationMain } from './reconciliation.ts';
 import { chainMain } from './chain.ts';
+import { rebuildMain } from './rebuild.ts';
+import { readFileSync } from 'node:fs';
 import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
@@ -23,6 +25,8 @@ const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat
        npm run bench -- --isolation [--backlog N] [--samples N]
        npm run bench -- --reconciliation [--transactions N] [--samples N]
        npm run bench -- --chain [--events N]
+       npm run bench -- --rebuild [--events N]
+       npm run bench -- --soak [--seconds N] [--rates R] [--one-process]
 
 BET+WIN rounds through the ledger and through a bare forwarder (signature check and forward, no ledger)
 against the same fast wallet: throughput at saturation, latency percentiles at fixed offered rates.
@@ -42,6 +46,9 @@ against the same fast wallet: throughput at saturation, latency percentiles at f
     --samples N    requests per measured kind, 1..10000 (default 200)
   --chain          instead: the hash chain on a large history (linking rate; verify-chain's rate and memory)
     --events N     history size, 1000..10000000 (default 1000000)
+  --rebuild        instead: \`npm run audit -- rebuild\` on a large history (its rate and memory; --events as above)
+  --soak           instead: the ledger alone at one offered rate (--rates, one value, default 1000) for
+                   --seconds (default 300), the api's memory (RSS) read every second
   --help           this text
 
 Exit status: 0 measured, 1 it failed or measured nothing (every transaction of a target failed), 2 bad usage.`;
@@ -60,6 +67,8 @@ const { values: opts } = cli.parse({
     reconciliation: { type: 'boolean' },
     transactions: { type: 'string' },
     chain: { type: 'boolean' },
+    rebuild: { type: 'boolean' },
+    soak: { type: 'boolean' },
     events: { type: 'string' },
     help: { type: 'boolean' },
   },
@@ -67,21 +76,26 @@ const { values: opts } = cli.parse({
 const ISOLATION = opts.isolation === true;
 const RECONCILIATION = opts.reconciliation === true;
 const CHAIN = opts.chain === true;
-if ([ISOLATION, RECONCILIATION, CHAIN].filter(Boolean).length > 1) cli.fail('--isolation, --reconciliation and --chain are different benchmarks: one at a time');
+const REBUILD = opts.rebuild === true;
+const SOAK = opts.soak === true;
+if ([ISOLATION, RECONCILIATION, CHAIN, REBUILD, SOAK].filter(Boolean).length > 1) cli.fail('--isolation, --reconciliation, --chain, --rebuild and --soak are different benchmarks: one at a time');
 for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only'] as const) {
   if (ISOLATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --isolation`);
   if (RECONCILIATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --reconciliation`);
   if (CHAIN && opts[o] !== undefined) cli.fail(`--${o} does not apply to --chain`);
+  if (REBUILD && opts[o] !== undefined) cli.fail(`--${o} does not apply to --rebuild`);
 }
-if (!CHAIN && opts.events !== undefined) cli.fail('--events applies only with --chain');
+for (const o of ['repeat', 'ledger-only'] as const) if (SOAK && opts[o] !== undefined) cli.fail(`--${o} does not apply to --soak`);
+if (!CHAIN && !REBUILD && opts.events !== undefined) cli.fail('--events applies only with --chain or --rebuild');
 if (!ISOLATION && opts.backlog !== undefined) cli.fail('--backlog applies only with --isolation');
 if (!RECONCILIATION && opts.transactions !== undefined) cli.fail('--transactions applies only with --reconciliation');
 if (!ISOLATION && !RECONCILIATION && opts.samples !== undefined) cli.fail('--samples applies only with --isolation or --reconciliation');
-const SECONDS = opts.seconds !== undefined ? cli.whole('seconds', opts.seconds, 1, 3600) : 10;
-const RATES = (opts.rates ?? '100,500,1000').split(',').map((r) => (/^\d{1,7}$/.test(r) && Number(r) >= 1 && Number(r) <= 1_000_000 ? Number(r) : cli.fail(`--rates must be whole numbers 1..1000000 separated by commas, not "${opts.rates}"`)));
+const SECONDS = opts.seconds !== undefined ? cli.whole('seconds', opts.seconds, 1, 3600) : SOAK ? 300 : 10;
+const RATES = (opts.rates ?? (SOAK ? '1000' : '100,500,1000')).split(',').map((r) => (/^\d{1,7}$/.test(r) && Number(r) >= 1 && Number(r) <= 1_000_000 ? Number(r) : cli.fail(`--rates must be whole numbers 1..1000000 separated by commas, not "${opts.rates}"`)));
 const REPEAT = opts.repeat !== undefined ? cli.whole('repeat', opts.repeat, 1, 100) : 3;
 const ONE_PROCESS = opts['one-process'] === true;
-const LEDGER_ONLY = opts['ledger-only'] === true;
+const LEDGER_ONLY = opts['ledger-only'] === true || SOAK;
+if (SOAK && RATES.length !== 1) cli.fail('--soak runs at one offered rate: give --rates one value');
 const BACKLOG = opts.backlog !== undefined ? cli.whole('backlog', opts.backlog, 1, 100_000) : 300;
 const SAMPLES = opts.samples !== undefined ? cli.whole('samples', opts.samples, 1, RECONCILIATION ? 10_000 : 1000) : RECONCILIATION ? 200 : 5;
 const EVENTS = opts.events !== undefined ? cli.whole('events', opts.events, 1000, 10_000_000) : 1_000_000;
@@ -221,6 +235,47 @@ async function waitHealthy(url: string): Promise<void> {
   throw new Error(`${url} did not come up`);
 }
 
+const MB = 1_000_000;
+
+/** The api's resident memory (VmRSS) in bytes, read from /proc. */
+function rssOf(pid: number): number | undefined {
+  try {
+    const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb ? Number(kb) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * --soak: the ledger at one offered rate for SECONDS, the api's RSS read every second and printed per
+ * minute (its median, and the peak): it must level off, not climb with the transactions carried.
+ */
+async function soak(t: Target, apiPid: number, cpu: CpuMeter, measured: (t: Target, r: PhaseResult) => PhaseResult): Promise<number> {
+  const rate = RATES[0]!;
+  console.log(`\nsoak: ${rate} tx/s offered (open loop) for ${SECONDS} s, the api's RSS read every second`);
+  const samples: Array<{ at: number; rss: number }> = [];
+  const begin = performance.now();
+  const atStart = rssOf(apiPid);
+  const meter = setInterval(() => {
+    const rss = rssOf(apiPid);
+    if (rss !== undefined) samples.push({ at: (performance.now() - begin) / 1000, rss });
+  }, 1000);
+  cpu.start();
+  const r = measured(t, await fixedRate(t, rate, SECONDS));
+  clearInterval(meter);
+  console.log(`  ${t.name.padEnd(10)} ${fmt(r)}`);
+  console.log(`  ${''.padEnd(10)} ${cpu.stop()}`);
+  const perMinute: string[] = [];
+  for (let m = 0; m * 60 < SECONDS; m++) {
+    const inMinute = samples.filter((x) => x.at >= m * 60 && x.at < (m + 1) * 60).map((x) => x.rss).sort((a, b) => a - b);
+    if (inMinute.length > 0) perMinute.push(`${(inMinute[Math.floor(inMinute.length / 2)]! / MB).toFixed(0)}`);
+  }
+  const peak = Math.max(...samples.map((x) => x.rss));
+  console.log(`  api RSS (MB): ${atStart !== undefined ? (atStart / MB).toFixed(0) : '?'} after the warm-up; median per minute ${perMinute.join(', ')}; peak ${(peak / MB).toFixed(0)}; at the end ${(samples.at(-1)!.rss / MB).toFixed(0)}   (target < 256 MB)`);
+  return r.count - r.errors > 0 ? 0 : 1;
+}
+
 async function main(): Promise<number> {
   const db = await createTestDatabase('bench');
   const redis = await claimTestRedis();
@@ -286,6 +341,7 @@ async function main(): Promise<number> {
     };
     console.log('warm-up (5 s per target at the saturation concurrency) ...');
     for (const t of targets) await saturate(t, 5, SATURATION_CONCURRENCY);
+    if (SOAK) return await soak(targets[0]!, ledger.pid!, cpu, measured);
 
     // Pairs, one target right after the other: the machine's speed drifts over minutes, so a ratio is
     // only taken within a pair, and the median pair is the headline.
@@ -353,7 +409,15 @@ async function main(): Promise<number> {
   }
 }
 
-(ISOLATION ? isolationMain({ backlog: BACKLOG, samples: SAMPLES }) : RECONCILIATION ? reconciliationMain({ transactions: TRANSACTIONS, samples: SAMPLES }) : CHAIN ? chainMain({ events: EVENTS }) : main()).then(
+(ISOLATION
+  ? isolationMain({ backlog: BACKLOG, samples: SAMPLES })
+  : RECONCILIATION
+    ? reconciliationMain({ transactions: TRANSACTIONS, samples: SAMPLES })
+    : CHAIN
+      ? chainMain({ events: EVENTS })
+      : REBUILD
+        ? rebuildMain({ events: EVENTS })
+        : main()).then(
   (code) => process.exit(code ?? 0),
   (err: unknown) => {
     console.error(err);

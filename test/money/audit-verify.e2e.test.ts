@@ -91,8 +91,14 @@ describe('npm run audit -- verify | rebuild', () => {
   }, 120_000);
 
   it('rebuilds the live read models while the service runs; verify then passes and projection carries on', async () => {
+    // The live tables' indexes are dropped and built again around the swap: the same ones must come back.
+    const indexes = async () =>
+      (await h.svc.ctx.pool.query(`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename LIKE 'rm\\_%' ORDER BY 1, 2`)).rows;
+    const before = await indexes();
+    expect(before.length).toBeGreaterThan(10);
     const [rebuilt] = await Promise.all([audit('rebuild'), traffic(4)]);
     expect(rebuilt.code).toBe(0);
+    expect(await indexes()).toEqual(before);
     expect(rebuilt.stdout).toContain('rounds: rebuilt from the history');
     expect(rebuilt.stdout).toContain('reconciliation: rebuilt from the history');
     await traffic(2);
