@@ -256,8 +256,11 @@ describe('the OpenAPI document matches the running service', () => {
     await h.tx(h.bet(token, { playerRef: 'doc-recon', roundId }));
     await h.tx(h.bet(token, { playerRef: 'doc-recon', roundId, transactionId: `doc-win-${randomUUID()}`, type: 'WIN', roundComplete: true, amount: 250 }));
     const round = `/v1/operator/rounds/${roundId}?gameId=fruit-1`;
-    // Served from a read model: wait until it shows the round.
-    await until(async () => (await op({ path: round })).status === 200);
+    // Served from a read model: wait until it shows the round with both transactions.
+    await until(async () => {
+      const r = await op({ path: round });
+      return r.status === 200 && (r.json as { transactions?: unknown[] }).transactions?.length === 2;
+    });
     conforms('get', '/v1/operator/rounds/{roundId}', await op({ path: round }), 200);
     conforms('get', '/v1/operator/rounds/{roundId}', await op({ path: `/v1/operator/rounds/${roundId}` }), 400);
     conforms('get', '/v1/operator/rounds/{roundId}', await op({ path: `/v1/operator/rounds/${roundId}?gameId=gems-2` }), 404);
