@@ -16,7 +16,7 @@ import { isolationMain } from './isolation.ts';
 import { reconciliationMain } from './reconciliation.ts';
 import { chainMain } from './chain.ts';
 import { rebuildMain } from './rebuild.ts';
-import { readFileSync } from 'node:fs';
+import { rssOf } from './rss.ts';
 import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
@@ -236,16 +236,6 @@ async function waitHealthy(url: string): Promise<void> {
 }
 
 const MB = 1_000_000;
-
-/** The api's resident memory (VmRSS) in bytes, read from /proc. */
-function rssOf(pid: number): number | undefined {
-  try {
-    const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-    return kb ? Number(kb) * 1024 : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * --soak: the ledger at one offered rate for SECONDS, the api's RSS read every second and printed per

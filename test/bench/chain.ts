@@ -6,9 +6,6 @@
  * of the process sampled along the way (it must not grow with the history).
  *   --events N   history size in events (default 1,000,000)
  */
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
 import { chainProjection } from '../../services/chain/projection.ts';
 import { allMigrations } from '../../services/migrations.ts';
@@ -18,10 +15,8 @@ import { createEventStore } from '../../shared/eventstore/index.ts';
 import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { appendHistory } from './history.ts';
+import { auditSampled, rssThirds } from './rss.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const mib = (b: number) => (b / 1024 / 1024).toFixed(0);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
 export async function chainMain({ events: WANTED }: { events: number }): Promise<void> {
   const db = await createTestDatabase('chainbench');
@@ -41,29 +36,10 @@ export async function chainMain({ events: WANTED }: { events: number }): Promise
     await pool.query('ANALYZE');
 
     // The command itself, in a process of its own (as an auditor runs it), its memory read from /proc.
-    const rss: number[] = [];
-    const child = spawn(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', 'verify-chain'], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const meter = setInterval(() => {
-      try {
-        const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1];
-        if (kb) rss.push(Number(kb) * 1024);
-      } catch {
-        // exited
-      }
-    }, 200);
-    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-    clearInterval(meter);
+    const { code, out, rss } = await auditSampled(['verify-chain'], db.url);
     if (code !== 0) throw new Error(`verify-chain exited ${code} on an untouched history:\n${out}`);
-    const third = Math.max(1, Math.floor(rss.length / 3));
     console.log(`verify-chain (${signed} checkpoints signed): ${/^chain intact: .*$/m.exec(out)?.[0] ?? out.trim()}`);
-    console.log(`  its RSS: median ${mib(median(rss.slice(0, third)))} MiB in the first third of the run, ${mib(median(rss.slice(-third)))} MiB in the last, peak ${mib(Math.max(...rss))} MiB`);
+    console.log(`  its RSS: ${rssThirds(rss)}`);
     console.log('target: verify-chain at 50,000 events/s or faster on one million events');
     await store.close();
   } finally {

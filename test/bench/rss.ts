@@ -1,0 +1,49 @@
+/** Resident memory of the bench's processes, read from /proc, and a command run with its memory sampled. */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/** A process's resident memory (VmRSS) in bytes; undefined once it has exited. */
+export function rssOf(pid: number): number | undefined {
+  try {
+    const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb ? Number(kb) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export const mib = (b: number): string => (b / 1024 / 1024).toFixed(0);
+export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+
+/**
+ * Runs `npm run audit -- <args>` as the command it is, in a process of its own, its RSS read every
+ * 200 ms: its exit code, output, the samples and how long it took.
+ */
+export async function auditSampled(args: string[], databaseUrl: string): Promise<{ code: number | null; out: string; rss: number[]; seconds: number }> {
+  const rss: number[] = [];
+  const started = performance.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const meter = setInterval(() => {
+    const bytes = rssOf(child.pid!);
+    if (bytes !== undefined) rss.push(bytes);
+  }, 200);
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  clearInterval(meter);
+  return { code, out, rss, seconds: (performance.now() - started) / 1000 };
+}
+
+/** "median X MiB in the first third of the run, Y MiB in the last, peak Z MiB". */
+export function rssThirds(rss: number[]): string {
+  const third = Math.max(1, Math.floor(rss.length / 3));
+  return `median ${mib(median(rss.slice(0, third)))} MiB in the first third of the run, ${mib(median(rss.slice(-third)))} MiB in the last, peak ${mib(Math.max(...rss))} MiB`;
+}
