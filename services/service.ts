@@ -244,6 +244,8 @@ export async function startService(config: Config, logger: Logger = createLogger
       await lagSampler?.stop();
       await Promise.all(runners.map((r) => r.stop()));
       await ctx.background.drain();
+      // Again: a request that outlived the connections' forced close may have answered since.
+      await outcomes.drain();
       await ledger.recorder.close();
       await queues.close();
       queueConnection.disconnect();

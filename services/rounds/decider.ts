@@ -76,13 +76,25 @@ export const completesRound = (r: Pick<TransactionRequest, 'type' | 'roundComple
 export const isCredit = (t: TransactionRequest['type']): boolean => t !== 'BET';
 
 /**
- * Whether the worker asks the wallet for a transaction: a credit until it is settled for good; a BET
- * only while no attempt of it is recorded (its one attempt's outcome was lost with its process, as when
- * the provider was answered before the outcome was recorded, or the attempt never ran). Asked with the
- * same body, the wallet answers a repeat with its stored reply and moves no money (API document 4.2
- * rule 2), so the outcome is learned again. mayAttempt still decides on the round.
+ * Whether the worker asks the wallet for a transaction of this round: a credit until it is settled for
+ * good. A BET is attempted once and never retried (contract section 5), so only a BET with no attempt
+ * recorded, not rolled back, whose round holds a transaction recorded after it: its provider went on
+ * with the round as if it had the BET's answer. That is the BET whose process answered the provider with
+ * the wallet's reply and died before the outcome was recorded (the outcome is recorded behind the answer
+ * only for a wallet reply, so what was lost is a reply the wallet stored). Asked with the same body, the
+ * wallet answers with that stored reply and moves no money (API document 4.2 rule 2). A BET whose
+ * provider got no answer and went on anyway is then applied, as the provider assumed. mayAttempt still
+ * decides on the round.
  */
-export const workerAttempts = (t: Pick<TxState, 'request' | 'status' | 'attempts'>): boolean => !isFinal(t.status) && (isCredit(t.request.type) || t.attempts === 0);
+export function workerAttempts(state: RoundState, transactionId: string): boolean {
+  const tx = state.txs.get(transactionId);
+  if (!tx || isFinal(tx.status)) return false;
+  if (isCredit(tx.request.type)) return true;
+  if (tx.status !== 'recorded' || tx.attempts > 0 || tx.rolledBackBy !== undefined) return false;
+  // The round's transactions in the order they were first recorded (the map's insertion order).
+  const ids = [...state.txs.keys()];
+  return ids.indexOf(transactionId) < ids.length - 1;
+}
 
 export interface TxState {
   request: TransactionRequest;

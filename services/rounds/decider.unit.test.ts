@@ -667,7 +667,7 @@ describe('rounds decider: whether a transaction may be sent to the wallet (mayAt
 });
 
 describe('rounds decider: what the worker asks the wallet for (workerAttempts)', () => {
-  const asks = (id: string, ...events: RoundEvent[]) => workerAttempts(txAfter(id, ...events));
+  const asks = (id: string, ...events: RoundEvent[]) => workerAttempts(spec.given(...events).state, id);
 
   it('asks for a credit until it is settled for good', () => {
     expect(asks('win-1', recorded(win('win-1')))).toBe(true);
@@ -676,13 +676,23 @@ describe('rounds decider: what the worker asks the wallet for (workerAttempts)',
     expect(asks('win-1', recorded(win('win-1')), failed('win-1'), deadLettered('win-1'))).toBe(false);
   });
 
-  it('asks for a BET only while no attempt of it is recorded: its outcome was lost with its process', () => {
-    expect(asks('bet-1', recorded(bet('bet-1')))).toBe(true);
-    // A BET is attempted once: one whose attempt failed or timed out is its provider's to resubmit.
-    expect(asks('bet-1', recorded(bet('bet-1')), failed('bet-1'))).toBe(false);
-    expect(asks('bet-1', recorded(bet('bet-1')), timedOut('bet-1'))).toBe(false);
-    expect(asks('bet-1', recorded(bet('bet-1')), settled('bet-1', 'declined'))).toBe(false);
+  it('asks for a BET with no attempt recorded once its provider went on with the round: its answer was given and the outcome lost', () => {
+    expect(asks('bet-1', recorded(bet('bet-1')), recorded(win('win-1', { roundComplete: true })))).toBe(true);
+    expect(asks('bet-1', recorded(bet('bet-1')), recorded(bet('bet-2')))).toBe(true);
+  });
+
+  it('never asks for a BET its provider may not have been answered for, nor one attempted, settled or rolled back', () => {
+    // Nothing after it: its process may have died before the wallet answered; the provider resubmits or rolls it back.
+    expect(asks('bet-1', recorded(bet('bet-1')))).toBe(false);
+    expect(asks('bet-1', recorded(bet('bet-1', { roundComplete: true })))).toBe(false);
+    // A BET is attempted once: one whose attempt failed or timed out is its provider's to resubmit (contract section 5).
+    expect(asks('bet-1', recorded(bet('bet-1')), failed('bet-1'), recorded(win('win-1')))).toBe(false);
+    expect(asks('bet-1', recorded(bet('bet-1')), timedOut('bet-1'), recorded(win('win-1')))).toBe(false);
+    expect(asks('bet-1', recorded(bet('bet-1')), settled('bet-1', 'declined'), recorded(bet('bet-2')))).toBe(false);
     expect(asks('bet-1', recorded(bet('bet-1')), recorded(rollback('rb-1', 'bet-1')), voided('bet-1', 'rb-1'))).toBe(false);
+    // Rolled back in a history where it was not voided (its process died between the two): never.
+    expect(asks('bet-1', recorded(bet('bet-1')), recorded(rollback('rb-1', 'bet-1')))).toBe(false);
+    expect(asks('nope', recorded(bet('bet-1')), recorded(win('win-1')))).toBe(false);
   });
 });
 

@@ -88,10 +88,12 @@ export interface HeldLease {
 
 /**
  * One wallet attempt made: the transaction as its outcome makes it (decided on the round the attempt
- * was made on), and `record`, which appends the outcome and returns the transaction as recorded.
+ * was made on), whether the wallet replied (200 with a valid reply, which it stored: asked again, it
+ * gives the same), and `record`, which appends the outcome and returns the transaction as recorded.
  */
 export interface WalletAttempt {
   tx: TxState;
+  replied: boolean;
   record: () => Promise<TxState>;
 }
 
@@ -143,6 +145,7 @@ export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSna
   const known = round;
   return {
     tx: decidedOn(known, command).txs.get(ref.transactionId) ?? before,
+    replied: outcome.kind === 'reply',
     record: async () => {
       const { next, revision } = await handleCommand(deps.eventStore, ref.roundStream, roundDecider, command, { known });
       deps.rounds?.put(ref.roundStream, { state: next, revision });

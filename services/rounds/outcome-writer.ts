@@ -1,15 +1,16 @@
 import type { Logger } from '../../shared/logger.ts';
 
 /**
- * Write-behind of wallet outcomes (ADR 4, docs/architecture.md): the provider is answered as soon as the
+ * Write-behind of wallet replies (ADR 4, docs/architecture.md): the provider is answered as soon as the
  * wallet has replied, and the outcome is appended right after, off the answer's path, where concurrent
- * appends share one round trip and one commit (the event store's group commit).
+ * appends share one round trip and one commit (the event store's group commit). Only a reply: a failed
+ * or timed-out attempt is recorded before it is answered.
  *
- * Safe because the write-ahead record is durable before the wallet is called, and the wallet is
- * idempotent on the transactionId (API document 4.2 rule 2: a repeat gets the stored reply verbatim and
- * moves no money). An outcome lost with its process is learned again by asking the wallet with the same
- * body: the worker's recovery sweep does so for a BET (`unansweredBets`) and for a credit
- * (`unsettledCredits`), and an identical resubmission does so once the lease has lapsed.
+ * Safe because the write-ahead record is durable before the wallet is called, and a wallet that replied
+ * stored its reply (API document 4.2 rule 2: a repeat gets it verbatim and moves no money). A reply lost
+ * with its process is learned again by asking the wallet with the same body: the worker's recovery sweep
+ * does so for a credit (`unsettledCredits`) and for a BET whose provider went on with the round
+ * (`unansweredBets`, workerAttempts), and an identical resubmission does so once the lease has lapsed.
  *
  * The writer keeps the order of one round's writes in this process: a transaction of a round waits
  * (`idle`) until this process's outcome write on that round is done, so it is decided on a round that
@@ -26,9 +27,16 @@ export class OutcomeWriter {
     private readonly retryMaxMs = 2000,
   ) {}
 
-  /** Resolves once no outcome write of this process is pending on the round. */
-  async idle(roundStream: string): Promise<void> {
-    for (let p = this.pending.get(roundStream); p; p = this.pending.get(roundStream)) await p;
+  /** Resolves once no outcome write of this process is pending on the round, or after `timeoutMs`. */
+  async idle(roundStream: string, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (let p = this.pending.get(roundStream); p; p = this.pending.get(roundStream)) {
+      const left = deadline - Date.now();
+      if (left <= 0) return;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([p, new Promise<void>((r) => (timer = setTimeout(r, left)))]);
+      clearTimeout(timer);
+    }
   }
 
   /**

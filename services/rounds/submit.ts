@@ -23,8 +23,9 @@ export interface LedgerDeps extends DispatchDeps {
   /** The event store's recorder: claims an id and records it (in one statement with the Postgres store). */
   recorder: TransactionRecorder;
   /**
-   * Set: the submitter is answered as soon as the wallet replies, and the outcome is recorded behind the
-   * answer (the provider's transaction route). Unset: the outcome is recorded before the answer.
+   * Set: the submitter is answered as soon as the wallet replies (200), and that outcome is recorded
+   * behind the answer (the provider's transaction route). Unset, and for a failed or timed-out attempt:
+   * the outcome is recorded before the answer.
    */
   outcomes?: OutcomeWriter;
 }
@@ -63,8 +64,10 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   const ttlMs = leaseTtl(walletTimeoutOf(deps, sub.operatorId));
   const token = leaseToken();
   const deadline = Date.now() + ttlMs + 1000;
-  // This process's outcome write on the round goes first: the round is then decided with it.
-  await deps.outcomes?.idle(sub.roundStream);
+  // This process's outcome write on the round goes first: the round is then decided with it (waited for
+  // a while at most: a store that cannot take it cannot take this one either, and the lease and a fresh
+  // read keep a decision made without it safe).
+  await deps.outcomes?.idle(sub.roundStream, 1000);
   const fast = await recordInOneTrip(deps, sub, mine, token, ttlMs);
   if (fast) return fast.tx;
   // The kick is checked with the first claim only: one after that point comes after the claim, as a
@@ -204,9 +207,11 @@ async function underLease(
     }
     const attempt = await callWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease);
     if (!('record' in attempt)) return attempt.tx;
-    if (deps.outcomes) {
-      // Answered now; the outcome is appended behind the answer, under the lease, which is the write's
-      // from here (see OutcomeWriter).
+    if (deps.outcomes && attempt.replied) {
+      // The wallet replied, so it stored its reply: answered now, the outcome appended behind the answer,
+      // under the lease, which is the write's from here (see OutcomeWriter). A failed or timed-out attempt
+      // is recorded before it is answered: the wallet kept nothing of it, so asking again would not learn
+      // it but make a new attempt, which a BET never gets (contract section 5).
       let recorded: TxState | undefined;
       settled = true;
       deps.outcomes.write(

@@ -4,7 +4,7 @@ import type { Pool } from '../../shared/db/pool.ts';
 import { isCredit, isFinal, retriesExhausted, workerAttempts } from './decider.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { unansweredBets, unsettledCredits } from './queries.ts';
-import { deadLetter, dispatch, readTx, type DispatchDeps } from './dispatch.ts';
+import { deadLetter, dispatch, readRound, type DispatchDeps } from './dispatch.ts';
 import { bullConnection, createDispatchWorker, enqueueRetry, type DispatchJob, type DispatchQueues } from './queue.ts';
 
 export interface WorkerRoleDeps extends DispatchDeps {
@@ -29,7 +29,7 @@ export interface RunningWorker {
 
 /**
  * The worker role: retries WIN, ROLLBACK and ADJUSTMENT (and reconciler rollbacks) until the wallet
- * answers, asks the wallet once for a BET whose outcome was lost (workerAttempts), and every sweep finds
+ * answers, asks the wallet once for a BET whose outcome was lost after its provider was answered (workerAttempts), and every sweep finds
  * unsettled credits and unanswered BETs again from Postgres, because Redis is not the record
  * of truth: after Redis lost its data, or a process died between recording and enqueueing, the sweep
  * puts them back on the queue.
@@ -37,8 +37,9 @@ export interface RunningWorker {
 export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWorker {
   const connection: Redis = bullConnection(deps.redisUrl, true);
   const process = async (job: Job<DispatchJob>) => {
-    const tx = await readTx(deps.eventStore, job.data);
-    if (!tx || !workerAttempts(tx)) return;
+    const round = await readRound(deps.eventStore, job.data.roundStream);
+    const tx = round.state.txs.get(job.data.transactionId);
+    if (!tx || !workerAttempts(round.state, job.data.transactionId)) return;
     if (!isCredit(tx.request.type)) {
       // A BET whose outcome was lost: asked once, to learn it (not retried, not dead-lettered).
       if (!(await dispatch(deps, job.data, tx))) throw new Error('another process is attempting it right now');

@@ -50,6 +50,7 @@ describe('the outcome recorded behind the answer', () => {
   const launch = async (url: string, playerRef: string) =>
     (await signedRequest<{ sessionToken: string }>(url, { path: '/v1/operator/games/launch', body: { playerRef, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, as: OP1 })).json.sessionToken;
   const post = (url: string, body: Record<string, unknown>) => signedRequest(url, { path: '/v1/wallet/transaction', body, as: PROV_A });
+  const callsFor = (txId: string) => wallet.calls.filter((c) => (c.body as { transactionId?: string }).transactionId === txId).length;
   const types = async (stream: string) => (await db.query<{ type: string }>('SELECT type FROM es_events WHERE stream_id = $1 ORDER BY revision', [stream])).rows.map((r) => r.type);
   const settledReply = async (stream: string, txId: string) =>
     (
@@ -83,6 +84,7 @@ describe('the outcome recorded behind the answer', () => {
       release: async () => {
         wallet.setBeforeProcessing(undefined);
         if (!taken) return;
+        taken = false;
         await holder.query('COMMIT');
         await holder.end();
       },
@@ -111,24 +113,78 @@ describe('the outcome recorded behind the answer', () => {
     }
     expect(await types(stream)).toEqual(['TransactionRecorded']);
 
-    // The worker's recovery sweep finds the unanswered BET once the dead api's lease has lapsed, and
-    // asks the wallet again with the same body: the wallet answers from its idempotency record.
+    // The provider goes on with the round (it has its answer) on another api process.
+    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    const win = await post(api.url, { ...base, transactionId: 'wb-win-1', type: 'WIN', roundComplete: true, amount: 400 });
+    expect(win.text).toBe('{"status":"OK","balance":10150}');
+
+    // The worker's recovery sweep finds the BET with no outcome in a round that went on, once the dead
+    // api's lease has lapsed, and asks the wallet again with the same body: the wallet answers from its
+    // idempotency record, and that is what is recorded, the answer the provider got.
     worker = await spawnService({ ...common(), ROLES: 'worker,projector' });
     await until(async () => (await settledReply(stream, bet.transactionId)).length === 1);
     expect(await settledReply(stream, bet.transactionId)).toEqual([BET_REPLY]);
-    expect(wallet.calls.filter((c) => (c.body as { transactionId?: string }).transactionId === bet.transactionId)).toHaveLength(2);
+    expect(callsFor(bet.transactionId)).toBe(2);
     expect(wallet.effects.get(bet.transactionId)).toBe(1);
-    expect(wallet.balances.get('wb-1')).toBe(9_750);
+    expect(wallet.balances.get('wb-1')).toBe(10_150);
 
-    // A new api answers the provider's resubmission byte for byte as the first answer, and the round goes on.
-    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    // The provider's resubmission is answered byte for byte as the first answer, without a wallet call.
     const again = await post(api.url, bet);
     expect(again.status).toBe(200);
     expect(again.text).toBe(BET_REPLY);
-    const win = await post(api.url, { ...base, transactionId: 'wb-win-1', type: 'WIN', roundComplete: true, amount: 400 });
-    expect(win.text).toBe('{"status":"OK","balance":10150}');
+    expect(callsFor(bet.transactionId)).toBe(2);
     await until(async () => (await db.query(`SELECT status FROM rm_transactions WHERE transaction_id = 'wb-bet-1'`)).rows[0]?.status === 'applied');
   }, 90_000);
+
+  it('never sends again a BET its provider got no answer for (the api died during the wallet call); the provider resubmits it', async () => {
+    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
+    const token = await launch(api.url, 'wb-3');
+    const bet = { sessionToken: token, roundId: 'wb-round-3', playerRef: 'wb-3', currency: 'EUR', gameId: 'fruit-1', transactionId: 'wb-bet-3', type: 'BET', roundComplete: true, amount: 300 };
+    const dying = api;
+    wallet.setBeforeProcessing(async (tx) => {
+      if (tx.transactionId === bet.transactionId) await dying.stop('SIGKILL');
+    });
+    try {
+      // The wallet applies it, but the api that asked is gone: the provider gets no answer.
+      expect((await post(api.url, bet).catch(() => undefined))?.status).toBeUndefined();
+    } finally {
+      wallet.setBeforeProcessing(undefined);
+    }
+    api = undefined;
+    await until(() => wallet.effects.get(bet.transactionId) === 1);
+    // Its lease (wallet timeout + 5 s) lapses and sweeps run every second: the worker still never sends
+    // it (a BET is attempted once; its provider resubmits it or rolls it back).
+    await new Promise((r) => setTimeout(r, 8000));
+    expect(callsFor(bet.transactionId)).toBe(1);
+    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    const resubmitted = await post(api.url, bet);
+    expect(resubmitted.text).toBe('{"status":"OK","balance":9700}');
+    expect(callsFor(bet.transactionId)).toBe(2);
+    expect(wallet.effects.get(bet.transactionId)).toBe(1);
+  }, 60_000);
+
+  it('answers a failed BET attempt only once the failure is recorded: the wallet kept nothing to ask again', async () => {
+    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    const token = await launch(api.url, 'wb-4');
+    const stream = roundStream(PROV_A.id, OP1.id, 'wb-round-4');
+    const bet = { sessionToken: token, roundId: 'wb-round-4', playerRef: 'wb-4', currency: 'EUR', gameId: 'fruit-1', transactionId: 'wb-bet-4', type: 'BET', roundComplete: false, amount: 100 };
+    wallet.script(bet.transactionId, { status: 500, body: {} });
+    const hold = holdAppendsDuring(stream, bet.transactionId);
+    let answer: Awaited<ReturnType<typeof post>> | undefined;
+    try {
+      const pending = post(api.url, bet).then((r) => (answer = r));
+      await until(lockWaiter);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(answer).toBeUndefined();
+      await hold.release();
+      await pending;
+    } finally {
+      await hold.release();
+    }
+    expect(answer!.status).toBe(502);
+    expect(await types(stream)).toEqual(['TransactionRecorded', 'TransactionAttemptFailed']);
+  }, 30_000);
 
   it('keeps trying an outcome append that fails (its connection killed), then records it; a stop waits for it', async () => {
     api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
