@@ -20,12 +20,36 @@ import type { Logger } from '../../shared/logger.ts';
 export class OutcomeWriter {
   /** The last write queued per round stream (each waits for the one before it). */
   private readonly pending = new Map<string, Promise<void>>();
+  /** Writes queued and not done, every round's. */
+  private queued = 0;
+  /** Called when `queued` falls below the limit (room()). */
+  private waiters: Array<() => void> = [];
   private closing = false;
 
   constructor(
     private readonly logger: Logger,
     private readonly retryMaxMs = 2000,
+    /** Writes queued at most before new transactions wait (room()): the answer no longer waits for the store, so this is its back-pressure. */
+    private readonly maxQueued = 2000,
   ) {}
+
+  /**
+   * Resolves once fewer than maxQueued writes are queued, or after `timeoutMs` (a store that takes none
+   * will refuse the caller's record too). A store slower than the answers would otherwise let outcomes
+   * pile up in memory without bound, while every new transaction's own record still gets through; new
+   * transactions wait here instead, as they did when every answer waited.
+   */
+  async room(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.queued >= this.maxQueued && Date.now() < deadline) {
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((r) => {
+        this.waiters.push(r);
+        timer = setTimeout(r, deadline - Date.now());
+      });
+      clearTimeout(timer);
+    }
+  }
 
   /** Resolves once no outcome write of this process is pending on the round, or after `timeoutMs`. */
   async idle(roundStream: string, timeoutMs: number): Promise<void> {
@@ -46,6 +70,7 @@ export class OutcomeWriter {
    */
   write(roundStream: string, transactionId: string, write: () => Promise<void>, after: () => Promise<void>): void {
     const before = this.pending.get(roundStream);
+    this.queued += 1;
     // Assigned before the body below first resumes (it always awaits before its finally).
     let done: Promise<void> | undefined;
     done = (async () => {
@@ -55,6 +80,8 @@ export class OutcomeWriter {
       } finally {
         await after().catch((err: unknown) => this.logger.warn({ err, transactionId }, 'after an outcome write'));
         if (this.pending.get(roundStream) === done) this.pending.delete(roundStream);
+        this.queued -= 1;
+        if (this.queued < this.maxQueued) for (const wake of this.waiters.splice(0)) wake();
       }
     })();
     this.pending.set(roundStream, done);
@@ -79,7 +106,7 @@ export class OutcomeWriter {
 
   /** Outcome writes still pending in this process. */
   get size(): number {
-    return this.pending.size;
+    return this.queued;
   }
 
   /**

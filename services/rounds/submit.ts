@@ -68,6 +68,7 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   // a while at most: a store that cannot take it cannot take this one either, and the lease and a fresh
   // read keep a decision made without it safe).
   await deps.outcomes?.idle(sub.roundStream, 1000);
+  await deps.outcomes?.room(5000);
   const fast = await recordInOneTrip(deps, sub, mine, token, ttlMs);
   if (fast) return fast.tx;
   // The kick is checked with the first claim only: one after that point comes after the claim, as a

@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../shared/logger.ts';
+import { OutcomeWriter } from './outcome-writer.ts';
+
+const logger = createLogger('silent');
+
+/** A write that lands when told to. */
+function gate(): { write: () => Promise<void>; land: () => void } {
+  let land = () => undefined as void;
+  const landed = new Promise<void>((r) => (land = r));
+  return { write: () => landed, land };
+}
+
+describe('OutcomeWriter', () => {
+  it('keeps one round’s writes in order, and idle() waits for them (a while at most)', async () => {
+    const writer = new OutcomeWriter(logger);
+    const order: string[] = [];
+    const first = gate();
+    writer.write('round-a', 'bet', async () => { await first.write(); order.push('bet'); }, async () => undefined);
+    writer.write('round-a', 'win', async () => { order.push('win'); }, async () => undefined);
+    let idle = false;
+    const waiting = writer.idle('round-a', 5000).then(() => (idle = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(idle).toBe(false);
+    expect(order).toEqual([]);
+    first.land();
+    await waiting;
+    expect(order).toEqual(['bet', 'win']);
+    // A write that never lands holds idle() back only as long as asked.
+    writer.write('round-b', 'stuck', () => new Promise(() => undefined), async () => undefined);
+    const started = Date.now();
+    await writer.idle('round-b', 50);
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
+  it('tries a failing write again until it lands, then runs what comes after it once', async () => {
+    const writer = new OutcomeWriter(logger, 5);
+    let tries = 0;
+    let after = 0;
+    writer.write('round-c', 'win', async () => { if (++tries < 4) throw new Error('store unreachable'); }, async () => { after++; });
+    await writer.idle('round-c', 5000);
+    expect(tries).toBe(4);
+    expect(after).toBe(1);
+  });
+
+  it('makes new transactions wait while too many writes are queued (back-pressure), and lets them go as writes land', async () => {
+    const writer = new OutcomeWriter(logger, 5, 2);
+    const gates = [gate(), gate()];
+    writer.write('r1', 't1', gates[0]!.write, async () => undefined);
+    writer.write('r2', 't2', gates[1]!.write, async () => undefined);
+    expect(writer.size).toBe(2);
+    let roomy = false;
+    const waiting = writer.room(5000).then(() => (roomy = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(roomy).toBe(false);
+    gates[0]!.land();
+    await waiting;
+    expect(writer.size).toBe(1);
+    gates[1]!.land();
+    await writer.drain();
+    expect(writer.size).toBe(0);
+  });
+
+  it('gives up a write that still fails once the process stops, instead of hanging the stop', async () => {
+    const writer = new OutcomeWriter(logger, 5);
+    let after = 0;
+    writer.write('round-d', 'win', async () => { throw new Error('store unreachable'); }, async () => { after++; });
+    await writer.drain();
+    expect(after).toBe(1);
+    expect(writer.size).toBe(0);
+  });
+});
