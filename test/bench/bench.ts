@@ -282,7 +282,11 @@ async function main(): Promise<number> {
       const url = `http://127.0.0.1:${port}`;
       const child = spawn(process.execPath, [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []), '--import', 'tsx', 'services/main.ts'], {
         cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: 'warn', ROLES: roles, ADMIN_TOKEN: 'bench' },
+        env: {
+          PATH: process.env.PATH ?? '', DATABASE_URL: db.url, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: 'warn', ROLES: roles, ADMIN_TOKEN: 'bench',
+          // Node's own options for the service's processes (say a heap limit), from BENCH_SERVICE_NODE_OPTIONS.
+          ...(process.env.BENCH_SERVICE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVICE_NODE_OPTIONS } : {}),
+        },
         stdio: 'ignore',
       });
       children.push(child);
