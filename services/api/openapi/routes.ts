@@ -240,6 +240,15 @@ const settlementCsv = z
 const transactionsQueryFields = z.strictObject(transactionsQuery.shape);
 
 const notSigned = 'The query string is not part of the signed target: sign the path only.';
+/** A settlement statement's answer, interval and its end, as the operator's route and the console's (one handler, sendStatement) both document them. */
+const statementAnswer = {
+  description: 'The statement: JSON, or its lines as CSV when `Accept: text/csv`.',
+  content: { 'application/json': settlementStatement, 'text/csv': settlementCsv },
+  examples: { 'text/csv': settlementCsvExample },
+};
+const statementInterval = { from: '2026-11-21T00:00:00+01:00', to: '2026-11-22T00:00:00+01:00' };
+const statementTo = `End of the interval (excluded), at most ${MAX_INTERVAL_DAYS} days after \`from\`.`;
+
 const interval400 = [
   '`from: must be an RFC 3339 date-time with a time zone, such as 2026-11-24T00:00:00Z` (or `to: …`): malformed, or without a time zone.',
   '`to: must be later than from (the interval is [from, to))`, `to: must be at most 31 days after from`.',
@@ -334,15 +343,11 @@ ${notSigned}`,
     query: settlementQuery,
     paramDescriptions: {
       from: 'Start of the interval (included), RFC 3339 with a time zone, e.g. your midnight: `2026-11-21T00:00:00+01:00`.',
-      to: `End of the interval (excluded), at most ${MAX_INTERVAL_DAYS} days after \`from\`.`,
+      to: statementTo,
     },
-    paramExamples: { from: '2026-11-21T00:00:00+01:00', to: '2026-11-22T00:00:00+01:00' },
+    paramExamples: statementInterval,
     responses: {
-      200: {
-        description: 'The statement: JSON, or its lines as CSV when `Accept: text/csv`.',
-        content: { 'application/json': settlementStatement, 'text/csv': settlementCsv },
-        examples: { 'text/csv': settlementCsvExample },
-      },
+      200: statementAnswer,
       400: signedBadRequest(`to: must be at most ${MAX_INTERVAL_DAYS} days after from`, ...interval400, unknownParameter),
       ...operatorErrors,
     },
@@ -693,15 +698,11 @@ const consoleRoutes: RouteSpec[] = [
     paramDescriptions: {
       operatorId: 'The operator id.',
       from: 'Start of the interval (included), RFC 3339 with a time zone, e.g. the operator\'s midnight: `2026-11-21T00:00:00+01:00`.',
-      to: `End of the interval (excluded), at most ${MAX_INTERVAL_DAYS} days after \`from\`.`,
+      to: statementTo,
     },
-    paramExamples: { from: '2026-11-21T00:00:00+01:00', to: '2026-11-22T00:00:00+01:00' },
+    paramExamples: statementInterval,
     responses: {
-      200: {
-        description: 'The statement: JSON, or its lines as CSV when `Accept: text/csv`.',
-        content: { 'application/json': settlementStatement, 'text/csv': settlementCsv },
-        examples: { 'text/csv': settlementCsvExample },
-      },
+      200: statementAnswer,
       400: error(bullets([...interval400, unknownParameter]), `to: must be at most ${MAX_INTERVAL_DAYS} days after from`),
       404: error('`operator not found`: no operator with this id in the catalog.'),
       ...adminErrors,
