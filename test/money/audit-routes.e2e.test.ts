@@ -53,6 +53,8 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
     await h.tx({ ...base, transactionId: `${player}-b1`, type: 'BET', roundComplete: false, amount: 10 });
     await h.tx({ ...base, transactionId: `${player}-w1`, type: 'WIN', roundComplete: true, amount: 20 });
     const streams = [`player-sessions|op-1|${player}`, `round|studio-a|op-1|${base.roundId}`];
+    // The WIN's outcome is recorded right behind its answer: wait for the round's four events.
+    await h.until(async () => (await audit<{ events: unknown[] }>(`/streams/${encodeURIComponent(streams[1]!)}`)).json.events?.length === 4);
     const expected = new Set<string>();
     for (const s of streams) {
       const res = await audit<{ events: Array<{ id: string }> }>(`/streams/${encodeURIComponent(s)}`);
