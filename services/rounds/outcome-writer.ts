@@ -24,7 +24,8 @@ export class OutcomeWriter {
   private queued = 0;
   /** Called when `queued` falls below the limit (room()). */
   private waiters: Array<() => void> = [];
-  private closing = false;
+  /** Set by drain(): from then on a write that fails is tried again only until this time. */
+  private giveUpAt: number | undefined;
 
   constructor(
     private readonly logger: Logger,
@@ -93,7 +94,7 @@ export class OutcomeWriter {
         await write();
         return;
       } catch (err) {
-        if (this.closing) {
+        if (this.giveUpAt !== undefined && Date.now() >= this.giveUpAt) {
           // The recovery sweep asks the wallet again with the same body: nothing is lost.
           this.logger.error({ err, transactionId }, 'stopping with a wallet outcome unrecorded; the recovery sweep learns it again from the wallet');
           return;
@@ -110,11 +111,12 @@ export class OutcomeWriter {
   }
 
   /**
-   * On shutdown, after the last request: waits for the pending writes. One that still fails is then
-   * given up (logged) instead of tried again, so a stop never hangs on an unreachable store.
+   * On shutdown, after the last request: waits for the pending writes. One that still fails after
+   * `giveUpAfterMs` is then given up (logged) instead of tried again, so a stop never hangs on an
+   * unreachable store.
    */
-  async drain(): Promise<void> {
-    this.closing = true;
+  async drain(giveUpAfterMs = 10_000): Promise<void> {
+    this.giveUpAt ??= Date.now() + giveUpAfterMs;
     while (this.pending.size > 0) await Promise.all([...this.pending.values()]);
   }
 }

@@ -152,7 +152,8 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
     const token = await h.launch(player);
     const base = { sessionToken: token, roundId: 'au-s', playerRef: player, currency: 'EUR', gameId: 'fruit-1' };
     expect((await h.tx({ ...base, transactionId: 'au-settled-bet', type: 'BET', roundComplete: false, amount: 5 })).status).toBe(200);
-    h.wallet.script('au-s-stuck-win', { status: 503, body: {} });
+    // Stuck: the worker's retries fail too (one scripted failure let a quick retry settle it before it was listed).
+    h.wallet.script('au-s-stuck-win', ...Array.from({ length: 50 }, () => ({ status: 503, body: {} })));
     await h.tx({ ...base, transactionId: 'au-s-stuck-win', type: 'WIN', roundComplete: true, amount: 7 });
     type Listed = { transactions: Array<{ transaction_id: string; status: string }> };
     const ids = (res: { json: Listed }) => res.json.transactions.map((t) => t.transaction_id);
