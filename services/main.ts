@@ -1,6 +1,6 @@
 import { ConfigError, loadConfig } from '../shared/config.ts';
 import { createLogger } from '../shared/logger.ts';
-import { startService, StartupError } from './service.ts';
+import { startService, StartupError, type RunningService } from './service.ts';
 
 async function main(): Promise<void> {
   let config;
@@ -14,7 +14,40 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config.logLevel);
-  let service;
+
+  // The handlers are in place before anything starts: without a listener Node dies of SIGTERM at once,
+  // so a signal that arrived while the service was starting (or in the instant after its "service
+  // started" line) killed it with its connections and outcome writes open. A signal during the start is
+  // remembered and the service is stopped as soon as it is up.
+  let service: RunningService | undefined;
+  let requested: string | undefined;
+  const shutdown = (signal: string) => {
+    if (requested) {
+      // A second signal is someone who will not wait: the same as before the handlers existed.
+      logger.warn({ signal }, 'second signal while stopping; exiting now');
+      process.exit(1);
+    }
+    requested = signal;
+    logger.info({ signal }, 'shutdown requested');
+    const force = setTimeout(() => {
+      logger.error('shutdown took longer than 30 s; exiting');
+      process.exit(1);
+    }, 30_000);
+    force.unref();
+    if (service) stopAndExit(service);
+  };
+  const stopAndExit = (running: RunningService) => {
+    running
+      .stop()
+      .then(() => process.exit(0))
+      .catch((err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      });
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+
   try {
     service = await startService(config, logger);
   } catch (err) {
@@ -25,23 +58,7 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const shutdown = (signal: string) => {
-    logger.info({ signal }, 'shutdown requested');
-    const force = setTimeout(() => {
-      logger.error('shutdown took longer than 30 s; exiting');
-      process.exit(1);
-    }, 30_000);
-    force.unref();
-    service
-      .stop()
-      .then(() => process.exit(0))
-      .catch((err: unknown) => {
-        logger.error({ err }, 'shutdown failed');
-        process.exit(1);
-      });
-  };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  if (requested) stopAndExit(service);
 }
 
 void main();

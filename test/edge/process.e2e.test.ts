@@ -26,6 +26,16 @@ describe('the service process', () => {
     expect(await svc.stop()).toBe(0);
   });
 
+  it('stops cleanly, exit 0, on a SIGTERM that arrives while it is still starting', async () => {
+    // A supervisor may stop a process the moment it starts (a rollout cancelled, a test that is done):
+    // the signal must not kill it with half its resources open, whatever step of the start it hits.
+    const file = await writeCatalogFile(testCatalog());
+    const svc = await spawnService({ ...env.env(), CATALOG_FILE: file, ROLES: 'api' }, { waitReady: false });
+    await expect.poll(() => svc.output(), { timeout: 30_000, interval: 5 }).toContain('catalog applied');
+    expect(await svc.stop('SIGTERM')).toBe(0);
+    expect(svc.output()).toContain('"msg":"stopped"');
+  });
+
   it('refuses a CATALOG_FILE that does not match, naming the field, and exits non-zero', async () => {
     const bad = testCatalog();
     bad.providers[0]!.games[0]!.replayBaseUrl = 'ftp://x';
