@@ -91,11 +91,19 @@ describe('npm run audit -- verify | rebuild', () => {
   }, 120_000);
 
   it('rebuilds the live read models while the service runs; verify then passes and projection carries on', async () => {
-    // The live tables' indexes are dropped and built again around the swap: the same ones must come back.
-    const indexes = async () =>
-      (await h.svc.ctx.pool.query(`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename LIKE 'rm\\_%' ORDER BY 1, 2`)).rows;
+    // The live tables' keys and indexes are dropped and built again around the swap: the same ones must come back.
+    const indexes = async () => [
+      ...(await h.svc.ctx.pool.query(`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename LIKE 'rm\\_%' ORDER BY 1, 2`)).rows,
+      ...(
+        await h.svc.ctx.pool.query(
+          `SELECT conrelid::regclass::text AS tablename, conname, contype, pg_get_constraintdef(oid) AS definition FROM pg_constraint
+           WHERE connamespace = 'public'::regnamespace AND conrelid::regclass::text LIKE 'rm\\_%' ORDER BY 1, 2`,
+        )
+      ).rows,
+    ];
     const before = await indexes();
     expect(before.length).toBeGreaterThan(10);
+    expect(before.filter((r) => r.contype === 'p').length).toBeGreaterThanOrEqual(8); // every read-model table's key
     const [rebuilt] = await Promise.all([audit('rebuild'), traffic(4)]);
     expect(rebuilt.code).toBe(0);
     expect(await indexes()).toEqual(before);

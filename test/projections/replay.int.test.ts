@@ -1,0 +1,129 @@
+import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compareTables, createScratch, dropScratch, replayInto } from '../../services/audit/rebuild.ts';
+import { allMigrations } from '../../services/migrations.ts';
+import { allProjections } from '../../services/read-models.ts';
+import { createEventStore } from '../../shared/eventstore/index.ts';
+import { START, type EventStore, type JsonObject, type RecordedEvent } from '../../shared/eventstore/port.ts';
+import { handles, type Projection } from '../../projections/runner.ts';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
+import { applyBatches, record, step } from '../helpers/round-histories.ts';
+
+/**
+ * The replay behind `npm run audit -- rebuild` and `verify`: every read model applies the log at its own
+ * pace on a connection of its own, the reader a few pages ahead. Whatever the pages and paces, each read
+ * model must end with the rows of one pass over the whole log, and a failure must stop the replay, not
+ * hang it or leak its connections.
+ */
+describe('replaying the log into scratch tables, a queue per read model', () => {
+  let env: MigratedDatabase;
+  let store: EventStore;
+  let log: RecordedEvent[];
+  const projections = allProjections();
+
+  beforeAll(async () => {
+    env = await migratedDatabase('replay', allMigrations);
+    store = await createEventStore('postgres', env.pool, env.db.url);
+    // One history the decider could record (bets, wins, rollbacks, outcomes, dead letters, re-drives,
+    // force-closes), appended event by event as the ledger appends them.
+    // Twenty such histories, each on rounds of its own, interleaved in the log.
+    const histories = fc.sample(fc.array(step, { minLength: 60, maxLength: 60 }), { seed: 2026_11_26, numRuns: 20 });
+    const events = histories.map((steps, h) => record(steps).events.map((e) => ({ ...e, streamId: `${e.streamId}-h${h}` })));
+    for (let i = 0; events.some((es) => i < es.length); i++) {
+      for (const e of events.flatMap((es) => es[i] ?? [])) await store.append(e.streamId, [{ id: randomUUID(), type: e.type, data: e.data as JsonObject }], 'any');
+    }
+    log = await store.readAll({ from: START, maxCount: 10_000 });
+    expect(log.length).toBeGreaterThan(100);
+    // The live tables: the whole log applied in one batch, the reference every replay must match.
+    for (const p of projections) await applyBatches(env.pool, p, [log.filter((e) => handles(p, e.type))]);
+  });
+  afterAll(async () => {
+    await store?.close();
+    await env?.close();
+  });
+
+  const differences = async (schema: string, only: Projection[] = projections) => {
+    const client = await env.pool.connect();
+    try {
+      const found = [];
+      for (const p of only) found.push(...(await compareTables(client, schema, p)));
+      return found;
+    } finally {
+      client.release();
+    }
+  };
+
+  it('ends with the rows of one pass, in pages of 1, 3 and 50 events, each read model at its own pace', async () => {
+    for (const pageSize of [1, 3, 50]) {
+      const schema = await createScratch(env.pool, projections);
+      try {
+        const seen: number[] = [];
+        const at = await replayInto(env.pool, store, schema, projections, START, undefined, { pageSize, progress: (n) => seen.push(n) });
+        expect(at, `pages of ${pageSize}`).toBe(log[log.length - 1]!.position);
+        expect(await differences(schema), `pages of ${pageSize}`).toEqual([]);
+        // Progress only counts what every read model is done with: it never goes back, and ends at the whole log.
+        expect(seen).toEqual([...seen].sort((a, b) => a - b));
+        expect(seen[seen.length - 1]).toBe(log.length);
+      } finally {
+        await dropScratch(env.pool, schema);
+      }
+      expect(env.pool.totalCount - env.pool.idleCount, 'connections held after the replay').toBe(0);
+    }
+  });
+
+  it('stops at `until`, and a second replay from there catches up to the same rows', async () => {
+    const middle = log[Math.floor(log.length / 2)]!.position;
+    const schema = await createScratch(env.pool, projections);
+    try {
+      expect(await replayInto(env.pool, store, schema, projections, START, middle, { pageSize: 4 })).toBe(middle);
+      expect(await differences(schema)).not.toEqual([]); // half the log is not all of it
+      expect(await replayInto(env.pool, store, schema, projections, middle, undefined, { pageSize: 4 })).toBe(log[log.length - 1]!.position);
+      expect(await differences(schema)).toEqual([]);
+    } finally {
+      await dropScratch(env.pool, schema);
+    }
+  });
+
+  it('in the caller\'s transaction, one step after the other on its connection, to the same rows', async () => {
+    const schema = await createScratch(env.pool, projections);
+    const client = await env.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await replayInto(client, store, schema, projections, START, undefined, { pageSize: 3 });
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    try {
+      expect(await differences(schema)).toEqual([]);
+    } finally {
+      await dropScratch(env.pool, schema);
+    }
+  });
+
+  it('a read model that fails stops the whole replay with its error, and gives back every connection', async () => {
+    const rounds = projections.find((p) => p.name === 'rounds')!;
+    let calls = 0;
+    const failing: Projection = {
+      ...rounds,
+      async apply(events, tx) {
+        if (++calls === 3) throw new Error('disk full');
+        return rounds.apply(events, tx);
+      },
+    };
+    const others = projections.filter((p) => p !== rounds);
+    const schema = await createScratch(env.pool, projections);
+    try {
+      const applied: number[] = [];
+      await expect(
+        replayInto(env.pool, store, schema, [failing, ...others], START, undefined, { pageSize: 2, progress: (n) => applied.push(n) }),
+      ).rejects.toThrow('disk full');
+      // Stopped early: the reader went at most a few pages past the failure, not to the end of the log.
+      expect(Math.max(0, ...applied)).toBeLessThan(log.length);
+      expect(env.pool.totalCount - env.pool.idleCount, 'connections held after the failure').toBe(0);
+    } finally {
+      await dropScratch(env.pool, schema);
+    }
+  });
+});
