@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPLY_LIMIT_BYTES, signedCall } from '../../shared/http/outbound.ts';
+import { drained } from '../helpers/fakes.ts';
 
 const MiB = 1024 * 1024;
 
@@ -36,10 +37,7 @@ beforeAll(async () => {
         const piece = chunk.subarray(0, Math.min(chunk.length, size - w.bytes));
         w.bytes += piece.length;
         if (!res.write(piece)) {
-          await new Promise<void>((r) => {
-            res.once('drain', r);
-            res.once('close', r);
-          });
+          await drained(res);
         }
       }
       if (!res.destroyed) {

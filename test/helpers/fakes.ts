@@ -75,13 +75,26 @@ async function streamJson(res: http.ServerResponse, status: number, bytes: numbe
     const n = Math.min(chunk.length, left);
     left -= n;
     if (!res.write(n === chunk.length ? chunk : chunk.slice(0, n))) {
-      await new Promise<void>((r) => {
-        res.once('drain', r);
-        res.once('close', r);
-      });
+      await drained(res);
     }
   }
   if (!res.destroyed) res.end(tail);
+}
+
+/**
+ * Until the response can take more, or is gone. Each wait takes its listeners off again: a long reply
+ * waits thousands of times, and listeners left behind piled up on the response (Node warned of a leak).
+ */
+export function drained(res: http.ServerResponse): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.once('drain', done);
+    res.once('close', done);
+  });
 }
 
 async function send(res: http.ServerResponse, reply: Reply): Promise<void> {
