@@ -178,7 +178,7 @@ export async function replayInto(
       for (const lane of lanes) {
         enqueue(lane.chain, async () => {
           for (const e of cut) if (handles(lane.projection, e.type)) lane.gathered.push(e);
-          if (lane.gathered.length >= pageSize || !more) await flush(lane);
+          if (lane.gathered.length >= pageSize) await flush(lane);
           if (lane.gathered.length === 0) lane.through = n;
           report();
         });
@@ -192,6 +192,15 @@ export async function replayInto(
       }
       const failure = failed();
       if (failure) throw failure.err;
+    }
+    // What each read model gathered and has not applied: the last page may have been full (the read after
+    // it found nothing), so this is not left to the page's own step.
+    for (const lane of lanes) {
+      enqueue(lane.chain, async () => {
+        await flush(lane);
+        lane.through = pageNo;
+        report();
+      });
     }
     await Promise.all(chains.map((c) => c.tail));
     const failure = failed();
