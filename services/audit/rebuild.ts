@@ -74,7 +74,6 @@ interface Chain {
   queued: number;
   /** Called as each step ends: the reader waiting for room. */
   waiters: Array<() => void>;
-  failure?: { err: unknown };
 }
 
 /**
@@ -106,7 +105,8 @@ export async function replayInto(
   const own = !('release' in pool);
   const newChain = (): Chain => ({ tail: Promise.resolve(), queued: 0, waiters: [] });
   const shared = newChain();
-  let stopped = false;
+  /** The first error of any read model (or of the reader): every step queued after it is skipped. */
+  let failure: { err: unknown } | undefined;
   const lanes: Lane[] = [];
   try {
     for (const projection of projections) {
@@ -150,17 +150,15 @@ export async function replayInto(
       chain.queued += 1;
       chain.tail = chain.tail.then(async () => {
         try {
-          if (!chain.failure && !stopped) await step();
+          if (!failure) await step();
         } catch (err) {
-          chain.failure = { err };
+          failure ??= { err };
         } finally {
           chain.queued -= 1;
           for (const w of chain.waiters.splice(0)) w();
         }
       });
     };
-    const failed = () => chains.find((c) => c.failure)?.failure;
-
     let position = from;
     let pageNo = 0;
     let next = read(position);
@@ -177,8 +175,11 @@ export async function replayInto(
       const n = pageNo;
       for (const lane of lanes) {
         enqueue(lane.chain, async () => {
-          for (const e of cut) if (handles(lane.projection, e.type)) lane.gathered.push(e);
-          if (lane.gathered.length >= pageSize) await flush(lane);
+          for (const e of cut) {
+            if (!handles(lane.projection, e.type)) continue;
+            lane.gathered.push(e);
+            if (lane.gathered.length >= pageSize) await flush(lane);
+          }
           if (lane.gathered.length === 0) lane.through = n;
           report();
         });
@@ -188,9 +189,8 @@ export async function replayInto(
       // Room for the next page: no queue more than LEAD pages behind (a shared queue has every lane's steps).
       const room = LEAD * (own ? 1 : lanes.length);
       for (const chain of chains) {
-        while (chain.queued > room && !chain.failure) await new Promise<void>((resolve) => chain.waiters.push(resolve));
+        while (chain.queued > room && !failure) await new Promise<void>((resolve) => chain.waiters.push(resolve));
       }
-      const failure = failed();
       if (failure) throw failure.err;
     }
     // What each read model gathered and has not applied: the last page may have been full (the read after
@@ -203,12 +203,13 @@ export async function replayInto(
       });
     }
     await Promise.all(chains.map((c) => c.tail));
-    const failure = failed();
     if (failure) throw failure.err;
     return position;
+  } catch (err) {
+    failure ??= { err };
+    throw failure.err;
   } finally {
-    // Nothing is released while one of its statements may still run; after a failure, what is queued is skipped.
-    stopped = true;
+    // Nothing is released while one of its statements may still run; what is still queued is skipped.
     await Promise.all(lanes.map((l) => l.chain.tail));
     if (own) for (const l of lanes) l.client.release();
   }

@@ -121,27 +121,78 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     }
   });
 
-  it('a read model that fails stops the whole replay with its error, and gives back every connection', async () => {
+  const failingRounds = (): Projection => {
     const rounds = projections.find((p) => p.name === 'rounds')!;
     let calls = 0;
-    const failing: Projection = {
+    return {
       ...rounds,
       async apply(events, tx) {
         if (++calls === 3) throw new Error('disk full');
         return rounds.apply(events, tx);
       },
     };
-    const others = projections.filter((p) => p !== rounds);
+  };
+  const others = projections.filter((p) => p.name !== 'rounds');
+  const held = () => env.pool.totalCount - env.pool.idleCount;
+
+  it('a read model that fails stops the whole replay with its error, and gives back every connection', async () => {
     const schema = await createScratch(env.pool, projections);
     try {
       const applied: number[] = [];
       await expect(
-        replayInto(env.pool, store, schema, [failing, ...others], START, undefined, { pageSize: 2, progress: (n) => applied.push(n) }),
+        replayInto(env.pool, store, schema, [failingRounds(), ...others], START, undefined, { pageSize: 2, progress: (n) => applied.push(n) }),
       ).rejects.toThrow('disk full');
       // Stopped early: the reader went at most a few pages past the failure, not to the end of the log.
       expect(Math.max(0, ...applied)).toBeLessThan(log.length);
-      expect(env.pool.totalCount - env.pool.idleCount, 'connections held after the failure').toBe(0);
+      expect(held(), 'connections held after the failure').toBe(0);
     } finally {
+      await dropScratch(env.pool, schema);
+    }
+  });
+
+  it('a read of the log that fails stops the replay with its error, and gives back every connection', async () => {
+    let reads = 0;
+    const flaky: EventStore = Object.assign(Object.create(store) as EventStore, {
+      readAll: (options?: Parameters<EventStore['readAll']>[0]) => (++reads === 4 ? Promise.reject(new Error('connection reset')) : store.readAll(options)),
+    });
+    const schema = await createScratch(env.pool, projections);
+    try {
+      await expect(replayInto(env.pool, flaky, schema, projections, START, undefined, { pageSize: 5 })).rejects.toThrow('connection reset');
+      expect(held(), 'connections held after the failure').toBe(0);
+    } finally {
+      await dropScratch(env.pool, schema);
+    }
+  });
+
+  it('in the caller\'s transaction, a read model that fails returns its own error, and no statement follows it', async () => {
+    const schema = await createScratch(env.pool, projections);
+    const client = await env.pool.connect();
+    const query = client.query.bind(client);
+    let sent = 0;
+    let sentAtFailure: number | undefined;
+    const failing = failingRounds();
+    const apply = failing.apply;
+    failing.apply = async (events, tx) => {
+      try {
+        return await apply(events, tx);
+      } catch (err) {
+        sentAtFailure = sent;
+        throw err;
+      }
+    };
+    client.query = ((...args: Parameters<typeof client.query>) => {
+      sent += 1;
+      return (query as (...a: unknown[]) => unknown)(...args);
+    }) as typeof client.query;
+    try {
+      await client.query('BEGIN');
+      await expect(replayInto(client, store, schema, [failing, ...others], START, undefined, { pageSize: 2 })).rejects.toThrow('disk full');
+      expect(sentAtFailure).toBeGreaterThan(0);
+      expect(sent, 'statements sent after the failure').toBe(sentAtFailure);
+      await client.query('ROLLBACK');
+    } finally {
+      client.query = query;
+      client.release();
       await dropScratch(env.pool, schema);
     }
   });
