@@ -1,5 +1,6 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
+import { jsonbRows, jsonbRowsSelect, type RowColumn } from '../../shared/db/rows.ts';
 import { positionParts, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
 import { ROUND_EVENT_TYPES, type RoundEvent } from '../rounds/events.ts';
@@ -245,6 +246,14 @@ class QuarterDeltas {
   }
 }
 
+/** A transaction row as it is inserted: the columns of jsonbRows' cells, in the table's order. */
+const TRANSACTION_ROW: RowColumn[] = [
+  ['round_stream', 'text'], ['transaction_id', 'text'], ['operator_id', 'text'], ['log_major', 'bigint'], ['log_minor', 'bigint'],
+  ['provider_id', 'text'], ['origin', 'text'], ['round_id', 'text'], ['game_id', 'text'], ['player_ref', 'text'], ['type', 'text'],
+  ['direction', 'text'], ['amount', 'bigint'], ['currency', 'text'], ['original_transaction_id', 'text'], ['status', 'text'],
+  ['wallet_balance', 'numeric'], ['attempts', 'int'], ['recorded_at', 'timestamptz'], ['settled_at', 'timestamptz'],
+];
+
 /** The status and settling time a transaction shows after a change (settledAt only once final). */
 const shown = (type: NewRow['type'], c: Change): { status: OperatorStatus; settledAt: string | null } => {
   const status = operatorStatus(type, c.status);
@@ -275,17 +284,17 @@ export const reconciliationProjection: Projection = {
       const { rows: created } = await tx.query<{ round_stream: string; transaction_id: string }>(
         `INSERT INTO rm_operator_transactions (round_stream, transaction_id, operator_id, log_major, log_minor, provider_id, origin, round_id, game_id,
            player_ref, type, direction, amount, currency, original_transaction_id, status, wallet_balance, attempts, recorded_at, settled_at)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[],
-           $10::text[], $11::text[], $12::text[], $13::bigint[], $14::text[], $15::text[], $16::text[], $17::numeric[], $18::int[], $19::timestamptz[], $20::timestamptz[])
+         ${jsonbRowsSelect('$1', TRANSACTION_ROW)}
          ON CONFLICT (round_stream, transaction_id) DO NOTHING
          RETURNING round_stream, transaction_id`,
         [
-          values.map((v) => v.r.roundStream), values.map((v) => v.r.transactionId), values.map((v) => v.r.operatorId), values.map((v) => v.r.logMajor),
-          values.map((v) => v.r.logMinor), values.map((v) => v.r.providerId), values.map((v) => v.r.origin), values.map((v) => v.r.roundId),
-          values.map((v) => v.r.gameId), values.map((v) => v.r.playerRef), values.map((v) => v.r.type), values.map((v) => v.r.direction),
-          values.map((v) => v.r.amount), values.map((v) => v.r.currency), values.map((v) => v.r.originalTransactionId), values.map((v) => v.status),
-          values.map((v) => v.r.change?.walletBalance ?? null), values.map((v) => v.r.change?.attempts ?? 0), values.map((v) => v.r.recordedAt),
-          values.map((v) => v.settledAt),
+          jsonbRows(
+            values.map(({ r, status, settledAt }) => [
+              r.roundStream, r.transactionId, r.operatorId, r.logMajor, r.logMinor, r.providerId, r.origin, r.roundId, r.gameId, r.playerRef, r.type,
+              r.direction, r.amount, r.currency, r.originalTransactionId, status, r.change?.walletBalance ?? null, r.change?.attempts ?? 0, r.recordedAt,
+              settledAt,
+            ]),
+          ),
         ],
       );
       const inserted = new Set(created.map((c) => `${c.round_stream}\n${c.transaction_id}`));

@@ -1,5 +1,6 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
+import { jsonbRows, jsonbRowsSelect, type Cell, type RowColumn } from '../../shared/db/rows.ts';
 import { ROUND_EVENT_TYPES, type RoundEvent } from './events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
@@ -147,18 +148,20 @@ export const roundsProjection: Projection = {
          SELECT x.round_stream, x.transaction_id, x.provider_id, x.operator_id, x.round_id, x.origin, x.type, x.player_ref, x.game_id, x.amount,
            x.currency, x.direction, x.original_transaction_id, x.round_complete, coalesce(x.status, 'recorded'), coalesce(x.attempts, 0), x.reply,
            x.settled_at, x.last_error, x.dead_lettered_at, x.recorded_at, coalesce(x.updated_at, x.recorded_at)
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
-           $11::text[], $12::text[], $13::text[], $14::boolean[], $15::timestamptz[], $16::text[], $17::int[], $18::jsonb[], $19::timestamptz[],
-           $20::text[], $21::timestamptz[], $22::timestamptz[])
-           AS x(round_stream, transaction_id, provider_id, operator_id, round_id, origin, type, player_ref, game_id, amount,
-             currency, direction, original_transaction_id, round_complete, recorded_at, status, attempts, reply, settled_at,
-             last_error, dead_lettered_at, updated_at)
+         FROM (${jsonbRowsSelect('$1', INSERT_ROW)}) AS x
          ON CONFLICT (round_stream, transaction_id) DO NOTHING
          RETURNING round_stream, transaction_id`,
         [
-          ...columns(inserts, ['roundStream', 'transactionId', 'providerId', 'operatorId', 'roundId', 'origin', 'type', 'playerRef', 'gameId', 'amount',
-            'currency', 'direction', 'originalTransactionId', 'roundComplete', 'recordedAt']),
-          ...columns(inserts.map((i) => i.outcome ?? NO_OUTCOME), ['status', 'attempts', 'reply', 'settledAt', 'lastError', 'deadLetteredAt', 'updatedAt']),
+          jsonbRows(
+            inserts.map((i) => {
+              const o = i.outcome ?? NO_OUTCOME;
+              return [
+                i.roundStream, i.transactionId, i.providerId, i.operatorId, i.roundId, i.origin, i.type, i.playerRef, i.gameId, i.amount,
+                i.currency, i.direction, i.originalTransactionId, i.roundComplete, i.recordedAt,
+                o.status, o.attempts, o.reply, o.settledAt, o.lastError, o.deadLetteredAt, o.updatedAt,
+              ];
+            }),
+          ),
         ],
       );
       const inserted = new Set(created.map((r) => `${r.round_stream}\n${r.transaction_id}`));
@@ -193,7 +196,13 @@ export const roundsProjection: Projection = {
   },
 };
 
-type Cell = string | number | boolean | null;
+/** A transaction row as it is inserted: the columns of jsonbRows' cells, in order. */
+const INSERT_ROW: RowColumn[] = [
+  ['round_stream', 'text'], ['transaction_id', 'text'], ['provider_id', 'text'], ['operator_id', 'text'], ['round_id', 'text'], ['origin', 'text'],
+  ['type', 'text'], ['player_ref', 'text'], ['game_id', 'text'], ['amount', 'bigint'], ['currency', 'text'], ['direction', 'text'],
+  ['original_transaction_id', 'text'], ['round_complete', 'boolean'], ['recorded_at', 'timestamptz'], ['status', 'text'], ['attempts', 'int'],
+  ['reply', 'jsonb'], ['settled_at', 'timestamptz'], ['last_error', 'text'], ['dead_lettered_at', 'timestamptz'], ['updated_at', 'timestamptz'],
+];
 
 /** Row objects as one array per column, in the given order (the parameters of an unnest). */
 function columns<T extends Record<K, Cell>, K extends keyof T>(rows: T[], keys: K[]): Cell[][] {
