@@ -64,7 +64,7 @@ interface Lane {
   gathered: RecordedEvent[];
   /** Transactions it committed (its scratch tables are analyzed as that count doubles). */
   applied: number;
-  /** Pages it is done with: applied, or gathered and nothing left over. */
+  /** Events of the log it is done with (applied, or of no concern to it): what progress reports. */
   through: number;
 }
 
@@ -114,15 +114,10 @@ export async function replayInto(
       lanes.push({ projection, client, chain: own ? newChain() : shared, gathered: [], applied: 0, through: 0 });
     }
     const chains = [...new Set(lanes.map((l) => l.chain))];
-    /** Events of the pages read so far, page by page, summed: what progress reports. */
-    const replayedAt: number[] = [0];
     let reported = 0;
     const report = () => {
       const through = Math.min(...lanes.map((l) => l.through));
-      if (through > reported) {
-        reported = through;
-        options.progress?.(replayedAt[through]!);
-      }
+      if (through > reported) options.progress?.((reported = through));
     };
     const flush = async (lane: Lane) => {
       const events = lane.gathered;
@@ -160,7 +155,8 @@ export async function replayInto(
       });
     };
     let position = from;
-    let pageNo = 0;
+    /** Events of the pages read so far. */
+    let replayed = 0;
     let next = read(position);
     for (;;) {
       const page = await next;
@@ -170,9 +166,7 @@ export async function replayInto(
       const more = page.length === pageSize && !(until !== undefined && last === until);
       // The next page is read while this one is applied: the store and the scratch tables work at once.
       if (more) next = read(last);
-      pageNo += 1;
-      replayedAt.push(replayedAt[pageNo - 1]! + cut.length);
-      const n = pageNo;
+      const through = (replayed += cut.length);
       for (const lane of lanes) {
         enqueue(lane.chain, async () => {
           for (const e of cut) {
@@ -180,7 +174,7 @@ export async function replayInto(
             lane.gathered.push(e);
             if (lane.gathered.length >= pageSize) await flush(lane);
           }
-          if (lane.gathered.length === 0) lane.through = n;
+          if (lane.gathered.length === 0) lane.through = through;
           report();
         });
       }
@@ -198,7 +192,7 @@ export async function replayInto(
     for (const lane of lanes) {
       enqueue(lane.chain, async () => {
         await flush(lane);
-        lane.through = pageNo;
+        lane.through = replayed;
         report();
       });
     }
@@ -311,7 +305,7 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
       for (const t of tables) {
         // Keys (primary, unique, exclusion) by their own definitions, then the plain indexes.
         const { rows: keys } = await client.query<{ name: string; definition: string }>(
-          `SELECT conname AS name, pg_get_constraintdef(oid) AS definition FROM pg_constraint
+          `SELECT quote_ident(conname) AS name, pg_get_constraintdef(oid) AS definition FROM pg_constraint
            WHERE conrelid = ('public.' || quote_ident($1))::regclass AND contype IN ('p', 'u', 'x') ORDER BY conname`,
           [t],
         );
@@ -321,9 +315,9 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
           [t],
         );
         for (const i of indexes) await client.query(`DROP INDEX ${i.name}`);
-        for (const k of keys) await client.query(`ALTER TABLE public.${t} DROP CONSTRAINT ${quoteIdent(k.name)}`);
+        for (const k of keys) await client.query(`ALTER TABLE public.${t} DROP CONSTRAINT ${k.name}`);
         await client.query(`INSERT INTO public.${t} SELECT * FROM ${schema}.${t}`);
-        for (const k of keys) await client.query(`ALTER TABLE public.${t} ADD CONSTRAINT ${quoteIdent(k.name)} ${k.definition}`);
+        for (const k of keys) await client.query(`ALTER TABLE public.${t} ADD CONSTRAINT ${k.name} ${k.definition}`);
         for (const i of indexes) await client.query(i.definition);
       }
       await client.query(`UPDATE projection_checkpoints SET position = $2, updated_at = now() WHERE name = ANY($1::text[])`, [names, built]);
@@ -342,8 +336,6 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
 /** rebuildProjections for one projection. */
 export const rebuildProjection = (pool: Pool, store: EventStore, projection: Projection, progress?: Progress): Promise<Position> =>
   rebuildProjections(pool, store, [projection], progress);
-
-const quoteIdent = (name: string): string => `"${name.replaceAll('"', '""')}"`;
 
 async function checkpointOf(pool: Pool, name: string): Promise<Position> {
   const { rows } = await pool.query<{ position: string }>('SELECT position FROM projection_checkpoints WHERE name = $1', [name]);

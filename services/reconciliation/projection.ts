@@ -246,7 +246,7 @@ class QuarterDeltas {
   }
 }
 
-/** A transaction row as it is inserted: the columns of jsonbRows' cells, in the table's order. */
+/** A transaction row as it is inserted: the columns it fills, in the order of jsonbRows' cells. */
 const TRANSACTION_ROW: RowColumn[] = [
   ['round_stream', 'text'], ['transaction_id', 'text'], ['operator_id', 'text'], ['log_major', 'bigint'], ['log_minor', 'bigint'],
   ['provider_id', 'text'], ['origin', 'text'], ['round_id', 'text'], ['game_id', 'text'], ['player_ref', 'text'], ['type', 'text'],
@@ -282,8 +282,7 @@ export const reconciliationProjection: Projection = {
         return { r, ...after };
       });
       const { rows: created } = await tx.query<{ round_stream: string; transaction_id: string }>(
-        `INSERT INTO rm_operator_transactions (round_stream, transaction_id, operator_id, log_major, log_minor, provider_id, origin, round_id, game_id,
-           player_ref, type, direction, amount, currency, original_transaction_id, status, wallet_balance, attempts, recorded_at, settled_at)
+        `INSERT INTO rm_operator_transactions (${TRANSACTION_ROW.map(([name]) => name).join(', ')})
          ${jsonbRowsSelect('$1', TRANSACTION_ROW)}
          ON CONFLICT (round_stream, transaction_id) DO NOTHING
          RETURNING round_stream, transaction_id`,
