@@ -356,35 +356,45 @@ export const reconciliationProjection: Projection = {
           moved.map((d) => d.count), moved.map((d) => d.amount.toString()),
         ],
       );
-      // A quarter with nothing left in a status holds no row, as a rebuild would leave it.
-      await tx.query(
-        `DELETE FROM rm_settlement_quarters q USING unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
-           AS k(operator_id, quarter, provider_id, game_id, currency, type, direction, status)
-         WHERE q.count = 0 AND (q.operator_id, q.quarter, q.provider_id, q.game_id, q.currency, q.type, q.direction, q.status)
-           = (k.operator_id, k.quarter, k.provider_id, k.game_id, k.currency, k.type, k.direction, k.status)`,
-        [
-          moved.map((d) => d.operatorId), moved.map((d) => d.quarter), moved.map((d) => d.providerId), moved.map((d) => d.gameId),
-          moved.map((d) => d.currency), moved.map((d) => d.type), moved.map((d) => d.direction), moved.map((d) => d.status),
-        ],
-      );
+      // A quarter with nothing left in a status holds no row, as a rebuild would leave it. A key the batch
+      // added more transactions to than it took away cannot be left with none: only the others are looked at.
+      const emptied = moved.filter((d) => d.count <= 0);
+      if (emptied.length > 0) {
+        await tx.query(
+          `DELETE FROM rm_settlement_quarters q USING unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+             AS k(operator_id, quarter, provider_id, game_id, currency, type, direction, status)
+           WHERE q.count = 0 AND (q.operator_id, q.quarter, q.provider_id, q.game_id, q.currency, q.type, q.direction, q.status)
+             = (k.operator_id, k.quarter, k.provider_id, k.game_id, k.currency, k.type, k.direction, k.status)`,
+          [
+            emptied.map((d) => d.operatorId), emptied.map((d) => d.quarter), emptied.map((d) => d.providerId), emptied.map((d) => d.gameId),
+            emptied.map((d) => d.currency), emptied.map((d) => d.type), emptied.map((d) => d.direction), emptied.map((d) => d.status),
+          ],
+        );
+      }
     }
 
     if (rounds.length > 0) {
       const opened = rounds.filter((r) => r.openedAt !== '');
+      /** Rounds this batch created: each was written with its close already (if the batch closed it). */
+      let created = new Set<string>();
       if (opened.length > 0) {
-        await tx.query(
+        const { rows: inserted } = await tx.query<{ round_stream: string }>(
           `INSERT INTO rm_operator_rounds (round_stream, operator_id, provider_id, round_id, game_id, player_ref, currency, status, opened_at, closed_at)
            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[])
-           ON CONFLICT (round_stream) DO NOTHING`,
+           ON CONFLICT (round_stream) DO NOTHING
+           RETURNING round_stream`,
           [
             opened.map((r) => r.roundStream), opened.map((r) => r.operatorId), opened.map((r) => r.providerId), opened.map((r) => r.roundId),
             opened.map((r) => r.gameId), opened.map((r) => r.playerRef), opened.map((r) => r.currency), opened.map((r) => r.closed?.status ?? 'open'),
             opened.map((r) => r.openedAt), opened.map((r) => r.closed?.at ?? null),
           ],
         );
+        created = new Set(inserted.map((r) => r.round_stream));
       }
       // The round closes once, at the first close the history holds (a closed round takes no BET or WIN).
-      const closed = rounds.filter((r) => r.closed);
+      // A round created above holds its close already; the others (opened in an earlier batch, or already
+      // there) are closed here unless they were closed before.
+      const closed = rounds.filter((r) => r.closed && !created.has(r.roundStream));
       if (closed.length > 0) {
         await tx.query(
           `UPDATE rm_operator_rounds r SET status = c.status, closed_at = c.closed_at
