@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RoundCache } from '../../services/rounds/round-cache.ts';
+import { RoundCache, roundBytes } from '../../services/rounds/round-cache.ts';
 import { roundDecider, type RoundState, type TxState } from '../../services/rounds/decider.ts';
 
 const tx = (id: string, status: TxState['status']): TxState => ({
@@ -45,5 +45,40 @@ describe('RoundCache', () => {
     expect(cache.get('b')).toBeUndefined();
     expect(cache.get('a')).toBeDefined();
     expect(cache.get('c')).toBeDefined();
+  });
+
+  /** A BET the wallet answered with a body of `size` characters (a reply may be up to 1 MiB, kept verbatim). */
+  const answered = (id: string, size: number): TxState => ({ ...tx(id, 'applied'), reply: { status: 'OK', balance: 1, body: `{"status":"OK","balance":1,"pad":"${'x'.repeat(size)}"}` } });
+  const MiB = 1024 * 1024;
+
+  it('holds no more than its bound in bytes when a wallet pads its replies: the rounds used last are kept', () => {
+    const cache = new RoundCache(20_000, 32 * MiB);
+    for (let i = 0; i < 100; i++) cache.put(`r${i}`, { state: state({ txs: new Map([[`b${i}`, answered(`b${i}`, MiB - 40)]]) }), revision: 0 });
+    expect(cache.heldBytes).toBeLessThanOrEqual(32 * MiB);
+    expect(cache.size).toBe(15); // each about 2 MiB (two bytes a character, at most)
+    expect(cache.get('r99')).toBeDefined();
+    expect(cache.get('r84')).toBeUndefined();
+    // Ordinary rounds still find room, and push out the large ones used least recently.
+    for (let i = 0; i < 1000; i++) cache.put(`s${i}`, { state: state({ txs: new Map([[`t${i}`, tx(`t${i}`, 'applied')]]) }), revision: 0 });
+    expect(cache.get('s0')).toBeDefined();
+    expect(cache.heldBytes).toBeLessThanOrEqual(32 * MiB);
+  });
+
+  it('does not keep a round larger than its whole bound, nor the earlier snapshot of it', () => {
+    const cache = new RoundCache(100, 64 * 1024);
+    cache.put('s', { state: state({ txs: new Map([['a', tx('a', 'recorded')]]) }), revision: 1 });
+    cache.put('s', { state: state({ txs: new Map([['a', answered('a', 100 * 1024)]]) }), revision: 2 });
+    expect(cache.get('s')).toBeUndefined();
+    expect(cache.heldBytes).toBe(0);
+  });
+
+  it('counts a round once however often it is replaced, and nothing once it is let go', () => {
+    const cache = new RoundCache();
+    const open = state({ txs: new Map([['a', answered('a', 5000)], ['w', tx('w', 'recorded')]]) });
+    for (let rev = 1; rev <= 5; rev++) cache.put('s', { state: open, revision: rev });
+    expect(cache.heldBytes).toBe(roundBytes(open));
+    cache.put('s', { state: state({ completed: true, txs: new Map([['a', answered('a', 5000)], ['w', tx('w', 'applied')]]) }), revision: 6 });
+    expect(cache.size).toBe(0);
+    expect(cache.heldBytes).toBe(0);
   });
 });
