@@ -58,9 +58,11 @@ describe('RoundCache', () => {
     expect(cache.size).toBe(15); // each about 2 MiB (two bytes a character, at most)
     expect(cache.get('r99')).toBeDefined();
     expect(cache.get('r84')).toBeUndefined();
-    // Ordinary rounds still find room, and push out the large ones used least recently.
-    for (let i = 0; i < 1000; i++) cache.put(`s${i}`, { state: state({ txs: new Map([[`t${i}`, tx(`t${i}`, 'applied')]]) }), revision: 0 });
+    // Ordinary rounds (about 1.5 KB each) still find room, and push out the large round used least recently.
+    for (let i = 0; i < 2000; i++) cache.put(`s${i}`, { state: state({ txs: new Map([[`t${i}`, tx(`t${i}`, 'applied')]]) }), revision: 0 });
     expect(cache.get('s0')).toBeDefined();
+    expect(cache.get('r85')).toBeUndefined();
+    expect(cache.get('r86')).toBeDefined();
     expect(cache.heldBytes).toBeLessThanOrEqual(32 * MiB);
   });
 
