@@ -286,6 +286,8 @@ async function main(): Promise<number> {
           PATH: process.env.PATH ?? '', DATABASE_URL: db.url, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: 'warn', ROLES: roles, ADMIN_TOKEN: 'bench',
           // Node's own options for the service's processes (say a heap limit), from BENCH_SERVICE_NODE_OPTIONS.
           ...(process.env.BENCH_SERVICE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVICE_NODE_OPTIONS } : {}),
+          // The service's own heap setting (docs/operations.md, Memory), to compare it with V8's (0).
+          ...(process.env.HEAP_GROWING_PERCENT ? { HEAP_GROWING_PERCENT: process.env.HEAP_GROWING_PERCENT } : {}),
         },
         stdio: 'ignore',
       });

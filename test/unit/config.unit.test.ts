@@ -19,7 +19,14 @@ describe('configuration (contract section 1)', () => {
       adminToken: undefined,
       dispatchConcurrencyPerOperator: 32,
       logLevel: 'info',
+      heapGrowingPercent: 20,
     });
+  });
+
+  it('takes the heap growing percent, a whole number 0..400 (0: V8 decides)', () => {
+    expect(loadConfig({ HEAP_GROWING_PERCENT: '0' }).heapGrowingPercent).toBe(0);
+    expect(loadConfig({ HEAP_GROWING_PERCENT: '400' }).heapGrowingPercent).toBe(400);
+    for (const bad of ['-1', '401', '12.5', 'small']) expect(() => loadConfig({ HEAP_GROWING_PERCENT: bad }), bad).toThrow(/\bHEAP_GROWING_PERCENT\b/);
   });
 
   it('takes the per-operator retry concurrency, a positive integer', () => {
