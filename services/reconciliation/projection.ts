@@ -1,6 +1,6 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
-import { jsonbRows, jsonbRowsSelect, type RowColumn } from '../../shared/db/rows.ts';
+import { jsonbRows, jsonbRowsInsert, type RowColumn } from '../../shared/db/rows.ts';
 import { positionParts, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
 import { ROUND_EVENT_TYPES, type RoundEvent } from '../rounds/events.ts';
@@ -282,8 +282,7 @@ export const reconciliationProjection: Projection = {
         return { r, ...after };
       });
       const { rows: created } = await tx.query<{ round_stream: string; transaction_id: string }>(
-        `INSERT INTO rm_operator_transactions (${TRANSACTION_ROW.map(([name]) => name).join(', ')})
-         ${jsonbRowsSelect('$1', TRANSACTION_ROW)}
+        `${jsonbRowsInsert('rm_operator_transactions', TRANSACTION_ROW, '$1')}
          ON CONFLICT (round_stream, transaction_id) DO NOTHING
          RETURNING round_stream, transaction_id`,
         [

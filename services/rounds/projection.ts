@@ -1,6 +1,6 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
-import { jsonbRows, jsonbRowsSelect, type Cell, type RowColumn } from '../../shared/db/rows.ts';
+import { jsonbRows, jsonbRowsInsert, type Cell, type RowColumn } from '../../shared/db/rows.ts';
 import { ROUND_EVENT_TYPES, type RoundEvent } from './events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
@@ -143,22 +143,18 @@ export const roundsProjection: Projection = {
       // an update). A repeated record finds its row there already and inserts nothing: the outcome the
       // batch holds for it is then written by the update below, as for any row of an earlier batch.
       const { rows: created } = await tx.query<{ round_stream: string; transaction_id: string }>(
-        `INSERT INTO rm_transactions (round_stream, transaction_id, provider_id, operator_id, round_id, origin, type, player_ref, game_id, amount,
-           currency, direction, original_transaction_id, round_complete, status, attempts, reply, settled_at, last_error, dead_lettered_at, recorded_at, updated_at)
-         SELECT x.round_stream, x.transaction_id, x.provider_id, x.operator_id, x.round_id, x.origin, x.type, x.player_ref, x.game_id, x.amount,
-           x.currency, x.direction, x.original_transaction_id, x.round_complete, coalesce(x.status, 'recorded'), coalesce(x.attempts, 0), x.reply,
-           x.settled_at, x.last_error, x.dead_lettered_at, x.recorded_at, coalesce(x.updated_at, x.recorded_at)
-         FROM (${jsonbRowsSelect('$1', INSERT_ROW)}) AS x
+        `${jsonbRowsInsert('rm_transactions', INSERT_ROW, '$1')}
          ON CONFLICT (round_stream, transaction_id) DO NOTHING
          RETURNING round_stream, transaction_id`,
         [
           jsonbRows(
             inserts.map((i) => {
+              // What no event of the batch set: status recorded, no attempt, last changed when recorded.
               const o = i.outcome ?? NO_OUTCOME;
               return [
                 i.roundStream, i.transactionId, i.providerId, i.operatorId, i.roundId, i.origin, i.type, i.playerRef, i.gameId, i.amount,
                 i.currency, i.direction, i.originalTransactionId, i.roundComplete, i.recordedAt,
-                o.status, o.attempts, o.reply, o.settledAt, o.lastError, o.deadLetteredAt, o.updatedAt,
+                o.status ?? 'recorded', o.attempts ?? 0, o.reply, o.settledAt, o.lastError, o.deadLetteredAt, o.updatedAt ?? i.recordedAt,
               ];
             }),
           ),
@@ -241,7 +237,7 @@ interface RoundUpsert {
   lastActivityAt: string;
 }
 
-/** An inserted row no event of its batch settled: the columns keep their defaults. */
+/** An inserted row no event of its batch settled (apply fills in status, attempts and updated_at). */
 const NO_OUTCOME = { status: null, attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: null };
 
 /** The columns a batch's outcome events set on one transaction row; null = not set by any of them. */

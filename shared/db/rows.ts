@@ -16,12 +16,17 @@ export type Cell = string | number | boolean | null;
 /** A column: its name in the row set and the SQL type its text is cast to. */
 export type RowColumn = readonly [name: string, type: string];
 
-/** `SELECT (r->>0)::type0 AS name0, ... FROM jsonb_array_elements($n::jsonb) AS r`, for use as a subquery. */
-export function jsonbRowsSelect(param: string, columns: readonly RowColumn[]): string {
-  return `SELECT ${columns.map(([name, type], i) => `(r->>${i})::${type} AS ${name}`).join(', ')} FROM jsonb_array_elements(${param}::jsonb) AS r`;
+/**
+ * `INSERT INTO table (name0, ...) SELECT (r->>0)::type0, ... FROM jsonb_array_elements($n::jsonb) AS r`:
+ * the rows of the parameter `param` (say '$1', filled by jsonbRows) into those columns. Append the
+ * statement's own ON CONFLICT and RETURNING.
+ */
+export function jsonbRowsInsert(table: string, columns: readonly RowColumn[], param: string): string {
+  return `INSERT INTO ${table} (${columns.map(([name]) => name).join(', ')})
+    SELECT ${columns.map(([, type], i) => `(r->>${i})::${type}`).join(', ')} FROM jsonb_array_elements(${param}::jsonb) AS r`;
 }
 
-/** The parameter for jsonbRowsSelect: each row's cells in the columns' order. */
+/** The parameter for jsonbRowsInsert: each row's cells in the columns' order. */
 export function jsonbRows(rows: readonly (readonly Cell[])[]): string {
   return JSON.stringify(rows);
 }
