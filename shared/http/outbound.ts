@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Agent, errors as undiciErrors, request } from 'undici';
 import type { Operator, Provider } from '../catalog/schema.ts';
 import { HEADER, sign } from './signature.ts';
@@ -91,7 +91,9 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
   const body = req.rawBody ?? (req.body === undefined ? '' : JSON.stringify(req.body));
   const hasBody = body !== '';
   const timestamp = String(Math.floor(Date.now() / 1000));
-  const nonce = randomBytes(16).toString('hex');
+  // 32 hex characters (docs/signing.md), 122 of their bits random, from Node's buffered source: no
+  // system call per request, as randomBytes makes.
+  const nonce = randomUUID().replaceAll('-', '');
   const signature = sign(req.secret, { timestamp, nonce, method: req.method, target, body });
   const timeout = AbortSignal.timeout(req.timeoutMs);
   const signal = req.signal ? AbortSignal.any([timeout, req.signal]) : timeout;

@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPLY_LIMIT_BYTES, signedCall } from '../../shared/http/outbound.ts';
+import { signatureMatches } from '../../shared/http/signature.ts';
 import { drained } from '../helpers/fakes.ts';
 
 const MiB = 1024 * 1024;
@@ -20,10 +21,13 @@ interface Written {
 let server: http.Server;
 let url: string;
 const written: Written[] = [];
+/** The signed headers of every call the server took. */
+const seen: http.IncomingHttpHeaders[] = [];
 
 beforeAll(async () => {
   server = http.createServer((req, res) => {
     const u = new URL(req.url ?? '/', 'http://x');
+    seen.push(req.headers);
     const size = Number(u.pathname.split('/')[2]);
     const w: Written = { bytes: 0, finished: false, closedEarly: false };
     written.push(w);
@@ -91,5 +95,20 @@ describe('outbound replies are bounded at 1 MiB (contract section 8 rule 7)', ()
     await get(`/size/${5 * MiB}`);
     const next = await get('/size/10');
     expect(next).toMatchObject({ kind: 'response', status: 200, body: 'x'.repeat(10) });
+  });
+});
+
+describe('the service signs each call with a fresh nonce (docs/signing.md)', () => {
+  it('sends 32 hex characters, a different one every call, under a signature the partner can check', async () => {
+    const nonces: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      await get('/size/2');
+      const h = seen.at(-1)!;
+      const nonce = String(h['x-nonce']);
+      expect(nonce).toMatch(/^[0-9a-f]{32}$/);
+      expect(signatureMatches('s', { timestamp: String(h['x-timestamp']), nonce, method: 'GET', target: '/size/2', body: '' }, String(h['x-signature']))).toBe(true);
+      nonces.push(nonce);
+    }
+    expect(new Set(nonces).size).toBe(nonces.length);
   });
 });
