@@ -374,8 +374,9 @@ async function main(): Promise<number> {
         console.log(`  ${t.name.padEnd(10)} ${fmt(row[t.name as 'forwarder' | 'ledger'])}`);
         console.log(`  ${''.padEnd(10)} ${cpu.stop()}`);
       }
+      // Issue #25's targets: p50 1.5 ms up to 100 tx/s, 3 ms above; p99 15 ms at every rate.
       if (row.forwarder && row.ledger) console.log(
-        `  added by the ledger: p50 ${(row.ledger.p50 - row.forwarder.p50).toFixed(2)} ms (target <= 3), p99 ${(row.ledger.p99 - row.forwarder.p99).toFixed(2)} ms (target <= 15)`,
+        `  added by the ledger: p50 ${(row.ledger.p50 - row.forwarder.p50).toFixed(2)} ms (target <= ${rate <= 100 ? 1.5 : 3}), p99 ${(row.ledger.p99 - row.forwarder.p99).toFixed(2)} ms (target <= 15)`,
       );
       fixed.push(row);
     }
