@@ -40,8 +40,8 @@ export async function readTx(store: EventStore, ref: TxRef): Promise<TxState | u
 
 /** A lease outlives the wallet call it covers by this much; a holder that died frees it after that. */
 export const leaseTtl = (walletTimeoutMs: number): number => walletTimeoutMs + 5000;
-// randomUUID draws from a buffer Node refills 128 ids at a time; randomBytes asks the kernel on every
-// call (about 2 µs here, twice a transaction with the outbound nonce).
+// randomUUID is served from a cache Node fills 128 ids at a time; randomBytes goes into OpenSSL on
+// every call (about 2 µs here, twice a transaction with the outbound nonce).
 export const leaseToken = (): string => randomUUID();
 
 export const walletTimeoutOf = (deps: DispatchDeps, operatorId: string): number => deps.catalog.snapshot().operators.get(operatorId)?.walletTimeoutMs ?? 5000;
