@@ -255,7 +255,7 @@ async function soak(t: Target, apiPid: number, cpu: CpuMeter, measured: (t: Targ
   const r = measured(t, await fixedRate(t, rate, SECONDS));
   clearInterval(meter);
   console.log(`  ${t.name.padEnd(10)} ${fmt(r)}`);
-  console.log(`  ${''.padEnd(10)} ${cpu.stop()}`);
+  console.log(`  ${''.padEnd(10)} ${cpu.stop(r.throughput)}`);
   const perMinute: string[] = [];
   for (let m = 0; m * 60 < SECONDS; m++) {
     const inMinute = samples.filter((x) => x.at >= m * 60 && x.at < (m + 1) * 60).map((x) => x.rss).sort((a, b) => a - b);
@@ -349,7 +349,7 @@ async function main(): Promise<number> {
         cpu.start();
         sat[t.name] = measured(t, await saturate(t, SATURATION_SECONDS, SATURATION_CONCURRENCY));
         console.log(`  ${t.name.padEnd(10)} ${fmt(sat[t.name]!)}`);
-        console.log(`  ${''.padEnd(10)} ${cpu.stop()}`);
+        console.log(`  ${''.padEnd(10)} ${cpu.stop(sat[t.name]!.throughput)}`);
       }
       if (sat.forwarder && sat.ledger) {
         ratios.push(sat.ledger.throughput / sat.forwarder.throughput);
@@ -372,7 +372,7 @@ async function main(): Promise<number> {
         cpu.start();
         row[t.name as 'forwarder' | 'ledger'] = measured(t, await fixedRate(t, rate, SECONDS));
         console.log(`  ${t.name.padEnd(10)} ${fmt(row[t.name as 'forwarder' | 'ledger'])}`);
-        console.log(`  ${''.padEnd(10)} ${cpu.stop()}`);
+        console.log(`  ${''.padEnd(10)} ${cpu.stop(row[t.name as 'forwarder' | 'ledger'].throughput)}`);
       }
       // Issue #25's targets: p50 1.5 ms up to 100 tx/s, 3 ms above; p99 15 ms at every rate.
       if (row.forwarder && row.ledger) console.log(

@@ -42,8 +42,11 @@ export class CpuMeter {
     this.startedAt = performance.now();
   }
 
-  /** Cores used per class over the phase (1.00 = one core busy the whole time). */
-  stop(): string {
+  /**
+   * Cores used per class over the phase (1.00 = one core busy the whole time); given the phase's
+   * transactions a second, also the CPU one transaction took in all, every process of the machine counted.
+   */
+  stop(txPerSecond?: number): string {
     const after = sample();
     const seconds = (performance.now() - this.startedAt) / 1000;
     const byPid = new Map(Object.entries(this.named).filter(([, pid]) => pid !== undefined).map(([name, pid]) => [String(pid), name]));
@@ -59,6 +62,7 @@ export class CpuMeter {
     }
     const total = [...used.values()].reduce((s, v) => s + v, 0);
     const parts = [...used].sort((a, b) => b[1] - a[1]).map(([name, cores]) => `${name} ${cores.toFixed(2)} (${((100 * (sys.get(name) ?? 0)) / cores).toFixed(0)}% sys)`);
-    return `cores busy ${total.toFixed(2)} of ${os.cpus().length}: ${parts.join(', ')}`;
+    const perTx = txPerSecond && txPerSecond > 0 ? ` (${((1000 * total) / txPerSecond).toFixed(2)} ms of CPU a transaction)` : '';
+    return `cores busy ${total.toFixed(2)} of ${os.cpus().length}${perTx}: ${parts.join(', ')}`;
   }
 }
