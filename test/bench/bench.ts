@@ -283,6 +283,42 @@ async function soak(t: Target, apiPid: number, cpu: CpuMeter, measured: (t: Targ
   return r.count - r.errors > 0 ? 0 : 1;
 }
 
+/**
+ * What a process hop costs on this machine today, hot and after idling: a Postgres round trip (SELECT 1)
+ * and a one-row insert with its commit, one call at a time, back to back and then each after 10 ms of
+ * idle (as at 100 tx/s, where every process sleeps between transactions). Printed with the figures, as
+ * the forwarder is for throughput: the ledger adds one such hop with a commit to every transaction.
+ */
+async function machineHop(url: string): Promise<string> {
+  const pg = (await import('pg')).default;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('CREATE TABLE bench_hop (id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())');
+    const p50 = async (sql: string, idleMs: number, n: number) => {
+      const ms: number[] = [];
+      for (let i = 0; i < n; i++) {
+        if (idleMs > 0) await new Promise((r) => setTimeout(r, idleMs));
+        const t0 = performance.now();
+        await client.query(sql);
+        ms.push(performance.now() - t0);
+      }
+      return pct(ms.sort((a, b) => a - b), 50).toFixed(2);
+    };
+    const select = 'SELECT 1';
+    const insert = 'INSERT INTO bench_hop DEFAULT VALUES';
+    await p50(select, 0, 200);
+    const figures = [await p50(select, 0, 300), await p50(select, 10, 150), await p50(insert, 0, 300), await p50(insert, 10, 150)];
+    await client.query('DROP TABLE bench_hop');
+    return (
+      `machine: a Postgres round trip (SELECT 1) p50 ${figures[0]} ms back to back, ${figures[1]} ms after 10 ms idle; ` +
+      `a one-row insert with its commit ${figures[2]} and ${figures[3]} ms`
+    );
+  } finally {
+    await client.end();
+  }
+}
+
 async function main(): Promise<number> {
   const db = await createTestDatabase('bench');
   const redis = await claimTestRedis();
@@ -343,6 +379,7 @@ async function main(): Promise<number> {
     });
     console.log(`seamless-wallet ledger benchmark: ${os.cpus().length} cores, node ${process.version}, BET+WIN rounds, ${PLAYERS} players`);
     console.log(ONE_PROCESS ? 'ledger: roles api,worker,projector in one process' : 'ledger: api in one process, worker and projector in another (as compose.yaml deploys it)');
+    console.log(await machineHop(db.url));
     // At the saturation concurrency: a fresh service's first seconds at full load are slower (its pools
     // grow, new Postgres backends compile the functions, V8 optimizes); a 2 s warm-up at 16 rounds left
     // the first saturation pair measuring the ledger about a fifth low.
