@@ -14,6 +14,7 @@ import { createPool, withTransaction } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { onInterrupt } from './interrupt.ts';
 import { appendHistory } from './history.ts';
 import { auditSampled, rssThirds } from './rss.ts';
 
@@ -21,6 +22,8 @@ import { auditSampled, rssThirds } from './rss.ts';
 export async function chainMain({ events: WANTED }: { events: number }): Promise<void> {
   const db = await createTestDatabase('chainbench');
   const pool = createPool(db.url, 52);
+  // Interrupted: the database dropped (its connections with it; the process exits).
+  const registered = onInterrupt(() => db.drop());
   try {
     await migrate(pool, allMigrations);
     const store = await createEventStore('postgres', pool, db.url);
@@ -43,6 +46,7 @@ export async function chainMain({ events: WANTED }: { events: number }): Promise
     console.log('target: verify-chain at 50,000 events/s or faster on one million events');
     await store.close();
   } finally {
+    registered();
     await pool.end();
     await db.drop();
   }

@@ -12,6 +12,7 @@ import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { startFakeWallet, type FakeWallet } from '../helpers/fakes.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
+import { onInterrupt, once } from './interrupt.ts';
 import { spawnService, type SpawnedService } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 
@@ -28,6 +29,13 @@ export async function isolationMain({ backlog: BACKLOG, samples: SAMPLES }: { ba
   const redis = await claimTestRedis();
   const [walletA, walletB] = await Promise.all([startFakeWallet(OP1.secret), startFakeWallet(OP2.secret)]);
   const services: SpawnedService[] = [];
+  const cleanup = once(async () => {
+    await Promise.all(services.map((s) => s.stop()));
+    await Promise.all([walletA.close(), walletB.close()]);
+    await db.drop();
+    await redis.release();
+  });
+  const registered = onInterrupt(cleanup);
   try {
     const env = {
       DATABASE_URL: db.url,
@@ -108,9 +116,7 @@ export async function isolationMain({ backlog: BACKLOG, samples: SAMPLES }: { ba
     report(`B beside A hung (${waiting} WINs retrying)`, hung);
     console.log(`  A's retries sent while B was measured: ${winsOfA() - before} (each hangs ${A_TIMEOUT_MS} ms)`);
   } finally {
-    await Promise.all(services.map((s) => s.stop()));
-    await Promise.all([walletA.close(), walletB.close()]);
-    await db.drop();
-    await redis.release();
+    registered();
+    await cleanup();
   }
 }

@@ -17,6 +17,7 @@ import { createEventStore } from '../../shared/eventstore/index.ts';
 import { OP1, testCatalog } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
+import { onInterrupt } from './interrupt.ts';
 import { spawnService, type SpawnedService } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { appendHistory, DAY, SPAN, START } from './history.ts';
@@ -32,6 +33,12 @@ export async function reconciliationMain({ transactions: WANTED, samples: SAMPLE
   const redis = await claimTestRedis();
   const pool = createPool(db.url, APPEND_CONCURRENCY + 4);
   let api: SpawnedService | undefined;
+  // Interrupted: the api stopped and the database dropped (its connections with it; the process exits).
+  const registered = onInterrupt(async () => {
+    await api?.stop();
+    await db.drop();
+    await redis.release();
+  });
   try {
     await migrate(pool, allMigrations);
     const store = await createEventStore('postgres', pool, db.url);
@@ -133,6 +140,7 @@ export async function reconciliationMain({ transactions: WANTED, samples: SAMPLE
     for (const [name, times] of results) console.log(`  ${name.padEnd(52)} ${ms(pct(times, 0.5)).padStart(7)} ${ms(pct(times, 0.99)).padStart(7)} ${ms(Math.max(...times)).padStart(7)}`);
     console.log(`\ntarget: each p99 under 200 ms on ${WANTED.toLocaleString('en')} transactions; rebuild at 50,000 events/s or faster`);
   } finally {
+    registered();
     await api?.stop();
     await pool.end();
     await redis.release();

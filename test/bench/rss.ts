@@ -2,6 +2,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { onInterrupt, stopChildren } from './interrupt.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -30,6 +31,7 @@ export async function auditSampled(args: string[], databaseUrl: string): Promise
     env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  const registered = onInterrupt(() => stopChildren([child]));
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -39,6 +41,7 @@ export async function auditSampled(args: string[], databaseUrl: string): Promise
   }, 200);
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   clearInterval(meter);
+  registered();
   return { code, out, rss, seconds: (performance.now() - started) / 1000 };
 }
 

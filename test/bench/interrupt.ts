@@ -1,0 +1,75 @@
+/**
+ * What a bench run must undo when it ends: the processes it started, its database, its Redis database.
+ * Its finally blocks do that when the run ends by itself. A signal (Ctrl-C, a kill) or a reader of its
+ * output that went away (`npm run bench | head`: the next write fails with EPIPE) ends the process
+ * without them, and left running those processes would eat CPU and skew every later measurement. So each
+ * run also registers its cleanup here, and an interruption runs every registered cleanup, newest first,
+ * then exits (128 + the signal's number, or 1 when the output went away).
+ */
+import type { ChildProcess } from 'node:child_process';
+
+type Cleanup = () => unknown;
+
+const cleanups = new Set<Cleanup>();
+let interruptedWith: number | undefined;
+
+/** Registers `cleanup` for an interruption; call the returned function once the run cleans up itself. */
+export function onInterrupt(cleanup: Cleanup): () => void {
+  cleanups.add(cleanup);
+  return () => cleanups.delete(cleanup);
+}
+
+/** Whether an interruption is being handled (its own exit code is then the process's, not the run's). */
+export const interrupted = (): boolean => interruptedWith !== undefined;
+
+/** `fn`, run once however often it is called (a run's finally and an interruption may both ask). */
+export function once(fn: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => (running ??= fn());
+}
+
+const CLEANUP_LIMIT_MS = 15_000;
+
+async function interrupt(code: number): Promise<void> {
+  if (interruptedWith !== undefined) return;
+  interruptedWith = code;
+  for (const cleanup of [...cleanups].reverse()) {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.resolve()
+        .then(cleanup)
+        .catch((err: unknown) => process.stderr.write(`bench: cleaning up after the interruption: ${String(err)}\n`)),
+      new Promise((resolve) => (timer = setTimeout(resolve, CLEANUP_LIMIT_MS))),
+    ]);
+    clearTimeout(timer);
+  }
+  process.exit(code);
+}
+
+for (const [signal, number] of [
+  ['SIGINT', 2],
+  ['SIGTERM', 15],
+  ['SIGHUP', 1],
+] as const) {
+  process.on(signal, () => void interrupt(128 + number));
+}
+// Without a listener, a failed write to stdout is an uncaught error that ends the process at once.
+process.stdout.on('error', () => void interrupt(1));
+
+/** Stops child processes: SIGTERM, then SIGKILL for one still running after `graceMs`. */
+export async function stopChildren(children: ChildProcess[], graceMs = 5000): Promise<void> {
+  await Promise.all(
+    children.map(async (c) => {
+      if (c.exitCode !== null || c.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => c.once('exit', resolve));
+      c.kill('SIGTERM');
+      let timer: NodeJS.Timeout | undefined;
+      const gone = await Promise.race([exited.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)))]);
+      clearTimeout(timer);
+      if (!gone) {
+        c.kill('SIGKILL');
+        await exited;
+      }
+    }),
+  );
+}

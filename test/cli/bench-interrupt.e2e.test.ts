@@ -1,0 +1,91 @@
+import { execFileSync, spawn } from 'node:child_process';
+import path from 'node:path';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { TEST_PG_ADMIN_URL } from '../helpers/db.ts';
+
+/**
+ * `npm run bench` starts a wallet, the service's processes and a forwarder, and makes a database of its
+ * own. A run that is interrupted (Ctrl-C, a kill, or its output piped into `head`, which goes away) must
+ * stop them and drop that database: left running, they eat CPU and skew every later measurement.
+ */
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+async function benchDatabases(): Promise<string[]> {
+  const c = new pg.Client({ connectionString: TEST_PG_ADMIN_URL });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE 't\\_bench\\_%'`);
+    return rows.map((r) => r.datname);
+  } finally {
+    await c.end();
+  }
+}
+
+/** The processes whose parent is `pid`. */
+function childrenOf(pid: number): number[] {
+  try {
+    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .map((l) => Number(l.trim()))
+      .filter((n) => n > 0);
+  } catch {
+    return []; // ps exits 1 when there are none
+  }
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** Starts the bench (its own process group, so a signal reaches it alone) and waits until its warm-up begins. */
+async function startedBench() {
+  const before = new Set(await benchDatabases());
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/bench.ts', '--ledger-only', '--repeat', '1', '--rates', '100', '--seconds', '1'], {
+    cwd: ROOT,
+    detached: true,
+    env: { PATH: process.env.PATH ?? '', ...(process.env.TEST_PG_URL ? { TEST_PG_URL: process.env.TEST_PG_URL } : {}), ...(process.env.TEST_REDIS_URL ? { TEST_REDIS_URL: process.env.TEST_REDIS_URL } : {}) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  let out = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes('warm-up')) resolve();
+    });
+    child.on('exit', () => reject(new Error(`the bench ended before its warm-up:\n${out}`)));
+  });
+  const database = (await benchDatabases()).filter((d) => !before.has(d));
+  const started = childrenOf(child.pid!);
+  return { child, exited, database, started };
+}
+
+async function expectCleanedUp(run: Awaited<ReturnType<typeof startedBench>>) {
+  // The wallet, the two service processes and the forwarder, and the bench's one database.
+  expect(run.started.length).toBeGreaterThanOrEqual(4);
+  expect(run.database).toHaveLength(1);
+  await expect.poll(() => run.started.filter(alive), { timeout: 20_000 }).toEqual([]);
+  await expect.poll(async () => (await benchDatabases()).filter((d) => run.database.includes(d)), { timeout: 20_000 }).toEqual([]);
+}
+
+describe('npm run bench, interrupted', () => {
+  it('on SIGINT to it alone: stops every process it started, drops its database and exits 130', async () => {
+    const run = await startedBench();
+    run.child.kill('SIGINT');
+    expect(await run.exited).toBe(130);
+    await expectCleanedUp(run);
+  }, 90_000);
+
+  it('when the reader of its output goes away (piped into head): the same, exit 1', async () => {
+    const run = await startedBench();
+    run.child.stdout.destroy();
+    expect(await run.exited).toBe(1);
+    await expectCleanedUp(run);
+  }, 90_000);
+});
