@@ -43,7 +43,10 @@ const alive = (pid: number) => {
   }
 };
 
-/** Starts the bench (its own process group, so a signal reaches it alone) and waits until its warm-up begins. */
+/**
+ * Starts the bench (its own process group, so a signal reaches it alone) and waits for its first line,
+ * printed once its processes and database are up and before any load (the suite runs beside it).
+ */
 async function startedBench() {
   const before = new Set(await benchDatabases());
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/bench.ts', '--ledger-only', '--repeat', '1', '--rates', '100', '--seconds', '1'], {
@@ -57,9 +60,9 @@ async function startedBench() {
   await new Promise<void>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
-      if (out.includes('warm-up')) resolve();
+      if (out.includes('seamless-wallet ledger benchmark')) resolve();
     });
-    child.on('exit', () => reject(new Error(`the bench ended before its warm-up:\n${out}`)));
+    child.on('exit', () => reject(new Error(`the bench ended before its first line:\n${out}`)));
   });
   const database = (await benchDatabases()).filter((d) => !before.has(d));
   const started = childrenOf(child.pid!);
@@ -84,6 +87,7 @@ describe('npm run bench, interrupted', () => {
 
   it('when the reader of its output goes away (piped into head): the same, exit 1', async () => {
     const run = await startedBench();
+    // Its next line (the machine's figures, a few seconds on) fails to be written.
     run.child.stdout.destroy();
     expect(await run.exited).toBe(1);
     await expectCleanedUp(run);
