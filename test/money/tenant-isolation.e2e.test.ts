@@ -65,7 +65,8 @@ describe('tenant isolation: retries (contract 8 rule 8)', () => {
     const bets = await inBatches(backlog, 50, (r) => h.tx(r.bet));
     expect(bets.every((r) => r.status === 200)).toBe(true);
     const wins = await Promise.all(backlog.map((r) => h.tx(r.win)));
-    expect(wins.every((r) => r.status === 504)).toBe(true); // timed out: every one awaits retry
+    // Timed out: every one awaits retry. (Any other answer is listed, with its body, if this fails.)
+    expect(wins.filter((r) => r.status !== 504).map((r) => `${r.status} ${r.text}`)).toEqual([]);
     // (Fewer reached the wallet: 128 connections per host; the others timed out waiting for one.)
     const firstAttemptsOfA = winsOf(h.wallet, 'a-');
 
