@@ -109,6 +109,8 @@ const TRANSACTIONS = opts.transactions !== undefined ? cli.whole('transactions',
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const SATURATION_SECONDS = 6;
 const SATURATION_CONCURRENCY = 64;
+/** Issue #25's "fast day": the bare forwarder carries more than this at saturation. */
+const FAST_DAY_FORWARDER = 5000;
 const PLAYERS = 200;
 
 function start(script: string, env: Record<string, string>, readyPattern: RegExp): Promise<{ child: ChildProcess; line: string }> {
@@ -408,6 +410,7 @@ async function main(): Promise<number> {
     // only taken within a pair, and the median pair is the headline.
     console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} pair(s))`);
     const ratios: number[] = [];
+    const forwarderRates: number[] = [];
     for (let p = 0; p < REPEAT; p++) {
       const sat: Record<string, PhaseResult> = {};
       for (const t of targets) {
@@ -416,6 +419,7 @@ async function main(): Promise<number> {
         console.log(`  ${t.name.padEnd(10)} ${fmt(sat[t.name]!)}`);
         console.log(`  ${''.padEnd(10)} ${cpu.stop(sat[t.name]!.throughput)}`);
       }
+      if (sat.forwarder) forwarderRates.push(sat.forwarder.throughput);
       if (sat.forwarder && sat.ledger) {
         ratios.push(sat.ledger.throughput / sat.forwarder.throughput);
         console.log(`  pair ${p + 1}: ledger / forwarder throughput ${(ratios.at(-1)! * 100).toFixed(0)} %`);
@@ -426,6 +430,13 @@ async function main(): Promise<number> {
       const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
       console.log(
         `  ledger / forwarder throughput, median pair: ${(median * 100).toFixed(0)} % (pairs ${ratios.map((r) => `${(r * 100).toFixed(0)} %`).join(', ')})   (target >= 50 %)`,
+      );
+      // Issue #25 judges the ratio on a fast day only: a slower machine costs the ledger relatively more.
+      const slowest = Math.min(...forwarderRates);
+      console.log(
+        slowest > FAST_DAY_FORWARDER
+          ? `  a fast day: the forwarder carried more than ${FAST_DAY_FORWARDER} tx/s in every pair (slowest ${Math.round(slowest)}), so the target applies`
+          : `  not a fast day: the forwarder carried ${Math.round(slowest)} tx/s in its slowest pair, not more than ${FAST_DAY_FORWARDER} (the target is judged on a faster day)`,
       );
     }
 
