@@ -299,6 +299,9 @@ async function soak(t: Target, apiPid: number, cpu: CpuMeter, measured: (t: Targ
 async function machineHop(url: string): Promise<string> {
   const pg = (await import('pg')).default;
   const client = new pg.Client({ connectionString: url });
+  // Its connection ended under it (the run interrupted and its database dropped): the next query fails,
+  // where an unheard 'error' event would end the process before the interruption's cleanup is done.
+  client.on('error', () => undefined);
   await client.connect();
   try {
     await client.query('CREATE TABLE bench_hop (id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())');
@@ -461,6 +464,7 @@ async function main(): Promise<number> {
     // Nothing lost: every transaction the ledger answered is in the history, settled.
     const pg = (await import('pg')).default;
     const client = new pg.Client({ connectionString: db.url });
+    client.on('error', () => undefined); // as in machineHop
     await client.connect();
     const { rows } = await client.query<{ recorded: string; applied: string }>(
       `SELECT count(*) FILTER (WHERE type = 'TransactionRecorded') AS recorded, count(*) FILTER (WHERE type = 'TransactionSettled') AS applied FROM es_events`,
@@ -476,8 +480,9 @@ async function main(): Promise<number> {
     }
     return 0;
   } finally {
-    registered();
+    // Unregistered only once done: an interruption meanwhile waits for this same cleanup.
     await cleanup();
+    registered();
   }
 }
 

@@ -46,8 +46,8 @@ export async function chainMain({ events: WANTED }: { events: number }): Promise
     console.log('target: verify-chain at 50,000 events/s or faster on one million events');
     await store.close();
   } finally {
-    registered();
     await pool.end();
     await db.drop();
+    registered(); // only now: an interruption before this still drops the database
   }
 }

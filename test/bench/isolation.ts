@@ -116,7 +116,7 @@ export async function isolationMain({ backlog: BACKLOG, samples: SAMPLES }: { ba
     report(`B beside A hung (${waiting} WINs retrying)`, hung);
     console.log(`  A's retries sent while B was measured: ${winsOfA() - before} (each hangs ${A_TIMEOUT_MS} ms)`);
   } finally {
+    await cleanup(); // unregistered only once done: an interruption meanwhile waits for it
     registered();
-    await cleanup();
   }
 }

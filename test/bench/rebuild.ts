@@ -46,8 +46,8 @@ export async function rebuildMain({ events: WANTED }: { events: number }): Promi
     console.log(`  read-model rows: ${counts.join(', ')}`);
     console.log('target: 50,000 events/s or faster on one million events, with memory that does not grow with the history');
   } finally {
-    registered();
     await pool.end();
     await db.drop();
+    registered(); // only now: an interruption before this still drops the database
   }
 }

@@ -140,10 +140,10 @@ export async function reconciliationMain({ transactions: WANTED, samples: SAMPLE
     for (const [name, times] of results) console.log(`  ${name.padEnd(52)} ${ms(pct(times, 0.5)).padStart(7)} ${ms(pct(times, 0.99)).padStart(7)} ${ms(Math.max(...times)).padStart(7)}`);
     console.log(`\ntarget: each p99 under 200 ms on ${WANTED.toLocaleString('en')} transactions; rebuild at 50,000 events/s or faster`);
   } finally {
-    registered();
     await api?.stop();
     await pool.end();
     await redis.release();
     await db.drop();
+    registered(); // only now: an interruption before this still drops the database
   }
 }
