@@ -4,7 +4,8 @@
  * output that went away (`npm run bench | head`: the next write fails with EPIPE) ends the process
  * without them, and left running those processes would eat CPU and skew every later measurement. So each
  * run also registers its cleanup here, and an interruption runs every registered cleanup, newest first,
- * then exits (128 + the signal's number, or 1 when the output went away).
+ * then exits (128 + the signal's number, or 1 when the output went away). A repeated signal changes
+ * nothing: Ctrl-C under `npm run` arrives twice (from the terminal, and forwarded by npm).
  */
 import type { ChildProcess } from 'node:child_process';
 
@@ -13,7 +14,7 @@ type Cleanup = () => unknown;
 const cleanups = new Set<Cleanup>();
 let interruptedWith: number | undefined;
 
-/** Registers `cleanup` for an interruption; call the returned function once the run cleans up itself. */
+/** Registers `cleanup` for an interruption; call the returned function once the run's own cleanup is done. */
 export function onInterrupt(cleanup: Cleanup): () => void {
   cleanups.add(cleanup);
   return () => cleanups.delete(cleanup);
