@@ -340,6 +340,8 @@ async function main(): Promise<number> {
   });
   const registered = onInterrupt(cleanup);
   try {
+    // Measured first, with nothing of the run started yet; printed with the header.
+    const machine = await machineHop(db.url);
     const wallet = await start('test/bench/wallet-server.ts', { WALLET_SECRET: OP1.secret }, /(http:\/\/[\d.:]+)/);
     children.push(wallet.child);
     const catalog = testCatalog({ walletUrl: wallet.line, walletTimeoutMs: 5000, rateLimit: { limit: 1_000_000, windowSeconds: 1 } });
@@ -395,7 +397,7 @@ async function main(): Promise<number> {
     });
     console.log(`seamless-wallet ledger benchmark: ${os.cpus().length} cores, node ${process.version}, BET+WIN rounds, ${PLAYERS} players`);
     console.log(ONE_PROCESS ? 'ledger: roles api,worker,projector in one process' : 'ledger: api in one process, worker and projector in another (as compose.yaml deploys it)');
-    console.log(await machineHop(db.url));
+    console.log(machine);
     // At the saturation concurrency: a fresh service's first seconds at full load are slower (its pools
     // grow, new Postgres backends compile the functions, V8 optimizes); a 2 s warm-up at 16 rounds left
     // the first saturation pair measuring the ledger about a fifth low.
