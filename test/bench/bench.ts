@@ -20,7 +20,7 @@ import { rssOf } from './rss.ts';
 import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
-import { interrupted, onInterrupt, once, stopChildren } from './interrupt.ts';
+import { cleaningUp, interrupted, stopChildren } from './interrupt.ts';
 
 const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat N] [--one-process] [--ledger-only]
        npm run bench -- --isolation [--backlog N] [--samples N]
@@ -333,13 +333,12 @@ async function main(): Promise<number> {
   const db = await createTestDatabase('bench');
   const redis = await claimTestRedis();
   const children: ChildProcess[] = [];
-  const cleanup = once(async () => {
+  const cleanup = async () => {
     await stopChildren(children);
     await db.drop();
     await redis.release();
-  });
-  const registered = onInterrupt(cleanup);
-  try {
+  };
+  return cleaningUp(cleanup, async () => {
     // Measured first, with nothing of the run started yet; printed with the header.
     const machine = await machineHop(db.url);
     const wallet = await start('test/bench/wallet-server.ts', { WALLET_SECRET: OP1.secret }, /(http:\/\/[\d.:]+)/);
@@ -481,11 +480,7 @@ async function main(): Promise<number> {
       return 1;
     }
     return 0;
-  } finally {
-    // Unregistered only once done: an interruption meanwhile waits for this same cleanup.
-    await cleanup();
-    registered();
-  }
+  });
 }
 
 (ISOLATION

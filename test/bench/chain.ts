@@ -14,7 +14,7 @@ import { createPool, withTransaction } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 import { createTestDatabase } from '../helpers/db.ts';
-import { onInterrupt } from './interrupt.ts';
+import { cleaningUp } from './interrupt.ts';
 import { appendHistory } from './history.ts';
 import { auditSampled, rssThirds } from './rss.ts';
 
@@ -22,9 +22,11 @@ import { auditSampled, rssThirds } from './rss.ts';
 export async function chainMain({ events: WANTED }: { events: number }): Promise<void> {
   const db = await createTestDatabase('chainbench');
   const pool = createPool(db.url, 52);
-  // Interrupted: the database dropped (its connections with it; the process exits).
-  const registered = onInterrupt(() => db.drop());
-  try {
+  const cleanup = async () => {
+    await pool.end();
+    await db.drop();
+  };
+  await cleaningUp(cleanup, async () => {
     await migrate(pool, allMigrations);
     const store = await createEventStore('postgres', pool, db.url);
     // About two events a transaction (a record and its outcome).
@@ -45,9 +47,5 @@ export async function chainMain({ events: WANTED }: { events: number }): Promise
     console.log(`  its RSS: ${rssThirds(rss)}`);
     console.log('target: verify-chain at 50,000 events/s or faster on one million events');
     await store.close();
-  } finally {
-    await pool.end();
-    await db.drop();
-    registered(); // only now: an interruption before this still drops the database
-  }
+  });
 }

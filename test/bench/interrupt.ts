@@ -3,7 +3,7 @@
  * Its finally blocks do that when the run ends by itself. A signal (Ctrl-C, a kill) or a reader of its
  * output that went away (`npm run bench | head`: the next write fails with EPIPE) ends the process
  * without them, and left running those processes would eat CPU and skew every later measurement. So each
- * run also registers its cleanup here, and an interruption runs every registered cleanup, newest first,
+ * run hands its cleanup to cleaningUp, and an interruption runs every registered cleanup, newest first,
  * then exits (128 + the signal's number, or 1 when the output went away). A repeated signal changes
  * nothing: Ctrl-C under `npm run` arrives twice (from the terminal, and forwarded by npm).
  */
@@ -14,20 +14,24 @@ type Cleanup = () => unknown;
 const cleanups = new Set<Cleanup>();
 let interruptedWith: number | undefined;
 
-/** Registers `cleanup` for an interruption; call the returned function once the run's own cleanup is done. */
-export function onInterrupt(cleanup: Cleanup): () => void {
-  cleanups.add(cleanup);
-  return () => cleanups.delete(cleanup);
+/**
+ * Runs `run`, then `cleanup`. An interruption meanwhile runs the same cleanup (once, whoever asks first,
+ * so one that comes during the run's own cleanup waits for it) before the process exits.
+ */
+export async function cleaningUp<T>(cleanup: () => Promise<void>, run: () => Promise<T>): Promise<T> {
+  let running: Promise<void> | undefined;
+  const once = () => (running ??= cleanup());
+  cleanups.add(once);
+  try {
+    return await run();
+  } finally {
+    await once();
+    cleanups.delete(once);
+  }
 }
 
 /** Whether an interruption is being handled (its own exit code is then the process's, not the run's). */
 export const interrupted = (): boolean => interruptedWith !== undefined;
-
-/** `fn`, run once however often it is called (a run's finally and an interruption may both ask). */
-export function once(fn: () => Promise<void>): () => Promise<void> {
-  let running: Promise<void> | undefined;
-  return () => (running ??= fn());
-}
 
 const CLEANUP_LIMIT_MS = 15_000;
 

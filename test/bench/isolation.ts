@@ -12,7 +12,7 @@ import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { startFakeWallet, type FakeWallet } from '../helpers/fakes.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
-import { onInterrupt, once } from './interrupt.ts';
+import { cleaningUp } from './interrupt.ts';
 import { spawnService, type SpawnedService } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 
@@ -29,14 +29,13 @@ export async function isolationMain({ backlog: BACKLOG, samples: SAMPLES }: { ba
   const redis = await claimTestRedis();
   const [walletA, walletB] = await Promise.all([startFakeWallet(OP1.secret), startFakeWallet(OP2.secret)]);
   const services: SpawnedService[] = [];
-  const cleanup = once(async () => {
+  const cleanup = async () => {
     await Promise.all(services.map((s) => s.stop()));
     await Promise.all([walletA.close(), walletB.close()]);
     await db.drop();
     await redis.release();
-  });
-  const registered = onInterrupt(cleanup);
-  try {
+  };
+  await cleaningUp(cleanup, async () => {
     const env = {
       DATABASE_URL: db.url,
       REDIS_URL: redis.url,
@@ -115,8 +114,5 @@ export async function isolationMain({ backlog: BACKLOG, samples: SAMPLES }: { ba
     const hung = await sampleB('hung');
     report(`B beside A hung (${waiting} WINs retrying)`, hung);
     console.log(`  A's retries sent while B was measured: ${winsOfA() - before} (each hangs ${A_TIMEOUT_MS} ms)`);
-  } finally {
-    await cleanup(); // unregistered only once done: an interruption meanwhile waits for it
-    registered();
-  }
+  });
 }

@@ -12,16 +12,18 @@ import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { createTestDatabase } from '../helpers/db.ts';
-import { onInterrupt } from './interrupt.ts';
+import { cleaningUp } from './interrupt.ts';
 import { appendHistory } from './history.ts';
 import { auditSampled, rssThirds } from './rss.ts';
 
 export async function rebuildMain({ events: WANTED }: { events: number }): Promise<void> {
   const db = await createTestDatabase('rebuildbench');
   const pool = createPool(db.url, 52);
-  // Interrupted: the database dropped (its connections with it; the process exits).
-  const registered = onInterrupt(() => db.drop());
-  try {
+  const cleanup = async () => {
+    await pool.end();
+    await db.drop();
+  };
+  await cleaningUp(cleanup, async () => {
     await migrate(pool, allMigrations);
     const store = await createEventStore('postgres', pool, db.url);
     // About two events a transaction (a record and its outcome).
@@ -45,9 +47,5 @@ export async function rebuildMain({ events: WANTED }: { events: number }): Promi
     }
     console.log(`  read-model rows: ${counts.join(', ')}`);
     console.log('target: 50,000 events/s or faster on one million events, with memory that does not grow with the history');
-  } finally {
-    await pool.end();
-    await db.drop();
-    registered(); // only now: an interruption before this still drops the database
-  }
+  });
 }

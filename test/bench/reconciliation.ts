@@ -17,7 +17,7 @@ import { createEventStore } from '../../shared/eventstore/index.ts';
 import { OP1, testCatalog } from '../helpers/catalog.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
-import { onInterrupt } from './interrupt.ts';
+import { cleaningUp } from './interrupt.ts';
 import { spawnService, type SpawnedService } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { appendHistory, DAY, SPAN, START } from './history.ts';
@@ -33,13 +33,13 @@ export async function reconciliationMain({ transactions: WANTED, samples: SAMPLE
   const redis = await claimTestRedis();
   const pool = createPool(db.url, APPEND_CONCURRENCY + 4);
   let api: SpawnedService | undefined;
-  // Interrupted: the api stopped and the database dropped (its connections with it; the process exits).
-  const registered = onInterrupt(async () => {
+  const cleanup = async () => {
     await api?.stop();
-    await db.drop();
+    await pool.end();
     await redis.release();
-  });
-  try {
+    await db.drop();
+  };
+  await cleaningUp(cleanup, async () => {
     await migrate(pool, allMigrations);
     const store = await createEventStore('postgres', pool, db.url);
     const history = await appendHistory(store, WANTED, APPEND_CONCURRENCY);
@@ -139,11 +139,5 @@ export async function reconciliationMain({ transactions: WANTED, samples: SAMPLE
     console.log(`  ${'kind'.padEnd(52)} ${'p50'.padStart(7)} ${'p99'.padStart(7)} ${'max'.padStart(7)}`);
     for (const [name, times] of results) console.log(`  ${name.padEnd(52)} ${ms(pct(times, 0.5)).padStart(7)} ${ms(pct(times, 0.99)).padStart(7)} ${ms(Math.max(...times)).padStart(7)}`);
     console.log(`\ntarget: each p99 under 200 ms on ${WANTED.toLocaleString('en')} transactions; rebuild at 50,000 events/s or faster`);
-  } finally {
-    await api?.stop();
-    await pool.end();
-    await redis.release();
-    await db.drop();
-    registered(); // only now: an interruption before this still drops the database
-  }
+  });
 }

@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { onInterrupt, stopChildren } from './interrupt.ts';
+import { cleaningUp, stopChildren } from './interrupt.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -31,7 +31,6 @@ export async function auditSampled(args: string[], databaseUrl: string): Promise
     env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const registered = onInterrupt(() => stopChildren([child]));
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -39,9 +38,12 @@ export async function auditSampled(args: string[], databaseUrl: string): Promise
     const bytes = rssOf(child.pid!);
     if (bytes !== undefined) rss.push(bytes);
   }, 200);
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  // Interrupted while it runs: stopped with the rest.
+  const code = await cleaningUp(
+    () => stopChildren([child]),
+    () => new Promise<number | null>((resolve) => child.once('exit', resolve)),
+  );
   clearInterval(meter);
-  registered();
   return { code, out, rss, seconds: (performance.now() - started) / 1000 };
 }
 
