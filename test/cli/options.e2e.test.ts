@@ -103,7 +103,7 @@ const TOOLS: Tool[] = [
       [['--soak', '--repeat', '2'], '--repeat does not apply to --soak'],
       [['--chain', '--events', 'x'], '--events must be a whole number'],
       [['--transactions', '5000'], '--transactions applies only with --reconciliation'],
-      [['--reconciliation', '--transactions', '5'], '--transactions must be a whole number from 1000'],
+      [['--reconciliation', '--transactions', '1999'], '--transactions must be a whole number from 2000'],
       [['--reconciliation', '--rates', '100'], '--rates does not apply to --reconciliation'],
     ],
   },
