@@ -21,6 +21,7 @@ import { cleaningUp } from './interrupt.ts';
 import { spawnService, type SpawnedService } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { appendHistory, DAY, SPAN, START } from './history.ts';
+import { mib, rssThirds } from './rss.ts';
 
 const ADMIN = 'bench-reconciliation';
 const APPEND_CONCURRENCY = 48;
@@ -54,11 +55,9 @@ export async function reconciliationMain({ transactions: WANTED, samples: SAMPLE
     await rebuildProjection(pool, store, reconciliationProjection);
     const rebuildS = (performance.now() - t1) / 1000;
     clearInterval(meter);
-    const third = Math.floor(rss.length / 3);
-    const mib = (b: number) => (b / 1024 / 1024).toFixed(0);
     console.log(
       `rebuild: ${events.toLocaleString('en')} events in ${rebuildS.toFixed(1)} s = ${Math.round(events / rebuildS).toLocaleString('en')} events/s; ` +
-        `RSS ${mib(rssBefore)} MiB before, peak ${mib(Math.max(...rss))} MiB, median of first third ${mib(pct(rss.slice(0, third), 0.5))} MiB, of last third ${mib(pct(rss.slice(-third), 0.5))} MiB`,
+        `RSS ${mib(rssBefore)} MiB before; ${rssThirds(rss)}`,
     );
     const { rows: sizes } = await pool.query<{ t: string; n: string }>(
       `SELECT 'rm_operator_transactions' AS t, count(*)::text AS n FROM rm_operator_transactions UNION ALL SELECT 'rm_settlement_quarters', count(*)::text FROM rm_settlement_quarters`,

@@ -49,6 +49,7 @@ export async function auditSampled(args: string[], databaseUrl: string): Promise
 
 /** "median X MiB in the first third of the run, Y MiB in the last, peak Z MiB". */
 export function rssThirds(rss: number[]): string {
+  if (rss.length === 0) return 'no memory sample (the run ended before the first)';
   const third = Math.max(1, Math.floor(rss.length / 3));
   return `median ${mib(median(rss.slice(0, third)))} MiB in the first third of the run, ${mib(median(rss.slice(-third)))} MiB in the last, peak ${mib(Math.max(...rss))} MiB`;
 }
