@@ -3,6 +3,7 @@ import type { Migration } from '../shared/db/migrations.ts';
 import { withTransaction, type Pool, type PoolClient } from '../shared/db/pool.ts';
 import { comparePositions, START, type EventStore, type Position, type RecordedEvent } from '../shared/eventstore/port.ts';
 import type { Logger } from '../shared/logger.ts';
+import type { SharedLogReads } from './shared-reads.ts';
 
 export const projectionMigrations: Migration[] = [
   {
@@ -288,6 +289,8 @@ export interface RunnerOptions {
   failureBackoffMaxMs?: number;
   /** Called each time an event fails to apply (metrics). */
   onApplyFailure?: (err: ProjectionApplyError) => void;
+  /** The log pages this process's runners share (see SharedLogReads); by default each reads its own. */
+  reads?: SharedLogReads;
   logger?: Logger;
 }
 
@@ -422,7 +425,7 @@ export class ProjectionRunner {
     let passed: { count: number; last: RecordedEvent | undefined; since: number } = { count: 0, last: undefined, since: Date.now() };
     while (!this.signal.aborted && this.owned) {
       const seq = this.store.appendSeq();
-      const events = await this.store.readAll({ from: position, maxCount: this.batchSize });
+      const events = await (this.options.reads ?? this.store).readAll({ from: position, maxCount: this.batchSize });
       if (events.length > 0) {
         const useful = events.some((e) => handles(this.projection, e.type));
         if (useful || Date.now() - passed.since >= CHECKPOINT_EVERY_MS) {

@@ -5,6 +5,7 @@ import { Redis } from 'ioredis';
 import { allMigrations } from './migrations.ts';
 import { allProjections } from './read-models.ts';
 import { checkCheckpointStore, CheckpointStoreMismatch, projectionFailures, ProjectionRunner } from '../projections/runner.ts';
+import { SharedLogReads } from '../projections/shared-reads.ts';
 import { BackgroundTasks } from '../shared/background.ts';
 import { CatalogError, CatalogStore } from '../shared/catalog/store.ts';
 import type { Config } from '../shared/config.ts';
@@ -162,9 +163,14 @@ export async function startService(config: Config, logger: Logger = createLogger
       if (err instanceof RetiredKeyError) throw new StartupError(err.message);
       throw err;
     }
-    // The read models, and the hash chain beside them (run the same way, but never rebuilt).
+    // The read models, reading the log once for all of them, and the hash chain beside them (run the same
+    // way, but never rebuilt). The chain reads the store itself: it links what the store holds when it
+    // reads, never what this process read of it earlier (docs/auditors.md: a history rewritten in the
+    // database and linked again is what an operator's kept checkpoints expose).
+    const reads = new SharedLogReads(eventStore);
     for (const projection of [...allProjections(), chainProjection]) {
-      const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
+      const shared = projection === chainProjection ? {} : { reads };
+      const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, ...shared, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
       runner.start();
       runners.push(runner);
     }

@@ -1,0 +1,161 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { allMigrations } from '../../services/migrations.ts';
+import { SharedLogReads } from '../../projections/shared-reads.ts';
+import { createEventStore } from '../../shared/eventstore/index.ts';
+import { START, type EventStore, type Position, type ReadAllOptions, type RecordedEvent } from '../../shared/eventstore/port.ts';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
+import { prng } from '../helpers/prng.ts';
+
+/**
+ * The projector's runners share the log's newest events (projections/shared-reads.ts): whatever the
+ * order they read in, each must get exactly what the store would have given it, a run of the log right
+ * after its position, never an empty page while the store holds more, and the store must be read once
+ * for the runners at the head, not once each.
+ */
+describe('the log read once for all of a process\'s projection runners', () => {
+  let env: MigratedDatabase;
+  let store: EventStore;
+  beforeAll(async () => {
+    env = await migratedDatabase('sharedreads', allMigrations);
+    store = await createEventStore('postgres', env.pool, env.db.url);
+  });
+  afterAll(async () => {
+    await store?.close();
+    await env?.close();
+  });
+
+  /** The real store, its reads and the events they returned counted. */
+  const counted = () => {
+    const reads: Array<{ options: Required<ReadAllOptions>; events: number }> = [];
+    return {
+      reads,
+      store: {
+        readAll: async (options: Required<ReadAllOptions>) => {
+          const page = await store.readAll(options);
+          reads.push({ options, events: page.length });
+          return page;
+        },
+      },
+    };
+  };
+  const eventsRead = (reads: Array<{ events: number }>) => reads.reduce((n, r) => n + r.events, 0);
+  const append = async (n: number) => {
+    for (let i = 0; i < n; i++) await store.append(`shared-${i % 7}-${randomUUID()}`, [{ id: randomUUID(), type: 'Tick', data: { i } }], 'any');
+  };
+  /** Everything after `from`, straight from the store. */
+  const after = async (from: Position): Promise<RecordedEvent[]> => {
+    const out: RecordedEvent[] = [];
+    for (let at = from; ; ) {
+      const page = await store.readAll({ from: at, maxCount: 500 });
+      out.push(...page);
+      if (page.length < 500) return out;
+      at = page[page.length - 1]!.position;
+    }
+  };
+  const ids = (events: RecordedEvent[]) => events.map((e) => e.id);
+
+  it('six runners at the head: the new events read from the store once, and each runner gets all of them', async () => {
+    await append(5);
+    const start = (await after(START)).at(-1)!.position;
+    const { reads, store: spy } = counted();
+    const shared = new SharedLogReads(spy);
+    expect(await shared.readAll({ from: start, maxCount: 1000 })).toEqual([]);
+    await append(40);
+    reads.length = 0;
+    const pages = await Promise.all(Array.from({ length: 6 }, () => shared.readAll({ from: start, maxCount: 1000 })));
+    const expected = await after(start);
+    expect(expected).toHaveLength(40);
+    for (const page of pages) expect(ids(page)).toEqual(ids(expected));
+    expect(eventsRead(reads), 'events read from the store for six runners').toBe(40);
+    // The runners that came while that read was under way read once more, together, for what it may have missed.
+    expect(reads.length).toBeLessThanOrEqual(2);
+    // Caught up, all six find nothing new: each such answer comes from the store, never from memory.
+    reads.length = 0;
+    const end = expected.at(-1)!.position;
+    for (const page of await Promise.all(Array.from({ length: 6 }, () => shared.readAll({ from: end, maxCount: 1000 })))) expect(page).toEqual([]);
+    expect(reads.length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('readers at any pace, appends between their reads: each reads the log in order, nothing missed, nothing twice', async () => {
+    const origin = (await after(START)).at(-1)?.position ?? START;
+    // Few events kept, so readers fall behind the kept run and catch up into it again.
+    const shared = new SharedLogReads(counted().store, { keep: 25 });
+    const rnd = prng(2026_11_27);
+    const readers = Array.from({ length: 5 }, () => ({ at: origin, got: [] as RecordedEvent[] }));
+    let appended = 0;
+    for (let step = 0; step < 300; step++) {
+      if (rnd() < 0.3) {
+        const n = 1 + Math.floor(rnd() * 12);
+        await append(n);
+        appended += n;
+      }
+      // One reader, or several at once, and now and then an append while they read.
+      const who = (rnd() < 0.3 ? readers : [readers[Math.floor(rnd() * readers.length)]!]).map((r) => ({ r, maxCount: 1 + Math.floor(rnd() * 30) }));
+      const before = await Promise.all(who.map(({ r, maxCount }) => store.readAll({ from: r.at, maxCount })));
+      const during = rnd() < 0.2 ? 1 + Math.floor(rnd() * 5) : 0;
+      const [pages] = await Promise.all([Promise.all(who.map(({ r, maxCount }) => shared.readAll({ from: r.at, maxCount }))), append(during)]);
+      appended += during;
+      for (const [i, { r, maxCount }] of who.entries()) {
+        const page = pages[i]!;
+        const truth = await store.readAll({ from: r.at, maxCount });
+        expect(page.length).toBeLessThanOrEqual(maxCount);
+        expect(ids(page), 'a run of the log right after the position').toEqual(ids(truth.slice(0, page.length)));
+        expect(page.length, 'at least what the store held when the read was asked for').toBeGreaterThanOrEqual(before[i]!.length);
+        r.got.push(...page);
+        if (page.length > 0) r.at = page[page.length - 1]!.position;
+      }
+    }
+    const whole = await after(origin);
+    expect(whole).toHaveLength(appended);
+    for (const r of readers) {
+      // Each reads on to the end.
+      for (let page; (page = await shared.readAll({ from: r.at, maxCount: 30 })).length > 0; ) {
+        r.got.push(...page);
+        r.at = page[page.length - 1]!.position;
+      }
+      expect(ids(r.got)).toEqual(ids(whole));
+    }
+    expect(shared.eventsShared, 'events handed out from memory').toBeGreaterThan(0);
+  });
+
+  it('a runner that comes while a read is under way, after an append, gets the appended events', async () => {
+    await append(2);
+    const start = (await after(START)).at(-1)!.position;
+    // The store's answer held back after the store has read it: the read saw the log as it was then.
+    let release: (() => void) | undefined;
+    let hold = false;
+    const shared = new SharedLogReads({
+      readAll: async (o) => {
+        const page = await store.readAll(o);
+        if (hold) await new Promise<void>((r) => (release = r));
+        return page;
+      },
+    });
+    expect(await shared.readAll({ from: start, maxCount: 100 })).toEqual([]);
+    hold = true;
+    const first = shared.readAll({ from: start, maxCount: 100 });
+    await expect.poll(() => release !== undefined).toBe(true); // the store has answered
+    await append(5);
+    hold = false;
+    const second = shared.readAll({ from: start, maxCount: 100 });
+    release!();
+    expect(await first).toEqual([]);
+    expect(ids(await second), 'the events appended before it asked').toEqual(ids(await after(start)));
+    expect(await after(start)).toHaveLength(5);
+  });
+
+  it('a failed store read fails every runner waiting on it, and the next read asks the store again', async () => {
+    await append(3);
+    const start = (await after(START)).at(-1)!.position;
+    let fail = false;
+    const shared = new SharedLogReads({ readAll: (o) => (fail ? Promise.reject(new Error('connection reset')) : store.readAll(o)) });
+    await shared.readAll({ from: start, maxCount: 100 });
+    await append(4);
+    fail = true;
+    const results = await Promise.allSettled(Array.from({ length: 3 }, () => shared.readAll({ from: start, maxCount: 100 })));
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    fail = false;
+    expect(ids(await shared.readAll({ from: start, maxCount: 100 }))).toEqual(ids(await after(start)));
+  });
+});
