@@ -28,8 +28,8 @@ export class SharedLogReads {
   /** Where each kept event is, as `base` + its index in `events`. */
   private readonly at = new Map<Position, number>();
   private base = 0;
-  /** The read continuing the kept events, shared by whoever needs it meanwhile; it resolves to `calls` as it began. */
-  private extending: Promise<number> | undefined;
+  /** The read continuing the kept events, shared by whoever needs it meanwhile (see extend). */
+  private extending: Promise<Extension> | undefined;
   /** readAll calls so far: tells whether a shared read began before or after a given call. */
   private calls = 0;
   /** Reads that went to the store, and events handed out from memory instead of read again (tests). */
@@ -44,18 +44,19 @@ export class SharedLogReads {
   async readAll(options: Required<ReadAllOptions>): Promise<RecordedEvent[]> {
     const { from, maxCount } = options;
     const call = ++this.calls;
-    /** When the last store read this call waited on began (0: none yet). */
-    let readBegan = 0;
+    /** The last store read this call waited on. */
+    let read: Extension = NO_EXTENSION;
     for (;;) {
       const page = this.keptAfter(from, maxCount);
       if (page === undefined) return this.readOwn(from, maxCount);
-      // Short of what was asked, the page is the answer only if a store read that began during this call
-      // found nothing more: a read already under way when the call came may have missed the newest events.
-      if (page.length === maxCount || readBegan >= call) {
+      // Short of what was asked, the page is the answer only if a store read that began during this call,
+      // and asked for as many events, found nothing more: a read already under way when the call came may
+      // have missed the newest events, and a smaller one may have stopped short of them.
+      if (page.length === maxCount || (read.began >= call && read.maxCount >= maxCount)) {
         this.eventsShared += page.length;
         return page;
       }
-      readBegan = await this.extend(maxCount);
+      read = await this.extend(maxCount);
     }
   }
 
@@ -86,19 +87,20 @@ export class SharedLogReads {
 
   /**
    * Reads the events after the kept ones (one read at a time, shared by whoever waits for it). Resolves
-   * to `calls` as the read began, or to 0 if the kept run was replaced meanwhile (readOwn) and the page,
-   * which no longer continues it, was dropped: the caller then reads on from the new run's end.
+   * to `calls` as the read began and the count it asked for, or to NO_EXTENSION if the kept run was
+   * replaced meanwhile (readOwn) and the page, which no longer continues it, was dropped: the caller
+   * then reads on from the new run's end.
    */
-  private extend(maxCount: number): Promise<number> {
+  private extend(maxCount: number): Promise<Extension> {
     this.extending ??= (async () => {
       const began = this.calls;
       try {
         const end = this.events[this.events.length - 1]?.position ?? this.from!;
         this.storeReads += 1;
         const page = await this.store.readAll({ from: end, maxCount });
-        if ((this.events[this.events.length - 1]?.position ?? this.from) !== end) return 0;
+        if ((this.events[this.events.length - 1]?.position ?? this.from) !== end) return NO_EXTENSION;
         this.append(page);
-        return began;
+        return { began, maxCount };
       } finally {
         this.extending = undefined;
       }
@@ -118,6 +120,13 @@ export class SharedLogReads {
     }
   }
 }
+
+/** A store read continuing the kept events: `calls` as it began, and the count it asked for. */
+interface Extension {
+  began: number;
+  maxCount: number;
+}
+const NO_EXTENSION: Extension = { began: 0, maxCount: 0 };
 
 /** Events kept at most: a few of the runners' batches (1,000 events), so memory does not follow the log. */
 const KEEP = 4000;

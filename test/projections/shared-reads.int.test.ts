@@ -145,6 +145,40 @@ describe('the log read once for all of a process\'s projection runners', () => {
     expect(await after(start)).toHaveLength(5);
   });
 
+  it('runners asking for different counts: one waiting on a smaller read still gets all it asked for', async () => {
+    await append(3);
+    const origin = (await after(START)).at(-4)!.position;
+    // Each store read answered only when the test lets it, after the store has read.
+    const gates: Array<() => void> = [];
+    let hold = false;
+    const shared = new SharedLogReads({
+      readAll: async (o) => {
+        const page = await store.readAll(o);
+        if (hold) await new Promise<void>((r) => gates.push(r));
+        return page;
+      },
+    });
+    const first = await shared.readAll({ from: origin, maxCount: 100 });
+    expect(first).toHaveLength(3);
+    await append(17);
+    hold = true;
+    const at = first.at(-1)!.position;
+    // The first asks for 1 and starts a read of 1; the others come while it is under way.
+    const calls = [shared.readAll({ from: at, maxCount: 1 }), shared.readAll({ from: at, maxCount: 2 }), shared.readAll({ from: at, maxCount: 10 })];
+    let settled = false;
+    const all = Promise.all(calls).finally(() => (settled = true));
+    while (!settled) {
+      gates.shift()?.();
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    hold = false;
+    const [one, two, ten] = await all;
+    const truth = await after(at);
+    expect(ids(one!)).toEqual(ids(truth.slice(0, 1)));
+    expect(ids(two!)).toEqual(ids(truth.slice(0, 2)));
+    expect(ids(ten!), 'the 10 it asked for: the store held 17 when it asked').toEqual(ids(truth.slice(0, 10)));
+  });
+
   it('a failed store read fails every runner waiting on it, and the next read asks the store again', async () => {
     await append(3);
     const start = (await after(START)).at(-1)!.position;
