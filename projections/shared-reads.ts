@@ -32,8 +32,7 @@ export class SharedLogReads {
   private extending: Promise<Extension> | undefined;
   /** readAll calls so far: tells whether a shared read began before or after a given call. */
   private calls = 0;
-  /** Reads that went to the store, and events handed out from memory instead of read again (tests). */
-  storeReads = 0;
+  /** Events handed out from memory instead of read from the store again (tests). */
   eventsShared = 0;
 
   constructor(
@@ -70,7 +69,6 @@ export class SharedLogReads {
 
   /** A read from a position the kept events do not cover (a runner behind them, or the first read). */
   private async readOwn(from: Position, maxCount: number): Promise<RecordedEvent[]> {
-    this.storeReads += 1;
     const page = await this.store.readAll({ from, maxCount });
     // It becomes the kept run if it reaches further than that one: the runners at the head read on from it.
     const last = page[page.length - 1];
@@ -96,7 +94,6 @@ export class SharedLogReads {
       const began = this.calls;
       try {
         const end = this.events[this.events.length - 1]?.position ?? this.from!;
-        this.storeReads += 1;
         const page = await this.store.readAll({ from: end, maxCount });
         if ((this.events[this.events.length - 1]?.position ?? this.from) !== end) return NO_EXTENSION;
         this.append(page);
