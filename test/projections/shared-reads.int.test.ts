@@ -40,8 +40,20 @@ describe('the log read once for all of a process\'s projection runners', () => {
     };
   };
   const eventsRead = (reads: Array<{ events: number }>) => reads.reduce((n, r) => n + r.events, 0);
+  /** Events this file appended (its database is its own). */
+  let total = 0;
   const append = async (n: number) => {
     for (let i = 0; i < n; i++) await store.append(`shared-${i % 7}-${randomUUID()}`, [{ id: randomUUID(), type: 'Tick', data: { i } }], 'any');
+    total += n;
+  };
+  /**
+   * Appends, then waits until the log shows all of them: it holds back the newest events while any older
+   * transaction is open on the server (another test file's, in a full run), and a test that takes "the
+   * end of the log" must see its true end.
+   */
+  const appendShown = async (n: number) => {
+    await append(n);
+    await expect.poll(async () => (await after(START)).length, { timeout: 20_000 }).toBe(total);
   };
   /** Everything after `from`, straight from the store. */
   const after = async (from: Position): Promise<RecordedEvent[]> => {
@@ -56,12 +68,12 @@ describe('the log read once for all of a process\'s projection runners', () => {
   const ids = (events: RecordedEvent[]) => events.map((e) => e.id);
 
   it('six runners at the head: the new events read from the store once, and each runner gets all of them', async () => {
-    await append(5);
+    await appendShown(5);
     const start = (await after(START)).at(-1)!.position;
     const { reads, store: spy } = counted();
     const shared = new SharedLogReads(spy);
     expect(await shared.readAll({ from: start, maxCount: 1000 })).toEqual([]);
-    await append(40);
+    await appendShown(40);
     reads.length = 0;
     const pages = await Promise.all(Array.from({ length: 6 }, () => shared.readAll({ from: start, maxCount: 1000 })));
     const expected = await after(start);
@@ -106,8 +118,8 @@ describe('the log read once for all of a process\'s projection runners', () => {
         if (page.length > 0) r.at = page[page.length - 1]!.position;
       }
     }
+    await expect.poll(async () => (await after(origin)).length, { timeout: 20_000 }).toBe(appended);
     const whole = await after(origin);
-    expect(whole).toHaveLength(appended);
     for (const r of readers) {
       // Each reads on to the end.
       for (let page; (page = await shared.readAll({ from: r.at, maxCount: 30 })).length > 0; ) {
@@ -120,7 +132,7 @@ describe('the log read once for all of a process\'s projection runners', () => {
   });
 
   it('a runner that comes while a read is under way, after an append, gets the appended events', async () => {
-    await append(2);
+    await appendShown(2);
     const start = (await after(START)).at(-1)!.position;
     // The store's answer held back after the store has read it: the read saw the log as it was then.
     let release: (() => void) | undefined;
@@ -136,7 +148,7 @@ describe('the log read once for all of a process\'s projection runners', () => {
     hold = true;
     const first = shared.readAll({ from: start, maxCount: 100 });
     await expect.poll(() => release !== undefined).toBe(true); // the store has answered
-    await append(5);
+    await appendShown(5);
     hold = false;
     const second = shared.readAll({ from: start, maxCount: 100 });
     release!();
@@ -146,7 +158,7 @@ describe('the log read once for all of a process\'s projection runners', () => {
   });
 
   it('runners asking for different counts: one waiting on a smaller read still gets all it asked for', async () => {
-    await append(3);
+    await appendShown(3);
     const origin = (await after(START)).at(-4)!.position;
     // Each store read answered only when the test lets it, after the store has read.
     const gates: Array<() => void> = [];
@@ -160,7 +172,7 @@ describe('the log read once for all of a process\'s projection runners', () => {
     });
     const first = await shared.readAll({ from: origin, maxCount: 100 });
     expect(first).toHaveLength(3);
-    await append(17);
+    await appendShown(17);
     hold = true;
     const at = first.at(-1)!.position;
     // The first asks for 1 and starts a read of 1; the others come while it is under way.
@@ -180,12 +192,12 @@ describe('the log read once for all of a process\'s projection runners', () => {
   });
 
   it('a failed store read fails every runner waiting on it, and the next read asks the store again', async () => {
-    await append(3);
+    await appendShown(3);
     const start = (await after(START)).at(-1)!.position;
     let fail = false;
     const shared = new SharedLogReads({ readAll: (o) => (fail ? Promise.reject(new Error('connection reset')) : store.readAll(o)) });
     await shared.readAll({ from: start, maxCount: 100 });
-    await append(4);
+    await appendShown(4);
     fail = true;
     const results = await Promise.allSettled(Array.from({ length: 3 }, () => shared.readAll({ from: start, maxCount: 100 })));
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
