@@ -78,6 +78,10 @@ function progressBar(label: string, total: number | undefined): { update(n: numb
   };
 }
 
+/** How long the swap held the live read models: their reads (operators' lists and statements, the console) waited meanwhile. */
+const lockedLine = (ms: number): string =>
+  `the live read models were locked for ${(ms / 1000).toFixed(1)} s while the rebuild was swapped in (their reads waited meanwhile)\n`;
+
 function describe(d: Difference): string {
   const key = Object.entries(d.key)
     .map(([k, v]) => `${k}=${String(v)}`)
@@ -144,9 +148,10 @@ async function migrateEvents(pool: Pool, source: EventStore, setting: string, da
     }
     process.stdout.write(`both stores hold the same ${compared} events, in the same order\n`);
     const bar = progressBar('read models', copied.events);
-    const position = await rebuildProjections(pool, target, allProjections(), bar.update);
+    const { position, lockedMs } = await rebuildProjections(pool, target, allProjections(), bar.update);
     bar.done();
     for (const p of allProjections()) process.stdout.write(`${p.name}: rebuilt from the ${target.kind} store, live from ${position}\n`);
+    process.stdout.write(lockedLine(lockedMs));
     const archived = await archiveChain(pool, source.kind, (tx) => setCheckpointStore(tx, target.kind));
     process.stdout.write(`chain: the ${source.kind} store's chain (${archived.events} events) archived as epoch ${archived.epoch}; the ${target.kind} store's starts at its first event\n`);
     process.stdout.write(`done: start every process with EVENT_STORE=${setting}\n`);
@@ -237,9 +242,10 @@ async function main(): Promise<number> {
     if (command === 'rebuild') {
       // One replay of the history for every read model asked for.
       const bar = progressBar(projections.length === 1 ? projections[0]!.name : 'read models', total);
-      const position = await rebuildProjections(pool, store, projections, bar.update);
+      const { position, lockedMs } = await rebuildProjections(pool, store, projections, bar.update);
       bar.done();
       for (const p of projections) process.stdout.write(`${p.name}: rebuilt from the history, live from ${position}\n`);
+      process.stdout.write(lockedLine(lockedMs));
     }
     for (const p of command === 'verify' ? projections : []) {
       const bar = progressBar(p.name, total);

@@ -295,6 +295,13 @@ export async function verifyProjection(pool: Pool, store: EventStore, projection
   }
 }
 
+/** What a rebuild did: where the read models now stand, and how long their live tables were locked. */
+export interface Rebuilt {
+  position: Position;
+  /** From asking for the live tables' lock to the swap's commit: reads of those read models wait meanwhile. */
+  lockedMs: number;
+}
+
 /**
  * Replaces the projections' live rows with a fresh rebuild, while the service runs: one replay of the
  * history into scratch tables for all of them, then in one transaction lock the live tables (the
@@ -302,13 +309,16 @@ export async function verifyProjection(pool: Pool, store: EventStore, projection
  * the rows in and move every checkpoint to where the scratch stands. Each live runner's next batch then
  * starts from there (its compare-and-set fails against the moved checkpoint, so nothing is applied twice).
  */
-export async function rebuildProjections(pool: Pool, store: EventStore, projections: Projection[], progress?: Progress): Promise<Position> {
+export async function rebuildProjections(pool: Pool, store: EventStore, projections: Projection[], progress?: Progress): Promise<Rebuilt> {
   const schema = await createScratch(pool, projections);
   try {
     const first = await replayInto(pool, store, schema, projections, START, undefined, { progress });
     const tables = projections.flatMap((p) => p.tables.map((t) => t.name));
     const names = projections.map((p) => p.name).sort();
+    // Reads of a table queue behind a lock asked for, not only one held: timed from the asking.
+    let locking = 0;
     const position = await withTransaction(pool, async (client) => {
+      locking = performance.now();
       // Tables first, then the checkpoints: the order the runners take them in, so none can deadlock.
       await client.query(`LOCK TABLE ${tables.map((t) => `public.${t}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
       await client.query(`INSERT INTO projection_checkpoints (name, position) SELECT unnest($1::text[]), $2 ON CONFLICT (name) DO NOTHING`, [names, START]);
@@ -341,19 +351,20 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
       await client.query(`UPDATE projection_checkpoints SET position = $2, updated_at = now() WHERE name = ANY($1::text[])`, [names, built]);
       return built;
     });
+    const lockedMs = performance.now() - locking;
     // Every row was just replaced: the planner's statistics describe the tables before. Until autovacuum
     // gets to them, a query planned on those (a page of a million-row table estimated at nine rows) can
     // take a plan a hundred times slower.
     // Side by side: each on a connection of its own (the pool has one per read model and more).
     await Promise.all(tables.map((t) => pool.query(`ANALYZE public.${t}`)));
-    return position;
+    return { position, lockedMs };
   } finally {
     await dropScratch(pool, schema);
   }
 }
 
 /** rebuildProjections for one projection. */
-export const rebuildProjection = (pool: Pool, store: EventStore, projection: Projection, progress?: Progress): Promise<Position> =>
+export const rebuildProjection = (pool: Pool, store: EventStore, projection: Projection, progress?: Progress): Promise<Rebuilt> =>
   rebuildProjections(pool, store, [projection], progress);
 
 async function checkpointOf(pool: Pool, name: string): Promise<Position> {

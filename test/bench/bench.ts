@@ -49,7 +49,7 @@ commit cost on the machine, back to back and after 10 ms idle.
     --samples N    requests per measured kind, 1..10000 (default 200)
   --chain          instead: the hash chain on a large history (linking rate; verify-chain's rate and memory)
     --events N     history size, 1000..10000000 (default 1000000)
-  --rebuild        instead: \`npm run audit -- rebuild\` on a large history (its rate and memory; --events as above)
+  --rebuild        instead: \`npm run audit -- rebuild\` on a large history (its rate, memory and lock time; --events as above)
   --soak           instead: the ledger alone at one offered rate (--rates, one value, default 1000) for
                    --seconds (default 300), the api's memory (RSS) read every second
   --help           this text

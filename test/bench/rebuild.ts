@@ -40,6 +40,8 @@ export async function rebuildMain({ events: WANTED }: { events: number }): Promi
     console.log(`npm run audit -- rebuild (${rebuilt.length} read models: ${rebuilt.map((l) => l.split(':')[0]).join(', ')}):`);
     console.log(`  ${history.events.toLocaleString('en')} events in ${seconds.toFixed(1)} s = ${Math.round(history.events / seconds).toLocaleString('en')} events/s (the whole command: start, replay, swap, analyze)`);
     console.log(`  its RSS: ${rssThirds(rss)}`);
+    const locked = /locked for (\d+\.\d) s/.exec(out);
+    if (locked) console.log(`  the live read models locked for the swap: ${locked[1]} s`);
     const counts: string[] = [];
     for (const t of allProjections().flatMap((p) => p.tables)) {
       const n = Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${t.name}`)).rows[0]!.n);

@@ -109,6 +109,10 @@ describe('npm run audit -- verify | rebuild', () => {
     expect(await indexes()).toEqual(before);
     expect(rebuilt.stdout).toContain('rounds: rebuilt from the history');
     expect(rebuilt.stdout).toContain('reconciliation: rebuilt from the history');
+    // How long reads of the live read models waited, for whoever runs it while the service runs.
+    const locked = /^the live read models were locked for (\d+\.\d) s while the rebuild was swapped in \(their reads waited meanwhile\)$/m.exec(rebuilt.stdout);
+    expect(locked, rebuilt.stdout).not.toBeNull();
+    expect(Number(locked![1])).toBeLessThan(30);
     await traffic(2);
     await caughtUp();
     const verified = await audit('verify');
