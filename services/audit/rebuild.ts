@@ -133,10 +133,19 @@ export async function replayInto(
       lane.gathered = [];
       if (events.length === 0) return;
       const { client, projection } = lane;
+      // The scratch tables are new, so the planner knows nothing of their size: analyzed as the lane's
+      // transactions double (in the transaction, which counts its own rows), their statistics keep every
+      // statement on its index lookups (a plan made for an empty table scans). What those plans need is
+      // the tables' size, which a small sample gives (see SCRATCH_STATISTICS).
+      const analyze = own && ((lane.applied + 1) & lane.applied) === 0;
       if (own) await client.query('BEGIN');
       try {
         await client.query(`SET LOCAL search_path TO ${schema}, public`);
         await projection.apply(events, client);
+        if (analyze) {
+          await client.query(`SET LOCAL default_statistics_target = ${SCRATCH_STATISTICS}`);
+          await client.query(`ANALYZE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')}`);
+        }
         if (own) await client.query('COMMIT');
         else await client.query('SET LOCAL search_path TO public');
       } catch (err) {
@@ -144,20 +153,6 @@ export async function replayInto(
         throw err;
       }
       lane.applied += 1;
-      // The scratch tables are new, so the planner knows nothing of their size: refreshed as they double,
-      // their statistics keep every statement on its index lookups (a plan made for an empty table scans).
-      // What those plans need is the tables' size, which a small sample gives (see SCRATCH_STATISTICS).
-      if (own && (lane.applied & (lane.applied - 1)) === 0) {
-        await client.query('BEGIN');
-        try {
-          await client.query(`SET LOCAL default_statistics_target = ${SCRATCH_STATISTICS}`);
-          await client.query(`ANALYZE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')}`);
-          await client.query('COMMIT');
-        } catch (err) {
-          await client.query('ROLLBACK').catch(() => undefined);
-          throw err;
-        }
-      }
     };
     const enqueue = (chain: Chain, step: () => Promise<void>) => {
       chain.queued += 1;
