@@ -32,8 +32,6 @@ export class SharedLogReads {
   private extending: Promise<Extension> | undefined;
   /** readAll calls so far: tells whether a shared read began before or after a given call. */
   private calls = 0;
-  /** Events handed out from memory instead of read from the store again (tests). */
-  eventsShared = 0;
 
   constructor(
     private readonly store: Pick<EventStore, 'readAll'>,
@@ -51,10 +49,7 @@ export class SharedLogReads {
       // Short of what was asked, the page is the answer only if a store read that began during this call,
       // and asked for as many events, found nothing more: a read already under way when the call came may
       // have missed the newest events, and a smaller one may have stopped short of them.
-      if (page.length === maxCount || (read.began >= call && read.maxCount >= maxCount)) {
-        this.eventsShared += page.length;
-        return page;
-      }
+      if (page.length === maxCount || (read.began >= call && read.maxCount >= maxCount)) return page;
       read = await this.extend(maxCount);
     }
   }
@@ -62,8 +57,10 @@ export class SharedLogReads {
   /** The kept events after `from`, or undefined if `from` is not among them (nor where they start). */
   private keptAfter(from: Position, maxCount: number): RecordedEvent[] | undefined {
     if (this.from === undefined) return undefined;
-    const i = from === this.from ? 0 : (this.at.get(from) ?? Number.NaN) - this.base + 1;
-    if (Number.isNaN(i)) return undefined;
+    if (from === this.from) return this.events.slice(0, maxCount);
+    const at = this.at.get(from);
+    if (at === undefined) return undefined;
+    const i = at - this.base + 1;
     return this.events.slice(i, i + maxCount);
   }
 
