@@ -3,13 +3,15 @@ import type { Projection } from '../projections/runner.ts';
 import { grantsProjection, grantsReadModelMigrations } from './grants/projection.ts';
 import { roundsProjection, roundsReadModelMigrations } from './rounds/projection.ts';
 import { sessionsProjection } from './sessions/projection.ts';
-import { reconciliationMigrations, reconciliationProjection } from './reconciliation/projection.ts';
 import { consoleMigrations, consoleProjection } from './console/projection.ts';
 
 /** Every read model the projector role runs. Each capability adds its own. */
 export function allProjections(): Projection[] {
-  return [sessionsProjection, roundsProjection, grantsProjection, reconciliationProjection, consoleProjection];
+  return [sessionsProjection, roundsProjection, grantsProjection, consoleProjection];
 }
 
-/** The sessions read model's table is created with the sessions' own (services/sessions/store.ts: sessions are stored once). */
-export const readModelMigrations: Migration[] = [...roundsReadModelMigrations, ...grantsReadModelMigrations, ...reconciliationMigrations, ...consoleMigrations];
+/**
+ * The sessions read model's table is created with the sessions' own (services/sessions/store.ts: sessions are stored once);
+ * the rounds read model's include the operators' reconciliation tables, which it keeps.
+ */
+export const readModelMigrations: Migration[] = [...roundsReadModelMigrations, ...grantsReadModelMigrations, ...consoleMigrations];

@@ -20,6 +20,8 @@ import { archiveChain, catchUpChain } from '../chain/archive.ts';
 import { rebuildProjections, verifyProjection, type Difference } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
+/** Read models that were folded into another: their name still selects the one that keeps their tables. */
+const KEPT_BY: Readonly<Record<string, string>> = { reconciliation: 'rounds' };
 const USAGE = `usage: npm run audit -- verify|rebuild [--projection NAME]
        npm run audit -- verify-chain
        npm run audit -- migrate-events --to STORE
@@ -30,7 +32,8 @@ and whose event store EVENT_STORE names (default postgres).
   verify             rebuild the read models from the whole history into scratch tables and compare them
                      row by row with the live ones
   rebuild            replace the live read models with a fresh rebuild, safely while the service runs
-  --projection NAME  only this read model: ${PROJECTIONS.join(', ')} (default: every one)
+  --projection NAME  only this read model: ${PROJECTIONS.join(', ')} (default: every one); reconciliation,
+                     whose tables the rounds read model keeps, selects rounds
   verify-chain       recompute the hash chain from the stored events and check every link, every
                      operator's link and every signed checkpoint (its link and its signature)
   migrate-events     verify the hash chain of EVENT_STORE, copy the whole history to the store --to names
@@ -190,7 +193,12 @@ async function main(): Promise<number> {
   }
   if (command === 'verify-chain' && values.projection !== undefined) cli.fail('--projection does not apply to verify-chain: the chain is not a read model');
   if (extra.length > 0) cli.fail(`Unexpected argument '${extra[0]}': one command only`);
-  const only = values.projection;
+  let only = values.projection;
+  const keeper = only === undefined ? undefined : KEPT_BY[only];
+  if (only !== undefined && keeper !== undefined) {
+    process.stderr.write(`the ${only} read model is kept by the ${keeper} read model now: ${command} --projection ${keeper}\n`);
+    only = keeper;
+  }
   if (only !== undefined && !PROJECTIONS.includes(only)) cli.fail(`no projection named "${only}"; known: ${PROJECTIONS.join(', ')}`);
   if (command === 'migrate-events' && only !== undefined) cli.fail('--projection does not apply to migrate-events: every read model is rebuilt from the new store');
   if (command !== 'migrate-events' && values.to !== undefined) cli.fail('--to applies only to migrate-events');

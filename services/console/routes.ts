@@ -115,7 +115,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
     const { q } = parseOr400(consoleSearchQuery, req.query, 'query');
     const [txs, rounds, players, grants] = await Promise.all([
       ctx.pool.query<{ operator_id: string; provider_id: string; round_id: string; game_id: string; transaction_id: string; type: string }>(
-        'SELECT operator_id, provider_id, round_id, game_id, transaction_id, type FROM rm_operator_transactions WHERE transaction_id = $1 LIMIT 20',
+        'SELECT operator_id, provider_id, round_id, game_id, transaction_id, type FROM rm_transactions WHERE transaction_id = $1 LIMIT 20',
         [q],
       ),
       ctx.pool.query<{ operator_id: string; provider_id: string; round_id: string; game_id: string }>(
@@ -149,7 +149,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
                 coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.status = 'applied'), 0)::text AS win,
                 coalesce(sum(t.amount) FILTER (WHERE t.type = 'ROLLBACK' AND t.status = 'applied'), 0)::text AS refund
          FROM (SELECT * FROM rm_operator_rounds WHERE player_ref = $2 AND operator_id = $1 ORDER BY opened_at DESC LIMIT 200) r
-         LEFT JOIN rm_operator_transactions t ON t.round_stream = r.round_stream
+         LEFT JOIN rm_transactions t ON t.round_stream = r.round_stream
          GROUP BY r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at ORDER BY r.opened_at DESC`,
         [operatorId, playerRef],
       ),

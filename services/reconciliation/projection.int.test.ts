@@ -5,8 +5,9 @@ import type { Pool } from '../../shared/db/pool.ts';
 import { migratedDatabase, type MigratedDatabase } from '../../test/helpers/db.ts';
 import { applyBatches, batches, record, step } from '../../test/helpers/round-histories.ts';
 import { isClosed, operatorStatus } from '../rounds/decider.ts';
-import { reconciliationMigrations, reconciliationProjection, quarterOf } from './projection.ts';
-import { settlementCells, transactionsPage, type After } from './queries.ts';
+import { roundsProjection, roundsReadModelMigrations } from '../rounds/projection.ts';
+import { quarterOf } from './projection.ts';
+import { roundOf, settlementCells, transactionsPage, type After } from './queries.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 
 /**
@@ -19,7 +20,7 @@ describe('reconciliation read model: what the decider says, batch by batch', () 
   let env: MigratedDatabase;
   let pool: Pool;
   beforeAll(async () => {
-    env = await migratedDatabase('reconprop', reconciliationMigrations);
+    env = await migratedDatabase('reconprop', roundsReadModelMigrations);
     pool = env.pool;
   });
   afterAll(() => env.close());
@@ -32,7 +33,7 @@ describe('reconciliation read model: what the decider says, batch by batch', () 
         fc.tuple(fc.nat(3 * 3_600_000), fc.nat(3 * 3_600_000)),
         async (steps, cuts, [a, b]) => {
           const { events, states } = record(steps);
-          await applyBatches(pool, reconciliationProjection, batches(events, cuts));
+          await applyBatches(pool, roundsProjection, batches(events, cuts));
 
           const want = [...states].flatMap(([id, s]) =>
             [...s.txs.values()].map((t) => ({
@@ -44,7 +45,7 @@ describe('reconciliation read model: what the decider says, batch by batch', () 
             })),
           );
           const { rows } = await pool.query<{ round_stream: string; transaction_id: string; status: string; attempts: number; recorded_at: Date }>(
-            'SELECT round_stream, transaction_id, status, attempts, recorded_at FROM rm_operator_transactions',
+            'SELECT round_stream, transaction_id, operator_status AS status, attempts, recorded_at FROM rm_transactions',
           );
           const byKey = (x: { round_stream: string; transaction_id: string }) => `${x.round_stream}|${x.transaction_id}`;
           expect(rows.map((r) => ({ ...r, recorded_at: r.recorded_at.toISOString() })).sort((x, y) => byKey(x).localeCompare(byKey(y)))).toEqual(
@@ -83,8 +84,8 @@ describe('reconciliation read model: what the decider says, batch by batch', () 
           const to = new Date(base + Math.max(a, b) + 1).toISOString();
           const cells = await settlementCells(pool, 'op-1', from, to);
           const { rows: raw } = await pool.query<{ type: string; status: string; currency: string; count: string; amount: string }>(
-            `SELECT type, status, currency, count(*)::text AS count, sum(amount)::text AS amount FROM rm_operator_transactions
-             WHERE recorded_at >= $1 AND recorded_at < $2 GROUP BY type, status, currency`,
+            `SELECT type, operator_status AS status, currency, count(*)::text AS count, sum(amount)::text AS amount FROM rm_transactions
+             WHERE recorded_at >= $1 AND recorded_at < $2 GROUP BY type, operator_status, currency`,
             [from, to],
           );
           const cellMap = new Map(cells.map((c) => [`${c.type}|${c.status}|${c.currency}`, `${c.count}/${c.amount}`]));
@@ -99,7 +100,7 @@ describe('reconciliation read model: what the decider says, batch by batch', () 
 describe('the transactions list pages in recorded (log) order', () => {
   let env: MigratedDatabase;
   beforeAll(async () => {
-    env = await migratedDatabase('reconpage', reconciliationMigrations);
+    env = await migratedDatabase('reconpage', roundsReadModelMigrations);
   });
   afterAll(() => env.close());
 
@@ -122,7 +123,7 @@ describe('the transactions list pages in recorded (log) order', () => {
     position: `7.${n}`,
     createdAt: new Date(recordedAt),
   });
-  const apply = (events: RecordedEvent[]) => applyBatches(env.pool, reconciliationProjection, [events], false);
+  const apply = (events: RecordedEvent[]) => applyBatches(env.pool, roundsProjection, [events], false);
 
   it('yields each transaction once when ones recorded later carry earlier recording times', async () => {
     // Recording times run backwards against the log: a later record may come from a process whose clock is behind.
@@ -149,7 +150,7 @@ describe('the transactions list pages in recorded (log) order', () => {
 describe('a re-driven transaction in the reconciliation read model', () => {
   let env: MigratedDatabase;
   beforeAll(async () => {
-    env = await migratedDatabase('reconredrive', reconciliationMigrations);
+    env = await migratedDatabase('reconredrive', roundsReadModelMigrations);
   });
   afterAll(() => env.close());
 
@@ -173,10 +174,10 @@ describe('a re-driven transaction in the reconciliation read model', () => {
     for (const cut of [1, 3, 5, 6, 7]) {
       for (const split of [1, 2, 7]) {
         const events = history.slice(0, cut);
-        await applyBatches(env.pool, reconciliationProjection, Array.from({ length: Math.ceil(events.length / split) }, (_, i) => events.slice(i * split, (i + 1) * split)));
-        const { rows } = await env.pool.query<{ status: string; settled_at: Date | null }>(`SELECT status, settled_at FROM rm_operator_transactions WHERE transaction_id = 'w'`);
+        await applyBatches(env.pool, roundsProjection, Array.from({ length: Math.ceil(events.length / split) }, (_, i) => events.slice(i * split, (i + 1) * split)));
+        const win = (await roundOf(env.pool, 'op-1', 'r1', 'fruit-1'))?.transactions.find((t) => t.transactionId === 'w');
         const { rows: sums } = await env.pool.query<{ s: string }>(`SELECT string_agg(type || ':' || status || ':' || count || ':' || amount, ',' ORDER BY type, status) AS s FROM rm_settlement_quarters`);
-        states.push({ upTo: cut, win: rows[0]?.status ?? 'none', settled: rows[0]?.settled_at?.toISOString() ?? null, sums: sums[0]!.s });
+        states.push({ upTo: cut, win: win?.status ?? 'none', settled: win?.settledAt ?? null, sums: sums[0]!.s });
       }
     }
     const at = (cut: number) => states.filter((x) => x.upTo === cut);

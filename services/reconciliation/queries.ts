@@ -4,7 +4,7 @@ import { QUARTER_MS } from './projection.ts';
 import type { OperatorStatus } from '../rounds/decider.ts';
 import type { TransactionRecord } from './schemas.ts';
 
-/** The only way other code reads the reconciliation read model (see projection.ts). */
+/** The only way other code reads the operators' reconciliation view (see projection.ts). */
 
 interface TxRow {
   transaction_id: string;
@@ -17,17 +17,19 @@ interface TxRow {
   currency: string;
   direction: 'DEBIT' | 'CREDIT' | null;
   original_transaction_id: string | null;
-  status: OperatorStatus;
+  operator_status: OperatorStatus;
   wallet_balance: string | null;
   attempts: number;
   recorded_at: Date;
-  settled_at: Date | null;
+  /** When the last outcome event changed it (when recorded, if none has). */
+  updated_at: Date;
   log_major: string;
   log_minor: string;
 }
 
-const TX_COLUMNS = `transaction_id, provider_id, game_id, round_id, player_ref, type, amount, currency, direction, original_transaction_id, status,
-  wallet_balance, attempts, recorded_at, settled_at, log_major, log_minor`;
+/** The operators' columns of rm_transactions: their status, and the balance the wallet last answered with. */
+const TX_COLUMNS = `transaction_id, provider_id, game_id, round_id, player_ref, type, amount, currency, direction, original_transaction_id,
+  operator_status, reply->>'balance' AS wallet_balance, attempts, recorded_at, updated_at, log_major, log_minor`;
 
 function toRecord(r: TxRow): TransactionRecord {
   return {
@@ -41,11 +43,12 @@ function toRecord(r: TxRow): TransactionRecord {
     currency: r.currency,
     ...(r.direction !== null ? { direction: r.direction } : {}),
     ...(r.original_transaction_id !== null ? { originalTransactionId: r.original_transaction_id } : {}),
-    status: r.status,
+    status: r.operator_status,
     ...(r.wallet_balance !== null ? { walletBalance: Number(r.wallet_balance) } : {}),
     attempts: r.attempts,
     recordedAt: r.recorded_at.toISOString(),
-    ...(r.settled_at !== null ? { settledAt: r.settled_at.toISOString() } : {}),
+    // Settled once it is no longer pending: when the event that left it so was recorded.
+    ...(r.operator_status !== 'pending' ? { settledAt: r.updated_at.toISOString() } : {}),
   };
 }
 
@@ -82,10 +85,10 @@ export async function transactionsPage(
   if ('from' in filter) where.push(`recorded_at >= ${param(filter.from)}::timestamptz AND recorded_at < ${param(filter.to)}::timestamptz`);
   else where.push(`round_id = ${param(filter.roundId)} AND game_id = ${param(filter.gameId)}`);
   if (filter.playerRef !== undefined) where.push(`player_ref = ${param(filter.playerRef)}`);
-  if (filter.status !== undefined) where.push(`status = ${param(filter.status)}`);
+  if (filter.status !== undefined) where.push(`operator_status = ${param(filter.status)}`);
   if (after) where.push(`(log_major, log_minor) > (${param(after.major)}::bigint, ${param(after.minor)}::bigint)`);
   const { rows } = await pool.query<TxRow>(
-    `SELECT ${TX_COLUMNS} FROM rm_operator_transactions WHERE ${where.join(' AND ')} ORDER BY log_major, log_minor LIMIT ${param(limit + 1)}`,
+    `SELECT ${TX_COLUMNS} FROM rm_transactions WHERE ${where.join(' AND ')} ORDER BY log_major, log_minor LIMIT ${param(limit + 1)}`,
     values,
   );
   const more = rows.length > limit;
@@ -118,7 +121,7 @@ export async function roundOf(pool: Pool, operatorId: string, roundId: string, g
   const round = rows[0];
   if (!round) return undefined;
   const { rows: txs } = await pool.query<TxRow>(
-    `SELECT ${TX_COLUMNS} FROM rm_operator_transactions WHERE round_stream = $1 ORDER BY log_major, log_minor`,
+    `SELECT ${TX_COLUMNS} FROM rm_transactions WHERE round_stream = $1 ORDER BY log_major, log_minor`,
     [round.round_stream],
   );
   return {
@@ -168,10 +171,10 @@ export async function settlementCells(pool: Pool, operatorId: string, from: stri
        SELECT provider_id, game_id, currency, type, direction, status, count, amount FROM rm_settlement_quarters
        WHERE operator_id = $1 AND quarter >= $4::timestamptz AND quarter < $5::timestamptz
        UNION ALL
-       SELECT provider_id, game_id, currency, type, coalesce(direction, ''), status, 1, amount FROM rm_operator_transactions
+       SELECT provider_id, game_id, currency, type, coalesce(direction, ''), operator_status, 1, amount FROM rm_transactions
        WHERE operator_id = $1 AND recorded_at >= $2::timestamptz AND recorded_at < $4::timestamptz
        UNION ALL
-       SELECT provider_id, game_id, currency, type, coalesce(direction, ''), status, 1, amount FROM rm_operator_transactions
+       SELECT provider_id, game_id, currency, type, coalesce(direction, ''), operator_status, 1, amount FROM rm_transactions
        WHERE operator_id = $1 AND recorded_at >= $5::timestamptz AND recorded_at < $3::timestamptz
      ) x
      GROUP BY provider_id, game_id, currency, type, direction, status`,

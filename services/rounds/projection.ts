@@ -1,10 +1,11 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
 import { jsonbRows, jsonbRowsInsert, type Cell, type RowColumn } from '../../shared/db/rows.ts';
-import { ROUND_EVENT_TYPES, type RoundEvent } from './events.ts';
-import type { RecordedEvent } from '../../shared/eventstore/port.ts';
+import { ROUND_EVENT_TYPES, type RoundEvent, type TransactionRequest } from './events.ts';
+import { positionParts, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
-import { completesRound } from './decider.ts';
+import { completesRound, operatorStatus, type OperatorStatus, type TxStatus } from './decider.ts';
+import { foldOperatorRound, QuarterDeltas, quarterKey, reconciliationMigrations, writeOperatorRounds, writeQuarters, type OperatorRound } from '../reconciliation/projection.ts';
 
 export const roundsReadModelMigrations: Migration[] = [
   {
@@ -68,6 +69,8 @@ export const roundsReadModelMigrations: Migration[] = [
     id: 'rm-rounds-002-stuck',
     sql: `CREATE INDEX rm_transactions_stuck_idx ON rm_transactions (recorded_at) WHERE status IN ('recorded', 'failed', 'timed_out', 'dead', 'invalid');`,
   },
+  // The operators' rounds and settlement quarters, and their columns of rm_transactions, which this read model keeps.
+  ...reconciliationMigrations,
 ];
 
 /**
@@ -124,58 +127,94 @@ const RECOMPUTE = `
   WHERE r.round_stream = a.round_stream AND r.round_stream = ANY($1::text[])`;
 
 /**
- * Rounds with their bets, wins, rollbacks and outstanding bets, and every transaction with its outcome.
- * A batch is written in at most five statements, whatever its size: its events are first folded, in log
- * order, into the rows they create and the columns they set (see foldBatch), then written set-wise.
- * The statements are unnamed, so each is planned with its real arrays (an index lookup per row).
+ * Rounds with their bets, wins, rollbacks and outstanding bets; every transaction with its outcome, as
+ * the ledger keeps it (status) and as operators reconcile it (operator_status, with its log position);
+ * and the operators' rounds and settlement quarters (services/reconciliation/projection.ts), which are
+ * counted from those rows and so move in the same transaction. A batch's events are first folded, in
+ * log order, into the rows they create and the columns they set (see foldBatch), then written set-wise,
+ * in a few statements whatever the batch's size. The statements are unnamed, so each is planned with its
+ * real arrays (an index lookup per row).
  */
 export const roundsProjection: Projection = {
   name: 'rounds',
   tables: [
     { name: 'rm_rounds', key: ['round_stream'] },
     { name: 'rm_transactions', key: ['round_stream', 'transaction_id'] },
+    { name: 'rm_operator_rounds', key: ['round_stream'] },
+    { name: 'rm_settlement_quarters', key: ['operator_id', 'quarter', 'provider_id', 'game_id', 'currency', 'type', 'direction', 'status'] },
   ],
   eventTypes: ROUND_EVENT_TYPES,
   async apply(events: RecordedEvent[], tx: PoolClient) {
-    const { inserts, rounds, updates, forceClosed } = foldBatch(events);
+    const { inserts, rounds, updates, forceClosed, operatorRounds } = foldBatch(events);
+    const quarters = new QuarterDeltas();
     if (inserts.length > 0) {
       // A row is inserted as the batch leaves it, outcome included (one write instead of an insert and
       // an update). A repeated record finds its row there already and inserts nothing: the outcome the
       // batch holds for it is then written by the update below, as for any row of an earlier batch.
+      const rows = inserts.map((i) => {
+        // What no event of the batch set: status recorded, no attempt, last changed when recorded.
+        const o = i.outcome ?? NO_OUTCOME;
+        const status: TxStatus = o.status ?? 'recorded';
+        return { i, o, status, shown: operatorStatus(i.type, status) };
+      });
       const { rows: created } = await tx.query<{ round_stream: string; transaction_id: string }>(
         `${jsonbRowsInsert('rm_transactions', INSERT_ROW, '$1')}
          ON CONFLICT (round_stream, transaction_id) DO NOTHING
          RETURNING round_stream, transaction_id`,
         [
           jsonbRows(
-            inserts.map((i) => {
-              // What no event of the batch set: status recorded, no attempt, last changed when recorded.
-              const o = i.outcome ?? NO_OUTCOME;
-              return [
-                i.roundStream, i.transactionId, i.providerId, i.operatorId, i.roundId, i.origin, i.type, i.playerRef, i.gameId, i.amount,
-                i.currency, i.direction, i.originalTransactionId, i.roundComplete, i.recordedAt,
-                o.status ?? 'recorded', o.attempts ?? 0, o.reply, o.settledAt, o.lastError, o.deadLetteredAt, o.updatedAt ?? i.recordedAt,
-              ];
-            }),
+            rows.map(({ i, o, status, shown }) => [
+              i.roundStream, i.transactionId, i.providerId, i.operatorId, i.roundId, i.origin, i.type, i.playerRef, i.gameId, i.amount,
+              i.currency, i.direction, i.originalTransactionId, i.roundComplete, i.recordedAt, i.logMajor, i.logMinor,
+              status, shown, o.attempts ?? 0, o.reply, o.settledAt, o.lastError, o.deadLetteredAt, o.updatedAt ?? i.recordedAt,
+            ]),
           ),
         ],
       );
       const inserted = new Set(created.map((r) => `${r.round_stream}\n${r.transaction_id}`));
-      for (const i of inserts) if (i.outcome && !inserted.has(`${i.roundStream}\n${i.transactionId}`)) updates.push(i.outcome);
+      for (const { i, shown } of rows) {
+        if (inserted.has(`${i.roundStream}\n${i.transactionId}`)) quarters.add(quarterKey(i, shown), 1, i.amount);
+        else if (i.outcome) updates.push(i.outcome);
+      }
     }
     if (updates.length > 0) {
-      // A column an event does not set is NULL here and keeps its value (no event sets one to NULL).
-      await tx.query(
-        `UPDATE rm_transactions t SET
-           status = u.status, attempts = coalesce(u.attempts, t.attempts), reply = coalesce(u.reply, t.reply),
-           settled_at = coalesce(u.settled_at, t.settled_at), last_error = coalesce(u.last_error, t.last_error),
-           dead_lettered_at = coalesce(u.dead_lettered_at, t.dead_lettered_at), updated_at = u.updated_at
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::jsonb[], $6::timestamptz[], $7::text[], $8::timestamptz[], $9::timestamptz[])
-           AS u(round_stream, transaction_id, status, attempts, reply, settled_at, last_error, dead_lettered_at, updated_at)
-         WHERE t.round_stream = u.round_stream AND t.transaction_id = u.transaction_id`,
-        columns(updates, ['roundStream', 'transactionId', 'status', 'attempts', 'reply', 'settledAt', 'lastError', 'deadLetteredAt', 'updatedAt']),
+      // The rows as they are: the status operators see depends on the type, and a change of it moves the
+      // transaction between the quarters' cells.
+      const { rows: current } = await tx.query<CurrentRow>(
+        `SELECT t.round_stream, t.transaction_id, t.operator_id, t.provider_id, t.game_id, t.currency, t.type, t.direction, t.amount,
+                t.operator_status, t.recorded_at
+         FROM unnest($1::text[], $2::text[]) AS k(round_stream, transaction_id)
+         JOIN rm_transactions t ON t.round_stream = k.round_stream AND t.transaction_id = k.transaction_id
+         FOR UPDATE OF t`,
+        [updates.map((u) => u.roundStream), updates.map((u) => u.transactionId)],
       );
+      const byKey = new Map(current.map((c) => [`${c.round_stream}\n${c.transaction_id}`, c]));
+      const changed = updates.flatMap((u) => {
+        const row = byKey.get(`${u.roundStream}\n${u.transactionId}`);
+        if (!row) return []; // an outcome of a transaction this read model never saw recorded: nothing to show it on
+        const shown = operatorStatus(row.type, u.status);
+        if (shown !== row.operator_status) {
+          const placed = { operatorId: row.operator_id, recordedAt: row.recorded_at.toISOString(), providerId: row.provider_id, gameId: row.game_id, currency: row.currency, type: row.type, direction: row.direction };
+          quarters.add(quarterKey(placed, row.operator_status), -1, row.amount);
+          quarters.add(quarterKey(placed, shown), 1, row.amount);
+        }
+        return [{ ...u, operatorStatus: shown }];
+      });
+      if (changed.length > 0) {
+        // A column an event does not set is NULL here and keeps its value (no event sets one to NULL).
+        await tx.query(
+          `UPDATE rm_transactions t SET
+             status = u.status, operator_status = u.operator_status, attempts = coalesce(u.attempts, t.attempts), reply = coalesce(u.reply, t.reply),
+             settled_at = coalesce(u.settled_at, t.settled_at), last_error = coalesce(u.last_error, t.last_error),
+             dead_lettered_at = coalesce(u.dead_lettered_at, t.dead_lettered_at), updated_at = u.updated_at
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::jsonb[], $7::timestamptz[], $8::text[], $9::timestamptz[], $10::timestamptz[])
+             AS u(round_stream, transaction_id, status, operator_status, attempts, reply, settled_at, last_error, dead_lettered_at, updated_at)
+           WHERE t.round_stream = u.round_stream AND t.transaction_id = u.transaction_id`,
+          columns(changed, ['roundStream', 'transactionId', 'status', 'operatorStatus', 'attempts', 'reply', 'settledAt', 'lastError', 'deadLetteredAt', 'updatedAt']),
+        );
+      }
     }
+    await writeQuarters(tx, quarters);
     // After the transaction rows, which the figures are counted from.
     if (rounds.length > 0) {
       await tx.query(UPSERT_ROUNDS, columns(rounds, ['roundStream', 'providerId', 'operatorId', 'roundId', 'gameId', 'playerRef', 'currency', 'createdAt', 'lastActivityAt']));
@@ -185,19 +224,34 @@ export const roundsProjection: Projection = {
     const upserted = new Set(rounds.map((r) => r.roundStream));
     const rest = [...new Set(events.map((e) => e.streamId))].filter((stream) => !upserted.has(stream) || forceClosed.includes(stream));
     if (rest.length > 0) await tx.query(RECOMPUTE, [rest]);
+    await writeOperatorRounds(tx, operatorRounds);
   },
   async reset(tx: PoolClient) {
-    await tx.query('DELETE FROM rm_transactions');
-    await tx.query('DELETE FROM rm_rounds');
+    for (const table of ['rm_transactions', 'rm_rounds', 'rm_operator_rounds', 'rm_settlement_quarters']) await tx.query(`DELETE FROM ${table}`);
   },
 };
+
+/** A transaction row as an update finds it: what places it in the quarters. */
+interface CurrentRow {
+  round_stream: string;
+  transaction_id: string;
+  operator_id: string;
+  provider_id: string;
+  game_id: string;
+  currency: string;
+  type: TxInsert['type'];
+  direction: string | null;
+  amount: string;
+  operator_status: OperatorStatus;
+  recorded_at: Date;
+}
 
 /** A transaction row as it is inserted: the columns of jsonbRows' cells, in order. */
 const INSERT_ROW: RowColumn[] = [
   ['round_stream', 'text'], ['transaction_id', 'text'], ['provider_id', 'text'], ['operator_id', 'text'], ['round_id', 'text'], ['origin', 'text'],
   ['type', 'text'], ['player_ref', 'text'], ['game_id', 'text'], ['amount', 'bigint'], ['currency', 'text'], ['direction', 'text'],
-  ['original_transaction_id', 'text'], ['round_complete', 'boolean'], ['recorded_at', 'timestamptz'], ['status', 'text'], ['attempts', 'int'],
-  ['reply', 'jsonb'], ['settled_at', 'timestamptz'], ['last_error', 'text'], ['dead_lettered_at', 'timestamptz'], ['updated_at', 'timestamptz'],
+  ['original_transaction_id', 'text'], ['round_complete', 'boolean'], ['recorded_at', 'timestamptz'], ['log_major', 'bigint'], ['log_minor', 'bigint'],
+  ['status', 'text'], ['operator_status', 'text'], ['attempts', 'int'], ['reply', 'jsonb'], ['settled_at', 'timestamptz'], ['last_error', 'text'], ['dead_lettered_at', 'timestamptz'], ['updated_at', 'timestamptz'],
 ];
 
 /** Row objects as one array per column, in the given order (the parameters of an unnest). */
@@ -214,7 +268,7 @@ interface TxInsert {
   operatorId: string;
   roundId: string;
   origin: string;
-  type: string;
+  type: TransactionRequest['type'];
   playerRef: string;
   gameId: string;
   amount: number;
@@ -223,6 +277,9 @@ interface TxInsert {
   originalTransactionId: string | null;
   roundComplete: boolean;
   recordedAt: string;
+  /** The log position of its TransactionRecorded: the order of the operators' transactions list. */
+  logMajor: string;
+  logMinor: string;
 }
 
 interface RoundUpsert {
@@ -244,7 +301,7 @@ const NO_OUTCOME = { status: null, attempts: null, reply: null, settledAt: null,
 interface TxUpdate {
   roundStream: string;
   transactionId: string;
-  status: string;
+  status: TxStatus;
   attempts: number | null;
   reply: string | null;
   settledAt: string | null;
@@ -259,8 +316,15 @@ interface TxUpdate {
  * the latest; per transaction, each column as the last event that sets it left it. The columns of a
  * row recorded in this same batch travel with its insert (`outcome`) rather than as an update.
  */
-export function foldBatch(events: RecordedEvent[]): { inserts: TxInsert[]; rounds: RoundUpsert[]; updates: TxUpdate[]; forceClosed: string[] } {
+export function foldBatch(events: RecordedEvent[]): {
+  inserts: TxInsert[];
+  rounds: RoundUpsert[];
+  updates: TxUpdate[];
+  forceClosed: string[];
+  operatorRounds: OperatorRound[];
+} {
   const inserts = new Map<string, TxInsert>();
+  const operatorRounds = new Map<string, OperatorRound>();
   const rounds = new Map<string, RoundUpsert>();
   const updates = new Map<string, TxUpdate>();
   const forceClosed = new Set<string>();
@@ -282,12 +346,15 @@ export function foldBatch(events: RecordedEvent[]): { inserts: TxInsert[]; round
   for (const recorded of events) {
     const event = recorded as unknown as RoundEvent;
     const stream = recorded.streamId;
+    foldOperatorRound(operatorRounds, recorded);
     switch (event.type) {
       case 'TransactionRecorded': {
         const { request: r, recordedAt, providerId, operatorId, origin } = event.data;
         const key = `${stream}\n${r.transactionId}`;
         if (!inserts.has(key)) {
+          const [major, minor] = positionParts(recorded.position);
           inserts.set(key, {
+            logMajor: major.toString(), logMinor: minor.toString(),
             roundStream: stream, transactionId: r.transactionId, providerId, operatorId, roundId: r.roundId, origin, type: r.type,
             playerRef: r.playerRef, gameId: r.gameId, amount: r.amount, currency: r.currency, direction: r.direction ?? null,
             originalTransactionId: r.originalTransactionId ?? null, roundComplete: completesRound(r), recordedAt,
@@ -345,5 +412,5 @@ export function foldBatch(events: RecordedEvent[]): { inserts: TxInsert[]; round
     if (row) row.outcome = u;
     else rest.push(u);
   }
-  return { inserts: [...inserts.values()], rounds: [...rounds.values()], updates: rest, forceClosed: [...forceClosed] };
+  return { inserts: [...inserts.values()], rounds: [...rounds.values()], updates: rest, forceClosed: [...forceClosed], operatorRounds: [...operatorRounds.values()] };
 }

@@ -1,15 +1,16 @@
 /**
  * npm run bench -- --reconciliation: the operator reconciliation routes (contract section 9) on a large
  * history. Appends N transactions (BET+WIN rounds over 31 days, two operators, three games, a few
- * declined, pending and dead) through the event-store port, builds the reconciliation read model from
- * that history as `npm run audit -- rebuild` does (its rate and memory), then times, over signed HTTP
+ * declined, pending and dead) through the event-store port, builds the rounds read model (which keeps
+ * the operators' reconciliation view) from that history as `npm run audit -- rebuild` does (its rate and
+ * memory), then times, over signed HTTP
  * against an api process: a page of 1,000 transactions (first, deep in the range, one player's), a
  * round's details, and settlement statements (31 days on odd bounds, one day, CSV).
  *   --transactions N   history size (default 1,000,000)
  *   --samples N        requests per measured kind (default 200)
  */
 import { allMigrations } from '../../services/migrations.ts';
-import { reconciliationProjection } from '../../services/reconciliation/projection.ts';
+import { roundsProjection } from '../../services/rounds/projection.ts';
 import { rebuildProjection } from '../../services/audit/rebuild.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
@@ -47,12 +48,12 @@ export async function reconciliationMain({ transactions: WANTED, samples: SAMPLE
     const { rounds, made, events } = history;
     console.log(`history: ${made.toLocaleString('en')} transactions in ${history.roundCount.toLocaleString('en')} rounds, ${events.toLocaleString('en')} events, appended in ${history.seconds.toFixed(0)} s`);
 
-    // The read model from the history, as `npm run audit -- rebuild --projection reconciliation` builds it.
+    // The read model from the history, as `npm run audit -- rebuild --projection rounds` builds it.
     const rss: number[] = [];
     const meter = setInterval(() => rss.push(process.memoryUsage().rss), 250);
     const rssBefore = process.memoryUsage().rss;
     const t1 = performance.now();
-    await rebuildProjection(pool, store, reconciliationProjection);
+    await rebuildProjection(pool, store, roundsProjection);
     const rebuildS = (performance.now() - t1) / 1000;
     clearInterval(meter);
     console.log(
@@ -60,7 +61,7 @@ export async function reconciliationMain({ transactions: WANTED, samples: SAMPLE
         `RSS ${mib(rssBefore)} MiB before; ${rssThirds(rss)}`,
     );
     const { rows: sizes } = await pool.query<{ t: string; n: string }>(
-      `SELECT 'rm_operator_transactions' AS t, count(*)::text AS n FROM rm_operator_transactions UNION ALL SELECT 'rm_settlement_quarters', count(*)::text FROM rm_settlement_quarters`,
+      `SELECT 'rm_transactions' AS t, count(*)::text AS n FROM rm_transactions UNION ALL SELECT 'rm_settlement_quarters', count(*)::text FROM rm_settlement_quarters`,
     );
     console.log(`read model: ${sizes.map((s) => `${s.t} ${Number(s.n).toLocaleString('en')} rows`).join(', ')}`);
 

@@ -7,6 +7,10 @@ import { PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { migratedDatabase } from '../helpers/db.ts';
 import { sessionsOfPlayer } from '../../services/sessions/queries.ts';
 import { legacyMigrations } from './legacy-migrations.ts';
+import { applyBatch, readCheckpoint } from '../../projections/runner.ts';
+import { roundsProjection } from '../../services/rounds/projection.ts';
+import { transactionsPage } from '../../services/reconciliation/queries.ts';
+import { START } from '../../shared/eventstore/port.ts';
 
 /**
  * The public schema as SQL sees it. Columns are compared by their order among the table's live columns:
@@ -120,6 +124,43 @@ describe('baselined migrations', () => {
         { token: 'orphan', revoked_at: null },
       ]);
       expect(await sessionsOfPlayer(pool, 'op-1', 'p1')).toHaveLength(2);
+    } finally {
+      await close();
+    }
+  });
+
+  it('fold the reconciliation read model into the rounds one: its copy of the transactions goes, and the rounds read model is projected again from the start', async () => {
+    const merge = 'rm-reconciliation-002-one-transactions-table';
+    const { db, pool, close } = await migratedDatabase('migmerge', allMigrations.filter((m) => m.id !== merge));
+    try {
+      const store = new PostgresEventStore(pool, db.url);
+      const request = { transactionId: 'b1', sessionToken: 's', type: 'BET', roundId: 'r1', roundComplete: false, playerRef: 'p1', amount: 40, currency: 'EUR', gameId: 'fruit-1' };
+      await store.append('round|studio-a|op-1|r1', [
+        { id: randomUUID(), type: 'TransactionRecorded', data: { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request, walletBody: '{}', contentHash: 'h', recordedAt: '2026-11-20T10:00:00.000Z' } },
+        { id: randomUUID(), type: 'TransactionSettled', data: { transactionId: 'b1', outcome: 'applied', reply: { status: 'OK', balance: 960, body: '{}' }, attempt: 1, settledAt: '2026-11-20T10:00:00.100Z' } },
+      ], 'no_stream');
+      const head = await store.headPosition();
+      // What the release before kept: the two read models at their own positions, each with its rows.
+      await pool.query(`INSERT INTO projection_checkpoints (name, position) VALUES ('rounds', $1), ('reconciliation', $1)`, [head]);
+      await pool.query(
+        `INSERT INTO rm_operator_transactions (round_stream, transaction_id, operator_id, log_major, log_minor, provider_id, origin, round_id, game_id, player_ref,
+           type, amount, currency, status, attempts, recorded_at)
+         VALUES ('round|studio-a|op-1|r1', 'b1', 'op-1', 1, 1, 'studio-a', 'provider', 'r1', 'fruit-1', 'p1', 'BET', 40, 'EUR', 'applied', 1, now())`,
+      );
+      await pool.query(`INSERT INTO rm_settlement_quarters VALUES ('op-1', '2026-11-20T10:00:00Z', 'studio-a', 'fruit-1', 'EUR', 'BET', '', 'applied', 1, 40)`);
+
+      await migrate(pool, allMigrations);
+
+      expect((await pool.query(`SELECT to_regclass('rm_operator_transactions') AS t`)).rows[0].t).toBeNull();
+      expect((await pool.query(`SELECT name FROM projection_checkpoints ORDER BY name`)).rows).toEqual([{ name: 'rounds' }]);
+      expect(await readCheckpoint(pool, 'rounds')).toBe(START);
+      expect((await pool.query(`SELECT count(*)::int AS n FROM rm_settlement_quarters`)).rows[0].n).toBe(0);
+      // The projector goes through the history again, and the operators' view of it is back, once.
+      await applyBatch(pool, roundsProjection, START, await store.readAll({ from: START }));
+      const page = await transactionsPage(pool, 'op-1', { from: '2026-11-20T00:00:00Z', to: '2026-11-21T00:00:00Z' }, 10, undefined);
+      expect(page.transactions).toMatchObject([{ transactionId: 'b1', status: 'applied', walletBalance: 960, settledAt: '2026-11-20T10:00:00.100Z' }]);
+      expect((await pool.query(`SELECT count::int AS n, amount::int AS a FROM rm_settlement_quarters`)).rows).toEqual([{ n: 1, a: 40 }]);
+      await store.close();
     } finally {
       await close();
     }

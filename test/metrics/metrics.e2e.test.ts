@@ -185,14 +185,13 @@ describe('Prometheus metrics at GET /metrics', () => {
     await h.until(async () => {
       e = await api();
       const lag = samplesOf(e, 'projection_lag_events');
-      return lag.length === 6 && lag.every((s) => s.value === 0);
+      return lag.length === 5 && lag.every((s) => s.value === 0);
     });
-    expect(samplesOf(e!, 'projection_lag_events').map((s) => s.labels.projection).sort()).toEqual(['chain', 'console', 'grants', 'reconciliation', 'rounds', 'sessions']);
+    expect(samplesOf(e!, 'projection_lag_events').map((s) => s.labels.projection).sort()).toEqual(['chain', 'console', 'grants', 'rounds', 'sessions']);
     expect(samplesOf(e!, 'projection_lag_seconds').map((s) => [s.labels.projection, s.value]).sort()).toEqual([
       ['chain', 0],
       ['console', 0],
       ['grants', 0],
-      ['reconciliation', 0],
       ['rounds', 0],
       ['sessions', 0],
     ]);

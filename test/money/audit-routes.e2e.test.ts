@@ -120,7 +120,7 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
     await h.until(async () => {
       const res = await fetch(`${h.svc.url}/v1/admin/projections`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }).then(toTestResponse<{ projections: Array<{ name: string; eventsBehind: number; msBehind: number }> }>);
       expect(res.status).toBe(200);
-      expect(res.json.projections.map((p) => p.name).sort()).toEqual(['chain', 'console', 'grants', 'reconciliation', 'rounds', 'sessions']);
+      expect(res.json.projections.map((p) => p.name).sort()).toEqual(['chain', 'console', 'grants', 'rounds', 'sessions']);
       return res.json.projections.every((p) => p.eventsBehind === 0 && p.msBehind === 0);
     });
     expect((await fetch(`${h.svc.url}/v1/admin/projections`)).status).toBe(401);

@@ -43,7 +43,7 @@ describe('console data and re-drive (admin routes)', () => {
     grantId = grant.json.id;
     // Retries stop after the 2 s window: the WIN is dead, in every read model.
     await h.until(async () => {
-      const { rows } = await h.svc.ctx.pool.query(`SELECT status FROM rm_operator_transactions WHERE transaction_id = $1`, [winId]);
+      const { rows } = await h.svc.ctx.pool.query(`SELECT operator_status AS status FROM rm_transactions WHERE transaction_id = $1`, [winId]);
       return rows[0]?.status === 'dead';
     }, 20_000);
     await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
@@ -96,7 +96,7 @@ describe('console data and re-drive (admin routes)', () => {
     expect(res.json).toEqual({ transactionId: winId, status: 'redriven' });
     expect(both.find((r) => r.status === 409)!.json.error).toMatch(/^only a dead transaction is re-driven: this one is (pending|applied)$/);
     await h.until(async () => {
-      const { rows } = await h.svc.ctx.pool.query(`SELECT status FROM rm_operator_transactions WHERE transaction_id = $1`, [winId]);
+      const { rows } = await h.svc.ctx.pool.query(`SELECT operator_status AS status FROM rm_transactions WHERE transaction_id = $1`, [winId]);
       return rows[0]?.status === 'applied';
     }, 15_000);
     const after = h.walletCallsFor(winId).slice(before.length);
@@ -150,9 +150,9 @@ describe('console data and re-drive (admin routes)', () => {
       expect(busy.every((b) => typeof b.p50Ms === 'number' && typeof b.p99Ms === 'number' && b.p99Ms! >= b.p50Ms!)).toBe(true);
       // Counted as the stuck-money page lists them: the failed BET left once its ROLLBACK was recorded.
       expect(res.json.unsettled).toEqual({ pending: 0, failed: 0, dead: 0 });
-      expect(res.json.lagHistory.map((l) => l.name).sort()).toEqual(['chain', 'console', 'grants', 'reconciliation', 'rounds', 'sessions']);
+      expect(res.json.lagHistory.map((l) => l.name).sort()).toEqual(['chain', 'console', 'grants', 'rounds', 'sessions']);
       expect(res.json.lagHistory.every((l) => l.buckets.length === res.json.transactions.length)).toBe(true);
-      expect(res.json.projections.map((p) => p.name).sort()).toEqual(['chain', 'console', 'grants', 'reconciliation', 'rounds', 'sessions']);
+      expect(res.json.projections.map((p) => p.name).sort()).toEqual(['chain', 'console', 'grants', 'rounds', 'sessions']);
       expect(res.json.chain.linked).toBeGreaterThan(0);
     }
     expect((await admin('/v1/admin/console/overview?window=week')).status).toBe(400);

@@ -107,7 +107,7 @@ describe('operator reconciliation routes', () => {
     expect((await h.svc.reconciler!.sweep()).rollbacks).toBe(1);
     await h.until(async () => {
       const { rows } = await h.svc.ctx.pool.query(
-        `SELECT status FROM rm_operator_transactions WHERE transaction_id = ANY($1::text[])`,
+        `SELECT operator_status AS status FROM rm_transactions WHERE transaction_id = ANY($1::text[])`,
         [[`stale-rollback:${id('f-bet')}`, id('e-win')]],
       );
       return rows.length === 2 && rows.every((r) => r.status === 'applied' || r.status === 'dead');

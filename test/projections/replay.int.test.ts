@@ -159,28 +159,29 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     }
   });
 
-  const failingRounds = (): Projection => {
-    const rounds = projections.find((p) => p.name === 'rounds')!;
+  /** The console's read model, failing at its third batch; the rounds read model goes on meanwhile. */
+  const failingConsole = (): Projection => {
+    const consoleModel = projections.find((p) => p.name === 'console')!;
     let calls = 0;
     return {
-      ...rounds,
+      ...consoleModel,
       async apply(events, tx) {
         if (++calls === 3) throw new Error('disk full');
-        return rounds.apply(events, tx);
+        return consoleModel.apply(events, tx);
       },
     };
   };
-  const others = projections.filter((p) => p.name !== 'rounds');
+  const others = projections.filter((p) => p.name !== 'console');
   const held = () => env.pool.totalCount - env.pool.idleCount;
 
   it('a read model that fails stops the whole replay with its error, and gives back every connection', async () => {
     const schema = await createScratch(env.pool, projections);
     try {
-      await expect(replayInto(env.pool, store, schema, [failingRounds(), ...others], START, undefined, { pageSize: 2 })).rejects.toThrow('disk full');
+      await expect(replayInto(env.pool, store, schema, [failingConsole(), ...others], START, undefined, { pageSize: 2 })).rejects.toThrow('disk full');
       // Stopped early: the other read models got at most a few pages past the failure, not the whole log.
       const count = async (table: string) => (await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0]!.n;
-      const live = await count('rm_operator_transactions');
-      expect(await count(`${schema}.rm_operator_transactions`)).toBeLessThan(live / 4);
+      const live = await count('rm_transactions');
+      expect(await count(`${schema}.rm_transactions`)).toBeLessThan(live / 4);
       expect(held(), 'connections held after the failure').toBe(0);
     } finally {
       await dropScratch(env.pool, schema);
@@ -207,7 +208,7 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     const query = client.query.bind(client);
     let sent = 0;
     let sentAtFailure: number | undefined;
-    const failing = failingRounds();
+    const failing = failingConsole();
     const apply = failing.apply;
     failing.apply = async (events, tx) => {
       try {

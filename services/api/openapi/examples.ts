@@ -498,9 +498,9 @@ const overview = {
   transactions: overviewMinutes.map((at) => ({ at, count: recordedByMinute[at] ?? 0 })),
   wallet: [{ operatorId: 'op-1', buckets: overviewMinutes.map(overviewWalletBucket) }],
   unsettled: { pending: 1, failed: 0, dead: 0 },
-  projections: ['sessions', 'rounds', 'grants', 'reconciliation', 'console', 'chain'].map((name) => ({ name, eventsBehind: 0, msBehind: 0 })),
+  projections: ['sessions', 'rounds', 'grants', 'console', 'chain'].map((name) => ({ name, eventsBehind: 0, msBehind: 0 })),
   // Sampled every 10 s by the projector; the rounds read model fell 12 events behind in the retry burst at 16:22.
-  lagHistory: ['sessions', 'rounds', 'grants', 'reconciliation', 'console', 'chain'].map((name) => ({
+  lagHistory: ['sessions', 'rounds', 'grants', 'console', 'chain'].map((name) => ({
     name,
     buckets: overviewMinutes.map((at) => ({
       at,
