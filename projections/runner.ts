@@ -125,6 +125,13 @@ export interface Projection {
    * of that much lag. A read model someone waits on asks for less.
    */
   gatherMs?: number;
+  /**
+   * Whether a replay may apply the events of different streams on different connections at once: each
+   * stream's rows depend only on that stream's events, and a row several streams add to only takes
+   * additive deltas, locked in a fixed key order (so two such transactions wait for each other, never
+   * deadlock). A rebuild then splits the projection's streams over REPLAY_PARTS connections.
+   */
+  streamLocal?: boolean;
 }
 
 /** Whether the projection reads events of this type. */

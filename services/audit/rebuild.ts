@@ -65,9 +65,26 @@ const SCRATCH_STATISTICS = 10;
 /** Pages the reader may run ahead of the slowest read model: bounds the memory a replay holds. */
 const LEAD = 4;
 
-/** One read model's share of a replay: the relevant events it has gathered and not applied yet. */
+/**
+ * Connections a stream-local projection's replay is split over (Projection.streamLocal): the rounds read
+ * model, the replay's largest by far, would otherwise be one connection's statements one after the other
+ * while the second core waits.
+ */
+export const REPLAY_PARTS = 2;
+
+/** Which of `parts` parts a stream's events go to (FNV-1a of its id): the same part for every event of a stream. */
+export function partOf(streamId: string, parts: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < streamId.length; i++) h = Math.imul(h ^ streamId.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % parts;
+}
+
+/** One read model's share of a replay (or of a part of its streams): the relevant events it has gathered and not applied yet. */
 interface Lane {
   projection: Projection;
+  /** This lane's part of the streams, of `parts` (1: every stream). */
+  part: number;
+  parts: number;
   client: PoolClient;
   chain: Chain;
   gathered: RecordedEvent[];
@@ -91,9 +108,10 @@ interface Chain {
  *
  * From a pool, each read model has a connection and a queue of its own: it applies the pages in order,
  * at its own pace, while the log is read further (up to LEAD pages ahead of the slowest), so a slow read
- * model does not hold the others at every page and both cores stay busy. A read model few events concern
- * gathers them over pages into transactions of up to a page's size. In the caller's transaction (a
- * client), everything runs one step after the other on it.
+ * model does not hold the others at every page and both cores stay busy. A stream-local read model
+ * (Projection.streamLocal) has REPLAY_PARTS of them, each applying the events of its share of the
+ * streams. A read model few events concern gathers them over pages into transactions of up to a page's
+ * size. In the caller's transaction (a client), everything runs one step after the other on it.
  */
 export async function replayInto(
   pool: Pool | PoolClient,
@@ -119,8 +137,11 @@ export async function replayInto(
   const lanes: Lane[] = [];
   try {
     for (const projection of projections) {
-      const client = own ? await (pool as Pool).connect() : (pool as PoolClient);
-      lanes.push({ projection, client, chain: own ? newChain() : shared, gathered: [], applied: 0, through: 0 });
+      const parts = own && projection.streamLocal ? REPLAY_PARTS : 1;
+      for (let part = 0; part < parts; part++) {
+        const client = own ? await (pool as Pool).connect() : (pool as PoolClient);
+        lanes.push({ projection, part, parts, client, chain: own ? newChain() : shared, gathered: [], applied: 0, through: 0 });
+      }
     }
     const chains = [...new Set(lanes.map((l) => l.chain))];
     let reported = 0;
@@ -137,7 +158,8 @@ export async function replayInto(
       // transactions double (in the transaction, which counts its own rows), their statistics keep every
       // statement on its index lookups (a plan made for an empty table scans). What those plans need is
       // the tables' size, which a small sample gives (see SCRATCH_STATISTICS).
-      const analyze = own && ((lane.applied + 1) & lane.applied) === 0;
+      // One part analyzes (two ANALYZEs of a table wait for each other): the others' rows count in it as they commit.
+      const analyze = own && lane.part === 0 && ((lane.applied + 1) & lane.applied) === 0;
       if (own) await client.query('BEGIN');
       try {
         await client.query(`SET LOCAL search_path TO ${schema}, public`);
@@ -184,6 +206,7 @@ export async function replayInto(
         enqueue(lane.chain, async () => {
           for (const e of cut) {
             if (!handles(lane.projection, e.type)) continue;
+            if (lane.parts > 1 && partOf(e.streamId, lane.parts) !== lane.part) continue;
             lane.gathered.push(e);
             if (lane.gathered.length >= pageSize) await flush(lane);
           }

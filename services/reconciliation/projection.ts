@@ -169,9 +169,16 @@ export class QuarterDeltas {
     d.amount += BigInt(sign) * BigInt(amount);
     this.deltas.set(k, d);
   }
-  /** Only the keys whose figures moved. */
+  /**
+   * Only the keys whose figures moved, in the order of their keys: every batch locks the rows it adds
+   * to in that one order, so batches applied at once (a rebuild's, see Projection.streamLocal) may
+   * wait for each other but never deadlock.
+   */
   list() {
-    return [...this.deltas.values()].filter((d) => d.count !== 0 || d.amount !== 0n);
+    return [...this.deltas.entries()]
+      .filter(([, d]) => d.count !== 0 || d.amount !== 0n)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, d]) => d);
   }
 }
 
@@ -181,7 +188,10 @@ export async function writeQuarters(tx: PoolClient, quarters: QuarterDeltas): Pr
   if (moved.length === 0) return;
   await tx.query(
     `INSERT INTO rm_settlement_quarters AS q (operator_id, quarter, provider_id, game_id, currency, type, direction, status, count, amount)
-     SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[], $10::numeric[])
+     SELECT operator_id, quarter, provider_id, game_id, currency, type, direction, status, count, amount
+     FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[], $10::numeric[])
+       WITH ORDINALITY AS d(operator_id, quarter, provider_id, game_id, currency, type, direction, status, count, amount, n)
+     ORDER BY n
      ON CONFLICT (operator_id, quarter, provider_id, game_id, currency, type, direction, status)
      DO UPDATE SET count = q.count + EXCLUDED.count, amount = q.amount + EXCLUDED.amount`,
     [

@@ -144,6 +144,8 @@ export const roundsProjection: Projection = {
     { name: 'rm_settlement_quarters', key: ['operator_id', 'quarter', 'provider_id', 'game_id', 'currency', 'type', 'direction', 'status'] },
   ],
   eventTypes: ROUND_EVENT_TYPES,
+  // Every row is a round's or one of its transactions', but for the quarters' sums, which take deltas in key order.
+  streamLocal: true,
   async apply(events: RecordedEvent[], tx: PoolClient) {
     const { inserts, rounds, updates, forceClosed, operatorRounds } = foldBatch(events);
     const quarters = new QuarterDeltas();

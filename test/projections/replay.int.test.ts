@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compareTables, createScratch, dropScratch, rebuildProjections, replayInto } from '../../services/audit/rebuild.ts';
+import { compareTables, createScratch, dropScratch, rebuildProjections, replayInto, REPLAY_PARTS } from '../../services/audit/rebuild.ts';
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
@@ -101,6 +101,34 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
         await dropScratch(env.pool, schema);
       }
       expect(env.pool.totalCount - env.pool.idleCount, 'connections held after the replay').toBe(0);
+    }
+  });
+
+  it('splits a stream-local read model (rounds) over connections of its own, each stream on one of them, to the same rows', async () => {
+    const rounds = projections.find((p) => p.name === 'rounds')!;
+    expect(rounds.streamLocal).toBe(true);
+    /** Per connection the rounds read model was applied on, the streams of its batches. */
+    const streamsOn = new Map<unknown, Set<string>>();
+    const watched: Projection = {
+      ...rounds,
+      async apply(events, tx) {
+        const seen = streamsOn.get(tx) ?? new Set<string>();
+        for (const e of events) seen.add(e.streamId);
+        streamsOn.set(tx, seen);
+        return rounds.apply(events, tx);
+      },
+    };
+    const schema = await createScratch(env.pool, projections);
+    try {
+      await replayInto(env.pool, store, schema, projections.map((p) => (p === rounds ? watched : p)), START, undefined, { pageSize: 7 });
+      expect(await differences(schema)).toEqual([]);
+      expect(streamsOn.size).toBe(REPLAY_PARTS);
+      const all = [...streamsOn.values()].flatMap((s) => [...s]);
+      expect(new Set(all).size, 'each stream applied on one connection only').toBe(all.length);
+      expect(new Set(all)).toEqual(new Set(log.filter((e) => handles(rounds, e.type)).map((e) => e.streamId)));
+      for (const s of streamsOn.values()) expect(s.size).toBeGreaterThan(5);
+    } finally {
+      await dropScratch(env.pool, schema);
     }
   });
 
