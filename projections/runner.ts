@@ -81,10 +81,15 @@ export async function recordProjectionFailure(pool: Pool, err: ProjectionApplyEr
   );
 }
 
-/** Every projection stuck on an event, database-wide (whichever process runs it). */
-export async function projectionFailures(db: Pool | PoolClient): Promise<ProjectionFailure[]> {
+/**
+ * Every projection of `names` stuck on an event, database-wide (whichever process runs it). A checkpoint of
+ * another name is a projection this release no longer runs (a process of the release before may still
+ * write one during an upgrade): nothing would ever clear its failure, so it is not reported.
+ */
+export async function projectionFailures(db: Pool | PoolClient, names: readonly string[]): Promise<ProjectionFailure[]> {
   const { rows } = await db.query<{ name: string; failing_since: Date; failing_event: { position: string; eventType: string; streamId: string }; failing_error: string | null }>(
-    `SELECT name, failing_since, failing_event, failing_error FROM projection_checkpoints WHERE failing_since IS NOT NULL ORDER BY name`,
+    `SELECT name, failing_since, failing_event, failing_error FROM projection_checkpoints WHERE failing_since IS NOT NULL AND name = ANY($1::text[]) ORDER BY name`,
+    [names],
   );
   return rows.map((r) => ({
     name: r.name,

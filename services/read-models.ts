@@ -4,11 +4,15 @@ import { grantsProjection, grantsReadModelMigrations } from './grants/projection
 import { roundsProjection, roundsReadModelMigrations } from './rounds/projection.ts';
 import { sessionsProjection } from './sessions/projection.ts';
 import { consoleMigrations, consoleProjection } from './console/projection.ts';
+import { chainProjection } from './chain/projection.ts';
 
 /** Every read model the projector role runs. Each capability adds its own. */
 export function allProjections(): Projection[] {
   return [sessionsProjection, roundsProjection, grantsProjection, consoleProjection];
 }
+
+/** The names of every projection the projector role runs: the read models and the hash chain. */
+export const runnerNames = (): string[] => [...allProjections(), chainProjection].map((p) => p.name);
 
 /**
  * The sessions read model's table is created with the sessions' own (services/sessions/store.ts: sessions are stored once);

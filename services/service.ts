@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { allMigrations } from './migrations.ts';
-import { allProjections } from './read-models.ts';
+import { allProjections, runnerNames } from './read-models.ts';
 import { checkCheckpointStore, CheckpointStoreMismatch, projectionFailures, ProjectionRunner } from '../projections/runner.ts';
 import { SharedLogReads } from '../projections/shared-reads.ts';
 import { BackgroundTasks } from '../shared/background.ts';
@@ -176,7 +176,7 @@ export async function startService(config: Config, logger: Logger = createLogger
     }
     signer = startCheckpointSigner(pool, key, config.chainCheckpointSeconds, logger);
     lagSampler = startLagSampler(pool, runners, logger);
-    ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool), logger });
+    ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool, runnerNames()), logger });
   }
 
   const queueConnection = bullConnection(config.redisUrl, false);

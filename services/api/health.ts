@@ -1,5 +1,6 @@
 import { Router } from 'express';
 import { projectionFailures, type ProjectionFailure } from '../../projections/runner.ts';
+import { runnerNames } from '../read-models.ts';
 import type { ServiceContext } from '../context.ts';
 
 const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
@@ -15,7 +16,7 @@ export function healthRouter(ctx: ServiceContext): Router {
     const checks: Record<string, () => Promise<unknown>> = {
       // Postgres answers, and no read model is stuck on an event it cannot apply (database-wide).
       postgres: async () => {
-        failing = await projectionFailures(ctx.pool);
+        failing = await projectionFailures(ctx.pool, runnerNames());
       },
       redis: () => ctx.redis.ping(),
       eventstore: () => ctx.eventStore.ping(),

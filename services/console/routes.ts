@@ -145,9 +145,9 @@ export function consoleRoutes(ctx: ServiceContext): Router {
       sessionsOfPlayer(ctx.pool, operatorId, playerRef),
       ctx.pool.query<{ provider_id: string; round_id: string; game_id: string; currency: string; status: string; opened_at: Date; closed_at: Date | null; bet: string; win: string; refund: string }>(
         `SELECT r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at,
-                coalesce(sum(t.amount) FILTER (WHERE t.type = 'BET' AND t.status = 'applied'), 0)::text AS bet,
-                coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.status = 'applied'), 0)::text AS win,
-                coalesce(sum(t.amount) FILTER (WHERE t.type = 'ROLLBACK' AND t.status = 'applied'), 0)::text AS refund
+                coalesce(sum(t.amount) FILTER (WHERE t.type = 'BET' AND t.operator_status = 'applied'), 0)::text AS bet,
+                coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.operator_status = 'applied'), 0)::text AS win,
+                coalesce(sum(t.amount) FILTER (WHERE t.type = 'ROLLBACK' AND t.operator_status = 'applied'), 0)::text AS refund
          FROM (SELECT * FROM rm_operator_rounds WHERE player_ref = $2 AND operator_id = $1 ORDER BY opened_at DESC LIMIT 200) r
          LEFT JOIN rm_transactions t ON t.round_stream = r.round_stream
          GROUP BY r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at ORDER BY r.opened_at DESC`,

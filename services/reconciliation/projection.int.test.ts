@@ -11,12 +11,12 @@ import { roundOf, settlementCells, transactionsPage, type After } from './querie
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 
 /**
- * The reconciliation read model says what folding the streams with the rounds decider says, however
+ * The operators' reconciliation view (kept by the rounds read model) says what folding the streams with the rounds decider says, however
  * the runner cuts the history into batches: each transaction's operator status (operatorStatus), each
  * round's status, and quarter-hour sums equal to the sums of the rows; and a statement's cells over any
  * interval are the same whether read from the sums or row by row.
  */
-describe('reconciliation read model: what the decider says, batch by batch', () => {
+describe('the operators\' reconciliation view: what the decider says, batch by batch', () => {
   let env: MigratedDatabase;
   let pool: Pool;
   beforeAll(async () => {
@@ -147,7 +147,7 @@ describe('the transactions list pages in recorded (log) order', () => {
   });
 });
 
-describe('a re-driven transaction in the reconciliation read model', () => {
+describe('a re-driven transaction in the operators\' reconciliation view', () => {
   let env: MigratedDatabase;
   beforeAll(async () => {
     env = await migratedDatabase('reconredrive', roundsReadModelMigrations);

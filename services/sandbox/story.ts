@@ -457,7 +457,7 @@ export async function runStory(world: StoryWorld): Promise<StoryResult> {
         must(
           missing.length === 0,
           `the list shows all ${applied.size} transactions the story saw applied, as applied`,
-          `after ${Math.round(waitMs / 1000)} s the reconciliation read model still lacks ${missing.map((id) => `${id} (${seen(id)})`).join(', ')}`,
+          `after ${Math.round(waitMs / 1000)} s the operators' transactions list still lacks ${missing.map((id) => `${id} (${seen(id)})`).join(', ')}`,
         );
         for (const t of txs!) print(`      ${t.recordedAt.slice(11, 23)}  ${t.type.padEnd(8)} ${String(t.amount).padStart(6)} ${t.currency}  ${t.status.padEnd(8)} ${t.roundId.padEnd(13)} ${t.transactionId}`);
         const strangers = txs!.filter((t) => !applied.has(t.transactionId) || t.playerRef !== player);
