@@ -119,10 +119,10 @@ export function consoleRoutes(ctx: ServiceContext): Router {
         [q],
       ),
       ctx.pool.query<{ operator_id: string; provider_id: string; round_id: string; game_id: string }>(
-        'SELECT operator_id, provider_id, round_id, game_id FROM rm_operator_rounds WHERE round_id = $1 LIMIT 20',
+        'SELECT operator_id, provider_id, round_id, game_id FROM rm_rounds WHERE round_id = $1 AND operator_status IS NOT NULL LIMIT 20',
         [q],
       ),
-      ctx.pool.query<{ operator_id: string }>('SELECT DISTINCT operator_id FROM rm_operator_rounds WHERE player_ref = $1 LIMIT 20', [q]),
+      ctx.pool.query<{ operator_id: string }>('SELECT DISTINCT operator_id FROM rm_rounds WHERE player_ref = $1 AND operator_status IS NOT NULL LIMIT 20', [q]),
       UUID.test(q) ? ctx.pool.query<{ id: string; operator_id: string; player_ref: string }>('SELECT id, operator_id, player_ref FROM rm_grants WHERE id = $1', [q]) : { rows: [] },
     ]);
     // A player who only launched (no round yet) is found by their sessions.
@@ -148,7 +148,8 @@ export function consoleRoutes(ctx: ServiceContext): Router {
                 coalesce(sum(t.amount) FILTER (WHERE t.type = 'BET' AND t.operator_status = 'applied'), 0)::text AS bet,
                 coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.operator_status = 'applied'), 0)::text AS win,
                 coalesce(sum(t.amount) FILTER (WHERE t.type = 'ROLLBACK' AND t.operator_status = 'applied'), 0)::text AS refund
-         FROM (SELECT * FROM rm_operator_rounds WHERE player_ref = $2 AND operator_id = $1 ORDER BY opened_at DESC LIMIT 200) r
+         FROM (SELECT round_stream, provider_id, round_id, game_id, currency, operator_status AS status, created_at AS opened_at, closed_at FROM rm_rounds
+               WHERE player_ref = $2 AND operator_id = $1 AND operator_status IS NOT NULL ORDER BY created_at DESC LIMIT 200) r
          LEFT JOIN rm_transactions t ON t.round_stream = r.round_stream
          GROUP BY r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at ORDER BY r.opened_at DESC`,
         [operatorId, playerRef],

@@ -53,7 +53,7 @@ describe('the operators\' reconciliation view: what the decider says, batch by b
           );
 
           // Rounds: open until a completing BET or WIN or the reconciler closes them.
-          const { rows: rounds } = await pool.query<{ round_stream: string; status: string; closed_at: Date | null }>('SELECT round_stream, status, closed_at FROM rm_operator_rounds');
+          const { rows: rounds } = await pool.query<{ round_stream: string; status: string; closed_at: Date | null }>('SELECT round_stream, operator_status AS status, closed_at FROM rm_rounds WHERE operator_status IS NOT NULL');
           const wantRounds = [...states]
             .filter(([, s]) => s.status !== 'new')
             .map(([id, s]) => ({ round_stream: id, status: s.status === 'force-closed' ? 'force-closed' : isClosed(s) ? 'complete' : 'open' }));

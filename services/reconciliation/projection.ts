@@ -11,8 +11,8 @@ import { completesRound, type OperatorStatus } from '../rounds/decider.ts';
  * - rm_transactions: every wallet-bound transaction, with the status operators reconcile (the decider's
  *   operatorStatus, column operator_status) and the log position of its TransactionRecorded
  *   (log_major, log_minor), which no later record can sort before: the cursor of the transactions list.
- * - rm_operator_rounds: each round's status as operators see it (open, complete, force-closed) and when
- *   it opened and closed.
+ * - rm_rounds: each round's status as operators see it (open, complete, force-closed: operator_status,
+ *   NULL for the platform's rounds of adjustments) and when it closed (closed_at; it opened at created_at).
  * - rm_settlement_quarters: per operator and quarter hour of recording, per provider, game, currency,
  *   type, direction and status, how many transactions and their amount. A statement sums the quarters
  *   inside its interval and reads single rows only for the parts of a quarter at its two ends (see
@@ -20,7 +20,8 @@ import { completesRound, type OperatorStatus } from '../rounds/decider.ts';
  *   every time zone in use has its midnight on one (+05:30, +05:45).
  *
  * Until rm-reconciliation-002 this was a read model of its own, with its own copy of every transaction
- * (rm_operator_transactions): the same rows written twice, by two folds of the same events.
+ * and round (rm_operator_transactions, rm_operator_rounds): the same rows written twice, by two folds of
+ * the same events.
  */
 export const reconciliationMigrations: Migration[] = [
   {
@@ -95,13 +96,18 @@ export const reconciliationMigrations: Migration[] = [
     // `npm run audit -- rebuild`, which swaps it in whole).
     id: 'rm-reconciliation-002-one-transactions-table',
     sql: `
-      DROP TABLE rm_operator_transactions;
+      DROP TABLE rm_operator_transactions, rm_operator_rounds;
       -- TRUNCATE: instant on a large ledger, and it locks the tables out of any writer of the release before.
-      TRUNCATE rm_transactions, rm_rounds, rm_operator_rounds, rm_settlement_quarters;
+      TRUNCATE rm_transactions, rm_rounds, rm_settlement_quarters;
       ALTER TABLE rm_transactions
         ADD COLUMN log_major bigint NOT NULL,
         ADD COLUMN log_minor bigint NOT NULL,
         ADD COLUMN operator_status text NOT NULL;
+      -- A round as operators see it: open, complete or force-closed, closed at its first close. NULL for
+      -- the platform's rounds of adjustments, which are no operator's round.
+      ALTER TABLE rm_rounds ADD COLUMN operator_status text, ADD COLUMN closed_at timestamptz;
+      CREATE INDEX rm_rounds_round_idx ON rm_rounds (round_id);
+      CREATE INDEX rm_rounds_player_idx ON rm_rounds (player_ref, operator_id, created_at DESC);
       CREATE UNIQUE INDEX rm_transactions_order_idx ON rm_transactions (operator_id, log_major, log_minor);
       CREATE INDEX rm_transactions_time_idx ON rm_transactions (operator_id, recorded_at);
       CREATE INDEX rm_transactions_player_idx ON rm_transactions (operator_id, player_ref, recorded_at);
@@ -243,42 +249,9 @@ export function foldOperatorRound(rounds: Map<string, OperatorRound>, recorded: 
     }
     if (completesRound(r) && !round.closed) round.closed = { status: 'complete', at: recordedAt };
   } else if (event.type === 'RoundForceClosed') {
-    // A round the batch did not open is closed by an update (see writeOperatorRounds); one it opened, with its insert.
+    // A round the batch did not open is closed by an update (see the rounds projection); one it opened, with its insert.
     const round = rounds.get(stream) ?? { roundStream: stream, operatorId: '', providerId: '', roundId: '', gameId: '', playerRef: '', currency: '', openedAt: '' };
     if (!round.closed) round.closed = { status: 'force-closed', at: event.data.closedAt };
     rounds.set(stream, round);
-  }
-}
-
-export async function writeOperatorRounds(tx: PoolClient, rounds: OperatorRound[]): Promise<void> {
-  if (rounds.length === 0) return;
-  const opened = rounds.filter((r) => r.openedAt !== '');
-  /** Rounds this batch created: each was written with its close already (if the batch closed it). */
-  let created = new Set<string>();
-  if (opened.length > 0) {
-    const { rows: inserted } = await tx.query<{ round_stream: string }>(
-      `INSERT INTO rm_operator_rounds (round_stream, operator_id, provider_id, round_id, game_id, player_ref, currency, status, opened_at, closed_at)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[])
-       ON CONFLICT (round_stream) DO NOTHING
-       RETURNING round_stream`,
-      [
-        opened.map((r) => r.roundStream), opened.map((r) => r.operatorId), opened.map((r) => r.providerId), opened.map((r) => r.roundId),
-        opened.map((r) => r.gameId), opened.map((r) => r.playerRef), opened.map((r) => r.currency), opened.map((r) => r.closed?.status ?? 'open'),
-        opened.map((r) => r.openedAt), opened.map((r) => r.closed?.at ?? null),
-      ],
-    );
-    created = new Set(inserted.map((r) => r.round_stream));
-  }
-  // The round closes once, at the first close the history holds (a closed round takes no BET or WIN).
-  // A round created above holds its close already; the others (opened in an earlier batch, or already
-  // there) are closed here unless they were closed before.
-  const closed = rounds.filter((r) => r.closed && !created.has(r.roundStream));
-  if (closed.length > 0) {
-    await tx.query(
-      `UPDATE rm_operator_rounds r SET status = c.status, closed_at = c.closed_at
-       FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS c(round_stream, status, closed_at)
-       WHERE r.round_stream = c.round_stream AND r.closed_at IS NULL`,
-      [closed.map((r) => r.roundStream), closed.map((r) => r.closed!.status), closed.map((r) => r.closed!.at)],
-    );
   }
 }

@@ -114,8 +114,8 @@ export async function roundOf(pool: Pool, operatorId: string, roundId: string, g
   const { rows } = await pool.query<{
     round_stream: string; provider_id: string; player_ref: string; currency: string; status: RoundRecord['status']; opened_at: Date; closed_at: Date | null;
   }>(
-    `SELECT round_stream, provider_id, player_ref, currency, status, opened_at, closed_at FROM rm_operator_rounds
-     WHERE operator_id = $1 AND round_id = $2 AND game_id = $3 ORDER BY opened_at LIMIT 1`,
+    `SELECT round_stream, provider_id, player_ref, currency, operator_status AS status, created_at AS opened_at, closed_at FROM rm_rounds
+     WHERE operator_id = $1 AND round_id = $2 AND game_id = $3 AND operator_status IS NOT NULL ORDER BY created_at LIMIT 1`,
     [operatorId, roundId, gameId],
   );
   const round = rows[0];

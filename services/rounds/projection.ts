@@ -5,7 +5,7 @@ import { ROUND_EVENT_TYPES, type RoundEvent, type TransactionRequest } from './e
 import { positionParts, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
 import { completesRound, operatorStatus, type OperatorStatus, type TxStatus } from './decider.ts';
-import { foldOperatorRound, QuarterDeltas, quarterKey, reconciliationMigrations, writeOperatorRounds, writeQuarters, type OperatorRound } from '../reconciliation/projection.ts';
+import { foldOperatorRound, QuarterDeltas, quarterKey, reconciliationMigrations, writeQuarters, type OperatorRound } from '../reconciliation/projection.ts';
 
 export const roundsReadModelMigrations: Migration[] = [
   {
@@ -104,18 +104,22 @@ const figuresOf = (param: string) => `
  */
 const UPSERT_ROUNDS = `
   INSERT INTO rm_rounds (round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, status, created_at, last_activity_at,
-    bets, bet_amount, wins, win_amount, rollbacks, outstanding_bets)
+    operator_status, closed_at, bets, bet_amount, wins, win_amount, rollbacks, outstanding_bets)
   SELECT x.round_stream, x.provider_id, x.operator_id, x.round_id, x.game_id, x.player_ref, x.currency,
-    CASE WHEN a.completing > 0 THEN 'completed' ELSE 'open' END, x.created_at, x.last_activity_at,
+    CASE WHEN a.completing > 0 THEN 'completed' ELSE 'open' END, x.created_at, x.last_activity_at, x.operator_status, x.closed_at,
     coalesce(a.bets, 0), coalesce(a.bet_amount, 0), coalesce(a.wins, 0), coalesce(a.win_amount, 0), coalesce(a.rollbacks, 0), coalesce(a.outstanding, 0)
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::timestamptz[])
-    AS x(round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, created_at, last_activity_at)
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::timestamptz[], $10::text[], $11::timestamptz[])
+    AS x(round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, created_at, last_activity_at, operator_status, closed_at)
   LEFT JOIN (${figuresOf('$1')}) a ON a.round_stream = x.round_stream
   ON CONFLICT (round_stream) DO UPDATE SET
     last_activity_at = GREATEST(rm_rounds.last_activity_at, EXCLUDED.last_activity_at),
     bets = EXCLUDED.bets, bet_amount = EXCLUDED.bet_amount, wins = EXCLUDED.wins, win_amount = EXCLUDED.win_amount,
     rollbacks = EXCLUDED.rollbacks, outstanding_bets = EXCLUDED.outstanding_bets,
-    status = CASE WHEN rm_rounds.force_closed OR EXCLUDED.status = 'completed' THEN 'completed' ELSE 'open' END`;
+    status = CASE WHEN rm_rounds.force_closed OR EXCLUDED.status = 'completed' THEN 'completed' ELSE 'open' END,
+    -- As operators see it, a round closes once, at the first close of its history.
+    operator_status = CASE WHEN rm_rounds.closed_at IS NULL AND EXCLUDED.closed_at IS NOT NULL THEN EXCLUDED.operator_status
+                           ELSE coalesce(rm_rounds.operator_status, EXCLUDED.operator_status) END,
+    closed_at = coalesce(rm_rounds.closed_at, EXCLUDED.closed_at)`;
 
 /** The figures of rounds the batch touched without recording in them (an outcome, a force-close). */
 const RECOMPUTE = `
@@ -140,7 +144,6 @@ export const roundsProjection: Projection = {
   tables: [
     { name: 'rm_rounds', key: ['round_stream'] },
     { name: 'rm_transactions', key: ['round_stream', 'transaction_id'] },
-    { name: 'rm_operator_rounds', key: ['round_stream'] },
     { name: 'rm_settlement_quarters', key: ['operator_id', 'quarter', 'provider_id', 'game_id', 'currency', 'type', 'direction', 'status'] },
   ],
   eventTypes: ROUND_EVENT_TYPES,
@@ -219,17 +222,35 @@ export const roundsProjection: Projection = {
     await writeQuarters(tx, quarters);
     // After the transaction rows, which the figures are counted from.
     if (rounds.length > 0) {
-      await tx.query(UPSERT_ROUNDS, columns(rounds, ['roundStream', 'providerId', 'operatorId', 'roundId', 'gameId', 'playerRef', 'currency', 'createdAt', 'lastActivityAt']));
+      // The operators' view of each round: open, or its first close in the batch (none for the platform's rounds of adjustments).
+      const shown = rounds.map((r) => {
+        const o = operatorRounds.get(r.roundStream);
+        return { ...r, operatorStatus: o ? (o.closed?.status ?? 'open') : null, closedAt: o?.closed?.at ?? null };
+      });
+      await tx.query(
+        UPSERT_ROUNDS,
+        columns(shown, ['roundStream', 'providerId', 'operatorId', 'roundId', 'gameId', 'playerRef', 'currency', 'createdAt', 'lastActivityAt', 'operatorStatus', 'closedAt']),
+      );
     }
-    if (forceClosed.length > 0) await tx.query(`UPDATE rm_rounds SET force_closed = true WHERE round_stream = ANY($1::text[])`, [forceClosed]);
+    if (forceClosed.length > 0) {
+      // Closed for the operators too, unless closed before (a round the batch recorded in holds its first close already).
+      const closes = forceClosed.map((stream) => operatorRounds.get(stream)!.closed!);
+      await tx.query(
+        `UPDATE rm_rounds r SET force_closed = true,
+           operator_status = CASE WHEN r.operator_status IS NOT NULL AND r.closed_at IS NULL THEN c.status ELSE r.operator_status END,
+           closed_at = CASE WHEN r.operator_status IS NOT NULL THEN coalesce(r.closed_at, c.closed_at) END
+         FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS c(round_stream, status, closed_at)
+         WHERE r.round_stream = c.round_stream`,
+        [forceClosed, closes.map((c) => c.status), closes.map((c) => c.at)],
+      );
+    }
     // Every other touched round's figures, once per batch; a force-closed one's status too.
     const upserted = new Set(rounds.map((r) => r.roundStream));
     const rest = [...new Set(events.map((e) => e.streamId))].filter((stream) => !upserted.has(stream) || forceClosed.includes(stream));
     if (rest.length > 0) await tx.query(RECOMPUTE, [rest]);
-    await writeOperatorRounds(tx, operatorRounds);
   },
   async reset(tx: PoolClient) {
-    for (const table of ['rm_transactions', 'rm_rounds', 'rm_operator_rounds', 'rm_settlement_quarters']) await tx.query(`DELETE FROM ${table}`);
+    for (const table of ['rm_transactions', 'rm_rounds', 'rm_settlement_quarters']) await tx.query(`DELETE FROM ${table}`);
   },
 };
 
@@ -323,7 +344,8 @@ export function foldBatch(events: RecordedEvent[]): {
   rounds: RoundUpsert[];
   updates: TxUpdate[];
   forceClosed: string[];
-  operatorRounds: OperatorRound[];
+  /** The operators' view of the rounds the batch opened or closed (see foldOperatorRound). */
+  operatorRounds: Map<string, OperatorRound>;
 } {
   const inserts = new Map<string, TxInsert>();
   const operatorRounds = new Map<string, OperatorRound>();
@@ -414,5 +436,5 @@ export function foldBatch(events: RecordedEvent[]): {
     if (row) row.outcome = u;
     else rest.push(u);
   }
-  return { inserts: [...inserts.values()], rounds: [...rounds.values()], updates: rest, forceClosed: [...forceClosed], operatorRounds: [...operatorRounds.values()] };
+  return { inserts: [...inserts.values()], rounds: [...rounds.values()], updates: rest, forceClosed: [...forceClosed], operatorRounds };
 }
