@@ -220,37 +220,27 @@ export async function writeQuarters(tx: PoolClient, quarters: QuarterDeltas): Pr
   }
 }
 
-/** A round as operators see it, as a batch opened or closed it. */
+/**
+ * A round as operators see it, as far as a batch concerns it: opened (by a BET, WIN or ROLLBACK; the
+ * platform's rounds of adjustments are no operator's round), and closed at its first close, if the batch
+ * closed it. Its other facts are the round's own (rm_rounds).
+ */
 export interface OperatorRound {
-  roundStream: string;
-  operatorId: string;
-  providerId: string;
-  roundId: string;
-  gameId: string;
-  playerRef: string;
-  currency: string;
-  /** '' when the batch did not open it (it only closed it). */
-  openedAt: string;
-  /** Set when the batch closed the round (a completing BET or WIN, or the reconciler). */
   closed?: { status: 'complete' | 'force-closed'; at: string };
 }
 
-/** Folds one event into the operators' rounds of a batch: opened by its first BET, WIN or ROLLBACK, closed at its first close. */
+/** Folds one event into the operators' rounds of a batch: a round is closed at its first close (a completing BET or WIN, or the reconciler). */
 export function foldOperatorRound(rounds: Map<string, OperatorRound>, recorded: RecordedEvent): void {
   const event = recorded as unknown as RoundEvent;
   const stream = recorded.streamId;
   if (event.type === 'TransactionRecorded') {
-    const { request: r, recordedAt, providerId, operatorId } = event.data;
+    const { request: r, recordedAt } = event.data;
     if (r.type === 'ADJUSTMENT') return;
-    let round = rounds.get(stream);
-    if (!round) {
-      round = { roundStream: stream, operatorId, providerId, roundId: r.roundId, gameId: r.gameId, playerRef: r.playerRef, currency: r.currency, openedAt: recordedAt };
-      rounds.set(stream, round);
-    }
+    const round = rounds.get(stream) ?? {};
     if (completesRound(r) && !round.closed) round.closed = { status: 'complete', at: recordedAt };
+    rounds.set(stream, round);
   } else if (event.type === 'RoundForceClosed') {
-    // A round the batch did not open is closed by an update (see the rounds projection); one it opened, with its insert.
-    const round = rounds.get(stream) ?? { roundStream: stream, operatorId: '', providerId: '', roundId: '', gameId: '', playerRef: '', currency: '', openedAt: '' };
+    const round = rounds.get(stream) ?? {};
     if (!round.closed) round.closed = { status: 'force-closed', at: event.data.closedAt };
     rounds.set(stream, round);
   }

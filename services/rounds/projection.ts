@@ -189,8 +189,7 @@ export const roundsProjection: Projection = {
         `SELECT t.round_stream, t.transaction_id, t.operator_id, t.provider_id, t.game_id, t.currency, t.type, t.direction, t.amount,
                 t.operator_status, t.recorded_at
          FROM unnest($1::text[], $2::text[]) AS k(round_stream, transaction_id)
-         JOIN rm_transactions t ON t.round_stream = k.round_stream AND t.transaction_id = k.transaction_id
-         FOR UPDATE OF t`,
+         JOIN rm_transactions t ON t.round_stream = k.round_stream AND t.transaction_id = k.transaction_id`,
         [updates.map((u) => u.roundStream), updates.map((u) => u.transactionId)],
       );
       const byKey = new Map(current.map((c) => [`${c.round_stream}\n${c.transaction_id}`, c]));
