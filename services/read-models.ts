@@ -11,8 +11,10 @@ export function allProjections(): Projection[] {
   return [sessionsProjection, roundsProjection, grantsProjection, consoleProjection];
 }
 
-/** The names of every projection the projector role runs: the read models and the hash chain. */
-export const runnerNames = (): string[] => [...allProjections(), chainProjection].map((p) => p.name);
+/** Every projection the projector role runs: the read models and the hash chain. */
+export const allRunners = (): Projection[] => [...allProjections(), chainProjection];
+
+export const runnerNames = (): string[] => allRunners().map((p) => p.name);
 
 /**
  * The sessions read model's table is created with the sessions' own (services/sessions/store.ts: sessions are stored once);

@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { allMigrations } from './migrations.ts';
-import { allProjections, runnerNames } from './read-models.ts';
+import { allRunners, runnerNames } from './read-models.ts';
 import { checkCheckpointStore, CheckpointStoreMismatch, projectionFailures, ProjectionRunner } from '../projections/runner.ts';
 import { SharedLogReads } from '../projections/shared-reads.ts';
 import { BackgroundTasks } from '../shared/background.ts';
@@ -168,7 +168,7 @@ export async function startService(config: Config, logger: Logger = createLogger
     // reads, never what this process read of it earlier (docs/auditors.md: a history rewritten in the
     // database and linked again is what an operator's kept checkpoints expose).
     const reads = new SharedLogReads(eventStore);
-    for (const projection of [...allProjections(), chainProjection]) {
+    for (const projection of allRunners()) {
       const shared = projection === chainProjection ? {} : { reads };
       const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, ...shared, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
       runner.start();
