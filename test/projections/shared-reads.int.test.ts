@@ -92,8 +92,7 @@ describe('the log read once for all of a process\'s projection runners', () => {
   it('readers at any pace, appends between their reads: each reads the log in order, nothing missed, nothing twice', async () => {
     const origin = (await after(START)).at(-1)?.position ?? START;
     // Few events kept, so readers fall behind the kept run and catch up into it again.
-    const { reads, store: spy } = counted();
-    const shared = new SharedLogReads(spy, { keep: 25 });
+    const shared = new SharedLogReads(store, { keep: 25 });
     const rnd = prng(2026_11_27);
     const readers = Array.from({ length: 5 }, () => ({ at: origin, got: [] as RecordedEvent[] }));
     let appended = 0;
@@ -130,9 +129,8 @@ describe('the log read once for all of a process\'s projection runners', () => {
       expect(ids(r.got)).toEqual(ids(whole));
     }
     // How many events went to the store is not asserted here: while another test's transaction is open on the
-    // server the log holds new events back, and the short pages it then gives are read again (a full run saw
-    // 3,628 events read for 3,130 handed out; alone, 1,397 for 4,005). The six runners above assert the sharing.
-    expect(eventsRead(reads)).toBeGreaterThan(0);
+    // server the log holds new events back, and the short pages it then gives are read again, so the count
+    // depends on the other tests. The six runners above assert the sharing.
   });
 
   it('a runner that comes while a read is under way, after an append, gets the appended events', async () => {
