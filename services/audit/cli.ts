@@ -17,7 +17,7 @@ import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
 import { verifyChain } from '../chain/verify.ts';
 import { archiveChain, catchUpChain } from '../chain/archive.ts';
-import { rebuildProjections, REPLAY_PARTS, verifyProjection, type Difference } from './rebuild.ts';
+import { rebuildProjections, REPLAY_PARTS, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 /** Read models that were folded into another: their name still selects the one that keeps their tables. */
@@ -82,8 +82,10 @@ function progressBar(label: string, total: number | undefined): { update(n: numb
 }
 
 /** How long the swap held the live read models: their reads (operators' lists and statements, the console) waited meanwhile. */
-const lockedLine = (ms: number): string =>
-  `the live read models were locked for ${(ms / 1000).toFixed(1)} s while the rebuild was swapped in (their reads waited meanwhile)\n`;
+const lockedLines = ({ lockedMs, swap, attached }: Rebuilt): string =>
+  (swap === 'copied'
+    ? `the rebuilt rows were copied into the live tables under the lock, as something is attached to the tables themselves that a swap by name would lose:\n${attached.map((a) => `  ${a}\n`).join('')}`
+    : '') + `the live read models were locked for ${(lockedMs / 1000).toFixed(1)} s while the rebuild was swapped in (their reads waited meanwhile)\n`;
 
 function describe(d: Difference): string {
   const key = Object.entries(d.key)
@@ -151,10 +153,10 @@ async function migrateEvents(pool: Pool, source: EventStore, setting: string, da
     }
     process.stdout.write(`both stores hold the same ${compared} events, in the same order\n`);
     const bar = progressBar('read models', copied.events);
-    const { position, lockedMs } = await rebuildProjections(pool, target, allProjections(), bar.update);
+    const rebuilt = await rebuildProjections(pool, target, allProjections(), bar.update);
     bar.done();
-    for (const p of allProjections()) process.stdout.write(`${p.name}: rebuilt from the ${target.kind} store, live from ${position}\n`);
-    process.stdout.write(lockedLine(lockedMs));
+    for (const p of allProjections()) process.stdout.write(`${p.name}: rebuilt from the ${target.kind} store, live from ${rebuilt.position}\n`);
+    process.stdout.write(lockedLines(rebuilt));
     const archived = await archiveChain(pool, source.kind, (tx) => setCheckpointStore(tx, target.kind));
     process.stdout.write(`chain: the ${source.kind} store's chain (${archived.events} events) archived as epoch ${archived.epoch}; the ${target.kind} store's starts at its first event\n`);
     process.stdout.write(`done: start every process with EVENT_STORE=${setting}\n`);
@@ -250,10 +252,10 @@ async function main(): Promise<number> {
     if (command === 'rebuild') {
       // One replay of the history for every read model asked for.
       const bar = progressBar(projections.length === 1 ? projections[0]!.name : 'read models', total);
-      const { position, lockedMs } = await rebuildProjections(pool, store, projections, bar.update);
+      const rebuilt = await rebuildProjections(pool, store, projections, bar.update);
       bar.done();
-      for (const p of projections) process.stdout.write(`${p.name}: rebuilt from the history, live from ${position}\n`);
-      process.stdout.write(lockedLine(lockedMs));
+      for (const p of projections) process.stdout.write(`${p.name}: rebuilt from the history, live from ${rebuilt.position}\n`);
+      process.stdout.write(lockedLines(rebuilt));
     }
     for (const p of command === 'verify' ? projections : []) {
       const bar = progressBar(p.name, total);

@@ -12,35 +12,49 @@ export interface Progress {
 
 /**
  * A schema of empty tables shaped like a projection's live ones. Unlogged: a replay writes them without
- * the write-ahead log (a crash loses them, and they are thrown away anyway); what is kept is copied into
- * the live, logged tables in one statement per table.
+ * the write-ahead log (a crash loses them, and they are thrown away anyway). A rebuild then makes them
+ * logged and gives them the live tables' keys and indexes (finishScratch) before it swaps them in.
  */
 export async function createScratch(pool: Pool, projections: Projection[]): Promise<string> {
   const schema = `audit_${randomBytes(5).toString('hex')}`;
   await pool.query(`CREATE SCHEMA ${schema}`);
   for (const p of projections) {
     for (const t of p.tables) {
-      await pool.query(`CREATE UNLOGGED TABLE ${schema}.${t.name} (LIKE public.${t.name} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`);
-      // Only the unique indexes (the keys apply() upserts and looks rows up by): the others serve the
-      // live tables' queries, and a replay only writes them.
-      for (const columns of await uniqueIndexes(pool, t.name)) await pool.query(`CREATE UNIQUE INDEX ON ${schema}.${t.name} (${columns})`);
+      // Everything of the live table that is declared with its columns (defaults, checks, comments,
+      // storage, extended statistics), but not its indexes: of those only the unique ones (the keys
+      // apply() upserts and looks rows up by), under their live names. The others serve the live
+      // tables' queries, and a replay only writes them.
+      await pool.query(`CREATE UNLOGGED TABLE ${schema}.${t.name} (LIKE public.${t.name} INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)`);
+      for (const i of await liveIndexes(pool, schema, t.name)) if (i.unique) await pool.query(i.definition);
     }
   }
   return schema;
 }
 
-/** The column lists of a live table's unique indexes (its primary key among them). */
-async function uniqueIndexes(pool: Pool, table: string): Promise<string[]> {
-  const { rows } = await pool.query<{ columns: string }>(
-    `SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.n) AS columns
+interface LiveIndex {
+  name: string;
+  unique: boolean;
+  /** A constraint's (a key's or an exclusion's). */
+  constraint: boolean;
+  /** Its CREATE INDEX statement, on the scratch table of the same name. */
+  definition: string;
+}
+
+/** A live table's indexes (its keys' among them), as statements that build each on the scratch table of its name. */
+async function liveIndexes(db: Pool | PoolClient, schema: string, table: string): Promise<LiveIndex[]> {
+  const { rows } = await db.query<{ name: string; unique: boolean; constraint: boolean; definition: string; moved: boolean }>(
+    `SELECT c.relname AS name, i.indisunique AS unique, EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.conrelid = i.indrelid) AS constraint,
+            d.moved AS definition, d.moved <> d.live AS moved
      FROM pg_index i
-     JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true
-     JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-     WHERE i.indrelid = ('public.' || quote_ident($1))::regclass AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
-     GROUP BY i.indexrelid`,
-    [table],
+     JOIN pg_class c ON c.oid = i.indexrelid
+     CROSS JOIN LATERAL (SELECT pg_get_indexdef(i.indexrelid) AS live) l
+     CROSS JOIN LATERAL (SELECT l.live, replace(l.live, ' ON public.' || quote_ident($1) || ' USING ', ' ON ' || quote_ident($2) || '.' || quote_ident($1) || ' USING ') AS moved) d
+     WHERE i.indrelid = ('public.' || quote_ident($1))::regclass
+     ORDER BY c.relname`,
+    [table, schema],
   );
-  return rows.map((r) => r.columns);
+  for (const r of rows) if (!r.moved) throw new Error(`cannot restate index ${r.name} of ${table} on a scratch table: ${r.definition}`);
+  return rows;
 }
 
 export async function dropScratch(pool: Pool, schema: string): Promise<void> {
@@ -318,14 +332,30 @@ export interface Rebuilt {
   position: Position;
   /** From asking for the live tables' lock to the swap's commit: reads of those read models wait meanwhile. */
   lockedMs: number;
+  /**
+   * How the rebuilt rows took the live tables' place: by name (the rebuilt tables, already logged, keyed,
+   * indexed and analyzed, replace the live ones in a few catalog updates), or copied into the live tables
+   * under the lock, because something is attached to a live table itself (see attachments).
+   */
+  swap: 'renamed' | 'copied';
+  /** What kept the swap from renaming: "rm_rounds: view round_statuses", one line each. */
+  attached: string[];
 }
 
 /**
  * Replaces the projections' live rows with a fresh rebuild, while the service runs: one replay of the
  * history into scratch tables for all of them, then in one transaction lock the live tables (the
  * runners' batches in flight finish first), hold the checkpoints, catch the scratch up to the head, swap
- * the rows in and move every checkpoint to where the scratch stands. Each live runner's next batch then
- * starts from there (its compare-and-set fails against the moved checkpoint, so nothing is applied twice).
+ * the rebuilt tables in and move every checkpoint to where the scratch stands. Each live runner's next
+ * batch then starts from there (its compare-and-set fails against the moved checkpoint, so nothing is
+ * applied twice).
+ *
+ * The swap is by name: before the lock, the scratch tables are made logged and given the live tables'
+ * keys, indexes and statistics, several at a time (finishScratch); under the lock the live tables are
+ * dropped and the scratch ones moved into their schema. A statement waiting for the lock then finds the
+ * new table by its name. Something attached to a live table rather than to its name (a view, a trigger,
+ * a grant; see attachments) would be lost or left pointing at nothing: then the rows are copied into the
+ * live tables under the lock instead, which holds their reads far longer.
  */
 export async function rebuildProjections(pool: Pool, store: EventStore, projections: Projection[], progress?: Progress): Promise<Rebuilt> {
   const schema = await createScratch(pool, projections);
@@ -333,6 +363,9 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
     const first = await replayInto(pool, store, schema, projections, START, undefined, { progress });
     const tables = projections.flatMap((p) => p.tables.map((t) => t.name));
     const names = projections.map((p) => p.name).sort();
+    const attached = await attachments(pool, tables);
+    const swap = attached.length === 0 ? 'renamed' : 'copied';
+    if (swap === 'renamed') await finishScratch(pool, schema, tables);
     // Reads of a table queue behind a lock asked for, not only one held: timed from the asking.
     let locking = 0;
     const position = await withTransaction(pool, async (client) => {
@@ -342,42 +375,190 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
       await client.query(`INSERT INTO projection_checkpoints (name, position) SELECT unnest($1::text[]), $2 ON CONFLICT (name) DO NOTHING`, [names, START]);
       await client.query('SELECT position FROM projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE', [names]);
       const built = await replayInto(client, store, schema, projections, first, undefined, { progress });
-      // Under the lock nobody else reads or writes them: emptied at once, then filled in one statement each
-      // with no index at all, the keys and indexes built afterwards in one pass each. An index kept during
-      // the copy is written row by row in key order, which is random (a primary key on text ids kept the
-      // copy of half a million rows at 13.7 s; without it the copy took 0.6 s and the key 0.5 s).
-      await client.query(`TRUNCATE ${tables.map((t) => `public.${t}`).join(', ')}`);
-      await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
-      for (const t of tables) {
-        // Keys (primary, unique, exclusion) by their own definitions, then the plain indexes.
-        const { rows: keys } = await client.query<{ name: string; definition: string }>(
-          `SELECT quote_ident(conname) AS name, pg_get_constraintdef(oid) AS definition FROM pg_constraint
-           WHERE conrelid = ('public.' || quote_ident($1))::regclass AND contype IN ('p', 'u', 'x') ORDER BY conname`,
-          [t],
-        );
-        const { rows: indexes } = await client.query<{ name: string; definition: string }>(
-          `SELECT i.indexrelid::regclass::text AS name, pg_get_indexdef(i.indexrelid) AS definition FROM pg_index i
-           WHERE i.indrelid = ('public.' || quote_ident($1))::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)`,
-          [t],
-        );
-        for (const i of indexes) await client.query(`DROP INDEX ${i.name}`);
-        for (const k of keys) await client.query(`ALTER TABLE public.${t} DROP CONSTRAINT ${k.name}`);
-        await client.query(`INSERT INTO public.${t} SELECT * FROM ${schema}.${t}`);
-        for (const k of keys) await client.query(`ALTER TABLE public.${t} ADD CONSTRAINT ${k.name} ${k.definition}`);
-        for (const i of indexes) await client.query(i.definition);
+      if (swap === 'renamed') {
+        // Not CASCADE: should anything have been attached since it was looked for, this fails and
+        // leaves the live tables as they were.
+        await client.query(`DROP TABLE ${tables.map((t) => `public.${t}`).join(', ')}`);
+        for (const t of tables) await client.query(`ALTER TABLE ${schema}.${t} SET SCHEMA public`);
+      } else {
+        await copyInto(client, schema, tables);
       }
       await client.query(`UPDATE projection_checkpoints SET position = $2, updated_at = now() WHERE name = ANY($1::text[])`, [names, built]);
       return built;
     });
     const lockedMs = performance.now() - locking;
-    // Every row was just replaced: the planner's statistics describe the tables before. Until autovacuum
-    // gets to them, a query planned on those (a page of a million-row table estimated at nine rows) can
-    // take a plan a hundred times slower.
-    // Side by side: each on a connection of its own (the pool has one per read model and more).
-    await Promise.all(tables.map((t) => pool.query(`ANALYZE public.${t}`)));
-    return { position, lockedMs };
+    if (swap === 'copied') {
+      // Every row was just replaced: the planner's statistics describe the tables before. Until autovacuum
+      // gets to them, a query planned on those (a page of a million-row table estimated at nine rows) can
+      // take a plan a hundred times slower.
+      // Side by side: each on a connection of its own (the pool has one per read model and more).
+      await Promise.all(tables.map((t) => pool.query(`ANALYZE public.${t}`)));
+    }
+    return { position, lockedMs, swap, attached };
   } finally {
     await dropScratch(pool, schema);
+  }
+}
+
+/**
+ * What is attached to the live tables themselves rather than to their names, and would not follow a swap
+ * by name: views and rules, triggers, row security, foreign keys either way, sequences they own,
+ * publications, privileges granted on them or another owner, storage parameters, column settings, a
+ * replica identity, inheritance, a table that is not a plain logged one. Their own keys, indexes,
+ * defaults, checks, comments and statistics are not: the swap rebuilds those. One line each.
+ */
+export async function attachments(db: Pool | PoolClient, tables: string[]): Promise<string[]> {
+  const { rows } = await db.query<{ line: string }>(
+    `WITH t AS (SELECT c.* FROM pg_class c WHERE c.oid = ANY (SELECT ('public.' || quote_ident(n))::regclass FROM unnest($1::text[]) n))
+     SELECT t.relname || ': ' || pg_describe_object(d.classid, d.objid, d.objsubid) AS line
+     FROM t JOIN pg_depend d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = t.oid
+     WHERE d.deptype <> 'i'
+       AND d.classid NOT IN ('pg_type'::regclass, 'pg_attrdef'::regclass, 'pg_statistic_ext'::regclass)
+       AND NOT (d.classid = 'pg_class'::regclass AND (SELECT relkind FROM pg_class x WHERE x.oid = d.objid) IN ('i', 't'))
+       AND NOT (d.classid = 'pg_constraint'::regclass AND EXISTS (
+         SELECT 1 FROM pg_constraint k WHERE k.oid = d.objid AND k.conrelid = t.oid AND k.contype IN ('p', 'u', 'c', 'x')))
+     UNION ALL
+     SELECT t.relname || ': ' || what FROM t CROSS JOIN LATERAL (VALUES
+       (t.relkind <> 'r' OR t.relpersistence <> 'p', 'not a plain logged table'),
+       (t.relowner <> current_user::regrole, 'owned by ' || t.relowner::regrole::text || ', not by ' || current_user),
+       (t.relacl IS DISTINCT FROM NULL AND t.relacl IS DISTINCT FROM acldefault('r', t.relowner), 'privileges granted on it'),
+       (t.reloptions IS NOT NULL, 'storage parameters ' || array_to_string(t.reloptions, ', ')),
+       (EXISTS (SELECT 1 FROM pg_class x WHERE x.oid = t.reltoastrelid AND x.reloptions IS NOT NULL), 'storage parameters on its TOAST table'),
+       (t.relrowsecurity OR t.relforcerowsecurity, 'row-level security'),
+       (t.relreplident <> 'd', 'a replica identity'),
+       (t.relhassubclass OR EXISTS (SELECT 1 FROM pg_inherits h WHERE h.inhrelid = t.oid), 'inheritance'),
+       (EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped
+                AND (a.attstattarget >= 0 OR cardinality(a.attacl) > 0 OR a.attidentity <> ''
+                     OR EXISTS (SELECT 1 FROM unnest(a.attoptions) o WHERE o LIKE 'n\\_distinct%'))), 'column settings, privileges or identity'),
+       (obj_description(t.oid, 'pg_class') IS NOT NULL, 'a comment')
+     ) v(attached, what) WHERE v.attached
+     ORDER BY 1`,
+    [tables],
+  );
+  return rows.map((r) => r.line);
+}
+
+/** Connections that make the scratch tables ready for a swap by name, side by side. */
+const FINISHING = 2;
+
+/**
+ * Makes the scratch tables what the live ones are, before the lock: logged, with the live keys (their
+ * unique indexes are already there, under the live names), indexes and fresh statistics. Each table's
+ * steps run in order; the tables' steps several at a time, largest table first. The tables are then
+ * swapped in as they are.
+ */
+async function finishScratch(pool: Pool, schema: string, tables: string[]): Promise<void> {
+  const plans = await Promise.all(
+    tables.map(async (t) => {
+      const { rows: sized } = await pool.query<{ bytes: string }>(`SELECT pg_total_relation_size($1::regclass) AS bytes`, [`${schema}.${t}`]);
+      const { rows: keys } = await pool.query<{ statement: string }>(
+        // A key's unique index is already built: the constraint takes it over.
+        `SELECT format('ALTER TABLE %I.%I ADD CONSTRAINT %I %s USING INDEX %I%s', $2::text, $1::text, k.conname,
+                       CASE k.contype WHEN 'p' THEN 'PRIMARY KEY' ELSE 'UNIQUE' END, c.relname,
+                       CASE WHEN k.condeferrable THEN ' DEFERRABLE' || CASE WHEN k.condeferred THEN ' INITIALLY DEFERRED' ELSE '' END ELSE '' END) AS statement
+         FROM pg_constraint k JOIN pg_class c ON c.oid = k.conindid
+         WHERE k.conrelid = ('public.' || quote_ident($1))::regclass AND k.contype IN ('p', 'u')
+         UNION ALL
+         SELECT format('ALTER TABLE %I.%I ADD CONSTRAINT %I %s', $2::text, $1::text, k.conname, pg_get_constraintdef(k.oid))
+         FROM pg_constraint k WHERE k.conrelid = ('public.' || quote_ident($1))::regclass AND k.contype = 'x'`,
+        [t, schema],
+      );
+      // The unique ones are built already; a constraint's is built by the constraint.
+      const indexes = (await liveIndexes(pool, schema, t)).filter((i) => !i.unique && !i.constraint);
+      return { table: t, bytes: Number(sized[0]!.bytes), keys: keys.map((k) => k.statement), indexes: indexes.map((i) => i.definition) };
+    }),
+  );
+  plans.sort((a, b) => b.bytes - a.bytes);
+  const step = (statements: string[]) => async (client: PoolClient) => {
+    await client.query('BEGIN');
+    try {
+      await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
+      for (const s of statements) await client.query(s);
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  };
+  // A queue of steps: a table's first step makes it logged and keyed; its indexes then go to the front
+  // of the queue, and its ANALYZE after the last of them.
+  interface Step {
+    run: (client: PoolClient) => Promise<void>;
+    then?: () => void;
+  }
+  const queue: Step[] = [];
+  for (const plan of plans) {
+    const analyze: Step = { run: step([`ANALYZE ${schema}.${plan.table}`]) };
+    let left = plan.indexes.length;
+    const built = () => {
+      if (--left === 0) queue.unshift(analyze);
+    };
+    queue.push({
+      run: step([`ALTER TABLE ${schema}.${plan.table} SET LOGGED`, ...plan.keys]),
+      then: () => queue.unshift(...(left === 0 ? [analyze] : plan.indexes.map((definition) => ({ run: step([definition]), then: built })))),
+    });
+  }
+  let failure: { err: unknown } | undefined;
+  /** Steps running: a connection that finds the queue empty waits while any runs, as it may add more. */
+  let running = 0;
+  const wake: Array<() => void> = [];
+  await Promise.all(
+    Array.from({ length: FINISHING }, async () => {
+      const client = await pool.connect();
+      try {
+        while (!failure) {
+          const next = queue.shift();
+          if (!next) {
+            if (running === 0) break;
+            await new Promise<void>((resolve) => wake.push(resolve));
+            continue;
+          }
+          running += 1;
+          try {
+            await next.run(client);
+            next.then?.();
+          } catch (err) {
+            failure ??= { err };
+          } finally {
+            running -= 1;
+            for (const w of wake.splice(0)) w();
+          }
+        }
+      } finally {
+        client.release();
+      }
+    }),
+  );
+  if (failure) throw failure.err;
+}
+
+/**
+ * The swap by copy: under the lock nobody else reads or writes the live tables, so they are emptied at
+ * once, then filled in one statement each with no index at all, the keys and indexes built afterwards in
+ * one pass each. An index kept during the copy is written row by row in key order, which is random (a
+ * primary key on text ids kept the copy of half a million rows at 13.7 s; without it the copy took 0.6 s
+ * and the key 0.5 s).
+ */
+async function copyInto(client: PoolClient, schema: string, tables: string[]): Promise<void> {
+  await client.query(`TRUNCATE ${tables.map((t) => `public.${t}`).join(', ')}`);
+  await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
+  for (const t of tables) {
+    // Keys (primary, unique, exclusion) by their own definitions, then the plain indexes.
+    const { rows: keys } = await client.query<{ name: string; definition: string }>(
+      `SELECT quote_ident(conname) AS name, pg_get_constraintdef(oid) AS definition FROM pg_constraint
+       WHERE conrelid = ('public.' || quote_ident($1))::regclass AND contype IN ('p', 'u', 'x') ORDER BY conname`,
+      [t],
+    );
+    const { rows: indexes } = await client.query<{ name: string; definition: string }>(
+      `SELECT i.indexrelid::regclass::text AS name, pg_get_indexdef(i.indexrelid) AS definition FROM pg_index i
+       WHERE i.indrelid = ('public.' || quote_ident($1))::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)`,
+      [t],
+    );
+    for (const i of indexes) await client.query(`DROP INDEX ${i.name}`);
+    for (const k of keys) await client.query(`ALTER TABLE public.${t} DROP CONSTRAINT ${k.name}`);
+    await client.query(`INSERT INTO public.${t} SELECT * FROM ${schema}.${t}`);
+    for (const k of keys) await client.query(`ALTER TABLE public.${t} ADD CONSTRAINT ${k.name} ${k.definition}`);
+    for (const i of indexes) await client.query(i.definition);
   }
 }
 

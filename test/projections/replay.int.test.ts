@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compareTables, createScratch, dropScratch, rebuildProjections, replayInto, REPLAY_PARTS } from '../../services/audit/rebuild.ts';
+import { attachments, compareTables, createScratch, dropScratch, rebuildProjections, replayInto, REPLAY_PARTS } from '../../services/audit/rebuild.ts';
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
@@ -296,5 +296,144 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     } finally {
       await dropScratch(env.pool, schema);
     }
+  });
+  /** The live read models' shape: every column, key, index and check, and how each table is stored. */
+  const shape = async () => ({
+    columns: (
+      await env.pool.query(
+        `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) AS def
+         FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+         WHERE c.relnamespace = 'public'::regnamespace AND c.relname LIKE 'rm\\_%' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, a.attnum`,
+      )
+    ).rows,
+    constraints: (await env.pool.query(`SELECT conrelid::regclass::text AS t, conname, pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND conrelid::regclass::text LIKE 'rm\\_%' ORDER BY 1, 2`)).rows,
+    indexes: (await env.pool.query(`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename LIKE 'rm\\_%' ORDER BY 1, 2`)).rows,
+    tables: (await env.pool.query(`SELECT relname, relpersistence, relowner::regrole::text AS owner FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'rm\\_%' AND relkind = 'r' ORDER BY 1`)).rows,
+  });
+  const scratchLeft = async () => (await env.pool.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'audit\\_%'`)).rows;
+  const matchesOnePass = async () => {
+    const schema = await createScratch(env.pool, projections);
+    try {
+      await replayInto(env.pool, store, schema, projections, START, undefined);
+      expect(await differences(schema)).toEqual([]);
+    } finally {
+      await dropScratch(env.pool, schema);
+    }
+  };
+  const removedSession = async () =>
+    (await env.pool.query<{ token: string }>(`DELETE FROM rm_sessions WHERE token = (SELECT min(token) FROM rm_sessions) RETURNING token`)).rows[0]!.token;
+
+  it('swaps the rebuilt tables in by name, logged, keyed, indexed and analyzed as the live ones; a read waiting for the lock reads the rebuilt rows', async () => {
+    expect(await attachments(env.pool, projections.flatMap((p) => p.tables.map((t) => t.name)))).toEqual([]);
+    const before = await shape();
+    expect(before.tables.every((t) => t.relpersistence === 'p')).toBe(true);
+    const token = await removedSession();
+    const count = 'SELECT count(*)::int AS n FROM rm_sessions';
+    const holder = await env.pool.connect();
+    const reader = await env.pool.connect();
+    let replayed = 0;
+    try {
+      // A statement prepared on a connection before the swap, run again after it.
+      const n0 = (await reader.query<{ n: number }>({ name: 'count-sessions', text: count })).rows[0]!.n;
+      // A reader in the middle of a transaction holds the swap off until it ends.
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM rm_sessions LIMIT 1');
+      const rebuilt = rebuildProjections(env.pool, store, projections, () => (replayed = Date.now()));
+      const waiting = async (n: number) => {
+        for (const deadline = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 20))) {
+          const { rows } = await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = 'public.rm_sessions'::regclass`);
+          if (rows[0]!.n >= n) return;
+          if (Date.now() > deadline) throw new Error(`fewer than ${n} waiting for rm_sessions' lock`);
+        }
+      };
+      await waiting(1); // the swap asks for the lock
+      // These queue behind the swap's lock, on the live table it then drops.
+      const again = reader.query<{ n: number }>({ name: 'count-sessions', text: count });
+      const found = env.pool.query('SELECT token FROM rm_sessions WHERE token = $1', [token]);
+      await waiting(3);
+      await holder.query('COMMIT');
+      const result = await rebuilt;
+      expect(result.swap).toBe('renamed');
+      expect(result.attached).toEqual([]);
+      expect((await again).rows[0]!.n, 'the prepared statement counts the rebuilt table').toBe(n0 + 1);
+      expect((await found).rows, 'the waiting read finds the row the rebuild put back').toEqual([{ token }]);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+      reader.release();
+    }
+    expect(await shape()).toEqual(before);
+    // Analyzed once whole (the replay analyzes its tables as they grow, and is done before its last report).
+    const { rows: analyzed } = await env.pool.query<{ relname: string; at: Date | null }>(
+      `SELECT relname, greatest(last_analyze, last_autoanalyze) AS at FROM pg_stat_user_tables WHERE schemaname = 'public' AND relname IN ('rm_transactions', 'rm_rounds', 'rm_sessions')`,
+    );
+    expect(analyzed.length).toBe(3);
+    for (const r of analyzed) expect(r.at?.getTime(), `${r.relname} analyzed after the replay`).toBeGreaterThan(replayed);
+    expect(await scratchLeft()).toEqual([]);
+    await matchesOnePass();
+  });
+
+  it('a rebuild whose tables cannot be made ready for the swap leaves every live read model as it was', async () => {
+    // An index the live rows can hold but the rebuilt ones cannot: its expression fails on the token of
+    // the row removed from the live table, which the rebuild puts back.
+    const token = await removedSession();
+    await env.pool.query(
+      `CREATE FUNCTION replay_test_refuse(t text) RETURNS text IMMUTABLE LANGUAGE plpgsql AS $$
+       BEGIN IF t = '${token}' THEN RAISE EXCEPTION 'refused %', t; END IF; RETURN t; END $$`,
+    );
+    await env.pool.query('CREATE INDEX rm_sessions_refuse_idx ON rm_sessions (replay_test_refuse(token))');
+    try {
+      const before = await shape();
+      const rows = (await env.pool.query('SELECT * FROM rm_sessions ORDER BY token')).rows;
+      await expect(rebuildProjections(env.pool, store, projections)).rejects.toThrow(`refused ${token}`);
+      expect(await shape()).toEqual(before);
+      expect((await env.pool.query('SELECT * FROM rm_sessions ORDER BY token')).rows).toEqual(rows);
+      expect(await scratchLeft()).toEqual([]);
+    } finally {
+      await env.pool.query('DROP INDEX rm_sessions_refuse_idx');
+      await env.pool.query('DROP FUNCTION replay_test_refuse');
+    }
+    await rebuildProjections(env.pool, store, projections);
+    await matchesOnePass();
+  });
+
+  it('names what is attached to a live table itself, copies the rows in under the lock instead, and the attachments survive', async () => {
+    const tables = projections.flatMap((p) => p.tables.map((t) => t.name));
+    await env.pool.query(`CREATE VIEW replay_test_tokens AS SELECT token FROM rm_sessions`);
+    await env.pool.query(`GRANT SELECT ON rm_grants TO PUBLIC`);
+    await env.pool.query(`ALTER TABLE rm_rounds SET (fillfactor = 90)`);
+    await env.pool.query(`COMMENT ON TABLE rm_transactions IS 'one row per transaction'`);
+    await env.pool.query(`ALTER TABLE rm_console_minutes ALTER COLUMN minute SET STATISTICS 500`);
+    await env.pool.query(`CREATE FUNCTION replay_test_touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$`);
+    await env.pool.query(`CREATE TRIGGER replay_test_touch BEFORE UPDATE ON rm_settlement_quarters FOR EACH ROW EXECUTE FUNCTION replay_test_touch()`);
+    try {
+      const attached = [
+        'rm_console_minutes: column settings, privileges or identity',
+        'rm_grants: privileges granted on it',
+        'rm_rounds: storage parameters fillfactor=90',
+        'rm_sessions: rule _RETURN on view replay_test_tokens',
+        'rm_settlement_quarters: trigger replay_test_touch on table rm_settlement_quarters',
+        'rm_transactions: a comment',
+      ];
+      expect(await attachments(env.pool, tables)).toEqual(attached);
+      const token = await removedSession();
+      const result = await rebuildProjections(env.pool, store, projections);
+      expect(result.swap).toBe('copied');
+      expect(result.attached).toEqual(attached);
+      // Each attachment is still there, on the table with the rebuilt rows.
+      expect((await env.pool.query('SELECT token FROM replay_test_tokens WHERE token = $1', [token])).rows).toEqual([{ token }]);
+      expect(await attachments(env.pool, tables)).toEqual(attached);
+      expect(await scratchLeft()).toEqual([]);
+      await matchesOnePass();
+    } finally {
+      await env.pool.query('DROP VIEW replay_test_tokens');
+      await env.pool.query('REVOKE SELECT ON rm_grants FROM PUBLIC');
+      await env.pool.query('ALTER TABLE rm_rounds RESET (fillfactor)');
+      await env.pool.query('COMMENT ON TABLE rm_transactions IS NULL');
+      await env.pool.query('ALTER TABLE rm_console_minutes ALTER COLUMN minute SET STATISTICS -1');
+      await env.pool.query('DROP TRIGGER replay_test_touch ON rm_settlement_quarters');
+      await env.pool.query('DROP FUNCTION replay_test_touch');
+    }
+    expect(await attachments(env.pool, tables), 'all undone').toEqual([]);
   });
 });
