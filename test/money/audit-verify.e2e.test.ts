@@ -119,6 +119,24 @@ describe('npm run audit -- verify | rebuild', () => {
     expect(verified.code).toBe(0);
   }, 120_000);
 
+  it('rebuilds by copying, and says why, when something is attached to a live table itself; the attachment stays', async () => {
+    await h.svc.ctx.pool.query('GRANT SELECT ON rm_rounds TO PUBLIC');
+    try {
+      const rebuilt = await audit('rebuild');
+      expect(rebuilt.code, rebuilt.stderr).toBe(0);
+      expect(rebuilt.stdout).toContain('the rebuilt rows were copied into the live tables under the lock, as something is attached to the tables themselves that a swap by name would lose:\n  rm_rounds: privileges granted on it\n');
+      expect(rebuilt.stdout).toMatch(/^the live read models were locked for \d+\.\d s/m);
+      const { rows } = await h.svc.ctx.pool.query(`SELECT has_table_privilege('public', 'rm_rounds', 'SELECT') AS granted`);
+      expect(rows[0].granted).toBe(true);
+    } finally {
+      await h.svc.ctx.pool.query('REVOKE SELECT ON rm_rounds FROM PUBLIC');
+    }
+    // Without it, the swap is by name again, and says nothing of copies.
+    const rebuilt = await audit('rebuild');
+    expect(rebuilt.code).toBe(0);
+    expect(rebuilt.stdout).not.toContain('copied');
+  }, 120_000);
+
   it('refuses an unknown command or projection with exit code 2', async () => {
     expect((await audit('explode')).code).toBe(2);
     expect((await audit('verify', '--projection', 'nope')).code).toBe(2);
