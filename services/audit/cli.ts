@@ -17,7 +17,7 @@ import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
 import { verifyChain } from '../chain/verify.ts';
 import { archiveChain, catchUpChain } from '../chain/archive.ts';
-import { rebuildProjections, REPLAY_PARTS, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
+import { rebuildProjections, REPLAY_PARTS, scratchSchemas, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 /** Read models that were folded into another: their name still selects the one that keeps their tables. */
@@ -248,6 +248,14 @@ async function main(): Promise<number> {
     if (command === 'verify' && (await store.readAll({ from: START, maxCount: 1 })).length === 0) {
       // Empty read models "match" an empty history: nothing would have been checked.
       return fail(`the history is empty: nothing to verify in ${where}`);
+    }
+    if (command === 'verify' || command === 'rebuild') {
+      // A rebuild's scratch tables are logged: one that was killed leaves them, full size, until dropped.
+      for (const { schema, bytes } of await scratchSchemas(pool)) {
+        process.stderr.write(
+          `note: scratch schema ${schema} (${Math.round(bytes / 1048576)} MB) is another rebuild's or verify's, or was left by one that was interrupted; once none runs: DROP SCHEMA ${schema} CASCADE\n`,
+        );
+      }
     }
     if (command === 'rebuild') {
       // One replay of the history for every read model asked for.

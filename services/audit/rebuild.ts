@@ -22,11 +22,11 @@ export async function createScratch(pool: Pool, projections: Projection[], { log
   await pool.query(`CREATE SCHEMA ${schema}`);
   for (const p of projections) {
     for (const t of p.tables) {
-      // Everything of the live table that is declared with its columns (defaults, checks, comments,
-      // storage, extended statistics), but not its indexes: of those only the unique ones (the keys
+      // Everything of the live table that is declared with its columns (defaults, generation, identity,
+      // checks, comments, storage, extended statistics), but not its indexes: of those only the unique ones (the keys
       // apply() upserts and looks rows up by), under their live names. The others serve the live
       // tables' queries, and a replay only writes them.
-      await pool.query(`CREATE ${logged ? '' : 'UNLOGGED '}TABLE ${schema}.${t.name} (LIKE public.${t.name} INCLUDING ALL EXCLUDING INDEXES EXCLUDING IDENTITY)`);
+      await pool.query(`CREATE ${logged ? '' : 'UNLOGGED '}TABLE ${schema}.${t.name} (LIKE public.${t.name} INCLUDING ALL EXCLUDING INDEXES)`);
       for (const i of await liveIndexes(pool, schema, t.name)) if (i.unique) await pool.query(i.definition);
     }
   }
@@ -367,8 +367,8 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
   try {
     const first = await replayInto(pool, store, schema, projections, START, undefined, { progress });
     // Looked for again: something attached during the replay turns the swap into a copy.
-    const attached = before.length === 0 ? await attachments(pool, tables) : before;
-    const swap = attached.length === 0 ? 'renamed' : 'copied';
+    let attached = before.length === 0 ? await attachments(pool, tables) : before;
+    let swap: Rebuilt['swap'] = attached.length === 0 ? 'renamed' : 'copied';
     if (swap === 'renamed') await finishScratch(pool, schema, tables);
     // Reads of a table queue behind a lock asked for, not only one held: timed from the asking.
     let locking = 0;
@@ -380,8 +380,22 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
       await client.query('SELECT position FROM projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE', [names]);
       const built = await replayInto(client, store, schema, projections, first, undefined, { progress });
       if (swap === 'renamed') {
-        // Not CASCADE: should anything have been attached since it was looked for, this fails and
-        // leaves the live tables as they were.
+        // Under the lock nothing can change them any more: what was attached, or changed, since they
+        // were looked at is found now. An attachment turns the swap into a copy; a change of their shape
+        // (a migration that ran meanwhile) stops the rebuild, as the rebuilt tables would undo it.
+        const late = await attachments(client, tables);
+        if (late.length > 0) {
+          swap = 'copied';
+          attached = late;
+        } else {
+          const drift = await shapeDrift(client, schema, tables);
+          if (drift.length > 0) {
+            throw new Error(`the live read models changed while they were rebuilt, so nothing was swapped in; run the rebuild again:\n  ${drift.join('\n  ')}`);
+          }
+        }
+      }
+      if (swap === 'renamed') {
+        // Not CASCADE: should anything depend on them after all, this fails and leaves them as they were.
         await client.query(`DROP TABLE ${tables.map((t) => `public.${t}`).join(', ')}`);
         for (const t of tables) await client.query(`ALTER TABLE ${schema}.${t} SET SCHEMA public`);
       } else {
@@ -405,11 +419,14 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
 }
 
 /**
- * What is attached to the live tables themselves rather than to their names, and would not follow a swap
- * by name: views and rules, triggers, row security, foreign keys either way, sequences they own,
- * publications, privileges granted on them or another owner, storage parameters, column settings, a
- * replica identity, inheritance, a table that is not a plain logged one. Their own keys, indexes,
- * defaults, checks, comments and statistics are not: the swap rebuilds those. One line each.
+ * What is attached to the live tables themselves (or to their row types) rather than to their names, and
+ * would not follow a swap by name: views and rules, functions or columns of their row type, triggers, row
+ * security, foreign keys either way, sequences they own, publications (their own, of every table, or of
+ * the schema), privileges granted on them or another owner, default privileges that would grant on the new
+ * tables, storage parameters, tablespaces, column or index settings, extended statistics, a replica
+ * identity, inheritance, a clustering index, a check not validated, another access method, comments other
+ * than the columns', security labels. One line each. What the swap does give the rebuilt tables: the
+ * columns with their defaults, checks and comments, the keys and indexes (see tableShape).
  */
 export async function attachments(db: Pool | PoolClient, tables: string[]): Promise<string[]> {
   const { rows } = await db.query<{ line: string }>(
@@ -417,30 +434,89 @@ export async function attachments(db: Pool | PoolClient, tables: string[]): Prom
      SELECT t.relname || ': ' || pg_describe_object(d.classid, d.objid, d.objsubid) AS line
      FROM t JOIN pg_depend d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = t.oid
      WHERE d.deptype <> 'i'
-       AND d.classid NOT IN ('pg_type'::regclass, 'pg_attrdef'::regclass, 'pg_statistic_ext'::regclass)
+       AND d.classid NOT IN ('pg_type'::regclass, 'pg_attrdef'::regclass, 'pg_statistic_ext'::regclass) -- statistics: named below
        AND NOT (d.classid = 'pg_class'::regclass AND (SELECT relkind FROM pg_class x WHERE x.oid = d.objid) IN ('i', 't'))
        AND NOT (d.classid = 'pg_constraint'::regclass AND EXISTS (
          SELECT 1 FROM pg_constraint k WHERE k.oid = d.objid AND k.conrelid = t.oid AND k.contype IN ('p', 'u', 'c', 'x')))
      UNION ALL
+     -- Users of its row type or of the array of it (a function returning SETOF the table, a column of its type).
+     SELECT t.relname || ': ' || pg_describe_object(d.classid, d.objid, d.objsubid)
+     FROM t JOIN pg_type ty ON ty.oid = t.reltype
+     JOIN pg_depend d ON d.refclassid = 'pg_type'::regclass AND d.refobjid IN (ty.oid, ty.typarray) AND d.deptype <> 'i'
+     UNION ALL
      SELECT t.relname || ': ' || what FROM t CROSS JOIN LATERAL (VALUES
        (t.relkind <> 'r' OR t.relpersistence <> 'p', 'not a plain logged table'),
+       (t.relam <> (SELECT oid FROM pg_am WHERE amname = 'heap'), 'another access method'),
        (t.relowner <> current_user::regrole, 'owned by ' || t.relowner::regrole::text || ', not by ' || current_user),
        (t.relacl IS DISTINCT FROM NULL AND t.relacl IS DISTINCT FROM acldefault('r', t.relowner), 'privileges granted on it'),
+       (EXISTS (SELECT 1 FROM pg_default_acl a WHERE a.defaclobjtype = 'r' AND a.defaclnamespace = 0 AND a.defaclrole = current_user::regrole),
+        'default privileges of ' || current_user || ', which would grant on the rebuilt tables'),
+       (EXISTS (SELECT 1 FROM pg_publication p WHERE p.puballtables), 'a publication of every table'),
+       (EXISTS (SELECT 1 FROM pg_publication_namespace n WHERE n.pnnspid = t.relnamespace), 'a publication of its schema'),
        (t.reloptions IS NOT NULL, 'storage parameters ' || array_to_string(t.reloptions, ', ')),
        (EXISTS (SELECT 1 FROM pg_class x WHERE x.oid = t.reltoastrelid AND x.reloptions IS NOT NULL), 'storage parameters on its TOAST table'),
+       (t.reltablespace <> 0 OR EXISTS (SELECT 1 FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid WHERE i.indrelid = t.oid AND x.reltablespace <> 0),
+        'a tablespace of its own, or of an index'),
        (t.relrowsecurity OR t.relforcerowsecurity, 'row-level security'),
        (t.relreplident <> 'd', 'a replica identity'),
        (t.relhassubclass OR EXISTS (SELECT 1 FROM pg_inherits h WHERE h.inhrelid = t.oid), 'inheritance'),
        (EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped
                 AND (a.attstattarget >= 0 OR cardinality(a.attacl) > 0 OR a.attidentity <> ''
                      OR EXISTS (SELECT 1 FROM unnest(a.attoptions) o WHERE o LIKE 'n\\_distinct%'))), 'column settings, privileges or identity'),
-       (obj_description(t.oid, 'pg_class') IS NOT NULL, 'a comment')
+       (EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indexrelid WHERE i.indrelid = t.oid AND a.attstattarget >= 0),
+        'index column settings'),
+       (EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = t.oid AND i.indisclustered), 'a clustering index'),
+       (EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = t.oid AND NOT k.convalidated), 'a constraint not validated'),
+       (EXISTS (SELECT 1 FROM pg_statistic_ext x WHERE x.stxrelid = t.oid), 'extended statistics'),
+       (obj_description(t.oid, 'pg_class') IS NOT NULL, 'a comment'),
+       (EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = t.oid AND obj_description(i.indexrelid, 'pg_class') IS NOT NULL)
+        OR EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = t.oid AND obj_description(k.oid, 'pg_constraint') IS NOT NULL),
+        'a comment on an index or a constraint'),
+       (EXISTS (SELECT 1 FROM pg_seclabel l WHERE l.classoid = 'pg_class'::regclass AND l.objoid = t.oid), 'a security label')
      ) v(attached, what) WHERE v.attached
      ORDER BY 1`,
     [tables],
   );
   return rows.map((r) => r.line);
 }
+
+/**
+ * What a swap by name gives a table, one line each: its columns (type, collation, nullability, default,
+ * generation, comment), its constraints and its indexes (their definitions, the schema left out). Equal for
+ * a live table and its rebuilt one, unless the live table changed after the rebuild began (a migration
+ * that added a column or an index, say), which the swap must not undo.
+ */
+async function tableShape(db: PoolClient, schema: string, table: string): Promise<string[]> {
+  const { rows } = await db.query<{ line: string }>(
+    `WITH t AS (SELECT ($1::text || '.' || quote_ident($2))::regclass AS oid)
+     SELECT 'column ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' collate ' || a.attcollation::regcollation::text
+            || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END || ' generated ' || a.attgenerated::text
+            || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '') || coalesce(' comment ' || col_description(a.attrelid, a.attnum), '') AS line
+     FROM t JOIN pg_attribute a ON a.attrelid = t.oid LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+     WHERE a.attnum > 0 AND NOT a.attisdropped
+     UNION ALL
+     SELECT 'constraint ' || k.conname || ' ' || pg_get_constraintdef(k.oid) FROM t JOIN pg_constraint k ON k.conrelid = t.oid
+     UNION ALL
+     SELECT 'index ' || replace(pg_get_indexdef(i.indexrelid), ' ON ' || $1 || '.', ' ON public.') FROM t JOIN pg_index i ON i.indrelid = t.oid
+     ORDER BY 1`,
+    [schema, table],
+  );
+  return rows.map((r) => r.line);
+}
+
+/** How each live table differs from its rebuilt one (see tableShape): "rm_rounds: live has index ..., rebuilt has not". */
+async function shapeDrift(db: PoolClient, schema: string, tables: string[]): Promise<string[]> {
+  const drift: string[] = [];
+  for (const t of tables) {
+    const live = await tableShape(db, 'public', t);
+    const rebuilt = await tableShape(db, schema, t);
+    for (const l of live) if (!rebuilt.includes(l)) drift.push(`${t}: the live table has ${l}, the rebuilt one not`);
+    for (const r of rebuilt) if (!live.includes(r)) drift.push(`${t}: the rebuilt table has ${r}, the live one not`);
+  }
+  return drift;
+}
+
+const quoteIdent = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 
 /** Connections that make the scratch tables ready for a swap by name, side by side. */
 const FINISHING = 2;
@@ -506,10 +582,12 @@ async function finishScratch(pool: Pool, schema: string, tables: string[]): Prom
   /** Steps running: a connection that finds the queue empty waits while any runs, as it may add more. */
   let running = 0;
   const wake: Array<() => void> = [];
-  await Promise.all(
-    Array.from({ length: FINISHING }, async () => {
-      const client = await pool.connect();
-      try {
+  // Every connection first: none starts while another could still fail to connect (and the scratch be dropped under it).
+  const clients: Array<{ client: PoolClient; broken?: Error }> = [];
+  try {
+    for (let i = 0; i < FINISHING; i++) clients.push({ client: await pool.connect() });
+    await Promise.all(
+      clients.map(async (c) => {
         while (!failure) {
           const next = queue.shift();
           if (!next) {
@@ -519,21 +597,33 @@ async function finishScratch(pool: Pool, schema: string, tables: string[]): Prom
           }
           running += 1;
           try {
-            await next.run(client);
+            await next.run(c.client);
             next.then?.();
           } catch (err) {
             failure ??= { err };
+            c.broken = err instanceof Error ? err : new Error(String(err));
           } finally {
             running -= 1;
             for (const w of wake.splice(0)) w();
           }
         }
-      } finally {
-        client.release();
-      }
-    }),
-  );
+      }),
+    );
+  } finally {
+    // A connection whose step failed is closed, not handed back.
+    for (const c of clients) c.client.release(c.broken);
+  }
   if (failure) throw failure.err;
+}
+
+/** Scratch schemas on the database (`audit_` and ten hex digits): each one a rebuild's or verify's, running or interrupted. */
+export async function scratchSchemas(db: Pool | PoolClient): Promise<Array<{ schema: string; bytes: number }>> {
+  const { rows } = await db.query<{ schema: string; bytes: string }>(
+    `SELECT n.nspname AS schema, coalesce(sum(pg_total_relation_size(c.oid)) FILTER (WHERE c.relkind = 'r'), 0) AS bytes
+     FROM pg_namespace n LEFT JOIN pg_class c ON c.relnamespace = n.oid
+     WHERE n.nspname ~ '^audit_[0-9a-f]{10}$' GROUP BY n.nspname ORDER BY 1`,
+  );
+  return rows.map((r) => ({ schema: r.schema, bytes: Number(r.bytes) }));
 }
 
 /**
@@ -558,11 +648,42 @@ async function copyInto(client: PoolClient, schema: string, tables: string[]): P
        WHERE i.indrelid = ('public.' || quote_ident($1))::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)`,
       [t],
     );
+    // What is set on the indexes and keys, which dropping them loses: set again once they are built.
+    const { rows: settings } = await client.query<{ statement: string }>(
+      `WITH t AS (SELECT ('public.' || quote_ident($1))::regclass AS oid),
+            ix AS (SELECT i.*, c.relname, c.reltablespace FROM t JOIN pg_index i ON i.indrelid = t.oid JOIN pg_class c ON c.oid = i.indexrelid)
+       SELECT format('COMMENT ON INDEX public.%I IS %L', relname, obj_description(indexrelid, 'pg_class')) AS statement FROM ix
+       WHERE obj_description(indexrelid, 'pg_class') IS NOT NULL
+       UNION ALL
+       SELECT format('COMMENT ON CONSTRAINT %I ON public.%I IS %L', k.conname, $1::text, obj_description(k.oid, 'pg_constraint'))
+       FROM t JOIN pg_constraint k ON k.conrelid = t.oid WHERE obj_description(k.oid, 'pg_constraint') IS NOT NULL
+       UNION ALL
+       SELECT format('ALTER INDEX public.%I SET TABLESPACE %I', relname, s.spcname) FROM ix JOIN pg_tablespace s ON s.oid = ix.reltablespace
+       UNION ALL
+       SELECT format('ALTER TABLE public.%I CLUSTER ON %I', $1::text, relname) FROM ix WHERE indisclustered
+       UNION ALL
+       SELECT format('ALTER INDEX public.%I ALTER COLUMN %s SET STATISTICS %s', ix.relname, a.attnum, a.attstattarget)
+       FROM ix JOIN pg_attribute a ON a.attrelid = ix.indexrelid WHERE a.attstattarget >= 0`,
+      [t],
+    );
     for (const i of indexes) await client.query(`DROP INDEX ${i.name}`);
     for (const k of keys) await client.query(`ALTER TABLE public.${t} DROP CONSTRAINT ${k.name}`);
-    await client.query(`INSERT INTO public.${t} SELECT * FROM ${schema}.${t}`);
+    // Every column but the generated ones (computed again), identity values as they were rebuilt.
+    const { rows: cols } = await client.query<{ list: string; identities: string[] }>(
+      `SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FILTER (WHERE attgenerated = '') AS list,
+              coalesce(array_agg(attname::text) FILTER (WHERE attidentity <> ''), '{}') AS identities
+       FROM pg_attribute WHERE attrelid = ('public.' || quote_ident($1))::regclass AND attnum > 0 AND NOT attisdropped`,
+      [t],
+    );
+    const { list, identities } = cols[0]!;
+    await client.query(`INSERT INTO public.${t} (${list}) OVERRIDING SYSTEM VALUE SELECT ${list} FROM ${schema}.${t}`);
+    // An identity goes on after the highest value copied in.
+    for (const c of identities) {
+      await client.query(`SELECT setval(pg_get_serial_sequence($1, $2), greatest(max(${quoteIdent(c)}), 1)) FROM public.${t}`, [`public.${t}`, c]);
+    }
     for (const k of keys) await client.query(`ALTER TABLE public.${t} ADD CONSTRAINT ${k.name} ${k.definition}`);
     for (const i of indexes) await client.query(i.definition);
+    for (const { statement } of settings) await client.query(statement);
   }
 }
 

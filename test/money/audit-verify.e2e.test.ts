@@ -137,6 +137,17 @@ describe('npm run audit -- verify | rebuild', () => {
     expect(rebuilt.stdout).not.toContain('copied');
   }, 120_000);
 
+  it('names a scratch schema left by an interrupted rebuild, and how to drop it', async () => {
+    await h.svc.ctx.pool.query('CREATE SCHEMA audit_00c0ffee00; CREATE TABLE audit_00c0ffee00.rm_rounds (x int)');
+    try {
+      const verified = await audit('verify', '--projection', 'grants');
+      expect(verified.code).toBe(0);
+      expect(verified.stderr).toContain('note: scratch schema audit_00c0ffee00 (0 MB) is another rebuild\'s or verify\'s, or was left by one that was interrupted; once none runs: DROP SCHEMA audit_00c0ffee00 CASCADE');
+    } finally {
+      await h.svc.ctx.pool.query('DROP SCHEMA audit_00c0ffee00 CASCADE');
+    }
+  }, 120_000);
+
   it('refuses an unknown command or projection with exit code 2', async () => {
     expect((await audit('explode')).code).toBe(2);
     expect((await audit('verify', '--projection', 'nope')).code).toBe(2);

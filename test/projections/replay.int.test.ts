@@ -354,7 +354,6 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       await holder.query('COMMIT');
       const result = await rebuilt;
       expect(result.swap).toBe('renamed');
-      expect(result.attached).toEqual([]);
       expect((await again).rows[0]!.n, 'the prepared statement counts the rebuilt table').toBe(n0 + 1);
       expect((await found).rows, 'the waiting read finds the row the rebuild put back').toEqual([{ token }]);
     } finally {
@@ -406,14 +405,28 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     await env.pool.query(`ALTER TABLE rm_console_minutes ALTER COLUMN minute SET STATISTICS 500`);
     await env.pool.query(`CREATE FUNCTION replay_test_touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$`);
     await env.pool.query(`CREATE TRIGGER replay_test_touch BEFORE UPDATE ON rm_settlement_quarters FOR EACH ROW EXECUTE FUNCTION replay_test_touch()`);
+    // Things the swap by name would lose without a trace, or that would make it fail.
+    await env.pool.query(`CREATE FUNCTION replay_test_grants() RETURNS SETOF rm_grants LANGUAGE sql AS 'SELECT * FROM rm_grants'`);
+    await env.pool.query(`CREATE STATISTICS replay_test_stats (dependencies) ON operator_id, currency FROM rm_rounds`);
+    await env.pool.query(`COMMENT ON INDEX rm_transactions_time_idx IS 'the operators'' time ranges'`);
+    await env.pool.query(`CREATE PUBLICATION replay_test_all FOR ALL TABLES`);
     try {
       const attached = [
+        'rm_console_minutes: a publication of every table',
         'rm_console_minutes: column settings, privileges or identity',
+        'rm_grants: a publication of every table',
+        'rm_grants: function replay_test_grants()',
         'rm_grants: privileges granted on it',
+        'rm_rounds: a publication of every table',
+        'rm_rounds: extended statistics',
         'rm_rounds: storage parameters fillfactor=90',
+        'rm_sessions: a publication of every table',
         'rm_sessions: rule _RETURN on view replay_test_tokens',
+        'rm_settlement_quarters: a publication of every table',
         'rm_settlement_quarters: trigger replay_test_touch on table rm_settlement_quarters',
         'rm_transactions: a comment',
+        'rm_transactions: a comment on an index or a constraint',
+        'rm_transactions: a publication of every table',
       ];
       expect(await attachments(env.pool, tables)).toEqual(attached);
       const token = await removedSession();
@@ -433,7 +446,91 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       await env.pool.query('ALTER TABLE rm_console_minutes ALTER COLUMN minute SET STATISTICS -1');
       await env.pool.query('DROP TRIGGER replay_test_touch ON rm_settlement_quarters');
       await env.pool.query('DROP FUNCTION replay_test_touch');
+      await env.pool.query('DROP FUNCTION replay_test_grants');
+      await env.pool.query('DROP STATISTICS replay_test_stats');
+      await env.pool.query('COMMENT ON INDEX rm_transactions_time_idx IS NULL');
+      await env.pool.query('DROP PUBLICATION replay_test_all');
     }
     expect(await attachments(env.pool, tables), 'all undone').toEqual([]);
+  });
+  /**
+   * A rebuild held at its lock by a reader of rm_sessions (the first table it locks), while `meanwhile`
+   * runs in that reader's transaction, which then ends and lets the rebuild go on.
+   */
+  const heldAtTheLock = async (meanwhile: (tx: import('pg').PoolClient) => Promise<void>) => {
+    const holder = await env.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM rm_sessions LIMIT 1');
+      const rebuilt = rebuildProjections(env.pool, store, projections);
+      rebuilt.catch(() => undefined); // awaited below
+      for (const deadline = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 20))) {
+        const { rows } = await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = 'public.rm_sessions'::regclass`);
+        if (rows[0]!.n > 0) break;
+        if (Date.now() > deadline) throw new Error('the rebuild never asked for the lock');
+      }
+      await meanwhile(holder);
+      await holder.query('COMMIT');
+      return await rebuilt;
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+    }
+  };
+
+  it('copies instead, when something is attached to a live table after it was last looked for', async () => {
+    const token = await removedSession();
+    try {
+      const result = await heldAtTheLock((tx) => tx.query('GRANT SELECT ON rm_grants TO PUBLIC').then(() => undefined));
+      expect(result.swap).toBe('copied');
+      expect(result.attached).toEqual(['rm_grants: privileges granted on it']);
+      expect((await env.pool.query(`SELECT has_table_privilege('public', 'rm_grants', 'SELECT') AS granted`)).rows[0].granted).toBe(true);
+      expect((await env.pool.query('SELECT token FROM rm_sessions WHERE token = $1', [token])).rows).toEqual([{ token }]);
+      expect(await scratchLeft()).toEqual([]);
+      await matchesOnePass();
+    } finally {
+      await env.pool.query('REVOKE SELECT ON rm_grants FROM PUBLIC');
+    }
+  });
+
+  it('swaps nothing in when a live table changed shape during the rebuild (a migration meanwhile), and says what changed', async () => {
+    await removedSession();
+    const rows = (await env.pool.query('SELECT * FROM rm_sessions ORDER BY token')).rows;
+    try {
+      await expect(
+        heldAtTheLock(async (tx) => {
+          await tx.query('CREATE INDEX replay_test_grants_idx ON rm_grants (id)');
+        }),
+      ).rejects.toThrow(/changed while they were rebuilt[\s\S]*rm_grants: the live table has index CREATE INDEX replay_test_grants_idx/);
+      // Everything as it was: the new index, the live rows (one still missing), no scratch left.
+      expect((await env.pool.query(`SELECT indexname FROM pg_indexes WHERE indexname = 'replay_test_grants_idx'`)).rows).toHaveLength(1);
+      expect((await env.pool.query('SELECT * FROM rm_sessions ORDER BY token')).rows).toEqual(rows);
+      expect(await scratchLeft()).toEqual([]);
+    } finally {
+      await env.pool.query('DROP INDEX replay_test_grants_idx');
+    }
+    expect((await rebuildProjections(env.pool, store, projections)).swap).toBe('renamed');
+    await matchesOnePass();
+  });
+
+  it('copies into tables with generated and identity columns, which a swap by name cannot take', async () => {
+    await env.pool.query('ALTER TABLE rm_sessions ADD COLUMN replay_test_len int GENERATED ALWAYS AS (length(token)) STORED');
+    await env.pool.query('ALTER TABLE rm_rounds ADD COLUMN replay_test_seq bigint GENERATED ALWAYS AS IDENTITY');
+    try {
+      expect(await attachments(env.pool, ['rm_rounds'])).toContain('rm_rounds: column settings, privileges or identity');
+      const token = await removedSession();
+      const result = await rebuildProjections(env.pool, store, projections);
+      expect(result.swap).toBe('copied');
+      expect((await env.pool.query('SELECT replay_test_len FROM rm_sessions WHERE token = $1', [token])).rows).toEqual([{ replay_test_len: token.length }]);
+      const { rows } = await env.pool.query<{ n: number; distinct: number; max: string }>('SELECT count(*)::int AS n, count(DISTINCT replay_test_seq)::int AS distinct, max(replay_test_seq) AS max FROM rm_rounds');
+      expect(rows[0]!.distinct).toBe(rows[0]!.n);
+      // The identity goes on after the values copied in.
+      const { rows: next } = await env.pool.query<{ v: string }>(`SELECT nextval(pg_get_serial_sequence('rm_rounds', 'replay_test_seq')) AS v`);
+      expect(BigInt(next[0]!.v)).toBeGreaterThan(BigInt(rows[0]!.max));
+    } finally {
+      await env.pool.query('ALTER TABLE rm_sessions DROP COLUMN replay_test_len');
+      await env.pool.query('ALTER TABLE rm_rounds DROP COLUMN replay_test_seq');
+    }
+    expect(await attachments(env.pool, projections.flatMap((p) => p.tables.map((t) => t.name)))).toEqual([]);
   });
 });
