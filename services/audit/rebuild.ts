@@ -329,6 +329,13 @@ export async function verifyProjection(pool: Pool, store: EventStore, projection
   }
 }
 
+/** A live table's columns, constraints or indexes changed while it was rebuilt: nothing was swapped in. */
+export class ShapeChanged extends Error {
+  constructor(readonly drift: string[]) {
+    super(`the live read models changed while they were rebuilt, so nothing was swapped in; run the rebuild again:\n  ${drift.join('\n  ')}`);
+  }
+}
+
 /** What a rebuild did: where the read models now stand, and how long their live tables were locked. */
 export interface Rebuilt {
   position: Position;
@@ -390,7 +397,7 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
         } else {
           const drift = await shapeDrift(client, schema, tables);
           if (drift.length > 0) {
-            throw new Error(`the live read models changed while they were rebuilt, so nothing was swapped in; run the rebuild again:\n  ${drift.join('\n  ')}`);
+            throw new ShapeChanged(drift);
           }
         }
       }
