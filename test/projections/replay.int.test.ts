@@ -263,6 +263,32 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     }
   });
 
+  /** The live read models' shape: every column, key, index and check, and how each table is stored. */
+  const shape = async () => ({
+    columns: (
+      await env.pool.query(
+        `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) AS def
+         FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+         WHERE c.relnamespace = 'public'::regnamespace AND c.relname LIKE 'rm\\_%' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, a.attnum`,
+      )
+    ).rows,
+    constraints: (await env.pool.query(`SELECT conrelid::regclass::text AS t, conname, pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND conrelid::regclass::text LIKE 'rm\\_%' ORDER BY 1, 2`)).rows,
+    indexes: (await env.pool.query(`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename LIKE 'rm\\_%' ORDER BY 1, 2`)).rows,
+    tables: (await env.pool.query(`SELECT relname, relpersistence, relowner::regrole::text AS owner FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'rm\\_%' AND relkind = 'r' ORDER BY 1`)).rows,
+  });
+  const scratchLeft = async () => (await env.pool.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'audit\\_%'`)).rows;
+  const matchesOnePass = async () => {
+    const schema = await createScratch(env.pool, projections);
+    try {
+      await replayInto(env.pool, store, schema, projections, START, undefined);
+      expect(await differences(schema)).toEqual([]);
+    } finally {
+      await dropScratch(env.pool, schema);
+    }
+  };
+  const removedSession = async () =>
+    (await env.pool.query<{ token: string }>(`DELETE FROM rm_sessions WHERE token = (SELECT min(token) FROM rm_sessions) RETURNING token`)).rows[0]!.token;
+
   it('a swap that fails midway leaves every live read model, its keys and the checkpoints as they were', async () => {
     // A view that leans on rm_rounds' key (it groups by it) makes dropping that key fail, after rm_sessions
     // was already emptied and refilled in the same transaction. One live row is removed first, so the
@@ -289,39 +315,8 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     }
     // Without the view, the rebuild goes through and puts the removed row back.
     await rebuildProjections(env.pool, store, projections);
-    const schema = await createScratch(env.pool, projections);
-    try {
-      await replayInto(env.pool, store, schema, projections, START, undefined);
-      expect(await differences(schema)).toEqual([]);
-    } finally {
-      await dropScratch(env.pool, schema);
-    }
+    await matchesOnePass();
   });
-  /** The live read models' shape: every column, key, index and check, and how each table is stored. */
-  const shape = async () => ({
-    columns: (
-      await env.pool.query(
-        `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) AS def
-         FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-         WHERE c.relnamespace = 'public'::regnamespace AND c.relname LIKE 'rm\\_%' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, a.attnum`,
-      )
-    ).rows,
-    constraints: (await env.pool.query(`SELECT conrelid::regclass::text AS t, conname, pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND conrelid::regclass::text LIKE 'rm\\_%' ORDER BY 1, 2`)).rows,
-    indexes: (await env.pool.query(`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename LIKE 'rm\\_%' ORDER BY 1, 2`)).rows,
-    tables: (await env.pool.query(`SELECT relname, relpersistence, relowner::regrole::text AS owner FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'rm\\_%' AND relkind = 'r' ORDER BY 1`)).rows,
-  });
-  const scratchLeft = async () => (await env.pool.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'audit\\_%'`)).rows;
-  const matchesOnePass = async () => {
-    const schema = await createScratch(env.pool, projections);
-    try {
-      await replayInto(env.pool, store, schema, projections, START, undefined);
-      expect(await differences(schema)).toEqual([]);
-    } finally {
-      await dropScratch(env.pool, schema);
-    }
-  };
-  const removedSession = async () =>
-    (await env.pool.query<{ token: string }>(`DELETE FROM rm_sessions WHERE token = (SELECT min(token) FROM rm_sessions) RETURNING token`)).rows[0]!.token;
 
   it('swaps the rebuilt tables in by name, logged, keyed, indexed and analyzed as the live ones; a read waiting for the lock reads the rebuilt rows', async () => {
     expect(await attachments(env.pool, projections.flatMap((p) => p.tables.map((t) => t.name)))).toEqual([]);
