@@ -17,7 +17,7 @@ import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
 import { verifyChain } from '../chain/verify.ts';
 import { archiveChain, catchUpChain } from '../chain/archive.ts';
-import { rebuildProjections, REPLAY_PARTS, scratchSchemas, ShapeChanged, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
+import { dropLeftScratch, rebuildProjections, REPLAY_PARTS, ShapeChanged, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 /** Read models that were folded into another: their name still selects the one that keeps their tables. */
@@ -251,11 +251,11 @@ async function main(): Promise<number> {
     }
     if (command === 'verify' || command === 'rebuild') {
       // A rebuild's scratch tables are logged: one that was killed leaves them, full size, until dropped.
-      for (const { schema, bytes } of await scratchSchemas(pool)) {
-        process.stderr.write(
-          `note: scratch schema ${schema} (${Math.round(bytes / 1048576)} MB) is another rebuild's or verify's, or was left by one that was interrupted; once none runs: DROP SCHEMA ${schema} CASCADE\n`,
-        );
+      const { dropped, inUse } = await dropLeftScratch(pool);
+      for (const { schema, bytes } of dropped) {
+        process.stderr.write(`dropped scratch schema ${schema} (${Math.round(bytes / 1048576)} MB), left by a rebuild or verify that was interrupted\n`);
       }
+      for (const schema of inUse) process.stderr.write(`note: scratch schema ${schema} belongs to a rebuild or verify running now\n`);
     }
     if (command === 'rebuild') {
       // One replay of the history for every read model asked for.

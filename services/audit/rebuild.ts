@@ -19,6 +19,32 @@ export interface Progress {
  */
 export async function createScratch(pool: Pool, projections: Projection[], { logged = false }: { logged?: boolean } = {}): Promise<string> {
   const schema = `audit_${randomBytes(5).toString('hex')}`;
+  // Held until dropScratch, on a connection of its own: a schema whose lock nobody holds was left by a
+  // run that died (see dropLeftScratch). Taken before the schema exists, so there is no moment between.
+  const owner = await pool.connect();
+  try {
+    await owner.query('SELECT pg_advisory_lock($1, hashtext($2))', [SCRATCH_LOCK, schema]);
+  } catch (err) {
+    owner.release(err instanceof Error ? err : true);
+    throw err;
+  }
+  scratchOwners.set(schema, owner);
+  try {
+    await createTables(pool, schema, projections, logged);
+  } catch (err) {
+    await dropScratch(pool, schema);
+    throw err;
+  }
+  return schema;
+}
+
+/** The advisory lock class of the scratch schemas (the second key: hashtext of the schema's name). */
+const SCRATCH_LOCK = 7281020;
+
+/** The connection that holds each scratch schema of this process's lock. */
+const scratchOwners = new Map<string, PoolClient>();
+
+async function createTables(pool: Pool, schema: string, projections: Projection[], logged: boolean): Promise<void> {
   await pool.query(`CREATE SCHEMA ${schema}`);
   for (const p of projections) {
     for (const t of p.tables) {
@@ -30,7 +56,6 @@ export async function createScratch(pool: Pool, projections: Projection[], { log
       for (const i of await liveIndexes(pool, schema, t.name)) if (i.unique) await pool.query(i.definition);
     }
   }
-  return schema;
 }
 
 interface LiveIndex {
@@ -60,7 +85,50 @@ async function liveIndexes(db: Pool | PoolClient, schema: string, table: string)
 }
 
 export async function dropScratch(pool: Pool, schema: string): Promise<void> {
-  await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  try {
+    await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    const owner = scratchOwners.get(schema);
+    scratchOwners.delete(schema);
+    if (owner) {
+      // Released with its session: the lock goes with the connection, which is closed rather than reused.
+      owner.release(true);
+    }
+  }
+}
+
+/**
+ * Drops the scratch schemas (`audit_` and ten hex digits) that no running rebuild or verify holds: left
+ * by one that was killed, whose tables (logged, for a rebuild) would otherwise stay, full size. Returns
+ * what it dropped, and the schemas still in use.
+ */
+export async function dropLeftScratch(pool: Pool): Promise<{ dropped: Array<{ schema: string; bytes: number }>; inUse: string[] }> {
+  const dropped: Array<{ schema: string; bytes: number }> = [];
+  const inUse: string[] = [];
+  const client = await pool.connect();
+  try {
+    const { rows } = await client.query<{ schema: string; bytes: string }>(
+      `SELECT n.nspname AS schema, coalesce(sum(pg_total_relation_size(c.oid)) FILTER (WHERE c.relkind = 'r'), 0) AS bytes
+       FROM pg_namespace n LEFT JOIN pg_class c ON c.relnamespace = n.oid
+       WHERE n.nspname ~ '^audit_[0-9a-f]{10}$' GROUP BY n.nspname ORDER BY 1`,
+    );
+    for (const { schema, bytes } of rows) {
+      const { rows: got } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [SCRATCH_LOCK, schema]);
+      if (!got[0]!.ok) {
+        inUse.push(schema);
+        continue;
+      }
+      try {
+        await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+        dropped.push({ schema, bytes: Number(bytes) });
+      } finally {
+        await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [SCRATCH_LOCK, schema]);
+      }
+    }
+  } finally {
+    client.release();
+  }
+  return { dropped, inUse };
 }
 
 export interface ReplayOptions {
@@ -621,16 +689,6 @@ async function finishScratch(pool: Pool, schema: string, tables: string[]): Prom
     for (const c of clients) c.client.release(c.broken);
   }
   if (failure) throw failure.err;
-}
-
-/** Scratch schemas on the database (`audit_` and ten hex digits): each one a rebuild's or verify's, running or interrupted. */
-export async function scratchSchemas(db: Pool | PoolClient): Promise<Array<{ schema: string; bytes: number }>> {
-  const { rows } = await db.query<{ schema: string; bytes: string }>(
-    `SELECT n.nspname AS schema, coalesce(sum(pg_total_relation_size(c.oid)) FILTER (WHERE c.relkind = 'r'), 0) AS bytes
-     FROM pg_namespace n LEFT JOIN pg_class c ON c.relnamespace = n.oid
-     WHERE n.nspname ~ '^audit_[0-9a-f]{10}$' GROUP BY n.nspname ORDER BY 1`,
-  );
-  return rows.map((r) => ({ schema: r.schema, bytes: Number(r.bytes) }));
 }
 
 /**
