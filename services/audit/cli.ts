@@ -17,7 +17,7 @@ import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
 import { verifyChain } from '../chain/verify.ts';
 import { archiveChain, catchUpChain } from '../chain/archive.ts';
-import { dropLeftScratch, rebuildProjections, REPLAY_PARTS, ShapeChanged, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
+import { dropLeftScratch, LockNotTaken, rebuildProjections, REPLAY_PARTS, ShapeChanged, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 /** Read models that were folded into another: their name still selects the one that keeps their tables. */
@@ -46,7 +46,7 @@ and whose event store EVENT_STORE names (default postgres).
   --help             this text
 
 Exit status: 0 everything matches (or was rebuilt, or moved, or the chain holds), 1 verify or the copy check
-found a difference, rebuild found the live tables changed while it ran (nothing swapped in), or verify-chain a break (it names the first position that breaks), 2 nothing was done: bad usage, a database that does not exist or holds no ledger (audit never creates one),
+found a difference, rebuild found the live tables changed while it ran or could not lock them (nothing swapped in), or verify-chain a break (it names the first position that breaks), 2 nothing was done: bad usage, a database that does not exist or holds no ledger (audit never creates one),
 an empty history, a target that is the store already in use.`;
 
 function progressBar(label: string, total: number | undefined): { update(n: number): void; done(): void } {
@@ -264,7 +264,7 @@ async function main(): Promise<number> {
       try {
         rebuilt = await rebuildProjections(pool, store, projections, bar.update);
       } catch (err) {
-        if (!(err instanceof ShapeChanged)) throw err;
+        if (!(err instanceof ShapeChanged) && !(err instanceof LockNotTaken)) throw err;
         bar.done();
         process.stdout.write(`${err.message}\n`);
         return 1;

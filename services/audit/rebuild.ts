@@ -397,6 +397,43 @@ export async function verifyProjection(pool: Pool, store: EventStore, projection
   }
 }
 
+/** How long the swap asks for the live tables' lock at a time, how many times, and the pause between. */
+export interface SwapLock {
+  waitMs: number;
+  attempts: number;
+  pauseMs: number;
+}
+
+/** Reads of the read models wait at most a second at a time for the swap; it tries for about a minute. */
+export const SWAP_LOCK: SwapLock = { waitMs: 1000, attempts: 30, pauseMs: 1000 };
+
+const isLockTimeout = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === '55P03';
+
+/** The sessions holding a lock on the live tables: "pid 1234 (idle in transaction): SELECT ...". */
+async function holders(pool: Pool, tables: string[]): Promise<string[]> {
+  const { rows } = await pool.query<{ line: string }>(
+    `SELECT DISTINCT 'pid ' || a.pid || ' (' || coalesce(a.state, '?') || '): ' || left(regexp_replace(a.query, '\\s+', ' ', 'g'), 120) AS line
+     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.granted AND l.relation = ANY (SELECT ('public.' || quote_ident(n))::regclass FROM unnest($1::text[]) n) AND a.pid <> pg_backend_pid()
+     ORDER BY 1`,
+    [tables],
+  );
+  return rows.map((r) => r.line);
+}
+
+/** The live tables stayed locked by others through every try: nothing was swapped in. */
+export class LockNotTaken extends Error {
+  constructor(
+    lock: SwapLock,
+    readonly holders: string[],
+  ) {
+    super(
+      `the live read models could not be locked for the swap (${lock.attempts} tries of ${lock.waitMs} ms), so nothing was swapped in; ` +
+        `run the rebuild again once they are free. Holding them:\n  ${holders.join('\n  ') || '(nobody now)'}`,
+    );
+  }
+}
+
 /** A live table's columns, constraints or indexes changed while it was rebuilt: nothing was swapped in. */
 export class ShapeChanged extends Error {
   constructor(readonly drift: string[]) {
@@ -434,7 +471,13 @@ export interface Rebuilt {
  * a grant; see attachments) would be lost or left pointing at nothing: then the rows are copied into the
  * live tables under the lock instead, which holds their reads far longer.
  */
-export async function rebuildProjections(pool: Pool, store: EventStore, projections: Projection[], progress?: Progress): Promise<Rebuilt> {
+export async function rebuildProjections(
+  pool: Pool,
+  store: EventStore,
+  projections: Projection[],
+  progress?: Progress,
+  lock: SwapLock = SWAP_LOCK,
+): Promise<Rebuilt> {
   const tables = projections.flatMap((p) => p.tables.map((t) => t.name));
   const names = projections.map((p) => p.name).sort();
   const before = await attachments(pool, tables);
@@ -445,10 +488,27 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
     let attached = before.length === 0 ? await attachments(pool, tables) : before;
     let swap: Rebuilt['swap'] = attached.length === 0 ? 'renamed' : 'copied';
     if (swap === 'renamed') await finishScratch(pool, schema, tables);
-    // Reads of a table queue behind a lock asked for, not only one held: timed from the asking.
-    let locking = 0;
-    const position = await withTransaction(pool, async (client) => {
-      locking = performance.now();
+    // Reads of a table queue behind a lock asked for, not only one held: timed from the asking, and asked
+    // for a bounded time only. A long reader (a report, a dump) would otherwise hold every read of the
+    // read models behind the swap for as long as it runs; between tries they go through.
+    let lockedMs = 0;
+    let position: Position | undefined;
+    for (let attempt = 1; position === undefined; attempt++) {
+      const asked = performance.now();
+      try {
+        position = await withTransaction(pool, async (client) => {
+          await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lock.waitMs))}`);
+          return swapIn(client);
+        });
+      } catch (err) {
+        if (!isLockTimeout(err)) throw err;
+        if (attempt >= lock.attempts) throw new LockNotTaken(lock, await holders(pool, tables));
+        await new Promise((resolve) => setTimeout(resolve, lock.pauseMs));
+      } finally {
+        lockedMs += performance.now() - asked;
+      }
+    }
+    async function swapIn(client: PoolClient): Promise<Position> {
       // Tables first, then the checkpoints: the order the runners take them in, so none can deadlock.
       await client.query(`LOCK TABLE ${tables.map((t) => `public.${t}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
       await client.query(`INSERT INTO projection_checkpoints (name, position) SELECT unnest($1::text[]), $2 ON CONFLICT (name) DO NOTHING`, [names, START]);
@@ -478,8 +538,7 @@ export async function rebuildProjections(pool: Pool, store: EventStore, projecti
       }
       await client.query(`UPDATE projection_checkpoints SET position = $2, updated_at = now() WHERE name = ANY($1::text[])`, [names, built]);
       return built;
-    });
-    const lockedMs = performance.now() - locking;
+    }
     if (swap === 'copied') {
       // Every row was just replaced: the planner's statistics describe the tables before. Until autovacuum
       // gets to them, a query planned on those (a page of a million-row table estimated at nine rows) can

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attachments, compareTables, createScratch, dropLeftScratch, dropScratch, rebuildProjections, replayInto, REPLAY_PARTS } from '../../services/audit/rebuild.ts';
+import { attachments, compareTables, createScratch, dropLeftScratch, dropScratch, LockNotTaken, rebuildProjections, replayInto, REPLAY_PARTS } from '../../services/audit/rebuild.ts';
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
@@ -548,5 +548,43 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       await env.pool.query('DROP SCHEMA IF EXISTS audit_0badc0ffee CASCADE; DROP SCHEMA audit_reports');
     }
     expect(await dropLeftScratch(env.pool)).toEqual({ dropped: [], inUse: [] });
+  });
+  it('asks for the lock a bounded time at each try, lets reads through between tries, and gives up naming who holds it', async () => {
+    await removedSession();
+    const rows = (await env.pool.query('SELECT * FROM rm_sessions ORDER BY token')).rows;
+    const holder = await env.pool.connect();
+    try {
+      // A long reader: a report in a transaction left open.
+      const pid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM rm_sessions LIMIT 1 -- the monthly report`);
+      const rebuilt = rebuildProjections(env.pool, store, projections, undefined, { waitMs: 150, attempts: 4, pauseMs: 150 });
+      rebuilt.catch(() => undefined);
+      for (const deadline = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 10))) {
+        const { rows } = await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = 'public.rm_sessions'::regclass`);
+        if (rows[0]!.n > 0) break;
+        if (Date.now() > deadline) throw new Error('the rebuild never asked for the lock');
+      }
+      // Reads asked for after the swap's lock still go through while the report runs (one that asks for
+      // the lock for as long as it takes would hold them, and this test, until the report ends).
+      for (let i = 0; i < 3; i++) await env.pool.query('SELECT count(*) FROM rm_sessions');
+      const err = await rebuilt.then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(LockNotTaken);
+      expect((err as LockNotTaken).message).toMatch(/could not be locked for the swap \(4 tries of 150 ms\), so nothing was swapped in/);
+      expect((err as LockNotTaken).holders.join('\n')).toContain(`pid ${pid} (idle in transaction): SELECT 1 FROM rm_sessions LIMIT 1 -- the monthly report`);
+      expect((await env.pool.query('SELECT * FROM rm_sessions ORDER BY token')).rows).toEqual(rows);
+      expect(await scratchLeft()).toEqual([]);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+    }
+    // Once the reader is gone, the rebuild goes through; a reader that leaves during the tries is waited for.
+    const late = await env.pool.connect();
+    await late.query('BEGIN');
+    await late.query('SELECT 1 FROM rm_sessions LIMIT 1');
+    setTimeout(() => void late.query('COMMIT').finally(() => late.release()), 400);
+    const result = await rebuildProjections(env.pool, store, projections, undefined, { waitMs: 100, attempts: 50, pauseMs: 50 });
+    expect(result.swap).toBe('renamed');
+    await matchesOnePass();
   });
 });
