@@ -17,7 +17,7 @@ import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
 import { verifyChain } from '../chain/verify.ts';
 import { archiveChain, catchUpChain } from '../chain/archive.ts';
-import { dropLeftScratch, LockNotTaken, rebuildProjections, REPLAY_PARTS, ShapeChanged, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
+import { dropLeftScratch, LockNotTaken, rebuildProjections, REPLAY_PARTS, ShapeChanged, SWAP_LOCK, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 /** Read models that were folded into another: their name still selects the one that keeps their tables. */
@@ -82,10 +82,12 @@ function progressBar(label: string, total: number | undefined): { update(n: numb
 }
 
 /** How long the swap held the live read models: their reads (operators' lists and statements, the console) waited meanwhile. */
-const lockedLines = ({ lockedMs, swap, attached }: Rebuilt): string =>
+const lockedLines = ({ lockedMs, swap, attached, tries }: Rebuilt): string =>
   (swap === 'copied'
     ? `the rebuilt rows were copied into the live tables under the lock, as something is attached to the tables themselves that a swap by name would lose:\n${attached.map((a) => `  ${a}\n`).join('')}`
-    : '') + `the live read models were locked for ${(lockedMs / 1000).toFixed(1)} s while the rebuild was swapped in (their reads waited meanwhile)\n`;
+    : '') +
+  (tries > 1 ? `others held the live read models: their lock was taken at try ${tries} (each try waited ${SWAP_LOCK.waitMs / 1000} s at most)\n` : '') +
+  `the live read models were locked for ${(lockedMs / 1000).toFixed(1)} s while the rebuild was swapped in (their reads waited meanwhile)\n`;
 
 function describe(d: Difference): string {
   const key = Object.entries(d.key)
@@ -153,7 +155,15 @@ async function migrateEvents(pool: Pool, source: EventStore, setting: string, da
     }
     process.stdout.write(`both stores hold the same ${compared} events, in the same order\n`);
     const bar = progressBar('read models', copied.events);
-    const rebuilt = await rebuildProjections(pool, target, allProjections(), bar.update);
+    let rebuilt: Rebuilt;
+    try {
+      rebuilt = await rebuildProjections(pool, target, allProjections(), bar.update);
+    } catch (err) {
+      if (!(err instanceof ShapeChanged) && !(err instanceof LockNotTaken)) throw err;
+      bar.done();
+      process.stdout.write(`${err.message}\nthe events are copied; the read models were not rebuilt from them: run migrate-events again\n`);
+      return 1;
+    }
     bar.done();
     for (const p of allProjections()) process.stdout.write(`${p.name}: rebuilt from the ${target.kind} store, live from ${rebuilt.position}\n`);
     process.stdout.write(lockedLines(rebuilt));
@@ -251,7 +261,8 @@ async function main(): Promise<number> {
     }
     if (command === 'verify' || command === 'rebuild') {
       // A rebuild's scratch tables are logged: one that was killed leaves them, full size, until dropped.
-      const { dropped, inUse } = await dropLeftScratch(pool);
+      const { dropped, inUse, failed } = await dropLeftScratch(pool);
+      for (const f of failed) process.stderr.write(`note: could not drop the scratch schema ${f}\n`);
       for (const { schema, bytes } of dropped) {
         process.stderr.write(`dropped scratch schema ${schema} (${Math.round(bytes / 1048576)} MB), left by a rebuild or verify that was interrupted\n`);
       }

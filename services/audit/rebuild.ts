@@ -28,6 +28,9 @@ export async function createScratch(pool: Pool, projections: Projection[], { log
     owner.release(err instanceof Error ? err : true);
     throw err;
   }
+  // Its loss (the server ended the session) only loses the lock: the replay's own locks on the scratch
+  // tables keep it from writing anywhere else (see replayInto), and dropScratch closes it.
+  owner.on('error', () => undefined);
   scratchOwners.set(schema, owner);
   try {
     await createTables(pool, schema, projections, logged);
@@ -44,8 +47,11 @@ const SCRATCH_LOCK = 7281020;
 /** The connection that holds each scratch schema of this process's lock. */
 const scratchOwners = new Map<string, PoolClient>();
 
+/** The comment that marks a schema as a scratch schema of this command: only such schemas are ever dropped as left behind. */
+const SCRATCH_MARK = 'scratch tables of npm run audit (rebuild or verify), dropped when it ends';
+
 async function createTables(pool: Pool, schema: string, projections: Projection[], logged: boolean): Promise<void> {
-  await pool.query(`CREATE SCHEMA ${schema}`);
+  await pool.query(`CREATE SCHEMA ${schema}; COMMENT ON SCHEMA ${schema} IS '${SCRATCH_MARK}'`);
   for (const p of projections) {
     for (const t of p.tables) {
       // Everything of the live table that is declared with its columns (defaults, generation, identity,
@@ -98,29 +104,45 @@ export async function dropScratch(pool: Pool, schema: string): Promise<void> {
 }
 
 /**
- * Drops the scratch schemas (`audit_` and ten hex digits) that no running rebuild or verify holds: left
- * by one that was killed, whose tables (logged, for a rebuild) would otherwise stay, full size. Returns
- * what it dropped, and the schemas still in use.
+ * Drops the scratch schemas that no running rebuild or verify holds (marked as such, see SCRATCH_MARK):
+ * left by one that was killed, whose tables (logged, for a rebuild) would otherwise stay, full size.
+ * Returns what it dropped, the schemas still in use, and those it could not drop (with why).
  */
-export async function dropLeftScratch(pool: Pool): Promise<{ dropped: Array<{ schema: string; bytes: number }>; inUse: string[] }> {
+export async function dropLeftScratch(
+  pool: Pool,
+): Promise<{ dropped: Array<{ schema: string; bytes: number }>; inUse: string[]; failed: string[] }> {
   const dropped: Array<{ schema: string; bytes: number }> = [];
   const inUse: string[] = [];
+  const failed: string[] = [];
   const client = await pool.connect();
   try {
-    const { rows } = await client.query<{ schema: string; bytes: string }>(
-      `SELECT n.nspname AS schema, coalesce(sum(pg_total_relation_size(c.oid)) FILTER (WHERE c.relkind = 'r'), 0) AS bytes
-       FROM pg_namespace n LEFT JOIN pg_class c ON c.relnamespace = n.oid
-       WHERE n.nspname ~ '^audit_[0-9a-f]{10}$' GROUP BY n.nspname ORDER BY 1`,
+    const { rows } = await client.query<{ schema: string }>(
+      `SELECT nspname AS schema FROM pg_namespace WHERE nspname ~ '^audit_[0-9a-f]{10}$' AND obj_description(oid, 'pg_namespace') = $1 ORDER BY 1`,
+      [SCRATCH_MARK],
     );
-    for (const { schema, bytes } of rows) {
+    for (const { schema } of rows) {
       const { rows: got } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [SCRATCH_LOCK, schema]);
       if (!got[0]!.ok) {
         inUse.push(schema);
         continue;
       }
       try {
-        await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-        dropped.push({ schema, bytes: Number(bytes) });
+        // Its run may have ended (and dropped it) since it was listed.
+        const { rows: left } = await client.query<{ bytes: string | null }>(
+          `SELECT sum(pg_total_relation_size(c.oid)) FILTER (WHERE c.relkind = 'r') AS bytes
+           FROM pg_namespace n LEFT JOIN pg_class c ON c.relnamespace = n.oid WHERE n.nspname = $1 GROUP BY n.oid`,
+          [schema],
+        );
+        if (left.length === 0) continue;
+        // Not for long behind someone else's lock on its tables: it is tried again at the next run.
+        await client.query('BEGIN');
+        await client.query(`SET LOCAL lock_timeout = 2000`);
+        await client.query(`DROP SCHEMA ${schema} CASCADE`);
+        await client.query('COMMIT');
+        dropped.push({ schema, bytes: Number(left[0]!.bytes ?? 0) });
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        failed.push(`${schema}: ${(err as Error).message}`);
       } finally {
         await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [SCRATCH_LOCK, schema]);
       }
@@ -128,7 +150,7 @@ export async function dropLeftScratch(pool: Pool): Promise<{ dropped: Array<{ sc
   } finally {
     client.release();
   }
-  return { dropped, inUse };
+  return { dropped, inUse, failed };
 }
 
 export interface ReplayOptions {
@@ -246,7 +268,13 @@ export async function replayInto(
       const analyze = own && lane.part === 0 && ((lane.applied + 1) & lane.applied) === 0;
       if (own) await client.query('BEGIN');
       try {
-        await client.query(`SET LOCAL search_path TO ${schema}, public`);
+        // apply() names its tables unqualified, found through the search path, where Postgres passes over
+        // a schema that does not exist: were the scratch schema dropped (by hand, or as left by a dead run,
+        // see dropLeftScratch), they would be the live tables. Its tables are locked first, by their full
+        // names: that fails if they are gone, and holds off their drop until this transaction ends.
+        await client.query(
+          `SET LOCAL search_path TO ${schema}, public; LOCK TABLE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')} IN ROW EXCLUSIVE MODE`,
+        );
         await projection.apply(events, client);
         if (analyze) {
           await client.query(`SET LOCAL default_statistics_target = ${SCRATCH_STATISTICS}`);
@@ -404,10 +432,14 @@ export interface SwapLock {
   pauseMs: number;
 }
 
-/** Reads of the read models wait at most a second at a time for the swap; it tries for about a minute. */
+/** The swap asks for the lock a second at a time (each of its statements that waits for one), and tries for about a minute. */
 export const SWAP_LOCK: SwapLock = { waitMs: 1000, attempts: 30, pauseMs: 1000 };
 
-const isLockTimeout = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === '55P03';
+/** A wait for a lock given up: statement_timeout's cancel (or lock_timeout's, should one be set). */
+const isLockWait = (err: unknown): boolean => {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  return e?.code === '55P03' || (e?.code === '57014' && typeof e.message === 'string' && e.message.includes('statement timeout'));
+};
 
 /** The sessions holding a lock on the live tables: "pid 1234 (idle in transaction): SELECT ...". */
 async function holders(pool: Pool, tables: string[]): Promise<string[]> {
@@ -454,6 +486,8 @@ export interface Rebuilt {
   swap: 'renamed' | 'copied';
   /** What kept the swap from renaming: "rm_rounds: view round_statuses", one line each. */
   attached: string[];
+  /** How many times it asked for the live tables' lock (more than one: others held them, see SwapLock). */
+  tries: number;
 }
 
 /**
@@ -483,37 +517,45 @@ export async function rebuildProjections(
   const before = await attachments(pool, tables);
   const schema = await createScratch(pool, projections, { logged: before.length === 0 });
   try {
-    const first = await replayInto(pool, store, schema, projections, START, undefined, { progress });
+    let replayed = await replayInto(pool, store, schema, projections, START, undefined, { progress });
     // Looked for again: something attached during the replay turns the swap into a copy.
-    let attached = before.length === 0 ? await attachments(pool, tables) : before;
-    let swap: Rebuilt['swap'] = attached.length === 0 ? 'renamed' : 'copied';
-    if (swap === 'renamed') await finishScratch(pool, schema, tables);
-    // Reads of a table queue behind a lock asked for, not only one held: timed from the asking, and asked
-    // for a bounded time only. A long reader (a report, a dump) would otherwise hold every read of the
-    // read models behind the swap for as long as it runs; between tries they go through.
-    let lockedMs = 0;
-    let position: Position | undefined;
-    for (let attempt = 1; position === undefined; attempt++) {
-      const asked = performance.now();
+    const planned = before.length === 0 ? await attachments(pool, tables) : before;
+    if (planned.length === 0) await finishScratch(pool, schema, tables);
+    // Reads of a table queue behind a lock asked for, not only one held: so the live tables' lock is
+    // timed from the asking, and asked for a bounded time only. A long reader (a report, a dump) would
+    // otherwise hold every read of the read models behind the swap for as long as it runs; between tries
+    // they go through, and what was appended meanwhile is applied outside the lock.
+    let tries = 0;
+    let asked = 0;
+    let done: { position: Position; lockedMs: number; swap: Rebuilt['swap']; attached: string[] } | undefined;
+    while (done === undefined) {
+      tries += 1;
       try {
-        position = await withTransaction(pool, async (client) => {
-          await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lock.waitMs))}`);
-          return swapIn(client);
-        });
+        const from = replayed;
+        const swapped = await withTransaction(pool, (client) => swapIn(client, from));
+        done = { ...swapped, lockedMs: performance.now() - asked };
       } catch (err) {
-        if (!isLockTimeout(err)) throw err;
-        if (attempt >= lock.attempts) throw new LockNotTaken(lock, await holders(pool, tables));
+        if (!isLockWait(err)) throw err;
+        if (tries >= lock.attempts) throw new LockNotTaken(lock, await holders(pool, tables));
         await new Promise((resolve) => setTimeout(resolve, lock.pauseMs));
-      } finally {
-        lockedMs += performance.now() - asked;
+        replayed = await replayInto(pool, store, schema, projections, replayed, undefined, { progress });
       }
     }
-    async function swapIn(client: PoolClient): Promise<Position> {
-      // Tables first, then the checkpoints: the order the runners take them in, so none can deadlock.
+    async function swapIn(client: PoolClient, from: Position): Promise<Omit<NonNullable<typeof done>, 'lockedMs'>> {
+      // The scratch tables first, for as long as it takes: nobody reads them, and an autovacuum of them
+      // gives way to a lock asked for (after deadlock_timeout).
+      await client.query(`LOCK TABLE ${tables.map((t) => `${schema}.${t}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
+      asked = performance.now();
+      // Then the live tables and the checkpoints, each statement for lock.waitMs at most. Tables first,
+      // then the checkpoints: the order the runners take them in, so none can deadlock.
+      await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.round(lock.waitMs))}`);
       await client.query(`LOCK TABLE ${tables.map((t) => `public.${t}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
       await client.query(`INSERT INTO projection_checkpoints (name, position) SELECT unnest($1::text[]), $2 ON CONFLICT (name) DO NOTHING`, [names, START]);
       await client.query('SELECT position FROM projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE', [names]);
-      const built = await replayInto(client, store, schema, projections, first, undefined, { progress });
+      await client.query('SET LOCAL statement_timeout = 0');
+      const built = await replayInto(client, store, schema, projections, from, undefined, { progress });
+      let swap: Rebuilt['swap'] = planned.length === 0 ? 'renamed' : 'copied';
+      let attached = planned;
       if (swap === 'renamed') {
         // Under the lock nothing can change them any more: what was attached, or changed, since they
         // were looked at is found now. An attachment turns the swap into a copy; a change of their shape
@@ -524,9 +566,7 @@ export async function rebuildProjections(
           attached = late;
         } else {
           const drift = await shapeDrift(client, schema, tables);
-          if (drift.length > 0) {
-            throw new ShapeChanged(drift);
-          }
+          if (drift.length > 0) throw new ShapeChanged(drift);
         }
       }
       if (swap === 'renamed') {
@@ -537,8 +577,9 @@ export async function rebuildProjections(
         await copyInto(client, schema, tables);
       }
       await client.query(`UPDATE projection_checkpoints SET position = $2, updated_at = now() WHERE name = ANY($1::text[])`, [names, built]);
-      return built;
+      return { position: built, swap, attached };
     }
+    const { position, lockedMs, swap, attached } = done;
     if (swap === 'copied') {
       // Every row was just replaced: the planner's statistics describe the tables before. Until autovacuum
       // gets to them, a query planned on those (a page of a million-row table estimated at nine rows) can
@@ -546,7 +587,7 @@ export async function rebuildProjections(
       // Side by side: each on a connection of its own (the pool has one per read model and more).
       await Promise.all(tables.map((t) => pool.query(`ANALYZE public.${t}`)));
     }
-    return { position, lockedMs, swap, attached };
+    return { position, lockedMs, swap, attached, tries };
   } finally {
     await dropScratch(pool, schema);
   }

@@ -139,7 +139,10 @@ describe('npm run audit -- verify | rebuild', () => {
 
   it('drops a scratch schema left by an interrupted rebuild, and says so', async () => {
     // As a rebuild killed after its replay leaves it: a schema of tables, whose lock died with its run.
-    await h.svc.ctx.pool.query('CREATE SCHEMA audit_00c0ffee00; CREATE TABLE audit_00c0ffee00.rm_rounds AS SELECT g AS x FROM generate_series(1, 100000) g');
+    await h.svc.ctx.pool.query(
+      `CREATE SCHEMA audit_00c0ffee00; COMMENT ON SCHEMA audit_00c0ffee00 IS 'scratch tables of npm run audit (rebuild or verify), dropped when it ends';
+       CREATE TABLE audit_00c0ffee00.rm_rounds AS SELECT g AS x FROM generate_series(1, 100000) g`,
+    );
     try {
       const verified = await audit('verify', '--projection', 'grants');
       expect(verified.code).toBe(0);
