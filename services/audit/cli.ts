@@ -17,7 +17,7 @@ import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
 import { verifyChain } from '../chain/verify.ts';
 import { archiveChain, catchUpChain } from '../chain/archive.ts';
-import { dropLeftScratch, LockNotTaken, rebuildProjections, REPLAY_PARTS, ShapeChanged, SWAP_LOCK, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
+import { dropLeftScratch, NothingSwapped, rebuildProjections, REPLAY_PARTS, SWAP_LOCK, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 /** Read models that were folded into another: their name still selects the one that keeps their tables. */
@@ -159,7 +159,7 @@ async function migrateEvents(pool: Pool, source: EventStore, setting: string, da
     try {
       rebuilt = await rebuildProjections(pool, target, allProjections(), bar.update);
     } catch (err) {
-      if (!(err instanceof ShapeChanged) && !(err instanceof LockNotTaken)) throw err;
+      if (!(err instanceof NothingSwapped)) throw err;
       bar.done();
       process.stdout.write(`${err.message}\nthe events are copied; the read models were not rebuilt from them: run migrate-events again\n`);
       return 1;
@@ -275,7 +275,7 @@ async function main(): Promise<number> {
       try {
         rebuilt = await rebuildProjections(pool, store, projections, bar.update);
       } catch (err) {
-        if (!(err instanceof ShapeChanged) && !(err instanceof LockNotTaken)) throw err;
+        if (!(err instanceof NothingSwapped)) throw err;
         bar.done();
         process.stdout.write(`${err.message}\n`);
         return 1;

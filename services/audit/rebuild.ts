@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { handles, type Projection } from '../../projections/runner.ts';
 import { withTransaction, type Pool, type PoolClient } from '../../shared/db/pool.ts';
 import { comparePositions, START, type EventStore, type Position, type RecordedEvent } from '../../shared/eventstore/port.ts';
@@ -435,10 +436,14 @@ export interface SwapLock {
 /** The swap asks for the lock a second at a time (each of its statements that waits for one), and tries for about a minute. */
 export const SWAP_LOCK: SwapLock = { waitMs: 1000, attempts: 30, pauseMs: 1000 };
 
-/** A wait for a lock given up: statement_timeout's cancel (or lock_timeout's, should one be set). */
-const isLockWait = (err: unknown): boolean => {
-  const e = err as { code?: unknown; message?: unknown } | null;
-  return e?.code === '55P03' || (e?.code === '57014' && typeof e.message === 'string' && e.message.includes('statement timeout'));
+/**
+ * A wait for a lock given up: a cancel (57014) while the swap's timed statements ran, which is their
+ * statement_timeout (told by when it came, not by its message, which the server words in its own
+ * language), or lock_timeout's error should one be set.
+ */
+const isLockWait = (err: unknown, timed: boolean): boolean => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '55P03' || (timed && code === '57014');
 };
 
 /** The sessions holding a lock on the live tables: "pid 1234 (idle in transaction): SELECT ...". */
@@ -453,8 +458,11 @@ async function holders(pool: Pool, tables: string[]): Promise<string[]> {
   return rows.map((r) => r.line);
 }
 
+/** A rebuild that ended without swapping anything in, for a reason its message gives (the live read models are as they were). */
+export class NothingSwapped extends Error {}
+
 /** The live tables stayed locked by others through every try: nothing was swapped in. */
-export class LockNotTaken extends Error {
+export class LockNotTaken extends NothingSwapped {
   constructor(
     lock: SwapLock,
     readonly holders: string[],
@@ -467,7 +475,7 @@ export class LockNotTaken extends Error {
 }
 
 /** A live table's columns, constraints or indexes changed while it was rebuilt: nothing was swapped in. */
-export class ShapeChanged extends Error {
+export class ShapeChanged extends NothingSwapped {
   constructor(readonly drift: string[]) {
     super(`the live read models changed while they were rebuilt, so nothing was swapped in; run the rebuild again:\n  ${drift.join('\n  ')}`);
   }
@@ -527,15 +535,18 @@ export async function rebuildProjections(
     // they go through, and what was appended meanwhile is applied outside the lock.
     let tries = 0;
     let asked = 0;
+    /** Whether the statements under the time limit were running (see isLockWait). */
+    let timed = false;
     let done: { position: Position; lockedMs: number; swap: Rebuilt['swap']; attached: string[] } | undefined;
     while (done === undefined) {
       tries += 1;
+      timed = false;
       try {
         const from = replayed;
         const swapped = await withTransaction(pool, (client) => swapIn(client, from));
         done = { ...swapped, lockedMs: performance.now() - asked };
       } catch (err) {
-        if (!isLockWait(err)) throw err;
+        if (!isLockWait(err, timed)) throw err;
         if (tries >= lock.attempts) throw new LockNotTaken(lock, await holders(pool, tables));
         await new Promise((resolve) => setTimeout(resolve, lock.pauseMs));
         replayed = await replayInto(pool, store, schema, projections, replayed, undefined, { progress });
@@ -549,9 +560,11 @@ export async function rebuildProjections(
       // Then the live tables and the checkpoints, each statement for lock.waitMs at most. Tables first,
       // then the checkpoints: the order the runners take them in, so none can deadlock.
       await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.round(lock.waitMs))}`);
+      timed = true;
       await client.query(`LOCK TABLE ${tables.map((t) => `public.${t}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
       await client.query(`INSERT INTO projection_checkpoints (name, position) SELECT unnest($1::text[]), $2 ON CONFLICT (name) DO NOTHING`, [names, START]);
       await client.query('SELECT position FROM projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE', [names]);
+      timed = false;
       await client.query('SET LOCAL statement_timeout = 0');
       const built = await replayInto(client, store, schema, projections, from, undefined, { progress });
       let swap: Rebuilt['swap'] = planned.length === 0 ? 'renamed' : 'copied';
@@ -690,8 +703,6 @@ async function shapeDrift(db: PoolClient, schema: string, tables: string[]): Pro
   }
   return drift;
 }
-
-const quoteIdent = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 
 /** Connections that make the scratch tables ready for a swap by name, side by side. */
 const FINISHING = 2;
@@ -844,7 +855,7 @@ async function copyInto(client: PoolClient, schema: string, tables: string[]): P
     await client.query(`INSERT INTO public.${t} (${list}) OVERRIDING SYSTEM VALUE SELECT ${list} FROM ${schema}.${t}`);
     // An identity goes on after the highest value copied in.
     for (const c of identities) {
-      await client.query(`SELECT setval(pg_get_serial_sequence($1, $2), greatest(max(${quoteIdent(c)}), 1)) FROM public.${t}`, [`public.${t}`, c]);
+      await client.query(`SELECT setval(pg_get_serial_sequence($1, $2), greatest(max(${pg.escapeIdentifier(c)}), 1)) FROM public.${t}`, [`public.${t}`, c]);
     }
     for (const k of keys) await client.query(`ALTER TABLE public.${t} ADD CONSTRAINT ${k.name} ${k.definition}`);
     for (const i of indexes) await client.query(i.definition);
