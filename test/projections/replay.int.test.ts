@@ -276,6 +276,14 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     indexes: (await env.pool.query(`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename LIKE 'rm\\_%' ORDER BY 1, 2`)).rows,
     tables: (await env.pool.query(`SELECT relname, relpersistence, relowner::regrole::text AS owner FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'rm\\_%' AND relkind = 'r' ORDER BY 1`)).rows,
   });
+  /** Until `ok` holds of the number of sessions waiting for a lock on rm_sessions, the first table a swap locks (20 s at most). */
+  const untilWaiters = async (ok: (waiting: number) => boolean, what: string) => {
+    for (const deadline = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 10))) {
+      const { rows } = await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = 'public.rm_sessions'::regclass`);
+      if (ok(rows[0]!.n)) return;
+      if (Date.now() > deadline) throw new Error(`never: ${what}`);
+    }
+  };
   const scratchLeft = async () => (await env.pool.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'audit\\_%'`)).rows;
   const matchesOnePass = async () => {
     const schema = await createScratch(env.pool, projections);
@@ -334,18 +342,11 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       await holder.query('BEGIN');
       await holder.query('SELECT 1 FROM rm_sessions LIMIT 1');
       const rebuilt = rebuildProjections(env.pool, store, projections, () => (replayed = Date.now()));
-      const waiting = async (n: number) => {
-        for (const deadline = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 20))) {
-          const { rows } = await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = 'public.rm_sessions'::regclass`);
-          if (rows[0]!.n >= n) return;
-          if (Date.now() > deadline) throw new Error(`fewer than ${n} waiting for rm_sessions' lock`);
-        }
-      };
-      await waiting(1); // the swap asks for the lock
+      await untilWaiters((n) => n >= 1, 'the swap asks for the lock');
       // These queue behind the swap's lock, on the live table it then drops.
       const again = reader.query<{ n: number }>({ name: 'count-sessions', text: count });
       const found = env.pool.query('SELECT token FROM rm_sessions WHERE token = $1', [token]);
-      await waiting(3);
+      await untilWaiters((n) => n >= 3, 'two reads queue behind the swap');
       await holder.query('COMMIT');
       const result = await rebuilt;
       expect(result.swap).toBe('renamed');
@@ -459,11 +460,7 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       await holder.query('SELECT 1 FROM rm_sessions LIMIT 1');
       const rebuilt = rebuildProjections(env.pool, store, projections);
       rebuilt.catch(() => undefined); // awaited below
-      for (const deadline = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 20))) {
-        const { rows } = await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = 'public.rm_sessions'::regclass`);
-        if (rows[0]!.n > 0) break;
-        if (Date.now() > deadline) throw new Error('the rebuild never asked for the lock');
-      }
+      await untilWaiters((n) => n > 0, 'the rebuild asks for the lock');
       await meanwhile(holder);
       await holder.query('COMMIT');
       return await rebuilt;
@@ -596,11 +593,7 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       await holder.query(`SELECT 1 FROM rm_sessions LIMIT 1 -- the monthly report`);
       const rebuilt = rebuildProjections(env.pool, store, projections, undefined, { waitMs: 150, attempts: 4, pauseMs: 150 });
       rebuilt.catch(() => undefined);
-      for (const deadline = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 10))) {
-        const { rows } = await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = 'public.rm_sessions'::regclass`);
-        if (rows[0]!.n > 0) break;
-        if (Date.now() > deadline) throw new Error('the rebuild never asked for the lock');
-      }
+      await untilWaiters((n) => n > 0, 'the rebuild asks for the lock');
       // Reads asked for after the swap's lock still go through while the report runs (one that asks for
       // the lock for as long as it takes would hold them, and this test, until the report ends).
       for (let i = 0; i < 3; i++) await env.pool.query('SELECT count(*) FROM rm_sessions');
@@ -614,14 +607,23 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       await holder.query('ROLLBACK').catch(() => undefined);
       holder.release();
     }
-    // Once the reader is gone, the rebuild goes through; a reader that leaves during the tries is waited for.
+    // A reader that leaves between two tries: the first gives up, the second takes the lock.
     const late = await env.pool.connect();
-    await late.query('BEGIN');
-    await late.query('SELECT 1 FROM rm_sessions LIMIT 1');
-    setTimeout(() => void late.query('COMMIT').finally(() => late.release()), 400);
-    const result = await rebuildProjections(env.pool, store, projections, undefined, { waitMs: 100, attempts: 50, pauseMs: 50 });
-    expect(result.swap).toBe('renamed');
-    expect(result.tries).toBeGreaterThan(1);
+    try {
+      await late.query('BEGIN');
+      await late.query('SELECT 1 FROM rm_sessions LIMIT 1');
+      const rebuilt = rebuildProjections(env.pool, store, projections, undefined, { waitMs: 100, attempts: 5, pauseMs: 500 });
+      rebuilt.catch(() => undefined);
+      await untilWaiters((n) => n > 0, 'the first try asks for the lock');
+      await untilWaiters((n) => n === 0, 'the first try gives up');
+      await late.query('COMMIT');
+      const result = await rebuilt;
+      expect(result.swap).toBe('renamed');
+      expect(result.tries).toBe(2);
+    } finally {
+      await late.query('ROLLBACK').catch(() => undefined);
+      late.release();
+    }
     await matchesOnePass();
   });
 });
