@@ -1,9 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Pool } from '../../shared/db/pool.ts';
+import { isRefusal } from '../../shared/decider.ts';
+import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import { migratedDatabase, type MigratedDatabase } from '../../test/helpers/db.ts';
-import { isClosed, roundFigures, UNSETTLED_STATUSES } from './decider.ts';
-import { applyBatches, batches, record, step } from '../../test/helpers/round-histories.ts';
+import { isClosed, roundDecider, roundFigures, UNSETTLED_STATUSES } from './decider.ts';
+import type { TransactionRequest } from './events.ts';
+import { applyBatches, batches, record, step, stream } from '../../test/helpers/round-histories.ts';
 import { roundsProjection, roundsReadModelMigrations } from './projection.ts';
 import { staleRoundCandidates, transactionsIn } from './queries.ts';
 
@@ -70,5 +74,51 @@ describe('rounds read model: the SQL figures are the decider’s', () => {
       }),
       { numRuns: 60 },
     );
+  });
+});
+
+/** One recorded BET in each of `count` new rounds, numbered from `from`. */
+function betsInNewRounds(from: number, count: number): RecordedEvent[] {
+  const now = new Date('2026-11-24T12:00:00Z');
+  return Array.from({ length: count }, (_, i) => {
+    const n = from + i;
+    const request: TransactionRequest = { transactionId: `bet-${n}`, sessionToken: 's1', type: 'BET', roundId: `round-${n}`, roundComplete: false, playerRef: 'p1', amount: 100, currency: 'EUR', gameId: 'fruit-1' };
+    const decision = roundDecider.decide(
+      { type: 'RecordTransaction', request, providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', contentHash: request.transactionId, session: 'active', now },
+      roundDecider.initialState(),
+    );
+    if (isRefusal(decision)) throw new Error(`refused: ${decision.kind}`);
+    return decision.map((e, revision): RecordedEvent => ({ id: randomUUID(), streamId: stream(request.roundId), revision, type: e.type, data: e.data as RecordedEvent['data'], metadata: {}, position: `1.${n + 1}`, createdAt: now }));
+  }).flat();
+}
+
+describe('rounds read model: the cost of a batch follows the batch, not the table', () => {
+  let env: MigratedDatabase;
+  beforeAll(async () => {
+    env = await migratedDatabase('roundsscan', roundsReadModelMigrations);
+  });
+  afterAll(() => env.close());
+
+  // A live projector writes into tables the planner may know nothing of yet (a new database, or one
+  // emptied for a rebuild, before autovacuum's first ANALYZE), and at saturation a batch names hundreds
+  // of rounds. Its round figures were then read by scanning every transaction row of every batch.
+  it('a batch of 300 new rounds over 20,000 transaction rows reads none of the others, before and after ANALYZE', async () => {
+    const TABLE = 20_000;
+    await applyBatches(env.pool, roundsProjection, Array.from({ length: TABLE / 2_000 }, (_, b) => betsInNewRounds(b * 2_000, 2_000)));
+    const scanned = async (): Promise<number> => {
+      const client = await env.pool.connect();
+      try {
+        await client.query('BEGIN');
+        await roundsProjection.apply(betsInNewRounds(TABLE, 300), client);
+        const { rows } = await client.query<{ read: string }>(`SELECT seq_tup_read AS read FROM pg_stat_xact_user_tables WHERE relname = 'rm_transactions'`);
+        return Number(rows[0]!.read);
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
+    };
+    expect(await scanned()).toBeLessThan(TABLE / 100);
+    await env.pool.query('ANALYZE rm_transactions');
+    expect(await scanned()).toBeLessThan(TABLE / 100);
   });
 });
