@@ -12,6 +12,20 @@ export interface Progress {
 }
 
 /**
+ * One count over the replays of one run (the replay, then its catch-ups): each replay counts its own
+ * events from zero, so each is given a progress that adds them to what the ones before it reported.
+ * Returns the options of the next replay.
+ */
+function runningProgress(progress: Progress | undefined): () => { progress?: Progress } {
+  let before = 0;
+  let reported = 0;
+  return () => {
+    before = reported;
+    return progress ? { progress: (n) => progress((reported = before + n)) } : {};
+  };
+}
+
+/**
  * A schema of empty tables shaped like a projection's live ones. Unlogged unless asked: a replay then
  * writes them without the write-ahead log (a crash loses them, and they are thrown away anyway). The
  * tables a rebuild swaps in by name are logged from the start: making them logged afterwards rewrites
@@ -400,11 +414,12 @@ export interface VerifyResult {
  */
 export async function verifyProjection(pool: Pool, store: EventStore, projection: Projection, progress?: Progress): Promise<VerifyResult> {
   const schema = await createScratch(pool, [projection]);
+  const next = runningProgress(progress);
   try {
     let built: Position = START;
     for (let round = 0; round < 50; round++) {
       const target = await checkpointOf(pool, projection.name);
-      built = await replayInto(pool, store, schema, [projection], built, target, { progress });
+      built = await replayInto(pool, store, schema, [projection], built, target, next());
       const client = await pool.connect();
       try {
         await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
@@ -524,8 +539,9 @@ export async function rebuildProjections(
   const names = projections.map((p) => p.name).sort();
   const before = await attachments(pool, tables);
   const schema = await createScratch(pool, projections, { logged: before.length === 0 });
+  const next = runningProgress(progress);
   try {
-    let replayed = await replayInto(pool, store, schema, projections, START, undefined, { progress });
+    let replayed = await replayInto(pool, store, schema, projections, START, undefined, next());
     // Looked for again: something attached during the replay turns the swap into a copy.
     const planned = before.length === 0 ? await attachments(pool, tables) : before;
     if (planned.length === 0) await finishScratch(pool, schema, tables);
@@ -549,7 +565,7 @@ export async function rebuildProjections(
         if (!isLockWait(err, timed)) throw err;
         if (tries >= lock.attempts) throw new LockNotTaken(lock, await holders(pool, tables));
         await new Promise((resolve) => setTimeout(resolve, lock.pauseMs));
-        replayed = await replayInto(pool, store, schema, projections, replayed, undefined, { progress });
+        replayed = await replayInto(pool, store, schema, projections, replayed, undefined, next());
       }
     }
     async function swapIn(client: PoolClient, from: Position): Promise<Omit<NonNullable<typeof done>, 'lockedMs'>> {
@@ -566,7 +582,7 @@ export async function rebuildProjections(
       await client.query('SELECT position FROM projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE', [names]);
       timed = false;
       await client.query('SET LOCAL statement_timeout = 0');
-      const built = await replayInto(client, store, schema, projections, from, undefined, { progress });
+      const built = await replayInto(client, store, schema, projections, from, undefined, next());
       let swap: Rebuilt['swap'] = planned.length === 0 ? 'renamed' : 'copied';
       let attached = planned;
       if (swap === 'renamed') {

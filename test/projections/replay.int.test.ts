@@ -612,14 +612,21 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     try {
       await late.query('BEGIN');
       await late.query('SELECT 1 FROM rm_sessions LIMIT 1');
-      const rebuilt = rebuildProjections(env.pool, store, projections, undefined, { waitMs: 100, attempts: 5, pauseMs: 500 });
+      const seen: number[] = [];
+      const rebuilt = rebuildProjections(env.pool, store, projections, (n) => seen.push(n), { waitMs: 100, attempts: 5, pauseMs: 500 });
       rebuilt.catch(() => undefined);
       await untilWaiters((n) => n > 0, 'the first try asks for the lock');
+      // Appended while the first try waits: the rebuild catches up with it before its second try.
+      await store.append(playerSessionsStream(OP1.id, 'p0'), [sessionEvent(1_000)], 'any');
       await untilWaiters((n) => n === 0, 'the first try gives up');
       await late.query('COMMIT');
       const result = await rebuilt;
       expect(result.swap).toBe('renamed');
       expect(result.tries).toBe(2);
+      // The progress it reports goes on through its catch-ups (it started again from zero at each) and
+      // ends at every event of the log.
+      expect(seen).toEqual([...seen].sort((a, b) => a - b));
+      expect(seen[seen.length - 1]).toBe(log.length + 1);
     } finally {
       await late.query('ROLLBACK').catch(() => undefined);
       late.release();
