@@ -78,11 +78,12 @@ export const roundsReadModelMigrations: Migration[] = [
  * live and on a rebuild. Every row it reads is found through the given rounds' keys, so its cost follows
  * the batch, never the table (a NOT EXISTS over rm_transactions was planned as a scan of every ROLLBACK).
  * The rows are looked up round by round (the subquery is LATERAL and kept apart by OFFSET 0, so the
- * planner cannot turn it into one scan): \`round_stream = ANY(...)\` was planned as a scan of the whole
- * table whenever the batch's rounds looked like a large part of it, as hundreds of them do to a planner
+ * planner cannot turn it into one scan): `round_stream = ANY(...)` was planned as a scan of the whole
+ * table whenever the batch's rounds looked like a large part of it, as a few dozen of them do to a planner
  * without statistics (a new or emptied table before autovacuum's first ANALYZE), and even with
  * statistics on a table of tens of thousands of rows (500 rounds in 60,000 rows: 16 ms, 4 ms round by round).
- * For a few rounds in a small table it costs a little more than one scan would (a millisecond at most).
+ * Where one scan was the cheaper plan (a tiny table), it costs a little more: up to about a millisecond
+ * for a thousand rounds.
  */
 const figuresOf = (param: string) => `
   WITH t AS MATERIALIZED (
