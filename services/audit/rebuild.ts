@@ -43,9 +43,9 @@ export async function createScratch(pool: Pool, projections: Projection[], { log
     owner.release(err instanceof Error ? err : true);
     throw err;
   }
-  // Its loss (the server ended the session) only loses the lock: the replay's own locks on the scratch
-  // tables keep it from writing anywhere else (see replayInto), and dropScratch closes it.
-  owner.on('error', () => undefined);
+  // Its loss (the server ended the session; the pool's clients ignore it, see createPool) only loses the
+  // lock: the replay's own locks on the scratch tables keep it from writing anywhere else (see
+  // replayInto), and dropScratch closes it.
   scratchOwners.set(schema, owner);
   try {
     await createTables(pool, schema, projections, logged);
@@ -451,15 +451,8 @@ export interface SwapLock {
 /** The swap asks for the lock a second at a time (each of its statements that waits for one), and tries for about a minute. */
 export const SWAP_LOCK: SwapLock = { waitMs: 1000, attempts: 30, pauseMs: 1000 };
 
-/**
- * A wait for a lock given up: a cancel (57014) while the swap's timed statements ran, which is their
- * statement_timeout (told by when it came, not by its message, which the server words in its own
- * language), or lock_timeout's error should one be set.
- */
-const isLockWait = (err: unknown, timed: boolean): boolean => {
-  const code = (err as { code?: unknown } | null)?.code;
-  return code === '55P03' || (timed && code === '57014');
-};
+/** The swap's live tables or checkpoints were not had within the time it asks for them at a try (see SwapLock). */
+class LockWait extends Error {}
 
 /** The sessions holding a lock on the live tables: "pid 1234 (idle in transaction): SELECT ...". */
 async function holders(pool: Pool, tables: string[]): Promise<string[]> {
@@ -549,56 +542,55 @@ export async function rebuildProjections(
     // timed from the asking, and asked for a bounded time only. A long reader (a report, a dump) would
     // otherwise hold every read of the read models behind the swap for as long as it runs; between tries
     // they go through, and what was appended meanwhile is applied outside the lock.
-    let tries = 0;
-    let asked = 0;
-    /** Whether the statements under the time limit were running (see isLockWait). */
-    let timed = false;
-    let done: { position: Position; lockedMs: number; swap: Rebuilt['swap']; attached: string[] } | undefined;
-    while (done === undefined) {
-      tries += 1;
-      timed = false;
+    for (let tries = 1; ; tries++) {
       try {
         const from = replayed;
-        const swapped = await withTransaction(pool, (client) => swapIn(client, from));
-        done = { ...swapped, lockedMs: performance.now() - asked };
+        const { position, attached, asked } = await withTransaction(pool, (client) => swapIn(client, from));
+        const lockedMs = performance.now() - asked;
+        if (attached.length > 0) {
+          // Every row was just replaced: the planner's statistics describe the tables before. Until autovacuum
+          // gets to them, a query planned on those (a page of a million-row table estimated at nine rows) can
+          // take a plan a hundred times slower.
+          // Side by side: each on a connection of its own (the pool has one per read model and more).
+          await Promise.all(tables.map((t) => pool.query(`ANALYZE public.${t}`)));
+        }
+        return { position, lockedMs, swap: attached.length === 0 ? 'renamed' : 'copied', attached, tries };
       } catch (err) {
-        if (!isLockWait(err, timed)) throw err;
+        if (!(err instanceof LockWait)) throw err;
         if (tries >= lock.attempts) throw new LockNotTaken(lock, await holders(pool, tables));
         await new Promise((resolve) => setTimeout(resolve, lock.pauseMs));
         replayed = await replayInto(pool, store, schema, projections, replayed, undefined, next());
       }
     }
-    async function swapIn(client: PoolClient, from: Position): Promise<Omit<NonNullable<typeof done>, 'lockedMs'>> {
+    /** One try: the rebuilt tables swapped in by name, or copied when `attached` names why not; `asked` is when the live tables' lock was asked for. */
+    async function swapIn(client: PoolClient, from: Position): Promise<{ position: Position; attached: string[]; asked: number }> {
       // The scratch tables first, for as long as it takes: nobody reads them, and an autovacuum of them
       // gives way to a lock asked for (after deadlock_timeout).
       await client.query(`LOCK TABLE ${tables.map((t) => `${schema}.${t}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
-      asked = performance.now();
+      const asked = performance.now();
       // Then the live tables and the checkpoints, each statement for lock.waitMs at most. Tables first,
       // then the checkpoints: the order the runners take them in, so none can deadlock.
       await client.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.round(lock.waitMs))}`);
-      timed = true;
-      await client.query(`LOCK TABLE ${tables.map((t) => `public.${t}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
-      await client.query(`INSERT INTO projection_checkpoints (name, position) SELECT unnest($1::text[]), $2 ON CONFLICT (name) DO NOTHING`, [names, START]);
-      await client.query('SELECT position FROM projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE', [names]);
-      timed = false;
+      try {
+        await client.query(`LOCK TABLE ${tables.map((t) => `public.${t}`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
+        await client.query(`INSERT INTO projection_checkpoints (name, position) SELECT unnest($1::text[]), $2 ON CONFLICT (name) DO NOTHING`, [names, START]);
+        await client.query('SELECT position FROM projection_checkpoints WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE', [names]);
+      } catch (err) {
+        // statement_timeout's cancel (57014: told by where it came from, not by its message, which the
+        // server words in its own language), or lock_timeout's (55P03) should one be set.
+        const code = (err as { code?: unknown } | null)?.code;
+        throw code === '57014' || code === '55P03' ? new LockWait() : err;
+      }
       await client.query('SET LOCAL statement_timeout = 0');
       const built = await replayInto(client, store, schema, projections, from, undefined, next());
-      let swap: Rebuilt['swap'] = planned.length === 0 ? 'renamed' : 'copied';
-      let attached = planned;
-      if (swap === 'renamed') {
-        // Under the lock nothing can change them any more: what was attached, or changed, since they
-        // were looked at is found now. An attachment turns the swap into a copy; a change of their shape
-        // (a migration that ran meanwhile) stops the rebuild, as the rebuilt tables would undo it.
-        const late = await attachments(client, tables);
-        if (late.length > 0) {
-          swap = 'copied';
-          attached = late;
-        } else {
-          const drift = await shapeDrift(client, schema, tables);
-          if (drift.length > 0) throw new ShapeChanged(drift);
-        }
-      }
-      if (swap === 'renamed') {
+      // Under the lock nothing can change them any more: what was attached, or changed, since they were
+      // looked at is found now. An attachment turns the swap into a copy (as one found before the replay
+      // did: its scratch tables were made for a copy); a change of their shape (a migration that ran
+      // meanwhile) stops the rebuild, as the rebuilt tables would undo it.
+      const attached = planned.length > 0 ? planned : await attachments(client, tables);
+      if (attached.length === 0) {
+        const drift = await shapeDrift(client, schema, tables);
+        if (drift.length > 0) throw new ShapeChanged(drift);
         // Not CASCADE: should anything depend on them after all, this fails and leaves them as they were.
         await client.query(`DROP TABLE ${tables.map((t) => `public.${t}`).join(', ')}`);
         for (const t of tables) await client.query(`ALTER TABLE ${schema}.${t} SET SCHEMA public`);
@@ -606,17 +598,8 @@ export async function rebuildProjections(
         await copyInto(client, schema, tables);
       }
       await client.query(`UPDATE projection_checkpoints SET position = $2, updated_at = now() WHERE name = ANY($1::text[])`, [names, built]);
-      return { position: built, swap, attached };
+      return { position: built, attached, asked };
     }
-    const { position, lockedMs, swap, attached } = done;
-    if (swap === 'copied') {
-      // Every row was just replaced: the planner's statistics describe the tables before. Until autovacuum
-      // gets to them, a query planned on those (a page of a million-row table estimated at nine rows) can
-      // take a plan a hundred times slower.
-      // Side by side: each on a connection of its own (the pool has one per read model and more).
-      await Promise.all(tables.map((t) => pool.query(`ANALYZE public.${t}`)));
-    }
-    return { position, lockedMs, swap, attached, tries };
   } finally {
     await dropScratch(pool, schema);
   }
