@@ -89,6 +89,24 @@ const lockedLines = ({ lockedMs, swap, attached, tries }: Rebuilt): string =>
   (tries > 1 ? `others held the live read models: their lock was taken at try ${tries} (each try waited ${SWAP_LOCK.waitMs / 1000} s at most)\n` : '') +
   `the live read models were locked for ${(lockedMs / 1000).toFixed(1)} s while the rebuild was swapped in (their reads waited meanwhile)\n`;
 
+/**
+ * A rebuild, its progress bar ended; undefined when it swapped nothing in (NothingSwapped: the live read
+ * models are as they were), once its reason and `then` are said.
+ */
+async function rebuildOrSayWhyNot(rebuild: () => Promise<Rebuilt>, bar: { done(): void }, then = ''): Promise<Rebuilt | undefined> {
+  let rebuilt: Rebuilt;
+  try {
+    rebuilt = await rebuild();
+  } catch (err) {
+    bar.done();
+    if (!(err instanceof NothingSwapped)) throw err;
+    process.stdout.write(`${err.message}\n${then}`);
+    return undefined;
+  }
+  bar.done();
+  return rebuilt;
+}
+
 function describe(d: Difference): string {
   const key = Object.entries(d.key)
     .map(([k, v]) => `${k}=${String(v)}`)
@@ -155,16 +173,8 @@ async function migrateEvents(pool: Pool, source: EventStore, setting: string, da
     }
     process.stdout.write(`both stores hold the same ${compared} events, in the same order\n`);
     const bar = progressBar('read models', copied.events);
-    let rebuilt: Rebuilt;
-    try {
-      rebuilt = await rebuildProjections(pool, target, allProjections(), bar.update);
-    } catch (err) {
-      if (!(err instanceof NothingSwapped)) throw err;
-      bar.done();
-      process.stdout.write(`${err.message}\nthe events are copied; the read models were not rebuilt from them: run migrate-events again\n`);
-      return 1;
-    }
-    bar.done();
+    const rebuilt = await rebuildOrSayWhyNot(() => rebuildProjections(pool, target, allProjections(), bar.update), bar, 'the events are copied; the read models were not rebuilt from them: run migrate-events again\n');
+    if (!rebuilt) return 1;
     for (const p of allProjections()) process.stdout.write(`${p.name}: rebuilt from the ${target.kind} store, live from ${rebuilt.position}\n`);
     process.stdout.write(lockedLines(rebuilt));
     const archived = await archiveChain(pool, source.kind, (tx) => setCheckpointStore(tx, target.kind));
@@ -271,16 +281,8 @@ async function main(): Promise<number> {
     if (command === 'rebuild') {
       // One replay of the history for every read model asked for.
       const bar = progressBar(projections.length === 1 ? projections[0]!.name : 'read models', total);
-      let rebuilt: Rebuilt;
-      try {
-        rebuilt = await rebuildProjections(pool, store, projections, bar.update);
-      } catch (err) {
-        if (!(err instanceof NothingSwapped)) throw err;
-        bar.done();
-        process.stdout.write(`${err.message}\n`);
-        return 1;
-      }
-      bar.done();
+      const rebuilt = await rebuildOrSayWhyNot(() => rebuildProjections(pool, store, projections, bar.update), bar);
+      if (!rebuilt) return 1;
       for (const p of projections) process.stdout.write(`${p.name}: rebuilt from the history, live from ${rebuilt.position}\n`);
       process.stdout.write(lockedLines(rebuilt));
     }
