@@ -370,13 +370,18 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
 
   it('a rebuild whose tables cannot be made ready for the swap leaves every live read model as it was', async () => {
     // An index the live rows can hold but the rebuilt ones cannot: its expression fails on the token of
-    // the row removed from the live table, which the rebuild puts back.
-    const token = await removedSession();
-    await env.pool.query(
-      `CREATE FUNCTION replay_test_refuse(t text) RETURNS text IMMUTABLE LANGUAGE plpgsql AS $$
-       BEGIN IF t = '${token}' THEN RAISE EXCEPTION 'refused %', t; END IF; RETURN t; END $$`,
-    );
+    // the row removed from the live table, which the rebuild puts back. It refuses only once the index is
+    // built and the row removed: a build after the removal would still index the removed row while any
+    // older snapshot is open on the server (another test file's), and fail on it.
+    const refusing = (token: string) =>
+      env.pool.query(
+        `CREATE OR REPLACE FUNCTION replay_test_refuse(t text) RETURNS text IMMUTABLE LANGUAGE plpgsql AS $$
+         BEGIN IF t = '${token}' THEN RAISE EXCEPTION 'refused %', t; END IF; RETURN t; END $$`,
+      );
+    await refusing('');
     await env.pool.query('CREATE INDEX rm_sessions_refuse_idx ON rm_sessions (replay_test_refuse(token))');
+    const token = await removedSession();
+    await refusing(token);
     try {
       const before = await shape();
       const rows = (await env.pool.query('SELECT * FROM rm_sessions ORDER BY token')).rows;
