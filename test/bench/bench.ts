@@ -22,7 +22,7 @@ import { createTestDatabase } from '../helpers/db.ts';
 import { claimTestRedis } from '../helpers/redis.ts';
 import { cleaningUp, interrupted, stopChildren } from './interrupt.ts';
 
-const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat N] [--one-process] [--ledger-only]
+const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat N] [--one-process] [--ledger-only | --floor]
        npm run bench -- --isolation [--backlog N] [--samples N]
        npm run bench -- --reconciliation [--transactions N] [--samples N]
        npm run bench -- --chain [--events N]
@@ -40,6 +40,10 @@ commit cost on the machine, back to back and after 10 ms idle.
                    pair, and the median pair is the headline
   --one-process    run the ledger's api, worker and projector roles in one process
   --ledger-only    skip the forwarder
+  --floor          also run the floor: the forwarder plus the least any ledger must write (the transaction
+                   recorded with a commit before the wallet call, the reply recorded behind the answer,
+                   both batched as the ledger's are); its ratio to the forwarder is the most the ledger's
+                   can be on this machine, and what the ledger adds beyond it is its own cost
   --isolation      instead: operator B's retry delay alone and beside operator A's hung wallet
     --backlog N    A's WINs awaiting retry, 1..100000 (default 300)
     --samples N    B's failed WINs per phase, 1..1000 (default 5)
@@ -66,6 +70,7 @@ const { values: opts } = cli.parse({
     repeat: { type: 'string' },
     'one-process': { type: 'boolean' },
     'ledger-only': { type: 'boolean' },
+    floor: { type: 'boolean' },
     isolation: { type: 'boolean' },
     backlog: { type: 'string' },
     samples: { type: 'string' },
@@ -84,13 +89,13 @@ const CHAIN = opts.chain === true;
 const REBUILD = opts.rebuild === true;
 const SOAK = opts.soak === true;
 if ([ISOLATION, RECONCILIATION, CHAIN, REBUILD, SOAK].filter(Boolean).length > 1) cli.fail('--isolation, --reconciliation, --chain, --rebuild and --soak are different benchmarks: one at a time');
-for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only'] as const) {
+for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only', 'floor'] as const) {
   if (ISOLATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --isolation`);
   if (RECONCILIATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --reconciliation`);
   if (CHAIN && opts[o] !== undefined) cli.fail(`--${o} does not apply to --chain`);
   if (REBUILD && opts[o] !== undefined) cli.fail(`--${o} does not apply to --rebuild`);
 }
-for (const o of ['repeat', 'ledger-only'] as const) if (SOAK && opts[o] !== undefined) cli.fail(`--${o} does not apply to --soak`);
+for (const o of ['repeat', 'ledger-only', 'floor'] as const) if (SOAK && opts[o] !== undefined) cli.fail(`--${o} does not apply to --soak`);
 if (!CHAIN && !REBUILD && opts.events !== undefined) cli.fail('--events applies only with --chain or --rebuild');
 if (!ISOLATION && opts.backlog !== undefined) cli.fail('--backlog applies only with --isolation');
 if (!RECONCILIATION && opts.transactions !== undefined) cli.fail('--transactions applies only with --reconciliation');
@@ -100,6 +105,8 @@ const RATES = (opts.rates ?? (SOAK ? '1000' : '100,500,1000')).split(',').map((r
 const REPEAT = opts.repeat !== undefined ? cli.whole('repeat', opts.repeat, 1, 100) : 3;
 const ONE_PROCESS = opts['one-process'] === true;
 const LEDGER_ONLY = opts['ledger-only'] === true || SOAK;
+const FLOOR = opts.floor === true;
+if (FLOOR && opts['ledger-only'] === true) cli.fail('--floor is measured against the forwarder: not with --ledger-only');
 if (SOAK && RATES.length !== 1) cli.fail('--soak runs at one offered rate: give --rates one value');
 const BACKLOG = opts.backlog !== undefined ? cli.whole('backlog', opts.backlog, 1, 100_000) : 300;
 const SAMPLES = opts.samples !== undefined ? cli.whole('samples', opts.samples, 1, RECONCILIATION ? 10_000 : 1000) : RECONCILIATION ? 200 : 5;
@@ -114,8 +121,11 @@ const SATURATION_CONCURRENCY = 64;
 const FAST_DAY_FORWARDER = 5000;
 const PLAYERS = 200;
 
+/** Node's options for a process the bench starts: a V8 CPU profile of it into BENCH_PROFILE, when set. */
+const profiled = (): string[] => (process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []);
+
 function start(script: string, env: Record<string, string>, readyPattern: RegExp): Promise<{ child: ChildProcess; line: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...profiled(), '--import', 'tsx', script], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${script} did not start:\n${out}`)), 30_000);
@@ -136,8 +146,10 @@ function start(script: string, env: Record<string, string>, readyPattern: RegExp
   });
 }
 
+type TargetName = 'forwarder' | 'floor' | 'ledger';
+
 interface Target {
-  name: string;
+  name: TargetName;
   pool: HttpPool;
   sessions: Array<{ token: string; playerRef: string }>;
 }
@@ -236,6 +248,9 @@ function summarize(latencies: Latencies, errors: number, seconds: number): Phase
     p50Bet: p50Of(latencies.BET), p50Win: p50Of(latencies.WIN),
   };
 }
+
+const percent = (ratio: number) => `${(ratio * 100).toFixed(0)} %`;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
 const fmt = (r: PhaseResult) =>
   `${r.throughput.toFixed(0).padStart(6)} tx/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p95 ${r.p95.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms  errors ${r.errors}/${r.count}`;
@@ -351,7 +366,7 @@ async function main(): Promise<number> {
     const spawnService = async (roles: string) => {
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
-      const child = spawn(process.execPath, [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []), '--import', 'tsx', 'services/main.ts'], {
+      const child = spawn(process.execPath, [...profiled(), '--import', 'tsx', 'services/main.ts'], {
         cwd: ROOT,
         env: {
           PATH: process.env.PATH ?? '', DATABASE_URL: db.url, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: 'warn', ROLES: roles, ADMIN_TOKEN: 'bench',
@@ -373,25 +388,29 @@ async function main(): Promise<number> {
 
     const forwarder = await start('test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog) }, /(http:\/\/[\d.:]+)/);
     children.push(forwarder.child);
+    const floor = FLOOR ? await start('test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog), FLOOR_DATABASE_URL: db.url }, /(http:\/\/[\d.:]+)/) : undefined;
+    if (floor) children.push(floor.child);
 
     const ledgerPool = new HttpPool(ledgerUrl, { connections: 128, pipelining: 1 });
     const forwarderPool = new HttpPool(forwarder.line, { connections: 128, pipelining: 1 });
+    const floorPool = floor ? new HttpPool(floor.line, { connections: 128, pipelining: 1 }) : undefined;
     const sessions: Target['sessions'] = [];
     for (let i = 0; i < PLAYERS; i++) {
       const playerRef = `bench-${i}`;
       const r = await post(ledgerPool, '/v1/operator/games/launch', { playerRef, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, OP1);
       sessions.push({ token: (JSON.parse(r.text) as { sessionToken: string }).sessionToken, playerRef });
     }
-    const only = LEDGER_ONLY ? ['ledger'] : ['forwarder', 'ledger'];
     const targets: Target[] = [
-      { name: 'forwarder', pool: forwarderPool, sessions },
+      ...(LEDGER_ONLY ? [] : [{ name: 'forwarder' as const, pool: forwarderPool, sessions }]),
+      ...(floorPool ? [{ name: 'floor' as const, pool: floorPool, sessions }] : []),
       { name: 'ledger', pool: ledgerPool, sessions },
-    ].filter((t) => only.includes(t.name));
+    ];
 
     const cpu = new CpuMeter({
       [ONE_PROCESS ? 'ledger' : 'ledger api']: ledger.pid,
       'ledger worker+projector': background?.pid,
       forwarder: forwarder.child.pid,
+      floor: floor?.child.pid,
       wallet: wallet.child.pid,
       'load generator': process.pid,
     });
@@ -413,11 +432,12 @@ async function main(): Promise<number> {
 
     // Pairs, one target right after the other: the machine's speed drifts over minutes, so a ratio is
     // only taken within a pair, and the median pair is the headline.
-    console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} pair(s))`);
+    console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} ${FLOOR ? 'triple' : 'pair'}(s))`);
     const ratios: number[] = [];
+    const floorRatios: number[] = [];
     const forwarderRates: number[] = [];
     for (let p = 0; p < REPEAT; p++) {
-      const sat: Record<string, PhaseResult> = {};
+      const sat: Partial<Record<TargetName, PhaseResult>> = {};
       for (const t of targets) {
         cpu.start();
         sat[t.name] = measured(t, await saturate(t, SATURATION_SECONDS, SATURATION_CONCURRENCY));
@@ -427,15 +447,16 @@ async function main(): Promise<number> {
       if (sat.forwarder) forwarderRates.push(sat.forwarder.throughput);
       if (sat.forwarder && sat.ledger) {
         ratios.push(sat.ledger.throughput / sat.forwarder.throughput);
-        console.log(`  pair ${p + 1}: ledger / forwarder throughput ${(ratios.at(-1)! * 100).toFixed(0)} %`);
+        if (sat.floor) floorRatios.push(sat.floor.throughput / sat.forwarder.throughput);
+        console.log(
+          `  pair ${p + 1}: ledger / forwarder throughput ${percent(ratios.at(-1)!)}` +
+            (sat.floor ? `; floor / forwarder ${percent(floorRatios.at(-1)!)}, ledger / floor ${percent(sat.ledger.throughput / sat.floor.throughput)}` : ''),
+        );
       }
     }
     if (ratios.length > 0) {
-      const sorted = [...ratios].sort((a, b) => a - b);
-      const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
-      console.log(
-        `  ledger / forwarder throughput, median pair: ${(median * 100).toFixed(0)} % (pairs ${ratios.map((r) => `${(r * 100).toFixed(0)} %`).join(', ')})   (target >= 50 %)`,
-      );
+      console.log(`  ledger / forwarder throughput, median pair: ${percent(median(ratios))} (pairs ${ratios.map(percent).join(', ')})   (target >= 50 %)`);
+      if (floorRatios.length > 0) console.log(`  floor / forwarder throughput, median: ${percent(median(floorRatios))} (${floorRatios.map(percent).join(', ')}): the most a ledger's ratio can be on this machine today`);
       // Issue #25 judges the ratio on a fast day only: a slower machine costs the ledger relatively more.
       const slowest = Math.min(...forwarderRates);
       console.log(
@@ -445,22 +466,24 @@ async function main(): Promise<number> {
       );
     }
 
-    const fixed: Array<{ rate: number; forwarder: PhaseResult; ledger: PhaseResult }> = [];
     for (const rate of RATES) {
       console.log(`\noffered ${rate} tx/s (open loop, ${SECONDS} s each)`);
-      const row = { rate } as { rate: number; forwarder: PhaseResult; ledger: PhaseResult };
+      const row: Partial<Record<TargetName, PhaseResult>> = {};
       for (const t of targets) {
         cpu.start();
-        row[t.name as 'forwarder' | 'ledger'] = measured(t, await fixedRate(t, rate, SECONDS));
-        console.log(`  ${t.name.padEnd(10)} ${fmt(row[t.name as 'forwarder' | 'ledger'])}`);
-        console.log(`  ${''.padEnd(10)} ${cpu.stop(row[t.name as 'forwarder' | 'ledger'].throughput)}`);
+        const r = (row[t.name] = measured(t, await fixedRate(t, rate, SECONDS)));
+        console.log(`  ${t.name.padEnd(10)} ${fmt(r)}`);
+        console.log(`  ${''.padEnd(10)} ${cpu.stop(r.throughput)}`);
       }
       // Issue #25's targets: p50 1.5 ms up to 100 tx/s, 3 ms above; p99 15 ms at every rate.
       if (row.forwarder && row.ledger) console.log(
         `  added by the ledger: p50 ${(row.ledger.p50 - row.forwarder.p50).toFixed(2)} ms (target <= ${rate <= 100 ? 1.5 : 3}; BET ${(row.ledger.p50Bet - row.forwarder.p50Bet).toFixed(2)}, ` +
           `WIN ${(row.ledger.p50Win - row.forwarder.p50Win).toFixed(2)}), p99 ${(row.ledger.p99 - row.forwarder.p99).toFixed(2)} ms (target <= 15)`,
       );
-      fixed.push(row);
+      if (row.forwarder && row.floor) console.log(
+        `  added by the floor: p50 ${(row.floor.p50 - row.forwarder.p50).toFixed(2)} ms (BET ${(row.floor.p50Bet - row.forwarder.p50Bet).toFixed(2)}, ` +
+          `WIN ${(row.floor.p50Win - row.forwarder.p50Win).toFixed(2)}), p99 ${(row.floor.p99 - row.forwarder.p99).toFixed(2)} ms: the least a ledger can add on this machine today`,
+      );
     }
 
     // Nothing lost: every transaction the ledger answered is in the history, settled.
@@ -471,10 +494,16 @@ async function main(): Promise<number> {
     const { rows } = await client.query<{ recorded: string; applied: string }>(
       `SELECT count(*) FILTER (WHERE type = 'TransactionRecorded') AS recorded, count(*) FILTER (WHERE type = 'TransactionSettled') AS applied FROM es_events`,
     );
+    // The floor's writes, counted the same way: what it answered, it recorded, and its replies behind.
+    const floorRows = FLOOR
+      ? (await client.query<{ records: string; replies: string }>('SELECT (SELECT count(*) FROM floor_records) AS records, (SELECT count(*) FROM floor_outcomes) AS replies')).rows[0]
+      : undefined;
     await client.end();
     console.log(`\nledger history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.applied} settled`);
+    if (floorRows) console.log(`floor: ${answered.floor ?? 0} transactions answered in the measured phases; ${floorRows.records} recorded in all, ${floorRows.replies} replies recorded`);
     await ledgerPool.close();
     await forwarderPool.close();
+    await floorPool?.close();
     const nothing = targets.filter((t) => !answered[t.name]).map((t) => t.name);
     if (nothing.length > 0 || Number(rows[0]!.recorded) === 0) {
       console.log(`measured nothing: every transaction through ${nothing.join(' and ') || 'the ledger'} failed (see the errors above)`);

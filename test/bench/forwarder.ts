@@ -1,10 +1,19 @@
-// The baseline: the same signature check (nonce in Redis) and a signed forward to the same wallet,
-// with no ledger behind it. Prints its URL on stdout.
+// The baselines: the same signature check (nonce in Redis) and a signed forward to the same wallet, with
+// no ledger behind it. Prints its URL on stdout.
+//
+// With FLOOR_DATABASE_URL set, the floor: the forwarder plus the least any ledger must write. Before the
+// wallet is called, the transaction is recorded (its body under its provider and id, one durable commit),
+// and once the wallet has replied, the provider is answered and the reply recorded behind the answer. Both
+// writes are batched across concurrent transactions as the ledger's are (the same Coalescer, two
+// statements in flight). No event log, no decision, no read model, no hash chain: what the ledger adds
+// on top of the floor is what those cost.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
+import pg from 'pg';
 import { CatalogSnapshot } from '../../shared/catalog/store.ts';
 import { catalogSchema } from '../../shared/catalog/schema.ts';
+import { Coalescer, type Settled } from '../../shared/coalesce.ts';
 import { rawBody, jsonFromRaw } from '../../shared/http/body.ts';
 import { errorRenderer } from '../../shared/http/errors.ts';
 import { signedCall } from '../../shared/http/outbound.ts';
@@ -17,6 +26,7 @@ const snapshot = new CatalogSnapshot(doc.providers, doc.operators, doc.campaigns
 const operator = doc.operators[0]!;
 const logger = createLogger('silent');
 const redis = createRequestRedis(process.env.REDIS_URL!, logger);
+const floor = process.env.FLOOR_DATABASE_URL ? await floorWrites(process.env.FLOOR_DATABASE_URL) : undefined;
 
 const app = express();
 app.post(
@@ -25,19 +35,53 @@ app.post(
   signatureVerifier({ kind: 'provider', catalog: () => snapshot, redis, windowSeconds: 300 }),
   jsonFromRaw,
   async (req: express.Request, res: express.Response) => {
+    const key = { providerId: req.caller!.id, transactionId: String((req.body as { transactionId?: unknown }).transactionId) };
+    const body = JSON.stringify(req.body);
+    if (floor) await floor.record.submit({ ...key, text: body });
     const r = await signedCall({
       baseUrl: operator.walletUrl,
       pathAndQuery: '/v1/wallet/transaction',
       method: 'POST',
-      body: req.body,
+      rawBody: body,
       secret: operator.secret,
       timeoutMs: operator.walletTimeoutMs,
     });
     if (r.kind === 'response') res.status(r.status).type('application/json').send(r.body);
     else res.status(r.kind === 'timeout' ? 504 : 502).json({ error: r.kind });
+    if (floor) void floor.outcome.submit({ ...key, text: r.kind === 'response' ? r.body : r.kind }).catch(() => undefined);
   },
 );
 app.use(errorRenderer(logger));
 const server = http.createServer(app);
 server.keepAliveTimeout = 60_000;
 server.listen(0, '127.0.0.1', () => process.stdout.write(`http://127.0.0.1:${(server.address() as AddressInfo).port}\n`));
+// Stopped by the bench: exit as a process does, so that a CPU profile (BENCH_PROFILE) is written.
+process.once('SIGTERM', () => process.exit(0));
+
+interface Row {
+  providerId: string;
+  transactionId: string;
+  text: string;
+}
+
+/** The floor's two writes, each a batched insert of its own table (created here, in the bench's database). */
+async function floorWrites(url: string) {
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  pool.on('error', () => undefined);
+  await pool.query(`
+    CREATE TABLE IF NOT EXISTS floor_records (provider_id text, transaction_id text, body text NOT NULL, PRIMARY KEY (provider_id, transaction_id));
+    CREATE TABLE IF NOT EXISTS floor_outcomes (provider_id text, transaction_id text, reply text NOT NULL, PRIMARY KEY (provider_id, transaction_id))`);
+  const writer = (table: string, column: string) =>
+    new Coalescer<Row, void>(
+      async (rows): Promise<Array<Settled<void>>> => {
+        await pool.query({
+          name: table,
+          text: `INSERT INTO ${table} (provider_id, transaction_id, ${column}) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING`,
+          values: [rows.map((r) => r.providerId), rows.map((r) => r.transactionId), rows.map((r) => r.text)],
+        });
+        return rows.map(() => ({ ok: true, value: undefined }));
+      },
+      { maxInFlight: 2, maxBatch: 200 },
+    );
+  return { record: writer('floor_records', 'body'), outcome: writer('floor_outcomes', 'reply') };
+}
