@@ -8,18 +8,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import { Pool as HttpPool } from 'undici';
+import type { Pool as HttpPool } from 'undici';
 import { sign } from '../../shared/http/signature.ts';
 import { Cli } from '../../shared/cli.ts';
 import { CpuMeter } from './cpu.ts';
-import { isolationMain } from './isolation.ts';
-import { reconciliationMain } from './reconciliation.ts';
-import { chainMain } from './chain.ts';
-import { rebuildMain } from './rebuild.ts';
 import { rssOf } from './rss.ts';
 import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
-import { createTestDatabase } from '../helpers/db.ts';
-import { claimTestRedis } from '../helpers/redis.ts';
 import { cleaningUp, interrupted, stopChildren } from './interrupt.ts';
 
 const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat N] [--one-process] [--ledger-only | --floor]
@@ -346,6 +340,8 @@ async function machineHop(url: string): Promise<string> {
 }
 
 async function main(): Promise<number> {
+  // Loaded here, as each other mode's module is below: a bad option or --help answers without them.
+  const [{ createTestDatabase }, { claimTestRedis }, { Pool: HttpPool }] = await Promise.all([import('../helpers/db.ts'), import('../helpers/redis.ts'), import('undici')]);
   const db = await createTestDatabase('bench');
   const redis = await claimTestRedis();
   const children: ChildProcess[] = [];
@@ -514,13 +510,13 @@ async function main(): Promise<number> {
 }
 
 (ISOLATION
-  ? isolationMain({ backlog: BACKLOG, samples: SAMPLES })
+  ? import('./isolation.ts').then((m) => m.isolationMain({ backlog: BACKLOG, samples: SAMPLES }))
   : RECONCILIATION
-    ? reconciliationMain({ transactions: TRANSACTIONS, samples: SAMPLES })
+    ? import('./reconciliation.ts').then((m) => m.reconciliationMain({ transactions: TRANSACTIONS, samples: SAMPLES }))
     : CHAIN
-      ? chainMain({ events: EVENTS })
+      ? import('./chain.ts').then((m) => m.chainMain({ events: EVENTS }))
       : REBUILD
-        ? rebuildMain({ events: EVENTS })
+        ? import('./rebuild.ts').then((m) => m.rebuildMain({ events: EVENTS }))
         : main()).then(
   (code) => {
     if (!interrupted()) process.exit(code ?? 0);

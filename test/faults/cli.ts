@@ -1,7 +1,6 @@
 // npm run test:faults -- [--duration SECONDS] [--seed N] [--store postgres|esdb] [--restart-servers]: the seeded simulator (see
 // run.ts), printing its seed, what it did and what its checker found.
 import { Cli } from '../../shared/cli.ts';
-import { runFaults } from './run.ts';
 
 const USAGE = `usage: npm run test:faults -- [--seed N] [--duration SECONDS] [--store postgres|esdb] [--restart-servers]
 
@@ -31,6 +30,8 @@ const store = values.store ?? 'postgres';
 if (store !== 'postgres' && store !== 'esdb') cli.fail(`--store must be postgres or esdb, not "${store}"`);
 
 console.log(`fault run: seed ${seed}, ${durationMs / 1000} s of workload on the ${store} event store (replay with --seed ${seed} --store ${store})`);
+// Loaded once the options are good: a bad one or --help answers without the simulator's modules.
+const { runFaults } = await import('./run.ts');
 const report = await runFaults({ seed, durationMs, restartServers, store, log: (l) => console.log(`  ${l}`) });
 const list = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ×${v}`).join(', ') || 'none';
 console.log(`requests ${report.requests}, transactions recorded ${report.transactionsRecorded}, wallet entries ${report.walletEntries}`);
