@@ -1,12 +1,14 @@
 // The baselines: the same signature check (nonce in Redis) and a signed forward to the same wallet, with
 // no ledger behind it. Prints its URL on stdout.
 //
-// With FLOOR_DATABASE_URL set, the floor: the forwarder plus the least any ledger must write. Before the
-// wallet is called, the transaction is recorded (its body under its provider and id, one durable commit),
-// and once the wallet has replied, the provider is answered and the reply recorded behind the answer. Both
-// writes are batched across concurrent transactions as the ledger's are (the same Coalescer, two
-// statements in flight). No event log, no decision, no read model, no hash chain: what the ledger adds
-// on top of the floor is what those cost.
+// With FLOOR_DATABASE_URL set, the floor: the forwarder plus the two writes the ledger's crash safety
+// needs, and nothing else. Before the wallet is called, the transaction is recorded (its body under its
+// provider and id, one durable commit; an id recorded before is refused, never sent again), and once the
+// wallet has answered, the provider is answered and the answer recorded behind. Both writes are batched
+// across concurrent transactions with the ledger's Coalescer (two statements in flight). No event log, no
+// decision, no read model, no hash chain; nor what the ledger's outcome writer adds to its write behind
+// (back-pressure, retries, a round's order, a failed call recorded before its answer): what the ledger
+// costs beyond the floor is what those cost. The bench counts the floor's rows at the end.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
@@ -74,12 +76,17 @@ async function floorWrites(url: string) {
   const writer = (table: string, column: string) =>
     new Coalescer<Row, void>(
       async (rows): Promise<Array<Settled<void>>> => {
-        await pool.query({
+        const inserted = await pool.query<{ provider_id: string; transaction_id: string }>({
           name: table,
-          text: `INSERT INTO ${table} (provider_id, transaction_id, ${column}) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING`,
+          text: `INSERT INTO ${table} (provider_id, transaction_id, ${column}) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+            ON CONFLICT DO NOTHING RETURNING provider_id, transaction_id`,
           values: [rows.map((r) => r.providerId), rows.map((r) => r.transactionId), rows.map((r) => r.text)],
         });
-        return rows.map(() => ({ ok: true, value: undefined }));
+        const written = new Set(inserted.rows.map((r) => `${r.provider_id}\n${r.transaction_id}`));
+        // Each row written answers one item: a second item of the same id (in this batch or before) is refused.
+        return rows.map((r) =>
+          written.delete(`${r.providerId}\n${r.transactionId}`) ? { ok: true, value: undefined } : { ok: false, error: new Error(`${r.transactionId} is recorded already`) },
+        );
       },
       { maxInFlight: 2, maxBatch: 200 },
     );
