@@ -2,12 +2,11 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { Cli } from '../shared/cli.ts';
-import { ADMIN_TOKEN } from '../test/helpers/service.ts';
 import { OP1 } from '../test/helpers/catalog.ts';
 import { signedRequest } from '../test/helpers/signing.ts';
-import { startMoneyHarness, type MoneyHarness } from '../test/money/harness.ts';
+import type { MoneyHarness } from '../test/money/harness.ts';
 
 /*
  * `npm run screenshots`: one screenshot of each page of the back-office console (issue #23) for
@@ -90,7 +89,7 @@ async function playTraffic(h: MoneyHarness): Promise<Story> {
   return { playerRef, retriedRound, deadWin };
 }
 
-async function takeScreenshots(page: Page, base: string, out: string, story: Story): Promise<void> {
+async function takeScreenshots(page: Page, base: string, out: string, story: Story, adminToken: string): Promise<void> {
   const problems: string[] = [];
   page.on('console', (m) => {
     if (m.type() === 'error') problems.push(m.text());
@@ -106,7 +105,7 @@ async function takeScreenshots(page: Page, base: string, out: string, story: Sto
   await page.goto(`${base}#/overview`);
   await heading('Log in');
   await save('login');
-  await page.getByLabel('Admin token').fill(ADMIN_TOKEN);
+  await page.getByLabel('Admin token').fill(adminToken);
   await page.getByRole('button', { name: 'Log in' }).click();
   await heading('Overview');
   await page.locator('#overview-updated', { hasText: 'Updated' }).waitFor();
@@ -153,6 +152,8 @@ async function main(): Promise<number> {
     return 1;
   }
   await mkdir(out, { recursive: true });
+  // Loaded once the options are good: a bad one or --help answers without the service and the browser driver.
+  const [{ chromium }, { startMoneyHarness }, { ADMIN_TOKEN }] = await Promise.all([import('playwright-core'), import('../test/money/harness.ts'), import('../test/helpers/service.ts')]);
 
   let h: MoneyHarness | undefined;
   let browser: Browser | undefined;
@@ -172,7 +173,7 @@ async function main(): Promise<number> {
     // Nothing but the service itself.
     await page.route(/^(?!data:|blob:)/, (route) => (new URL(route.request().url()).hostname === '127.0.0.1' ? route.continue() : route.abort()));
     print(`Screenshots into ${out}:`);
-    await takeScreenshots(page, base, out, story);
+    await takeScreenshots(page, base, out, story, ADMIN_TOKEN);
     print(`Done: ${PAGES.length} screenshots.`);
     return 0;
   } catch (err) {
