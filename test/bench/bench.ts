@@ -281,7 +281,7 @@ const MB = 1_000_000;
  * --soak: the ledger at one offered rate for SECONDS, the api's RSS read every second and printed per
  * minute (its median, and the peak): it must level off, not climb with the transactions carried.
  */
-async function soak(t: Target, apiPid: number, cpu: CpuMeter, measured: (t: Target, r: PhaseResult) => PhaseResult): Promise<number> {
+async function soak(t: Target, apiPid: number, cpu: CpuMeter): Promise<number> {
   const rate = RATES[0]!;
   console.log(`\nsoak: ${rate} tx/s offered (open loop) for ${SECONDS} s, the api's RSS read every second`);
   const samples: Array<{ at: number; rss: number }> = [];
@@ -292,7 +292,7 @@ async function soak(t: Target, apiPid: number, cpu: CpuMeter, measured: (t: Targ
     if (rss !== undefined) samples.push({ at: (performance.now() - begin) / 1000, rss });
   }, 1000);
   cpu.start();
-  const r = measured(t, await fixedRate(t, rate, SECONDS));
+  const r = await fixedRate(t, rate, SECONDS);
   clearInterval(meter);
   console.log(`  ${t.name.padEnd(10)} ${fmt(r)}`);
   console.log(`  ${''.padEnd(10)} ${cpu.stop(r.throughput)}`);
@@ -421,15 +421,11 @@ async function main(): Promise<number> {
     // At the saturation concurrency: a fresh service's first seconds at full load are slower (its pools
     // grow, new Postgres backends compile the functions, V8 optimizes); a 2 s warm-up at 16 rounds left
     // the first saturation pair measuring the ledger about a fifth low.
-    /** Transactions each target answered 200 to, over the measured phases: a target with none measured nothing. */
-    const answered: Record<string, number> = {};
-    const measured = (t: Target, r: PhaseResult) => {
-      answered[t.name] = (answered[t.name] ?? 0) + r.count - r.errors;
-      return r;
-    };
     console.log('warm-up (5 s per target at the saturation concurrency) ...');
     for (const t of targets) await saturate(t, 5, SATURATION_CONCURRENCY);
-    if (SOAK) return await soak(targets[0]!, ledger.pid!, cpu, measured);
+    if (SOAK) return await soak(targets[0]!, ledger.pid!, cpu);
+    /** What each target had answered 200 to by the end of the warm-up: one that answers no more measured nothing. */
+    const warmedUp = new Map(targets.map((t) => [t.name, t.ok]));
 
     // Pairs, one target right after the other: the machine's speed drifts over minutes, so a ratio is
     // only taken within a pair, and the median pair is the headline.
@@ -442,7 +438,7 @@ async function main(): Promise<number> {
       const sat: Partial<Record<TargetName, PhaseResult>> = {};
       for (const t of targets) {
         cpu.start();
-        sat[t.name] = measured(t, await saturate(t, SATURATION_SECONDS, SATURATION_CONCURRENCY));
+        sat[t.name] = await saturate(t, SATURATION_SECONDS, SATURATION_CONCURRENCY);
         console.log(`  ${t.name.padEnd(10)} ${fmt(sat[t.name]!)}`);
         console.log(`  ${''.padEnd(10)} ${cpu.stop(sat[t.name]!.throughput)}`);
       }
@@ -479,7 +475,7 @@ async function main(): Promise<number> {
       const row: Partial<Record<TargetName, PhaseResult>> = {};
       for (const t of targets) {
         cpu.start();
-        const r = (row[t.name] = measured(t, await fixedRate(t, rate, SECONDS)));
+        const r = (row[t.name] = await fixedRate(t, rate, SECONDS));
         console.log(`  ${t.name.padEnd(10)} ${fmt(r)}`);
         console.log(`  ${''.padEnd(10)} ${cpu.stop(r.throughput)}`);
       }
@@ -519,7 +515,7 @@ async function main(): Promise<number> {
     await ledgerPool.close();
     await forwarderPool.close();
     await floorPool?.close();
-    const nothing = targets.filter((t) => !answered[t.name]).map((t) => t.name);
+    const nothing = targets.filter((t) => t.ok === warmedUp.get(t.name)).map((t) => t.name);
     if (nothing.length > 0 || Number(rows[0]!.recorded) === 0) {
       console.log(`measured nothing: every transaction through ${nothing.join(' and ') || 'the ledger'} failed (see the errors above)`);
       return 1;
