@@ -281,14 +281,14 @@ export async function replayInto(
       // the tables' size, which a small sample gives (see SCRATCH_STATISTICS).
       // One part analyzes (two ANALYZEs of a table wait for each other): the others' rows count in it as they commit.
       const analyze = own && lane.part === 0 && ((lane.applied + 1) & lane.applied) === 0;
-      if (own) await client.query('BEGIN');
       try {
         // apply() names its tables unqualified, found through the search path, where Postgres passes over
         // a schema that does not exist: were the scratch schema dropped (by hand, or as left by a dead run,
         // see dropLeftScratch), they would be the live tables. Its tables are locked first, by their full
-        // names: that fails if they are gone, and holds off their drop until this transaction ends.
+        // names: that fails if they are gone, and holds off their drop until this transaction ends. (Sent
+        // with the transaction's BEGIN: one round trip.)
         await client.query(
-          `SET LOCAL search_path TO ${schema}, public; LOCK TABLE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')} IN ROW EXCLUSIVE MODE`,
+          `${own ? 'BEGIN; ' : ''}SET LOCAL search_path TO ${schema}, public; LOCK TABLE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')} IN ROW EXCLUSIVE MODE`,
         );
         await projection.apply(events, client);
         if (analyze) {

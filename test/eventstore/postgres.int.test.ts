@@ -175,3 +175,41 @@ describe('Postgres event store: transaction ids of different lengths', () => {
     expect(store.outOfOrderRowsDropped).toBe(0);
   });
 });
+
+describe("Postgres event store: an event's time", () => {
+  let fx: Awaited<ReturnType<typeof openStore>>;
+  beforeAll(async () => {
+    fx = await openStore('estime');
+  });
+  afterAll(async () => fx.cleanup());
+
+  // The hash chain links each event with this time (services/chain/link.ts), and the audit routes show it:
+  // every read must give the stored time to the millisecond, the microseconds cut (never rounded up), in
+  // whatever time zone the database's sessions run.
+  it('is the stored created_at to the millisecond, microseconds cut, in every read and any session time zone', async () => {
+    const { store, pool, db } = fx;
+    const stored = ['2026-11-28 04:22:09.123999+00', '1999-12-31 23:59:59.999999+00', '2026-01-01 00:00:00.000001+00', '2026-03-29 01:30:00+00'];
+    const expected = ['2026-11-28T04:22:09.123Z', '1999-12-31T23:59:59.999Z', '2026-01-01T00:00:00.000Z', '2026-03-29T01:30:00.000Z'];
+    for (const [i, at] of stored.entries()) {
+      const { position } = await store.append(`timed-${i}`, [{ id: randomUUID(), type: 'T', data: {} }], 'no_stream');
+      await pool.query('UPDATE es_events SET created_at = $1 WHERE global_position = $2', [at, position.split('.')[1]]);
+    }
+    const reads = async () => [
+      (await store.readAll({ from: START, maxCount: 100 })).map((e) => e.createdAt.toISOString()),
+      await Promise.all(stored.map(async (_, i) => (await store.readStream(`timed-${i}`))[0]!.createdAt.toISOString())),
+      await Promise.all(stored.map(async (_, i) => (await store.readStream(`timed-${i}`, { maxCount: 1 }))[0]!.createdAt.toISOString())),
+    ];
+    expect(await reads()).toEqual([expected, expected, expected]);
+    // A session time zone with a half-hour offset and summer time: the instant read is the same.
+    await pool.query(`ALTER DATABASE ${db.name} SET timezone = 'America/St_Johns'`);
+    const zoned = createPool(db.url, 2); // its sessions start with the database's new setting
+    const other = new PostgresEventStore(zoned, db.url);
+    try {
+      expect((await zoned.query<{ tz: string }>("SELECT current_setting('TimeZone') AS tz")).rows[0]!.tz).toBe('America/St_Johns');
+      expect((await other.readAll({ from: START, maxCount: 100 })).map((e) => e.createdAt.toISOString())).toEqual(expected);
+    } finally {
+      await other.close();
+      await zoned.end();
+    }
+  });
+});
