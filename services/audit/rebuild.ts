@@ -329,11 +329,14 @@ export async function replayInto(
       // The next page is read while this one is applied: the store and the scratch tables work at once.
       if (more) next = read(last);
       const through = (replayed += cut.length);
+      // Each event's part, worked out once for every lane of a split read model (they all have REPLAY_PARTS).
+      const parts = lanes.some((l) => l.parts > 1) ? cut.map((e) => partOf(e.streamId, REPLAY_PARTS)) : [];
       for (const lane of lanes) {
         enqueue(lane.chain, async () => {
-          for (const e of cut) {
+          for (let i = 0; i < cut.length; i++) {
+            const e = cut[i]!;
             if (!handles(lane.projection, e.type)) continue;
-            if (lane.parts > 1 && partOf(e.streamId, lane.parts) !== lane.part) continue;
+            if (lane.parts > 1 && parts[i] !== lane.part) continue;
             lane.gathered.push(e);
             if (lane.gathered.length >= pageSize) await flush(lane);
           }

@@ -2,6 +2,7 @@ import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
+import { periodStart } from '../../shared/periods.ts';
 import { ROUND_EVENT_TYPES, roundStreamOperator, type RoundEvent } from '../rounds/events.ts';
 
 /**
@@ -57,7 +58,7 @@ export function percentileMs(histogram: readonly number[], p: number): number | 
   return Math.round(bucketUpperMs(histogram.length - 1) * 10) / 10;
 }
 
-const minuteOf = (iso: string): string => new Date(Math.floor(Date.parse(iso) / 60_000) * 60_000).toISOString();
+const minuteOf = (iso: string): string => periodStart(iso, 60_000);
 
 interface Minute {
   operatorId: string;

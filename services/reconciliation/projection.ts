@@ -1,5 +1,6 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
+import { periodStart } from '../../shared/periods.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { RoundEvent } from '../rounds/events.ts';
 import { completesRound, type OperatorStatus } from '../rounds/decider.ts';
@@ -133,7 +134,7 @@ export const reconciliationMigrations: Migration[] = [
 
 /** The quarter hour a recording time falls in (UTC). */
 export const QUARTER_MS = 15 * 60 * 1000;
-export const quarterOf = (iso: string): string => new Date(Math.floor(Date.parse(iso) / QUARTER_MS) * QUARTER_MS).toISOString();
+export const quarterOf = (iso: string): string => periodStart(iso, QUARTER_MS);
 
 /** One transaction's place in the settlement quarters. */
 export interface QuarterKey {
