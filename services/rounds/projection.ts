@@ -229,7 +229,6 @@ export const roundsProjection: Projection = {
         );
       }
     }
-    await writeQuarters(tx, quarters);
     // After the transaction rows, which the figures are counted from.
     if (rounds.length > 0) {
       // The operators' view of each round: open, or its first close in the batch (none for the platform's rounds of adjustments).
@@ -258,6 +257,10 @@ export const roundsProjection: Projection = {
     const upserted = new Set(rounds.map((r) => r.roundStream));
     const rest = [...new Set(events.map((e) => e.streamId))].filter((stream) => !upserted.has(stream) || forceClosed.includes(stream));
     if (rest.length > 0) await tx.query(RECOMPUTE, [rest]);
+    // Last: a quarter's row is shared by every stream placed in it, so this statement locks rows another
+    // transaction may wait for (a rebuild applies the rounds in two parts at once); they stay locked only
+    // until the commit that follows, not through the rounds' statements.
+    await writeQuarters(tx, quarters);
   },
   async reset(tx: PoolClient) {
     for (const table of ['rm_transactions', 'rm_rounds', 'rm_settlement_quarters']) await tx.query(`DELETE FROM ${table}`);
