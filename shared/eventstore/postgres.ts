@@ -181,13 +181,16 @@ const NOTIFY_CHANNEL = 'es_appended';
  * driver makes each row an object otherwise, by copying a template object and setting each column by its
  * name: in a rebuild's profile that was most of the row parsing outside the events' JSON.
  */
-type EventRow = [globalPosition: string, transactionId: string, streamId: string, revision: string, eventId: string, type: string, data: JsonObject, metadata: JsonObject, createdMs: string];
+type EventRow = [globalPosition: string, transactionId: string, streamId: string, revision: string, eventId: string, type: string, data: JsonObject, metadata: JsonObject, createdMs: number];
 
 // created_at as epoch milliseconds (what a Date holds; the microseconds are cut, as the driver's own
 // parse of the timestamp text cut them): a number is read from a row several times faster than the text
 // of a timestamp is parsed, and every read of the log (a read model's, a rebuild's) reads it for each event.
+// Cut to the millisecond first, in UTC, then rounded: exact where extract() answers in floating point
+// (Postgres 13) as where it answers in numeric. float8, not int8: an infinite time (a row edited by hand)
+// is read as such instead of failing the whole read.
 const COLUMNS =
-  'global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type, data, metadata, floor(extract(epoch FROM created_at) * 1000)::int8 AS created_ms';
+  "global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type, data, metadata, round(extract(epoch FROM date_trunc('milliseconds', created_at AT TIME ZONE 'UTC')) * 1000)::float8 AS created_ms";
 
 /** The event of a row whose COLUMNS begin at index `at`. */
 function toRecorded(row: unknown[], at = 0): RecordedEvent {
@@ -200,7 +203,7 @@ function toRecorded(row: unknown[], at = 0): RecordedEvent {
     data,
     metadata,
     position: `${transactionId}.${globalPosition}`,
-    createdAt: new Date(Number(createdMs)),
+    createdAt: new Date(createdMs),
   };
 }
 
@@ -209,17 +212,21 @@ function toRecorded(row: unknown[], at = 0): RecordedEvent {
  * (ids, types, data, metadata), in order; for a caller that appends within its own statement too.
  */
 
+/**
+ * A position's two numbers as decimal text with no leading zero, as Postgres writes them: it would read a
+ * leading zero as octal ('042'::xid8 is 34), where the read's guard reads decimal.
+ */
 export function parsePgPosition(position: Position): { xid: string; pos: string } {
   if (position === START) return { xid: '0', pos: '0' };
   const m = /^(\d+)\.(\d+)$/.exec(position);
   if (!m) throw new Error(`invalid position "${position}"`);
-  return { xid: m[1]!, pos: m[2]! };
+  return { xid: BigInt(m[1]!).toString(), pos: BigInt(m[2]!).toString() };
 }
 
 /** A position's two numbers as their decimal text, which has no sign and no leading zero (see after). */
 function positionKey(position: Position): [string, string] {
   const { xid, pos } = parsePgPosition(position);
-  return [BigInt(xid).toString(), BigInt(pos).toString()];
+  return [xid, pos];
 }
 
 /** a > b for decimal texts of non-negative integers without leading zeros: the longer is larger, else the later in text order. */

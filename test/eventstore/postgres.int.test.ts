@@ -188,8 +188,8 @@ describe("Postgres event store: an event's time", () => {
   // whatever time zone the database's sessions run.
   it('is the stored created_at to the millisecond, microseconds cut, in every read and any session time zone', async () => {
     const { store, pool, db } = fx;
-    const stored = ['2026-11-28 04:22:09.123999+00', '1999-12-31 23:59:59.999999+00', '2026-01-01 00:00:00.000001+00', '2026-03-29 01:30:00+00'];
-    const expected = ['2026-11-28T04:22:09.123Z', '1999-12-31T23:59:59.999Z', '2026-01-01T00:00:00.000Z', '2026-03-29T01:30:00.000Z'];
+    const stored = ['2026-11-28 04:22:09.123999+00', '1999-12-31 23:59:59.999999+00', '2026-01-01 00:00:00.000001+00', '2026-03-29 01:30:00+00', '1969-12-31 23:59:59.9995+00', '2004-05-28 01:36:12.228+00'];
+    const expected = ['2026-11-28T04:22:09.123Z', '1999-12-31T23:59:59.999Z', '2026-01-01T00:00:00.000Z', '2026-03-29T01:30:00.000Z', '1969-12-31T23:59:59.999Z', '2004-05-28T01:36:12.228Z'];
     for (const [i, at] of stored.entries()) {
       const { position } = await store.append(`timed-${i}`, [{ id: randomUUID(), type: 'T', data: {} }], 'no_stream');
       await pool.query('UPDATE es_events SET created_at = $1 WHERE global_position = $2', [at, position.split('.')[1]]);
@@ -211,5 +211,34 @@ describe("Postgres event store: an event's time", () => {
       await other.close();
       await zoned.end();
     }
+  });
+
+  it('reads on past a time edited by hand to infinity: the event is read, its time invalid', async () => {
+    const { store, pool } = fx;
+    const { position } = await store.append('timed-infinite', [{ id: randomUUID(), type: 'T', data: {} }], 'no_stream');
+    await pool.query(`UPDATE es_events SET created_at = 'infinity' WHERE global_position = $1`, [position.split('.')[1]]);
+    const [event] = await store.readStream('timed-infinite');
+    expect(Number.isNaN(event!.createdAt.getTime())).toBe(true);
+    expect((await store.readAll({ from: START, maxCount: 100 })).map((e) => e.streamId)).toContain('timed-infinite');
+  });
+});
+
+describe('Postgres event store: a position written with leading zeros', () => {
+  let fx: Awaited<ReturnType<typeof openStore>>;
+  beforeAll(async () => {
+    fx = await openStore('eszeros');
+  });
+  afterAll(async () => fx.cleanup());
+
+  // Postgres reads '042'::xid8 as octal (34): the position must reach it as the decimal the guard compares.
+  it('reads after the same position as without them, dropping nothing as out of order', async () => {
+    const { store } = fx;
+    for (let i = 0; i < 12; i++) await store.append(`zeros-${i}`, [{ id: randomUUID(), type: 'T', data: {} }], 'no_stream');
+    const all = await store.readAll({ from: START, maxCount: 100 });
+    const from = all[3]!.position;
+    const [xid, pos] = from.split('.');
+    const padded = `00${xid}.00${pos}`;
+    expect((await store.readAll({ from: padded, maxCount: 100 })).map((e) => e.id)).toEqual(all.slice(4).map((e) => e.id));
+    expect(store.outOfOrderRowsDropped).toBe(0);
   });
 });
