@@ -188,7 +188,7 @@ type EventRow = [globalPosition: string, transactionId: string, streamId: string
 // of a timestamp is parsed, and every read of the log (a read model's, a rebuild's) reads it for each event.
 // Cut to the millisecond first, in UTC, then rounded: exact where extract() answers in floating point
 // (Postgres 13) as where it answers in numeric. float8, not int8: an infinite time (a row edited by hand)
-// is read as such instead of failing the whole read.
+// is read, as an invalid Date, instead of failing the whole read.
 const COLUMNS =
   "global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type, data, metadata, round(extract(epoch FROM date_trunc('milliseconds', created_at AT TIME ZONE 'UTC')) * 1000)::float8 AS created_ms";
 
@@ -206,11 +206,6 @@ function toRecorded(row: unknown[], at = 0): RecordedEvent {
     createdAt: new Date(createdMs),
   };
 }
-
-/**
- * The events of several appends as the four array parameters of es_append_batch and es_append_one
- * (ids, types, data, metadata), in order; for a caller that appends within its own statement too.
- */
 
 /**
  * A position's two numbers as decimal text with no leading zero, as Postgres writes them: it would read a
