@@ -218,12 +218,6 @@ export function parsePgPosition(position: Position): { xid: string; pos: string 
   return { xid: BigInt(m[1]!).toString(), pos: BigInt(m[2]!).toString() };
 }
 
-/** A position's two numbers as their decimal text, which has no sign and no leading zero (see after). */
-function positionKey(position: Position): [string, string] {
-  const { xid, pos } = parsePgPosition(position);
-  return [xid, pos];
-}
-
 /** a > b for decimal texts of non-negative integers without leading zeros: the longer is larger, else the later in text order. */
 const greater = (a: string, b: string) => a.length > b.length || (a.length === b.length && a > b);
 const after = (a: [string, string], b: [string, string]) => greater(a[0], b[0]) || (a[0] === b[0] && greater(a[1], b[1]));
@@ -396,7 +390,7 @@ export class PostgresEventStore implements EventStore {
     // independent of the query plan: a row that does not sort strictly after the previous one can only
     // be a repeat, so it is dropped and counted rather than delivered again.
     const events: RecordedEvent[] = [];
-    let last = positionKey(options.from ?? START);
+    let last: [string, string] = [xid, pos]; // the cursor, as sent: decimal, no leading zero
     for (const row of rows) {
       // Postgres writes both as canonical decimal text (no sign, no leading zero), so they compare as texts.
       const key: [string, string] = [row[1], row[0]];
