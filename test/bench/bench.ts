@@ -252,6 +252,15 @@ function summarize(latencies: Latencies, errors: number, seconds: number): Phase
 const percent = (ratio: number) => `${(ratio * 100).toFixed(0)} %`;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
+/** What a target's latency adds to the forwarder's at one offered rate: p50 (its BETs' and WINs' too) and p99, with their targets if given. */
+function added(r: PhaseResult, base: PhaseResult, target?: { p50: number; p99: number }): string {
+  const d = (a: number, b: number) => (a - b).toFixed(2);
+  return (
+    `p50 ${d(r.p50, base.p50)} ms (${target ? `target <= ${target.p50}; ` : ''}BET ${d(r.p50Bet, base.p50Bet)}, WIN ${d(r.p50Win, base.p50Win)}), ` +
+    `p99 ${d(r.p99, base.p99)} ms${target ? ` (target <= ${target.p99})` : ''}`
+  );
+}
+
 const fmt = (r: PhaseResult) =>
   `${r.throughput.toFixed(0).padStart(6)} tx/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p95 ${r.p95.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms  errors ${r.errors}/${r.count}`;
 
@@ -480,14 +489,9 @@ async function main(): Promise<number> {
         console.log(`  ${''.padEnd(10)} ${cpu.stop(r.throughput)}`);
       }
       // Issue #25's targets: p50 1.5 ms up to 100 tx/s, 3 ms above; p99 15 ms at every rate.
-      if (row.forwarder && row.ledger) console.log(
-        `  added by the ledger: p50 ${(row.ledger.p50 - row.forwarder.p50).toFixed(2)} ms (target <= ${rate <= 100 ? 1.5 : 3}; BET ${(row.ledger.p50Bet - row.forwarder.p50Bet).toFixed(2)}, ` +
-          `WIN ${(row.ledger.p50Win - row.forwarder.p50Win).toFixed(2)}), p99 ${(row.ledger.p99 - row.forwarder.p99).toFixed(2)} ms (target <= 15)`,
-      );
-      if (row.forwarder && row.floor) console.log(
-        `  added by the floor: p50 ${(row.floor.p50 - row.forwarder.p50).toFixed(2)} ms (BET ${(row.floor.p50Bet - row.forwarder.p50Bet).toFixed(2)}, ` +
-          `WIN ${(row.floor.p50Win - row.forwarder.p50Win).toFixed(2)}), p99 ${(row.floor.p99 - row.forwarder.p99).toFixed(2)} ms: the two writes alone`,
-      );
+      const base = row.forwarder;
+      if (base && row.ledger) console.log(`  added by the ledger: ${added(row.ledger, base, { p50: rate <= 100 ? 1.5 : 3, p99: 15 })}`);
+      if (base && row.floor) console.log(`  added by the floor: ${added(row.floor, base)}: the two writes alone`);
     }
 
     // Nothing lost: every transaction the ledger answered is in the history, settled.
@@ -503,6 +507,9 @@ async function main(): Promise<number> {
       ? (await client.query<{ records: string; replies: string }>('SELECT (SELECT count(*) FROM floor_records) AS records, (SELECT count(*) FROM floor_outcomes) AS replies')).rows[0]
       : undefined;
     await client.end();
+    await ledgerPool.close();
+    await forwarderPool.close();
+    await floorPool?.close();
     console.log(`\nledger history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.applied} settled`);
     const floorOk = targets.find((t) => t.name === 'floor')?.ok ?? 0;
     if (floorRows) {
@@ -512,9 +519,6 @@ async function main(): Promise<number> {
         return 1;
       }
     }
-    await ledgerPool.close();
-    await forwarderPool.close();
-    await floorPool?.close();
     const nothing = targets.filter((t) => t.ok === warmedUp.get(t.name)).map((t) => t.name);
     if (nothing.length > 0 || Number(rows[0]!.recorded) === 0) {
       console.log(`measured nothing: every transaction through ${nothing.join(' and ') || 'the ledger'} failed (see the errors above)`);
