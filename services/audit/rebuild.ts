@@ -316,6 +316,8 @@ export async function replayInto(
         }
       });
     };
+    /** Whether a read model is applied in parts (its lanes then need each event's part). */
+    const split = lanes.some((l) => l.parts > 1);
     let position = from;
     /** Events of the pages read so far. */
     let replayed = 0;
@@ -330,7 +332,7 @@ export async function replayInto(
       if (more) next = read(last);
       const through = (replayed += cut.length);
       // Each event's part, worked out once for every lane of a split read model (they all have REPLAY_PARTS).
-      const parts = lanes.some((l) => l.parts > 1) ? cut.map((e) => partOf(e.streamId, REPLAY_PARTS)) : [];
+      const parts = split ? cut.map((e) => partOf(e.streamId, REPLAY_PARTS)) : [];
       for (const lane of lanes) {
         enqueue(lane.chain, async () => {
           for (let i = 0; i < cut.length; i++) {
