@@ -8,6 +8,7 @@ import {
   type NewEvent,
   type RecordedEvent,
 } from '../../shared/eventstore/port.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 export interface ContractFixture {
   store: EventStore;
@@ -22,16 +23,6 @@ const ev = (type: string, data: Record<string, unknown> = {}, metadata?: Record<
   data,
   ...(metadata ? { metadata } : {}),
 });
-
-/** readAll is eventually consistent (Postgres holds events back while an older transaction anywhere on the server is open). */
-async function eventually<T>(read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await read();
-    if (done(v) || Date.now() > deadline) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 async function readAllEvents(store: EventStore, pageSize = 100): Promise<RecordedEvent[]> {
   const out: RecordedEvent[] = [];
