@@ -12,6 +12,7 @@ import { runnerNames } from '../../services/read-models.ts';
 import { roundsProjection } from '../../services/rounds/projection.ts';
 import { transactionsPage } from '../../services/reconciliation/queries.ts';
 import { START } from '../../shared/eventstore/port.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /**
  * The public schema as SQL sees it. Columns are compared by their order among the table's live columns:
@@ -158,8 +159,7 @@ describe('baselined migrations', () => {
       expect((await pool.query(`SELECT count(*)::int AS n FROM rm_settlement_quarters`)).rows[0].n).toBe(0);
       // The projector goes through the history again, and the operators' view of it is back, once.
       // The global log holds back events while any older transaction is open on the server (another test's, in a full run).
-      let log = await store.readAll({ from: START });
-      for (const deadline = Date.now() + 20_000; log.length < 2 && Date.now() < deadline; log = await store.readAll({ from: START })) await new Promise((r) => setTimeout(r, 50));
+      const log = await eventually(() => store.readAll({ from: START }), (l) => l.length >= 2, 20_000);
       expect(log).toHaveLength(2);
       await applyBatch(pool, roundsProjection, START, log);
       const page = await transactionsPage(pool, 'op-1', { from: '2026-11-20T00:00:00Z', to: '2026-11-21T00:00:00Z' }, 10, undefined);

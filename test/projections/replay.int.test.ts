@@ -10,6 +10,7 @@ import { handles, type Projection } from '../../projections/runner.ts';
 import { playerSessionsStream } from '../../services/sessions/events.ts';
 import { OP1 } from '../helpers/catalog.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { applyBatches, record, step } from '../helpers/round-histories.ts';
 
 /**
@@ -47,10 +48,7 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     }
     // The global log holds back the newest events while any transaction older than them is open on the
     // server (another test's, in a full run): wait until it shows every one.
-    for (const deadline = Date.now() + 20_000; (log = await store.readAll({ from: START, maxCount: 10_000 })).length < appended; ) {
-      if (Date.now() > deadline) throw new Error(`the log shows ${log.length} of the ${appended} events appended`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    log = await eventually(() => store.readAll({ from: START, maxCount: 10_000 }), (l) => l.length >= appended, 20_000);
     expect(log.length).toBe(appended);
     expect(log.length).toBeGreaterThan(100);
     // The live tables: the whole log applied in one batch, the reference every replay must match.
@@ -625,10 +623,8 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       // lock. The log shows it only once no older transaction is open anywhere on the server (another
       // test file's, say), so the reader leaves only once the log shows it.
       const appended = await store.append(playerSessionsStream(OP1.id, 'p0'), [sessionEvent(1_000)], 'any');
-      for (const deadline = Date.now() + 20_000; (await store.readAll({ from: log[log.length - 1]!.position, maxCount: 10 })).length === 0; ) {
-        if (Date.now() > deadline) throw new Error('the log never showed the appended event');
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      const shown = await eventually(() => store.readAll({ from: log[log.length - 1]!.position, maxCount: 10 }), (l) => l.length > 0, 20_000);
+      expect(shown, 'the log never showed the appended event').not.toHaveLength(0);
       await untilWaiters((n) => n === 0, 'a try gives up');
       await late.query('COMMIT');
       const result = await rebuilt;
