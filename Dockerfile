@@ -4,14 +4,18 @@ FROM node:20-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 
-# tsx runs the TypeScript sources directly and is a runtime dependency, so dev dependencies stay out.
+# esbuild, which bundles the service below, is a runtime dependency, so dev dependencies stay out.
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev && npm cache clean --force
 
 COPY tsconfig.json ./
+COPY scripts/build.mjs scripts/
 COPY shared/ shared/
 COPY projections/ projections/
 COPY services/ services/
+# The service and its tools, each one file of dist/ (npm run build): a process is ready in about half a
+# second, at some 40 MB less memory than when tsx loads the sources (docs/operations.md, "Starting").
+RUN node scripts/build.mjs
 
 USER node
 EXPOSE 8080
@@ -21,4 +25,4 @@ ENV HOST=0.0.0.0
 # Every role listens on PORT (the api its routes, the others /healthz, /readyz and /metrics).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-CMD ["node", "--import", "tsx", "services/main.ts"]
+CMD ["node", "--enable-source-maps", "dist/main.mjs"]

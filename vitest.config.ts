@@ -13,6 +13,8 @@ export default defineConfig({
     // loaded 2-core machine that can take longer than the default second.
     expect: { poll: { timeout: 10_000, interval: 50 } },
     hookTimeout: 60_000,
+    // The bundles of dist/ that a service or tool started as its own process runs, built once (test/helpers/bundle.ts).
+    globalSetup: ['test/helpers/global-setup.ts'],
     pool: 'forks',
     maxWorkers: 2,
     projects: [

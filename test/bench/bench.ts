@@ -15,6 +15,7 @@ import { CpuMeter } from './cpu.ts';
 import { rssOf } from './rss.ts';
 import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
 import { cleaningUp, interrupted, stopChildren } from './interrupt.ts';
+import { entryArgs } from '../helpers/bundle.ts';
 
 const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat N] [--one-process] [--ledger-only | --floor]
        npm run bench -- --isolation [--backlog N] [--samples N]
@@ -376,7 +377,7 @@ async function main(): Promise<number> {
     const spawnService = async (roles: string) => {
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
-      const child = spawn(process.execPath, [...profiled(), '--import', 'tsx', 'services/main.ts'], {
+      const child = spawn(process.execPath, [...profiled(), ...entryArgs('main')], {
         cwd: ROOT,
         env: {
           PATH: process.env.PATH ?? '', DATABASE_URL: db.url, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: 'warn', ROLES: roles, ADMIN_TOKEN: 'bench',

@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { cleaningUp, stopChildren } from './interrupt.ts';
+import { entryArgs } from '../helpers/bundle.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -26,7 +27,7 @@ export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Ma
 export async function auditSampled(args: string[], databaseUrl: string): Promise<{ code: number | null; out: string; rss: number[]; seconds: number }> {
   const rss: number[] = [];
   const started = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', ...args], {
+  const child = spawn(process.execPath, [...entryArgs('audit'), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { allMigrations } from '../../services/migrations.ts';
+import { entryArgs, type Entry } from '../helpers/bundle.ts';
 import { createTestDatabase, TEST_PG_ADMIN_URL, type TestDatabase } from '../helpers/db.ts';
 
 /**
@@ -14,8 +15,15 @@ import { createTestDatabase, TEST_PG_ADMIN_URL, type TestDatabase } from '../hel
  * run that did nothing. (test:faults: test/faults/faults.e2e.test.ts.)
  */
 const ROOT = path.resolve(import.meta.dirname, '../..');
+/** The tools npm runs from their bundle (package.json), run the same way here. */
+const BUNDLED: Readonly<Record<string, Entry>> = { 'services/audit/cli.ts': 'audit', 'services/conformance/cli.ts': 'conformance', 'services/sandbox/main.ts': 'sandbox' };
+const nodeArgs = (file: string): string[] => {
+  const entry = BUNDLED[file];
+  if (entry) return entryArgs(entry);
+  return file.endsWith('.ts') ? ['--import', 'tsx', file] : [file];
+};
 const run = (file: string, args: string[], env: Record<string, string> = {}) => {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', file, ...args], {
+  const r = spawnSync(process.execPath, [...nodeArgs(file), ...args], {
     cwd: ROOT,
     encoding: 'utf8',
     timeout: 60_000,
@@ -46,6 +54,16 @@ const TOOLS: Tool[] = [
       [[], 'a command is needed'],
       [['verify-chain', '--projection', 'rounds'], '--projection does not apply to verify-chain'],
       [['verify-chain', '--to', 'postgres'], '--to applies only to migrate-events'],
+    ],
+  },
+  {
+    name: 'build',
+    file: 'scripts/build.mjs',
+    usage: 'usage: npm run build',
+    bad: [
+      [['--bogus'], "Unknown option '--bogus'"],
+      [['extra'], "Unexpected argument 'extra'"],
+      [['--quiet=yes'], "Option '--quiet' does not take an argument"],
     ],
   },
   {

@@ -5,13 +5,14 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CHECK_IDS } from '../../services/conformance/checks.ts';
 import { startDemoWallet, type DemoWallet, type DemoWalletDefects } from '../../services/sandbox/demo-wallet.ts';
+import { entryArgs } from '../helpers/bundle.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const SECRET = 'conformance-test-secret';
 
-/** Runs `tsx services/conformance/cli.ts` as `npm run conformance` does. */
+/** Runs the conformance check as `npm run conformance` does (its bundle). */
 function runCli(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/conformance/cli.ts', ...args], {
+  const child = spawn(process.execPath, [...entryArgs('conformance'), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp' },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -61,11 +61,14 @@ describe('compose.yaml', () => {
     for (const key of Object.keys(env)) expect(known, `${key} is not a setting of shared/config.ts`).toContain(`${key}:`);
   });
 
-  it.each(ours.map(([name, s]) => [name, s] as const))('%s: every file it mounts exists, and its command starts a file that exists', (_name, s) => {
+  it.each(ours.map(([name, s]) => [name, s] as const))('%s: every file it mounts exists, and its command starts a bundle the image builds', (_name, s) => {
     for (const m of mounts(s)) expect(existsSync(path.join(ROOT, m.source)), m.source).toBe(true);
     const command = s.command ?? imageCommand;
-    expect(command.slice(0, 3)).toEqual(['node', '--import', 'tsx']);
-    expect(existsSync(path.join(ROOT, command[3]!)), command[3]).toBe(true);
+    expect(command.slice(0, 2)).toEqual(['node', '--enable-source-maps']);
+    expect(command[2]).toMatch(/^dist\/[a-z]+\.mjs$/);
+    // The image runs the build (npm run build), which this test run has run too (test/helpers/bundle.ts).
+    expect(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8')).toMatch(/^RUN node scripts\/build\.mjs$/m);
+    expect(existsSync(path.join(ROOT, command[2]!)), command[2]).toBe(true);
   });
 
   it('lets EventStoreDB take an event holding a wallet reply of 1 MiB, as the esdb test project does', () => {

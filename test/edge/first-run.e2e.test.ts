@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../shared/config.ts';
 import { createLogger } from '../../shared/logger.ts';
 import { startService, StartupError, type RunningService } from '../../services/service.ts';
+import { entryArgs } from '../helpers/bundle.ts';
 import { OP1, testCatalog } from '../helpers/catalog.ts';
 import { createTestEnv, type TestEnv } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
@@ -185,9 +186,10 @@ describe('the log on a terminal', () => {
   it('is pretty-printed for a person when stdout is a terminal, JSON otherwise', async () => {
     const run = async (tty: boolean) => {
       const port = await freePort();
-      const cmd = `${process.execPath} --import tsx services/main.ts`;
+      // As npm start runs it: the service's bundle (test/helpers/bundle.ts).
+      const cmd = [process.execPath, ...entryArgs('main')].map((w) => JSON.stringify(w)).join(' ');
       // script(1) gives the service a pseudo-terminal as stdout, as a person's shell does.
-      const child = tty ? spawn('script', ['-qfec', cmd, '/dev/null'], { cwd: ROOT, env: { ...process.env, ...env.env({ ROLES: 'api', PORT: String(port), LOG_LEVEL: 'info' }) } }) : spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], { cwd: ROOT, env: { ...process.env, ...env.env({ ROLES: 'api', PORT: String(port), LOG_LEVEL: 'info' }) } });
+      const child = tty ? spawn('script', ['-qfec', cmd, '/dev/null'], { cwd: ROOT, env: { ...process.env, ...env.env({ ROLES: 'api', PORT: String(port), LOG_LEVEL: 'info' }) } }) : spawn(process.execPath, entryArgs('main'), { cwd: ROOT, env: { ...process.env, ...env.env({ ROLES: 'api', PORT: String(port), LOG_LEVEL: 'info' }) } });
       let out = '';
       child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
       const deadline = Date.now() + 30_000;

@@ -10,6 +10,7 @@ import { signedRequest } from '../helpers/signing.ts';
 import { startInProcess } from '../helpers/service.ts';
 import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
 import { startEsdbTestServer } from './esdb-server.ts';
+import { entryArgs } from '../helpers/bundle.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const run = promisify(execFile);
@@ -62,7 +63,7 @@ describe('npm run audit -- migrate-events', () => {
 
   const audit = async (eventStore: string, ...args: string[]) => {
     try {
-      const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', ...args], {
+      const { stdout, stderr } = await run(process.execPath, [...entryArgs('audit'), ...args], {
         cwd: ROOT,
         env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: eventStore, LOG_LEVEL: 'silent' },
       });
@@ -197,7 +198,7 @@ describe('npm run audit -- migrate-events to a store that holds something else',
 
   /** `npm run audit -- migrate-events --to <the test server>` from Postgres: its exit code and output. */
   const moveToEsdb = () =>
-    run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', 'migrate-events', '--to', esdb.connectionString], {
+    run(process.execPath, [...entryArgs('audit'), 'migrate-events', '--to', esdb.connectionString], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
     }).then(

@@ -7,6 +7,7 @@ import { createLogger } from '../../shared/logger.ts';
 import { startService, type RunningService } from '../../services/service.ts';
 import { createTestDatabase, type TestDatabase } from './db.ts';
 import { claimTestRedis, type TestRedis } from './redis.ts';
+import { entryArgs } from './bundle.ts';
 
 export const ADMIN_TOKEN = 'test-admin-token';
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -83,9 +84,9 @@ export interface SpawnedService {
   exited: Promise<number | null>;
 }
 
-/** Runs `services/main.ts` as its own OS process, as `npm start` does, and waits until it listens. */
+/** Runs the service as its own OS process, as `npm start` does (its bundle, test/helpers/bundle.ts), and waits until it listens. */
 export async function spawnService(env: Record<string, string>, opts: { waitReady?: boolean } = {}): Promise<SpawnedService> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/main.ts'], {
+  const child = spawn(process.execPath, entryArgs('main'), {
     cwd: ROOT,
     // info level: the start-up line carries the URL the test connects to.
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env, LOG_LEVEL: 'info' },

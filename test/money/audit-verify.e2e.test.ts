@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP1 } from '../helpers/catalog.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+import { entryArgs } from '../helpers/bundle.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const run = promisify(execFile);
@@ -19,7 +20,7 @@ describe('npm run audit -- verify | rebuild', () => {
 
   const audit = async (...args: string[]) => {
     try {
-      const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'services/audit/cli.ts', ...args], {
+      const { stdout, stderr } = await run(process.execPath, [...entryArgs('audit'), ...args], {
         cwd: ROOT,
         // The service's own store (the esdb test project runs this file on EventStoreDB).
         env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' },

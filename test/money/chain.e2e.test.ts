@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../shared/canonical.ts';
 import { GENESIS, nextLink } from '../../services/chain/link.ts';
 import type { HistoryEvent } from '../../services/chain/routes.ts';
+import { entryArgs } from '../helpers/bundle.ts';
 import { OP1, OP2 } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
@@ -36,9 +37,10 @@ describe('the tamper-evident history', () => {
   let keyFile: string;
   const run8 = randomUUID().slice(0, 8);
 
+  /** 'audit': npm run audit (its bundle); otherwise a script of scripts/. */
   const exec = async (file: string, args: string[], env: Record<string, string>) => {
     try {
-      const { stdout, stderr } = await run(process.execPath, [...(file.endsWith('.ts') ? ['--import', 'tsx'] : []), file, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } });
+      const { stdout, stderr } = await run(process.execPath, [...(file === 'audit' ? entryArgs('audit') : [file]), ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } });
       return { code: 0, stdout, stderr };
     } catch (err) {
       const e = err as { code: number; stdout: string; stderr: string };
@@ -46,7 +48,7 @@ describe('the tamper-evident history', () => {
     }
   };
   const audit = (...args: string[]) =>
-    exec('services/audit/cli.ts', args, { DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' });
+    exec('audit', args, { DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' });
   const operatorScript = (as = OP1, ...extra: string[]) =>
     exec('scripts/verify-history.mjs', ['--url', h.svc.url, '--operator-id', as.id, '--public-key', keyFile, ...extra], { OPERATOR_SECRET: as.secret });
   const adminGet = (p: string) => fetch(`${h.svc.url}${p}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });

@@ -10,12 +10,13 @@ import { signedCall } from '../../shared/http/outbound.ts';
 import { sign } from '../../shared/http/signature.ts';
 import type { CatalogInput } from '../../shared/catalog/schema.ts';
 import { ADMIN_TOKEN, createTestEnv, startInProcess, writeCatalogFile, type TestEnv } from '../helpers/service.ts';
+import { entryArgs } from '../helpers/bundle.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
-/** Runs `tsx services/sandbox/main.ts` as `npm run sandbox` does, and resolves with its exit code and output. */
+/** Runs the sandbox as `npm run sandbox` does (its bundle), and resolves with its exit code and output. */
 function runSandbox(args: string[], env: Record<string, string>, timeoutMs = 50_000): Promise<{ code: number | null; out: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/sandbox/main.ts', ...args], {
+  const child = spawn(process.execPath, [...entryArgs('sandbox'), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,26 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/** The entry points scripts/build.mjs bundles into dist/<name>.mjs. */
+export type Entry = 'main' | 'audit' | 'sandbox' | 'conformance';
+
+/**
+ * Node's arguments that run an entry point as npm's scripts and the image do (package.json): its bundle
+ * of dist/, with source maps. The bundles are built once for a test run (vitest's global setup,
+ * test/helpers/global-setup.ts) and, outside vitest (the bench, the fault simulator), by the first call
+ * in the process.
+ */
+export function entryArgs(entry: Entry): string[] {
+  ensureBuilt();
+  return ['--enable-source-maps', path.join(ROOT, 'dist', `${entry}.mjs`)];
+}
+
+/** Runs `npm run build` (scripts/build.mjs) unless this process, or the one that started it, has. */
+export function ensureBuilt(): void {
+  if (process.env.LEDGER_BUNDLES_BUILT === '1') return;
+  const r = spawnSync(process.execPath, [path.join(ROOT, 'scripts/build.mjs'), '--quiet'], { cwd: ROOT, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`npm run build failed (exit ${r.status}):\n${r.stdout}${r.stderr}`);
+  process.env.LEDGER_BUNDLES_BUILT = '1';
+}
