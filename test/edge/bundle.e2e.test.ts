@@ -28,7 +28,7 @@ describe('the service built by npm run build', () => {
   afterAll(async () => env?.cleanup());
 
   it('serves the files that lie beside its sources, whatever the working directory', async () => {
-    const child = spawn(process.execPath, ['--enable-source-maps', path.join(outdir, 'main.mjs')], {
+    const child = spawn(process.execPath, [path.join(outdir, 'main.mjs')], {
       cwd: tmpdir(),
       env: { PATH: process.env.PATH ?? '', ...env.env({ ROLES: 'api', LOG_LEVEL: 'info' }) },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -59,7 +59,7 @@ describe('the service built by npm run build', () => {
     expect(await exited).toBe(0);
   });
 
-  it('maps its code back to the TypeScript sources, for stack traces under --enable-source-maps', () => {
+  it('maps its code back to the TypeScript sources, for a CPU profile or a debugging run under --enable-source-maps', () => {
     const map = JSON.parse(readFileSync(path.join(outdir, 'main.mjs.map'), 'utf8')) as { sources: string[] };
     const sources = new Set(map.sources.map((s) => path.resolve(outdir, s)));
     for (const file of ['services/main.ts', 'services/rounds/submit.ts', 'shared/eventstore/postgres.ts']) expect(sources, file).toContain(path.join(ROOT, file));

@@ -8,13 +8,13 @@ export type Entry = 'main' | 'audit' | 'sandbox' | 'conformance';
 
 /**
  * Node's arguments that run an entry point as npm's scripts and the image do (package.json): its bundle
- * of dist/, with source maps. The bundles are built once for a test run (vitest's global setup,
+ * of dist/. The bundles are built once for a test run (vitest's global setup,
  * test/helpers/global-setup.ts) and, outside vitest (the bench, the fault simulator), by the first call
  * in the process.
  */
 export function entryArgs(entry: Entry): string[] {
   ensureBuilt();
-  return ['--enable-source-maps', path.join(ROOT, 'dist', `${entry}.mjs`)];
+  return [path.join(ROOT, 'dist', `${entry}.mjs`)];
 }
 
 /** Runs `npm run build` (scripts/build.mjs) unless this process, or the one that started it, has. */
