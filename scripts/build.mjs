@@ -2,65 +2,95 @@
 // npm run build: the service and its command-line tools, each bundled with its dependencies into one
 // file of dist/ by esbuild (the compiler tsx itself runs on every file), which `npm start`, the other npm
 // scripts, the image and the tests run. Node then loads one file instead of resolving, reading and
-// translating some thousand modules through tsx's loader: a service process is ready in about 0.5 s
-// instead of 1.2-1.6, at about 110 MB of memory instead of 150-160, with 0.5-0.6 s of CPU instead of
-// 1.6-1.9 (docs/operations.md, "Starting").
+// translating about a thousand modules through tsx's loader: figures in docs/operations.md, "Starting".
 //
 // The code is the same code: esbuild transforms each TypeScript file as tsx does and only puts them in
-// one file. What would differ is where a module is: import.meta.url and import.meta.dirname of the
-// project's own files are given their source file's location (computed from where the bundle lies), so
-// the files they find beside them (the console's pages, the sandbox's catalog, package.json) are found
-// as when the sources run. pino stays outside the bundle: its pretty transport starts a worker thread
-// from its own files.
-import * as esbuild from 'esbuild';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+// one file. What would differ is where a module is: import.meta.url, .dirname and .filename of the
+// project's own files are given their source file's place (found from where the bundle lies, dist/ beside
+// the sources), so the files they find beside them (the console's pages, the sandbox's catalog,
+// package.json) are found as when the sources run. pino stays outside the bundle: its pretty transport
+// starts a worker thread from its own files. (One package behaves differently: msgpackr, which bullmq
+// uses only to pack, finds no native add-on from a bundle and packs in JavaScript.)
+//
+// A build whose inputs (every file esbuild read, this script, tsconfig.json, the installed packages'
+// lock) are all older than the last build is skipped: `npm start` then costs a look at some thousand
+// files' times, not a build.
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
+const DIST = path.join(ROOT, 'dist');
+/** What the last build read, and when it began (see upToDate). */
+const RECORD = path.join(DIST, '.build.json');
 
 /** What the bundles are: npm scripts and the image run dist/<name>.mjs. */
-export const ENTRIES = {
+const ENTRIES = {
   main: 'services/main.ts',
   audit: 'services/audit/cli.ts',
   sandbox: 'services/sandbox/main.ts',
   conformance: 'services/conformance/cli.ts',
 };
+/** Inputs the metafile does not list but a build depends on: this script, the compiler's settings, and what npm installed. */
+const ALSO_INPUTS = ['scripts/build.mjs', 'tsconfig.json', 'package.json', 'package-lock.json', 'node_modules/.package-lock.json'];
 
-const USAGE = `usage: npm run build [-- --quiet]
+const USAGE = `usage: npm run build [-- --force] [--quiet]
 
 Bundles the service (main) and its tools (audit, sandbox, conformance) into dist/<name>.mjs, each with
-its source map. npm start and the other npm scripts run it first.
+its source map, unless no input changed since the last build. npm start and the other npm scripts run
+it first.
 
+  --force     build even if dist/ is up to date
   --quiet     print nothing when it succeeds
   -h, --help  this text`;
 
-/** The project's own TypeScript, with import.meta pointing where the file is in the project. */
+const IMPORT_META = /\bimport\.meta\.(url|dirname|filename)\b/g;
+
+/**
+ * The project's own TypeScript, with import.meta pointing where the file is in the project. Only those
+ * three properties are given; any other use of import.meta in the project's code stops the build, rather
+ * than point at dist/ without a word.
+ */
 const sourceLocations = {
   name: 'source-locations',
   setup(build) {
-    build.onLoad({ filter: /\.ts$/ }, async (args) => {
+    build.onLoad({ filter: /\.[cm]?[jt]s$/ }, async (args) => {
       if (args.path.includes(`${path.sep}node_modules${path.sep}`)) return undefined;
-      let contents = await readFile(args.path, 'utf8');
-      if (contents.includes('import.meta.')) {
-        const file = path.relative(ROOT, args.path).split(path.sep).join('/');
-        contents = contents
-          .replaceAll('import.meta.dirname', `__sourcePath(${JSON.stringify(path.posix.dirname(file))})`)
-          .replaceAll('import.meta.filename', `__sourcePath(${JSON.stringify(file)})`)
-          .replaceAll('import.meta.url', `__sourceUrl(${JSON.stringify(file)})`);
+      const source = await readFile(args.path, 'utf8');
+      if (!source.includes('import.meta')) return undefined;
+      const file = path.relative(ROOT, args.path).split(path.sep).join('/');
+      const contents = source.replace(IMPORT_META, (_m, prop) =>
+        prop === 'url' ? `__sourceUrl(${JSON.stringify(file)})` : `__sourcePath(${JSON.stringify(prop === 'dirname' ? path.posix.dirname(file) : file)})`,
+      );
+      const left = contents.indexOf('import.meta');
+      if (left >= 0) {
+        const line = contents.slice(0, left).split('\n').length;
+        return { errors: [{ text: `only import.meta.url, .dirname and .filename are given their source's place in a bundle (${file}:${line})` }] };
       }
-      return { contents, loader: 'ts' };
+      return { contents, loader: path.extname(args.path).includes('t') ? 'ts' : 'js' };
     });
   },
 };
 
-/**
- * Builds every entry into dist/, beside node_modules (the packages left outside are found from there).
- * Each file is written beside its place and renamed into it, so a process starting meanwhile reads a
- * whole one.
- */
-export async function build() {
-  const dir = path.join(ROOT, 'dist');
+/** Whether dist/ holds every bundle, built after the last change to anything it was built from. */
+async function upToDate() {
+  let record;
+  try {
+    record = JSON.parse(await readFile(RECORD, 'utf8'));
+  } catch {
+    return false;
+  }
+  if (typeof record?.startedAt !== 'number' || !Array.isArray(record.inputs) || JSON.stringify(record.entries) !== JSON.stringify(ENTRIES)) return false;
+  const files = [...record.inputs, ...ALSO_INPUTS, ...Object.keys(ENTRIES).map((name) => `dist/${name}.mjs`)];
+  const times = await Promise.all(files.map((f) => stat(path.join(ROOT, f)).then((s) => s.mtimeMs, () => undefined)));
+  return times.every((t, i) => t !== undefined && (files[i].startsWith('dist/') || t < record.startedAt));
+}
+
+/** Builds every entry into dist/. Each file is written beside its place and renamed into it, so a process starting meanwhile reads a whole one. */
+async function build() {
+  const startedAt = Date.now();
+  // Loaded only to build (an up-to-date dist/ is the usual case of npm start).
+  const esbuild = await import('esbuild');
   const result = await esbuild.build({
     absWorkingDir: ROOT,
     entryPoints: ENTRIES,
@@ -68,13 +98,14 @@ export async function build() {
     platform: 'node',
     format: 'esm',
     target: 'node20',
-    outdir: dir,
+    outdir: DIST,
     outExtension: { '.js': '.mjs' },
     external: ['pino', 'pino-pretty'],
     // For whoever reads a CPU profile, or debugs with node --enable-source-maps (which the scripts do
     // not pass: the first stack trace Node maps decodes the whole map, 0.25 s and some 100 MB).
     sourcemap: 'linked',
     sourcesContent: false,
+    metafile: true,
     plugins: [sourceLocations],
     // Modules written for CommonJS call require(); the project's files ask where they are (above).
     banner: {
@@ -91,32 +122,42 @@ export async function build() {
     write: false,
     logLevel: 'silent',
   });
-  await mkdir(dir, { recursive: true });
-  const suffix = `.${process.pid}.tmp`;
-  await Promise.all(result.outputFiles.map((f) => writeFile(f.path + suffix, f.contents)));
-  await Promise.all(result.outputFiles.map((f) => rename(f.path + suffix, f.path)));
-  return result.outputFiles.map((f) => f.path).filter((p) => p.endsWith('.mjs'));
+  for (const warning of await esbuild.formatMessages(result.warnings, { kind: 'warning' })) process.stderr.write(warning);
+  await mkdir(DIST, { recursive: true });
+  const suffix = `.${process.pid}.${startedAt}.tmp`;
+  const outputs = result.outputFiles;
+  try {
+    await Promise.all(outputs.map((f) => writeFile(f.path + suffix, f.contents)));
+    await Promise.all(outputs.map((f) => rename(f.path + suffix, f.path)));
+  } catch (err) {
+    await Promise.all(outputs.map((f) => rm(f.path + suffix, { force: true })));
+    throw err;
+  }
+  const inputs = Object.keys(result.metafile.inputs).filter((f) => !f.includes(':'));
+  await writeFile(RECORD + suffix, JSON.stringify({ startedAt, entries: ENTRIES, inputs }));
+  await rename(RECORD + suffix, RECORD);
+  return outputs.map((f) => f.path).filter((p) => p.endsWith('.mjs'));
 }
 
-async function main() {
-  let values;
-  try {
-    ({ values } = parseArgs({ options: { quiet: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
-  } catch (err) {
-    process.stderr.write(`${err.message}\n${USAGE}\n`);
-    process.exit(2);
-  }
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return;
-  }
-  try {
+let values;
+try {
+  ({ values } = parseArgs({ options: { force: { type: 'boolean' }, quiet: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
+} catch (err) {
+  process.stderr.write(`${err.message}\n${USAGE}\n`);
+  process.exit(2);
+}
+if (values.help) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+try {
+  if (!values.force && (await upToDate())) {
+    if (!values.quiet) process.stdout.write('dist/ is up to date: nothing it is built from changed since its last build\n');
+  } else {
     const files = await build();
     if (!values.quiet) process.stdout.write(`built ${files.map((f) => path.relative(process.cwd(), f)).join(', ')}\n`);
-  } catch (err) {
-    process.stderr.write(`build failed: ${err.message}\n`);
-    process.exit(1);
   }
+} catch (err) {
+  process.stderr.write(`npm run build failed: ${err.message}\n`);
+  process.exit(1);
 }
-
-if (process.argv[1] && path.resolve(process.argv[1]) === import.meta.filename) await main();

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,7 +20,7 @@ describe('the service built by npm run build', () => {
     env = await createTestEnv('bundle');
     // Built again (the test run's setup built it once): each file is replaced whole, so the services
     // other test files start meanwhile read either build, never half of one.
-    const built = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: ROOT, encoding: 'utf8' });
+    const built = spawnSync(process.execPath, ['scripts/build.mjs', '--force'], { cwd: ROOT, encoding: 'utf8' });
     expect(built.stderr).toBe('');
     expect(built.status).toBe(0);
     expect(built.stdout).toBe('built dist/main.mjs, dist/audit.mjs, dist/sandbox.mjs, dist/conformance.mjs\n');
@@ -57,6 +57,24 @@ describe('the service built by npm run build', () => {
       child.kill('SIGTERM');
     }
     expect(await exited).toBe(0);
+  });
+
+  it('is built again only when something it is built from has changed', () => {
+    const build = () => spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: ROOT, encoding: 'utf8' });
+    const bundleTime = () => statSync(path.join(outdir, 'main.mjs')).mtimeMs;
+    const before = bundleTime();
+    const same = build();
+    expect(same.status).toBe(0);
+    expect(same.stdout).toBe('dist/ is up to date: nothing it is built from changed since its last build\n');
+    expect(bundleTime()).toBe(before);
+    // A source saved again (its time only: the same text, so what other test files run stays the same).
+    const source = path.join(ROOT, 'services/rounds/decider.ts');
+    const now = new Date();
+    utimesSync(source, now, now);
+    const again = build();
+    expect(again.stdout).toBe('built dist/main.mjs, dist/audit.mjs, dist/sandbox.mjs, dist/conformance.mjs\n');
+    expect(again.status).toBe(0);
+    expect(bundleTime()).toBeGreaterThan(before);
   });
 
   it('maps its code back to the TypeScript sources, for a CPU profile or a debugging run under --enable-source-maps', () => {

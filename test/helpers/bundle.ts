@@ -8,9 +8,9 @@ export type Entry = 'main' | 'audit' | 'sandbox' | 'conformance';
 
 /**
  * Node's arguments that run an entry point as npm's scripts and the image do (package.json): its bundle
- * of dist/. The bundles are built once for a test run (vitest's global setup,
- * test/helpers/global-setup.ts) and, outside vitest (the bench, the fault simulator), by the first call
- * in the process.
+ * of dist/. The bundles are brought up to date once for a test run (vitest's global setup,
+ * test/helpers/global-setup.ts, again before each rerun in watch mode) and, outside vitest (the bench, the
+ * fault simulator), by the first call in the process.
  */
 export function entryArgs(entry: Entry): string[] {
   ensureBuilt();
@@ -20,7 +20,12 @@ export function entryArgs(entry: Entry): string[] {
 /** Runs `npm run build` (scripts/build.mjs) unless this process, or the one that started it, has. */
 export function ensureBuilt(): void {
   if (process.env.LEDGER_BUNDLES_BUILT === '1') return;
-  const r = spawnSync(process.execPath, [path.join(ROOT, 'scripts/build.mjs'), '--quiet'], { cwd: ROOT, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`npm run build failed (exit ${r.status}):\n${r.stdout}${r.stderr}`);
+  build();
   process.env.LEDGER_BUNDLES_BUILT = '1';
+}
+
+/** `npm run build`: builds dist/ unless it is up to date. */
+export function build(): void {
+  const r = spawnSync(process.execPath, [path.join(ROOT, 'scripts/build.mjs'), '--quiet'], { cwd: ROOT, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`npm run build failed (${r.error ? r.error.message : `exit ${r.status ?? r.signal}`}):\n${r.stdout ?? ''}${r.stderr ?? ''}`);
 }
