@@ -14,7 +14,7 @@ import { createTestEnv, type TestEnv } from '../helpers/service.ts';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
 describe('the service built by npm run build', () => {
-  const outdir = path.join(ROOT, 'dist');
+  const dist = path.join(ROOT, 'dist');
   let env: TestEnv;
   beforeAll(async () => {
     env = await createTestEnv('bundle');
@@ -28,7 +28,7 @@ describe('the service built by npm run build', () => {
   afterAll(async () => env?.cleanup());
 
   it('serves the files that lie beside its sources, whatever the working directory', async () => {
-    const child = spawn(process.execPath, [path.join(outdir, 'main.mjs')], {
+    const child = spawn(process.execPath, [path.join(dist, 'main.mjs')], {
       cwd: tmpdir(),
       env: { PATH: process.env.PATH ?? '', ...env.env({ ROLES: 'api', LOG_LEVEL: 'info' }) },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -61,7 +61,7 @@ describe('the service built by npm run build', () => {
 
   it('is built again only when something it is built from has changed', () => {
     const build = () => spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: ROOT, encoding: 'utf8' });
-    const bundleTime = () => statSync(path.join(outdir, 'main.mjs')).mtimeMs;
+    const bundleTime = () => statSync(path.join(dist, 'main.mjs')).mtimeMs;
     const before = bundleTime();
     const same = build();
     expect(same.status).toBe(0);
@@ -78,8 +78,8 @@ describe('the service built by npm run build', () => {
   });
 
   it('maps its code back to the TypeScript sources, for a CPU profile or a debugging run under --enable-source-maps', () => {
-    const map = JSON.parse(readFileSync(path.join(outdir, 'main.mjs.map'), 'utf8')) as { sources: string[] };
-    const sources = new Set(map.sources.map((s) => path.resolve(outdir, s)));
+    const map = JSON.parse(readFileSync(path.join(dist, 'main.mjs.map'), 'utf8')) as { sources: string[] };
+    const sources = new Set(map.sources.map((s) => path.resolve(dist, s)));
     for (const file of ['services/main.ts', 'services/rounds/submit.ts', 'shared/eventstore/postgres.ts']) expect(sources, file).toContain(path.join(ROOT, file));
   });
 });
