@@ -12,16 +12,18 @@
 // starts a worker thread from its own files. (One package behaves differently: msgpackr, which bullmq
 // uses only to pack, finds no native add-on from a bundle and packs in JavaScript.)
 //
-// A build whose inputs (every file esbuild read, this script, tsconfig.json, the installed packages'
-// lock) are all older than the last build is skipped: `npm start` then costs a look at some thousand
-// files' times, not a build.
+// A build is skipped when its inputs (every file esbuild read, this script, tsconfig.json, the installed
+// packages' lock) hold what they held at the last build: `npm start` then costs reading some thousand
+// files (about 10 MB) and hashing them, not a build. By content, not by time: a release copied with its
+// files' times kept (rsync -a, tar) may bring files older than the last build.
+import { createHash } from 'node:crypto';
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const DIST = path.join(ROOT, 'dist');
-/** What the last build read, and when it began (see upToDate). */
+/** What the last build read, and a digest of it (see upToDate). */
 const RECORD = path.join(DIST, '.build.json');
 
 /** What the bundles are: npm scripts and the image run dist/<name>.mjs. */
@@ -72,7 +74,17 @@ const sourceLocations = {
   },
 };
 
-/** Whether dist/ holds every bundle, built after the last change to anything it was built from. */
+/** A digest of the files' names and contents (undefined if one of them cannot be read). */
+async function digestOf(files) {
+  const sorted = [...new Set(files)].sort();
+  const contents = await Promise.all(sorted.map((f) => readFile(path.join(ROOT, f)).catch(() => undefined)));
+  if (contents.some((c) => c === undefined)) return undefined;
+  const digest = createHash('sha256');
+  sorted.forEach((f, i) => digest.update(`${f}\0`).update(createHash('sha256').update(contents[i]).digest()));
+  return digest.digest('hex');
+}
+
+/** Whether dist/ holds every bundle, built from inputs that still hold what they held then. */
 async function upToDate() {
   let record;
   try {
@@ -80,10 +92,9 @@ async function upToDate() {
   } catch {
     return false;
   }
-  if (typeof record?.startedAt !== 'number' || !Array.isArray(record.inputs) || JSON.stringify(record.entries) !== JSON.stringify(ENTRIES)) return false;
-  const files = [...record.inputs, ...ALSO_INPUTS, ...Object.keys(ENTRIES).map((name) => `dist/${name}.mjs`)];
-  const times = await Promise.all(files.map((f) => stat(path.join(ROOT, f)).then((s) => s.mtimeMs, () => undefined)));
-  return times.every((t, i) => t !== undefined && (files[i].startsWith('dist/') || t < record.startedAt));
+  if (typeof record?.digest !== 'string' || !Array.isArray(record.inputs) || JSON.stringify(record.entries) !== JSON.stringify(ENTRIES)) return false;
+  const outputs = await Promise.all(Object.keys(ENTRIES).map((name) => stat(path.join(DIST, `${name}.mjs`)).then(() => true, () => false)));
+  return outputs.every(Boolean) && (await digestOf([...record.inputs, ...ALSO_INPUTS])) === record.digest;
 }
 
 /** Builds every entry into dist/. Each file is written beside its place and renamed into it, so a process starting meanwhile reads a whole one. */
@@ -134,7 +145,11 @@ async function build() {
     throw err;
   }
   const inputs = Object.keys(result.metafile.inputs).filter((f) => !f.includes(':'));
-  await writeFile(RECORD + suffix, JSON.stringify({ startedAt, entries: ENTRIES, inputs }));
+  // Read after the build: an input saved while esbuild ran (its time from startedAt on) may differ from
+  // what went into the bundle, so the record then matches nothing and the next run builds again.
+  const times = await Promise.all([...inputs, ...ALSO_INPUTS].map((f) => stat(path.join(ROOT, f)).then((st) => st.mtimeMs, () => Infinity)));
+  const digest = times.every((t) => t < startedAt) ? await digestOf([...inputs, ...ALSO_INPUTS]) : null;
+  await writeFile(RECORD + suffix, JSON.stringify({ entries: ENTRIES, inputs, digest }));
   await rename(RECORD + suffix, RECORD);
   return outputs.map((f) => f.path).filter((p) => p.endsWith('.mjs'));
 }
