@@ -412,6 +412,9 @@ export interface VerifyResult {
   differences: Difference[];
 }
 
+/** Postgres's serialization failure (40001): told by its code, not by its message, which the server words in its own language. */
+const isSerializationFailure = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === '40001';
+
 /**
  * Rebuilds the projection in scratch tables up to the live checkpoint and compares, row by row, while
  * holding the checkpoint row (FOR SHARE): the live runner cannot commit a batch meanwhile, so both sides
@@ -426,6 +429,7 @@ export async function verifyProjection(pool: Pool, store: EventStore, projection
       const target = await checkpointOf(pool, projection.name);
       built = await replayInto(pool, store, schema, [projection], built, target, next());
       const client = await pool.connect();
+      let broken: unknown;
       try {
         await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
         const { rows } = await client.query<{ position: string }>('SELECT position FROM projection_checkpoints WHERE name = $1 FOR SHARE', [projection.name]);
@@ -436,8 +440,18 @@ export async function verifyProjection(pool: Pool, store: EventStore, projection
           return { projection: projection.name, position: live, differences };
         }
         await client.query('ROLLBACK');
+      } catch (err) {
+        // The projector committed its checkpoint after this transaction's snapshot, while the share lock
+        // waited for it: Postgres refuses the lock (serialization failure) and the checkpoint has moved,
+        // which is one more round. Anything else ends the verify. Either way the transaction is ended
+        // before the connection goes back to the pool (or the connection is dropped with it).
+        broken = await client.query('ROLLBACK').then(
+          () => undefined,
+          (rollbackErr: unknown) => rollbackErr,
+        );
+        if (!isSerializationFailure(err)) throw err;
       } finally {
-        client.release();
+        client.release(broken instanceof Error ? broken : undefined);
       }
     }
     throw new Error(`projection ${projection.name} kept moving; verify could not catch up`);

@@ -64,10 +64,11 @@ describe('npm run audit -- verify | rebuild', () => {
     await traffic(15);
     await caughtUp();
     const [result] = await Promise.all([audit('verify'), traffic(5)]);
-    expect(result.stdout).toContain('sessions: matches');
-    expect(result.stdout).toContain('rounds: matches');
-    expect(result.stdout).toContain('grants: matches');
-    expect(result.code).toBe(0);
+    const said = `exit ${result.code}\n${result.stdout}${result.stderr}`;
+    expect(result.stdout, said).toContain('sessions: matches');
+    expect(result.stdout, said).toContain('rounds: matches');
+    expect(result.stdout, said).toContain('grants: matches');
+    expect(result.code, said).toBe(0);
   }, 120_000);
 
   it('fails after a read-model row is tampered with, naming the row and the field', async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attachments, compareTables, createScratch, dropLeftScratch, dropScratch, LockNotTaken, rebuildProjections, replayInto, REPLAY_PARTS } from '../../services/audit/rebuild.ts';
+import { attachments, compareTables, createScratch, dropLeftScratch, dropScratch, LockNotTaken, rebuildProjections, replayInto, REPLAY_PARTS, verifyProjection } from '../../services/audit/rebuild.ts';
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
@@ -640,5 +640,34 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       late.release();
     }
     await matchesOnePass();
+  });
+
+  it("verify asks again when the projector commits its checkpoint just as verify asks for it (Postgres's serialization failure), and matches", async () => {
+    const sessions = projections.find((p) => p.name === 'sessions')!;
+    // The live sessions read model holds the whole log (the tests above leave it so); its checkpoint says so.
+    const all = await store.readAll({ from: START, maxCount: 10_000 });
+    const end = all[all.length - 1]!.position;
+    await env.pool.query(`INSERT INTO projection_checkpoints (name, position) VALUES ('sessions', $1) ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position`, [end]);
+    // The projector in the middle of a batch: its transaction has written the checkpoint's row and not
+    // committed yet (a batch of events the read model does not read moves only the checkpoint).
+    const projector = await env.pool.connect();
+    try {
+      await projector.query('BEGIN');
+      await projector.query(`UPDATE projection_checkpoints SET updated_at = now() WHERE name = 'sessions'`);
+      const verifying = verifyProjection(env.pool, store, sessions);
+      verifying.catch(() => undefined);
+      // verify has replayed the log and waits for the checkpoint's row; then the projector commits.
+      const waiting = async () =>
+        (await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'SELECT position FROM projection_checkpoints%FOR SHARE'`)).rows[0]!.n;
+      expect(await eventually(waiting, (n) => n > 0, 20_000)).toBeGreaterThan(0);
+      await projector.query('COMMIT');
+      const result = await verifying;
+      expect(result.differences).toEqual([]);
+      expect(result.position).toBe(end);
+    } finally {
+      await projector.query('ROLLBACK').catch(() => undefined);
+      projector.release();
+      await env.pool.query(`DELETE FROM projection_checkpoints WHERE name = 'sessions'`);
+    }
   });
 });
