@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { handles, type Projection } from '../../projections/runner.ts';
-import { withTransaction, type Pool, type PoolClient } from '../../shared/db/pool.ts';
+import { isSerializationFailure, withTransaction, type Pool, type PoolClient } from '../../shared/db/pool.ts';
 import { comparePositions, START, type EventStore, type Position, type RecordedEvent } from '../../shared/eventstore/port.ts';
 
 /** Events a replay reads and applies at a time (one transaction per page of the scratch tables). */
@@ -412,9 +412,6 @@ export interface VerifyResult {
   differences: Difference[];
 }
 
-/** Postgres's serialization failure (40001): told by its code, not by its message, which the server words in its own language. */
-const isSerializationFailure = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === '40001';
-
 /**
  * Rebuilds the projection in scratch tables up to the live checkpoint and compares, row by row, while
  * holding the checkpoint row (FOR SHARE): the live runner cannot commit a batch meanwhile, so both sides
@@ -428,30 +425,21 @@ export async function verifyProjection(pool: Pool, store: EventStore, projection
     for (let round = 0; round < 50; round++) {
       const target = await checkpointOf(pool, projection.name);
       built = await replayInto(pool, store, schema, [projection], built, target, next());
-      const client = await pool.connect();
-      let broken: unknown;
       try {
-        await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-        const { rows } = await client.query<{ position: string }>('SELECT position FROM projection_checkpoints WHERE name = $1 FOR SHARE', [projection.name]);
-        const live = rows[0]?.position ?? START;
-        if (live === built) {
-          const differences = await compareTables(client, schema, projection);
-          await client.query('COMMIT');
-          return { projection: projection.name, position: live, differences };
-        }
-        await client.query('ROLLBACK');
+        const verified = await withTransaction(
+          pool,
+          async (client): Promise<VerifyResult | undefined> => {
+            const { rows } = await client.query<{ position: string }>('SELECT position FROM projection_checkpoints WHERE name = $1 FOR SHARE', [projection.name]);
+            const live = rows[0]?.position ?? START;
+            return live === built ? { projection: projection.name, position: live, differences: await compareTables(client, schema, projection) } : undefined;
+          },
+          { isolation: 'REPEATABLE READ' },
+        );
+        if (verified) return verified;
       } catch (err) {
         // The projector committed its checkpoint after this transaction's snapshot, while the share lock
-        // waited for it: Postgres refuses the lock (serialization failure) and the checkpoint has moved,
-        // which is one more round. Anything else ends the verify. Either way the transaction is ended
-        // before the connection goes back to the pool (or the connection is dropped with it).
-        broken = await client.query('ROLLBACK').then(
-          () => undefined,
-          (rollbackErr: unknown) => rollbackErr,
-        );
+        // waited for it: Postgres refuses the lock, and the checkpoint has moved, which is one more round.
         if (!isSerializationFailure(err)) throw err;
-      } finally {
-        client.release(broken instanceof Error ? broken : undefined);
       }
     }
     throw new Error(`projection ${projection.name} kept moving; verify could not catch up`);

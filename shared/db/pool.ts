@@ -37,11 +37,14 @@ export function createPool(connectionString: string, max = 10): pg.Pool {
   return pool;
 }
 
-/** Runs fn in a transaction on one client; rolls back on any throw. */
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+/**
+ * Runs fn in a transaction on one client; rolls back on any throw, so the client goes back to the pool
+ * with no transaction open. `isolation`: the transaction's level, when not Postgres's default.
+ */
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, options: { isolation?: 'REPEATABLE READ' | 'SERIALIZABLE' } = {}): Promise<T> {
   const client = await pool.connect();
   try {
-    await client.query('BEGIN');
+    await client.query(options.isolation ? `BEGIN ISOLATION LEVEL ${options.isolation}` : 'BEGIN');
     const result = await fn(client);
     await client.query('COMMIT');
     return result;
@@ -51,6 +54,11 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
   } finally {
     client.release();
   }
+}
+
+/** Postgres's serialization failure (40001), told by its code (the server words its messages in its own language): the transaction is worth running again. */
+export function isSerializationFailure(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '40001';
 }
 
 export function isUniqueViolation(err: unknown, constraint?: string): boolean {
