@@ -147,8 +147,9 @@ async function build() {
   const inputs = Object.keys(result.metafile.inputs).filter((f) => !f.includes(':'));
   // Read after the build: an input saved while esbuild ran (its time from startedAt on) may differ from
   // what went into the bundle, so the record then matches nothing and the next run builds again.
-  const times = await Promise.all([...inputs, ...ALSO_INPUTS].map((f) => stat(path.join(ROOT, f)).then((st) => st.mtimeMs, () => Infinity)));
-  const digest = times.every((t) => t < startedAt) ? await digestOf([...inputs, ...ALSO_INPUTS]) : null;
+  const sources = [...inputs, ...ALSO_INPUTS];
+  const times = await Promise.all(sources.map((f) => stat(path.join(ROOT, f)).then((st) => st.mtimeMs, () => Infinity)));
+  const digest = times.every((t) => t < startedAt) ? await digestOf(sources) : null;
   await writeFile(RECORD + suffix, JSON.stringify({ entries: ENTRIES, inputs, digest }));
   await rename(RECORD + suffix, RECORD);
   return outputs.map((f) => f.path).filter((p) => p.endsWith('.mjs'));
