@@ -4,18 +4,18 @@
  * saturation and latency percentiles at fixed offered rates, and the ratios the targets are about.
  * Options: see USAGE.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
-import path from 'node:path';
-import type { Pool as HttpPool } from 'undici';
-import { sign } from '../../shared/http/signature.ts';
 import { Cli } from '../../shared/cli.ts';
 import { CpuMeter } from './cpu.ts';
 import { rssOf } from './rss.ts';
-import { testCatalog, OP1, PROV_A } from '../helpers/catalog.ts';
+import { testCatalog, OP1 } from '../helpers/catalog.ts';
 import { cleaningUp, interrupted, stopChildren } from './interrupt.ts';
 import { entryArgs } from '../helpers/bundle.ts';
+import {
+  ROOT, added, fixedRate, fmt, launchSessions, median, pct, percent, putCatalog, saturate, start, startService,
+  type PhaseResult, type Target as LoadTarget,
+} from './load.ts';
 
 const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat N] [--one-process] [--ledger-only | --floor]
        npm run bench -- --isolation [--backlog N] [--samples N]
@@ -23,6 +23,7 @@ const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat
        npm run bench -- --chain [--events N]
        npm run bench -- --rebuild [--events N]
        npm run bench -- --soak [--seconds N] [--rates R] [--one-process]
+       npm run bench -- --ab DIR [--repeat N] [--rates A,B,...] [--seconds N] [--one-process]
 
 BET+WIN rounds through the ledger and through a bare forwarder (signature check and forward, no ledger)
 against the same fast wallet: throughput at saturation, latency percentiles at fixed offered rates (the
@@ -52,6 +53,11 @@ commit cost on the machine, back to back and after 10 ms idle.
   --rebuild        instead: \`npm run audit -- rebuild\` on a large history (its rate, memory and lock time; --events as above)
   --soak           instead: the ledger alone at one offered rate (--rates, one value, default 1000) for
                    --seconds (default 300), the api's memory (RSS) read every second
+  --ab DIR         instead: this checkout (A) against another checkout of the project in DIR (B, its
+                   dependencies installed), each deployed as above from its own tree's bundle with its
+                   own database, against one wallet: --repeat saturation pairs (default 6) alternating
+                   A and B, the ratio B / A per pair and its median; then each offered rate (default
+                   100) for A and for B
   --help           this text
 
 Exit status: 0 measured, 1 it failed or measured nothing (every transaction of a target failed), 2 bad usage.
@@ -76,6 +82,7 @@ const { values: opts } = cli.parse({
     rebuild: { type: 'boolean' },
     soak: { type: 'boolean' },
     events: { type: 'string' },
+    ab: { type: 'string' },
     help: { type: 'boolean' },
   },
 });
@@ -84,7 +91,8 @@ const RECONCILIATION = opts.reconciliation === true;
 const CHAIN = opts.chain === true;
 const REBUILD = opts.rebuild === true;
 const SOAK = opts.soak === true;
-if ([ISOLATION, RECONCILIATION, CHAIN, REBUILD, SOAK].filter(Boolean).length > 1) cli.fail('--isolation, --reconciliation, --chain, --rebuild and --soak are different benchmarks: one at a time');
+const AB = opts.ab !== undefined;
+if ([ISOLATION, RECONCILIATION, CHAIN, REBUILD, SOAK, AB].filter(Boolean).length > 1) cli.fail('--isolation, --reconciliation, --chain, --rebuild, --soak and --ab are different benchmarks: one at a time');
 for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only', 'floor'] as const) {
   if (ISOLATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --isolation`);
   if (RECONCILIATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --reconciliation`);
@@ -92,13 +100,14 @@ for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only', 'fl
   if (REBUILD && opts[o] !== undefined) cli.fail(`--${o} does not apply to --rebuild`);
 }
 for (const o of ['repeat', 'ledger-only', 'floor'] as const) if (SOAK && opts[o] !== undefined) cli.fail(`--${o} does not apply to --soak`);
+for (const o of ['ledger-only', 'floor'] as const) if (AB && opts[o] !== undefined) cli.fail(`--${o} does not apply to --ab (it compares two ledgers)`);
 if (!CHAIN && !REBUILD && opts.events !== undefined) cli.fail('--events applies only with --chain or --rebuild');
 if (!ISOLATION && opts.backlog !== undefined) cli.fail('--backlog applies only with --isolation');
 if (!RECONCILIATION && opts.transactions !== undefined) cli.fail('--transactions applies only with --reconciliation');
 if (!ISOLATION && !RECONCILIATION && opts.samples !== undefined) cli.fail('--samples applies only with --isolation or --reconciliation');
 const SECONDS = opts.seconds !== undefined ? cli.whole('seconds', opts.seconds, 1, 3600) : SOAK ? 300 : 10;
-const RATES = (opts.rates ?? (SOAK ? '1000' : '100,500,1000')).split(',').map((r) => (/^\d{1,7}$/.test(r) && Number(r) >= 1 && Number(r) <= 1_000_000 ? Number(r) : cli.fail(`--rates must be whole numbers 1..1000000 separated by commas, not "${opts.rates}"`)));
-const REPEAT = opts.repeat !== undefined ? cli.whole('repeat', opts.repeat, 1, 100) : 3;
+const RATES = (opts.rates ?? (SOAK ? '1000' : AB ? '100' : '100,500,1000')).split(',').map((r) => (/^\d{1,7}$/.test(r) && Number(r) >= 1 && Number(r) <= 1_000_000 ? Number(r) : cli.fail(`--rates must be whole numbers 1..1000000 separated by commas, not "${opts.rates}"`)));
+const REPEAT = opts.repeat !== undefined ? cli.whole('repeat', opts.repeat, 1, 100) : AB ? 6 : 3;
 const ONE_PROCESS = opts['one-process'] === true;
 const LEDGER_ONLY = opts['ledger-only'] === true || SOAK;
 const FLOOR = opts.floor === true;
@@ -109,181 +118,19 @@ const SAMPLES = opts.samples !== undefined ? cli.whole('samples', opts.samples, 
 const EVENTS = opts.events !== undefined ? cli.whole('events', opts.events, 1000, 10_000_000) : 1_000_000;
 // At least 2,000: the main operator (90 % of the history) must have a full page of 1,000 to time.
 const TRANSACTIONS = opts.transactions !== undefined ? cli.whole('transactions', opts.transactions, 2000, 10_000_000) : 1_000_000;
+if (opts.ab !== undefined) {
+  const problem = opts.ab === '' ? '--ab needs the other checkout\'s directory' : (await import('./ab.ts')).otherTreeProblem(opts.ab);
+  if (problem) cli.fail(problem);
+}
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const SATURATION_SECONDS = 6;
 const SATURATION_CONCURRENCY = 64;
 /** Issue #25's "fast day": the bare forwarder carries more than this at saturation. */
 const FAST_DAY_FORWARDER = 5000;
 const PLAYERS = 200;
 
-/** Node's options for a process the bench starts: a V8 CPU profile of it into BENCH_PROFILE, when set. */
-const profiled = (): string[] => (process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []);
-
-/** Starts a helper process, added to `children` at once (an interrupted start stops it too), and waits for its ready line. */
-function start(children: ChildProcess[], script: string, env: Record<string, string>, readyPattern: RegExp): Promise<{ child: ChildProcess; line: string }> {
-  const child = spawn(process.execPath, [...profiled(), '--import', 'tsx', script], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  let out = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${script} did not start:\n${out}`)), 30_000);
-    const onData = (d: Buffer) => {
-      out += d.toString();
-      const m = readyPattern.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        child.stdout!.off('data', onData);
-        child.stdout!.resume();
-        child.stderr!.resume();
-        resolve({ child, line: m[1] ?? m[0] });
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-    child.once('exit', (code) => reject(new Error(`${script} exited ${code}:\n${out}`)));
-  });
-}
-
 type TargetName = 'forwarder' | 'floor' | 'ledger';
-
-interface Target {
-  name: TargetName;
-  pool: HttpPool;
-  sessions: Array<{ token: string; playerRef: string }>;
-  /** Transactions it answered 200 to, warm-up included. */
-  ok: number;
-}
-
-async function post(pool: HttpPool, pathName: string, body: unknown, as: { kind: 'operator' | 'provider'; id: string; secret: string }) {
-  const raw = JSON.stringify(body);
-  const timestamp = String(Math.floor(Date.now() / 1000));
-  const nonce = randomUUID();
-  const signature = sign(as.secret, { timestamp, nonce, method: 'POST', target: pathName, body: raw });
-  const res = await pool.request({
-    path: pathName,
-    method: 'POST',
-    headers: { 'content-type': 'application/json', [as.kind === 'operator' ? 'x-operator-id' : 'x-provider-id']: as.id, 'x-timestamp': timestamp, 'x-nonce': nonce, 'x-signature': signature },
-    body: raw,
-  });
-  const text = await res.body.text();
-  return { status: res.statusCode, text };
-}
-
-/** Latencies of one phase, ms: all, and apart for the round's BET and its WIN (sent as the BET is answered). */
-interface Latencies {
-  all: number[];
-  BET: number[];
-  WIN: number[];
-}
-
-const newLatencies = (): Latencies => ({ all: [], BET: [], WIN: [] });
-
-/** One round: a BET, then the WIN that completes it. Records each transaction's latency in ms. */
-async function round(t: Target, latencies: Latencies, errors: { n: number }, scheduledAt?: number): Promise<void> {
-  const s = t.sessions[Math.floor(Math.random() * t.sessions.length)]!;
-  const roundId = randomUUID();
-  const base = { sessionToken: s.token, roundId, playerRef: s.playerRef, currency: 'EUR', gameId: 'fruit-1' };
-  let from = scheduledAt ?? performance.now();
-  for (const tx of [
-    { ...base, transactionId: randomUUID(), type: 'BET' as const, roundComplete: false, amount: 100 },
-    { ...base, transactionId: randomUUID(), type: 'WIN' as const, roundComplete: true, amount: 150 },
-  ]) {
-    const r = await post(t.pool, '/v1/wallet/transaction', tx, PROV_A).catch(() => ({ status: 0, text: '' }));
-    const now = performance.now();
-    latencies.all.push(now - from);
-    latencies[tx.type].push(now - from);
-    if (r.status !== 200) errors.n++;
-    else t.ok++;
-    from = now;
-  }
-}
-
-const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN);
-
-interface PhaseResult {
-  throughput: number;
-  p50: number;
-  p95: number;
-  p99: number;
-  errors: number;
-  count: number;
-  /** p50 of the rounds' BETs alone, and of their WINs. */
-  p50Bet: number;
-  p50Win: number;
-}
-
-async function saturate(t: Target, seconds: number, concurrency: number): Promise<PhaseResult> {
-  const latencies = newLatencies();
-  const errors = { n: 0 };
-  const end = performance.now() + seconds * 1000;
-  const begin = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < end) await round(t, latencies, errors);
-  }));
-  return summarize(latencies, errors.n, (performance.now() - begin) / 1000);
-}
-
-/** Open loop: rounds start on schedule whatever the latency, so slow answers cannot hide (no coordinated omission). */
-async function fixedRate(t: Target, txPerSecond: number, seconds: number): Promise<PhaseResult> {
-  const latencies = newLatencies();
-  const errors = { n: 0 };
-  const roundsPerMs = txPerSecond / 2 / 1000;
-  const begin = performance.now();
-  const inflight: Promise<void>[] = [];
-  let started = 0;
-  while (performance.now() - begin < seconds * 1000) {
-    // Round k is due at k / roundsPerMs: every round up to now's is started (round 0 at once).
-    const due = Math.floor((performance.now() - begin) * roundsPerMs) + 1;
-    for (; started < due; started++) inflight.push(round(t, latencies, errors, begin + started / roundsPerMs));
-    await new Promise((r) => setTimeout(r, 1)); // a 1 ms tick: starts every round that is due, without spinning the CPU
-  }
-  await Promise.all(inflight);
-  return summarize(latencies, errors.n, (performance.now() - begin) / 1000);
-}
-
-function summarize(latencies: Latencies, errors: number, seconds: number): PhaseResult {
-  const sorted = [...latencies.all].sort((a, b) => a - b);
-  const p50Of = (l: number[]) => pct([...l].sort((a, b) => a - b), 50);
-  return {
-    throughput: sorted.length / seconds, p50: pct(sorted, 50), p95: pct(sorted, 95), p99: pct(sorted, 99), errors, count: sorted.length,
-    p50Bet: p50Of(latencies.BET), p50Win: p50Of(latencies.WIN),
-  };
-}
-
-const percent = (ratio: number) => `${(ratio * 100).toFixed(0)} %`;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
-
-/** What a target's latency adds to the forwarder's at one offered rate: p50 (its BETs' and WINs' too) and p99, with their targets if given. */
-function added(r: PhaseResult, base: PhaseResult, target?: { p50: number; p99: number }): string {
-  const d = (a: number, b: number) => (a - b).toFixed(2);
-  return (
-    `p50 ${d(r.p50, base.p50)} ms (${target ? `target <= ${target.p50}; ` : ''}BET ${d(r.p50Bet, base.p50Bet)}, WIN ${d(r.p50Win, base.p50Win)}), ` +
-    `p99 ${d(r.p99, base.p99)} ms${target ? ` (target <= ${target.p99})` : ''}`
-  );
-}
-
-const fmt = (r: PhaseResult) =>
-  `${r.throughput.toFixed(0).padStart(6)} tx/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p95 ${r.p95.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms  errors ${r.errors}/${r.count}`;
-
-async function freePort(): Promise<number> {
-  const net = await import('node:net');
-  return new Promise((resolve) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitHealthy(url: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${url} did not come up`);
-}
+type Target = LoadTarget<TargetName>;
 
 const MB = 1_000_000;
 
@@ -374,28 +221,10 @@ async function main(): Promise<number> {
 
     // As compose.yaml deploys it: the api in one process, the worker and the projector in another
     // (--one-process: all three in one, the api then sharing its core with the projector).
-    const spawnService = async (roles: string) => {
-      const port = await freePort();
-      const url = `http://127.0.0.1:${port}`;
-      const child = spawn(process.execPath, [...profiled(), ...entryArgs('main')], {
-        cwd: ROOT,
-        env: {
-          PATH: process.env.PATH ?? '', DATABASE_URL: db.url, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: 'warn', ROLES: roles, ADMIN_TOKEN: 'bench',
-          // Node's own options for the service's processes (say a heap limit), from BENCH_SERVICE_NODE_OPTIONS.
-          ...(process.env.BENCH_SERVICE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVICE_NODE_OPTIONS } : {}),
-          // The service's own heap setting (docs/operations.md, Memory), to compare it with V8's (0).
-          ...(process.env.HEAP_GROWING_PERCENT ? { HEAP_GROWING_PERCENT: process.env.HEAP_GROWING_PERCENT } : {}),
-        },
-        stdio: 'ignore',
-      });
-      children.push(child);
-      await waitHealthy(url);
-      return { child, url };
-    };
+    const spawnService = (roles: string) => startService(children, { main: entryArgs('main'), cwd: ROOT, databaseUrl: db.url, redisUrl: redis.url, roles });
     const { child: ledger, url: ledgerUrl } = await spawnService(ONE_PROCESS ? 'api,worker,projector' : 'api');
     const background = ONE_PROCESS ? undefined : (await spawnService('worker,projector')).child;
-    const put = await fetch(`${ledgerUrl}/v1/admin/catalog`, { method: 'PUT', headers: { authorization: 'Bearer bench', 'content-type': 'application/json' }, body: JSON.stringify(catalog) });
-    if (!put.ok) throw new Error(`catalog: ${put.status}`);
+    await putCatalog(ledgerUrl, catalog);
 
     const forwarder = await start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog) }, /(http:\/\/[\d.:]+)/);
     const floor = FLOOR ? await start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog), FLOOR_DATABASE_URL: db.url }, /(http:\/\/[\d.:]+)/) : undefined;
@@ -403,12 +232,7 @@ async function main(): Promise<number> {
     const ledgerPool = new HttpPool(ledgerUrl, { connections: 128, pipelining: 1 });
     const forwarderPool = new HttpPool(forwarder.line, { connections: 128, pipelining: 1 });
     const floorPool = floor ? new HttpPool(floor.line, { connections: 128, pipelining: 1 }) : undefined;
-    const sessions: Target['sessions'] = [];
-    for (let i = 0; i < PLAYERS; i++) {
-      const playerRef = `bench-${i}`;
-      const r = await post(ledgerPool, '/v1/operator/games/launch', { playerRef, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, OP1);
-      sessions.push({ token: (JSON.parse(r.text) as { sessionToken: string }).sessionToken, playerRef });
-    }
+    const sessions = await launchSessions(ledgerPool, PLAYERS, OP1);
     // The floor first: the ledger then follows the forwarder as it does without --floor, and the floor's
     // writes have the forwarder's phase, which writes nothing, to settle in before the ledger's.
     const targets: Target[] = [
@@ -537,7 +361,9 @@ async function main(): Promise<number> {
       ? import('./chain.ts').then((m) => m.chainMain({ events: EVENTS }))
       : REBUILD
         ? import('./rebuild.ts').then((m) => m.rebuildMain({ events: EVENTS }))
-        : main()).then(
+        : AB
+          ? import('./ab.ts').then((m) => m.abMain({ other: opts.ab!, repeat: REPEAT, rates: RATES, seconds: SECONDS, oneProcess: ONE_PROCESS }))
+          : main()).then(
   (code) => {
     if (!interrupted()) process.exit(code ?? 0);
   },

@@ -47,9 +47,9 @@ const alive = (pid: number) => {
  * Starts the bench (its own process group, so a signal reaches it alone) and waits for its first line,
  * printed once its processes and database are up and before any load (the suite runs beside it).
  */
-async function startedBench() {
+async function startedBench(args = ['--ledger-only', '--repeat', '1', '--rates', '100', '--seconds', '1'], firstLine = 'seamless-wallet ledger benchmark') {
   const before = new Set(await benchDatabases());
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/bench.ts', '--ledger-only', '--repeat', '1', '--rates', '100', '--seconds', '1'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/bench.ts', ...args], {
     cwd: ROOT,
     detached: true,
     env: { PATH: process.env.PATH ?? '', ...(process.env.TEST_PG_URL ? { TEST_PG_URL: process.env.TEST_PG_URL } : {}), ...(process.env.TEST_REDIS_URL ? { TEST_REDIS_URL: process.env.TEST_REDIS_URL } : {}) },
@@ -60,7 +60,7 @@ async function startedBench() {
   await new Promise<void>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
-      if (out.includes('seamless-wallet ledger benchmark')) resolve();
+      if (out.includes(firstLine)) resolve();
     });
     child.on('exit', () => reject(new Error(`the bench ended before its first line:\n${out}`)));
   });
@@ -69,10 +69,10 @@ async function startedBench() {
   return { child, exited, database, started };
 }
 
-async function expectCleanedUp(run: Awaited<ReturnType<typeof startedBench>>) {
-  // The wallet, the two service processes and the forwarder, and the bench's one database.
-  expect(run.started.length).toBeGreaterThanOrEqual(4);
-  expect(run.database).toHaveLength(1);
+async function expectCleanedUp(run: Awaited<ReturnType<typeof startedBench>>, expected = { processes: 4, databases: 1 }) {
+  // By default the wallet, the two service processes and the forwarder, and the bench's one database.
+  expect(run.started.length).toBeGreaterThanOrEqual(expected.processes);
+  expect(run.database).toHaveLength(expected.databases);
   await expect.poll(() => run.started.filter(alive), { timeout: 20_000 }).toEqual([]);
   await expect.poll(async () => (await benchDatabases()).filter((d) => run.database.includes(d)), { timeout: 20_000 }).toEqual([]);
 }
@@ -91,5 +91,14 @@ describe('npm run bench, interrupted', () => {
     run.child.stdout.destroy();
     expect(await run.exited).toBe(1);
     await expectCleanedUp(run);
+  }, 90_000);
+
+  it('an A/B run (--ab) on SIGTERM: stops both trees\' processes, drops both databases and exits 143', async () => {
+    // This checkout against itself: two deployments of the ledger, each with its own database.
+    const run = await startedBench(['--ab', '.', '--repeat', '1', '--rates', '100', '--seconds', '1'], 'A/B of two trees');
+    run.child.kill('SIGTERM');
+    expect(await run.exited).toBe(143);
+    // The wallet, and each tree's api and worker+projector processes.
+    await expectCleanedUp(run, { processes: 5, databases: 2 });
   }, 90_000);
 });

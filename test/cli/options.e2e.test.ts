@@ -126,6 +126,10 @@ const TOOLS: Tool[] = [
       [['--transactions', '5000'], '--transactions applies only with --reconciliation'],
       [['--reconciliation', '--transactions', '1999'], '--transactions must be a whole number from 2000'],
       [['--reconciliation', '--rates', '100'], '--rates does not apply to --reconciliation'],
+      [['--ab', '/nonexistent/checkout'], '--ab /nonexistent/checkout: no package.json there'],
+      [['--ab='], '--ab needs the other checkout'],
+      [['--ab', '.', '--floor'], '--floor does not apply to --ab'],
+      [['--ab', '.', '--soak'], 'one at a time'],
     ],
   },
 ];

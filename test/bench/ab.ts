@@ -1,0 +1,221 @@
+/**
+ * npm run bench -- --ab DIR: this checkout (A) against another checkout of the project (B), each deployed
+ * as the bench deploys the ledger (its api in one process, its worker and projector in another, each from
+ * its own tree's bundle, with its own database and Redis database), against one fake wallet.
+ *
+ * Two biases are cancelled by design, not left to the reader:
+ * - The machine's speed drifts over minutes more than most changes move a figure: saturation phases
+ *   alternate (A then B, then B then A), the ratio is taken within each pair, and the median pair is the
+ *   headline.
+ * - Whichever deployment is started first carries less: two deployments of one tree measured 5 to 10 %
+ *   apart, the first one slower, whichever tree it was (2026-11-29). So the run has two halves, each on
+ *   fresh deployments: in the first A is deployed first, in the second B, with half of the pairs each.
+ */
+import { execFileSync, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { CpuMeter } from './cpu.ts';
+import { cleaningUp, stopChildren } from './interrupt.ts';
+import { testCatalog, OP1 } from '../helpers/catalog.ts';
+import { entryArgs } from '../helpers/bundle.ts';
+import { ROOT, fixedRate, fmt, launchSessions, median, percent, putCatalog, saturate, start, startService, type PhaseResult, type Target } from './load.ts';
+
+const SATURATION_SECONDS = 6;
+const SATURATION_CONCURRENCY = 64;
+const PLAYERS = 200;
+
+export interface AbOptions {
+  /** The other checkout (B), as given. */
+  other: string;
+  repeat: number;
+  rates: number[];
+  seconds: number;
+  oneProcess: boolean;
+}
+
+/**
+ * Why `dir` cannot be the other tree of an A/B run, or undefined when it can: it must be a checkout of
+ * this project with its dependencies installed and `npm run build` (scripts/build.mjs, which every
+ * process is started from since it exists).
+ */
+export function otherTreeProblem(dir: string): string | undefined {
+  const pkg = path.join(dir, 'package.json');
+  if (!existsSync(pkg)) return `--ab ${dir}: no package.json there (give another checkout of this project)`;
+  let name: unknown;
+  try {
+    name = (JSON.parse(readFileSync(pkg, 'utf8')) as { name?: unknown }).name;
+  } catch {
+    return `--ab ${dir}: its package.json is not JSON`;
+  }
+  const ours = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { name: string }).name;
+  if (name !== ours) return `--ab ${dir}: its package.json names ${JSON.stringify(name)}, not ${ours}`;
+  if (!existsSync(path.join(dir, 'scripts/build.mjs'))) return `--ab ${dir}: it has no scripts/build.mjs (a tree from before npm run build cannot be started as the bench starts the service)`;
+  if (!existsSync(path.join(dir, 'node_modules'))) return `--ab ${dir}: its dependencies are not installed (run npm ci there)`;
+  return undefined;
+}
+
+/** The tree's commit, and whether its work tree differs from it (git's view; "unknown" outside git). */
+function describeTree(dir: string): string {
+  try {
+    const commit = execFileSync('git', ['-C', dir, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const dirty = execFileSync('git', ['-C', dir, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return `commit ${commit}${dirty ? ' with uncommitted changes' : ''}`;
+  } catch {
+    return 'not a git checkout';
+  }
+}
+
+interface Deployment {
+  label: 'A' | 'B';
+  target: Target<'A' | 'B'>;
+  /** Transactions answered 200 by the end of the warm-up. */
+  warmedUp: number;
+  databaseUrl: string;
+}
+
+type Label = 'A' | 'B';
+
+/** What one half measured, for the run's summary. */
+interface Half {
+  rates: Record<Label, number[]>;
+  cpuPerTx: Record<Label, number[]>;
+  ratios: number[];
+  /** Per offered rate: B's p50 and p99 minus A's, ms. */
+  latency: Array<{ rate: number; p50: number; p99: number }>;
+  failed: boolean;
+}
+
+export async function abMain(o: AbOptions): Promise<number> {
+  const other = path.resolve(o.other);
+  // B's bundle, built by B's own script from B's sources (skipped when it is up to date); ours by ours.
+  const built = spawnSync(process.execPath, [path.join(other, 'scripts/build.mjs'), '--quiet'], { cwd: other, encoding: 'utf8' });
+  if (built.status !== 0) {
+    console.error(`building ${other} failed (exit ${built.status ?? built.signal}):\n${built.stdout}${built.stderr}`);
+    return 1;
+  }
+  const mains = { A: { main: entryArgs('main'), cwd: ROOT }, B: { main: [path.join(other, 'dist/main.mjs')], cwd: other } };
+
+  // Printed once the first half's processes are up, before any load.
+  const header = () => {
+    console.log(`A/B of two trees: the ledger, ${o.oneProcess ? 'roles api,worker,projector in one process' : 'api in one process, worker and projector in another'}, BET+WIN rounds, ${PLAYERS} players`);
+    console.log(`  A: ${ROOT} (${describeTree(ROOT)})`);
+    console.log(`  B: ${other} (${describeTree(other)})`);
+  };
+  const halves: Half[] = [];
+  const firstPairs = Math.ceil(o.repeat / 2);
+  for (const [first, pairs] of [['A', firstPairs], ['B', o.repeat - firstPairs]] as const) {
+    if (pairs === 0) continue;
+    halves.push(await half(o, mains, first, pairs, first === 'A' ? header : () => undefined));
+  }
+
+  console.log('\nthe whole run');
+  const all = <T>(pick: (h: Half) => T[]) => halves.flatMap(pick);
+  const ms = (xs: number[]) => (xs.length ? `${median(xs).toFixed(2)} ms` : '?');
+  console.log(`  saturation medians: A ${median(all((h) => h.rates.A)).toFixed(0)} tx/s at ${ms(all((h) => h.cpuPerTx.A))} of CPU a transaction, B ${median(all((h) => h.rates.B)).toFixed(0)} tx/s at ${ms(all((h) => h.cpuPerTx.B))}`);
+  const ratios = all((h) => h.ratios);
+  console.log(`  B / A throughput, median pair: ${percent(median(ratios))} (pairs ${ratios.map(percent).join(', ')})`);
+  const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(2)} ms`;
+  for (const rate of o.rates) {
+    const rows = all((h) => h.latency.filter((l) => l.rate === rate));
+    const mean = (k: 'p50' | 'p99') => rows.reduce((sum, r) => sum + r[k], 0) / rows.length;
+    console.log(`  ${rate} tx/s, B - A (the mean of ${rows.length === 1 ? 'the one half' : 'both halves'}): p50 ${signed(mean('p50'))}, p99 ${signed(mean('p99'))}`);
+  }
+  return halves.some((h) => h.failed) ? 1 : 0;
+}
+
+/** One half of the run: fresh deployments, `first`'s started first, `pairs` saturation pairs, then the offered rates. */
+async function half(o: AbOptions, mains: Record<Label, { main: string[]; cwd: string }>, first: Label, pairs: number, ready: () => void): Promise<Half> {
+  const [{ createTestDatabase }, { claimTestRedis }, { Pool: HttpPool }] = await Promise.all([import('../helpers/db.ts'), import('../helpers/redis.ts'), import('undici')]);
+  const order: Label[] = first === 'A' ? ['A', 'B'] : ['B', 'A'];
+  const children: ChildProcess[] = [];
+  const dbs: Partial<Record<Label, Awaited<ReturnType<typeof createTestDatabase>>>> = {};
+  const redises: Partial<Record<Label, Awaited<ReturnType<typeof claimTestRedis>>>> = {};
+  const cleanup = async () => {
+    await stopChildren(children);
+    for (const label of order) {
+      await dbs[label]?.drop();
+      await redises[label]?.release();
+    }
+  };
+  return cleaningUp(cleanup, async () => {
+    for (const label of order) {
+      dbs[label] = await createTestDatabase('bench');
+      redises[label] = await claimTestRedis();
+    }
+    const wallet = await start(children, 'test/bench/wallet-server.ts', { WALLET_SECRET: OP1.secret }, /(http:\/\/[\d.:]+)/);
+    const catalog = testCatalog({ walletUrl: wallet.line, walletTimeoutMs: 5000, rateLimit: { limit: 1_000_000, windowSeconds: 1 } });
+    const pids: Record<string, number | undefined> = { wallet: wallet.child.pid, 'load generator': process.pid };
+    const deployments: Deployment[] = [];
+    for (const label of order) {
+      const spawnService = (roles: string) => startService(children, { ...mains[label], databaseUrl: dbs[label]!.url, redisUrl: redises[label]!.url, roles });
+      const api = await spawnService(o.oneProcess ? 'api,worker,projector' : 'api');
+      pids[o.oneProcess ? label : `${label} api`] = api.child.pid;
+      if (!o.oneProcess) pids[`${label} worker+projector`] = (await spawnService('worker,projector')).child.pid;
+      await putCatalog(api.url, catalog);
+      const pool = new HttpPool(api.url, { connections: 128, pipelining: 1 });
+      const sessions = await launchSessions(pool, PLAYERS, OP1);
+      deployments.push({ label, target: { name: label, pool, sessions, ok: 0 }, warmedUp: 0, databaseUrl: dbs[label]!.url });
+    }
+    const cpu = new CpuMeter(pids);
+    ready();
+
+    console.log(`\n${first === 'A' ? 'first' : 'second'} half: fresh deployments, ${first} deployed first`);
+    console.log('warm-up (5 s each at the saturation concurrency) ...');
+    for (const d of deployments) {
+      await saturate(d.target, 5, SATURATION_CONCURRENCY);
+      d.warmedUp = d.target.ok;
+    }
+    const result: Half = { rates: { A: [], B: [] }, cpuPerTx: { A: [], B: [] }, ratios: [], latency: [], failed: false };
+
+    console.log(`saturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${pairs} pair(s), alternating)`);
+    for (let p = 0; p < pairs; p++) {
+      const phases = p % 2 === 0 ? deployments : [...deployments].reverse();
+      const pair: Partial<Record<Label, PhaseResult>> = {};
+      for (const d of phases) {
+        cpu.start();
+        const r = (pair[d.label] = await saturate(d.target, SATURATION_SECONDS, SATURATION_CONCURRENCY));
+        const line = cpu.stop(r.throughput);
+        result.rates[d.label].push(r.throughput);
+        const perTx = /\(([\d.]+) ms of CPU a transaction\)/.exec(line);
+        if (perTx) result.cpuPerTx[d.label].push(Number(perTx[1]));
+        console.log(`  ${d.label} ${fmt(r)}`);
+        console.log(`    ${line}`);
+      }
+      result.ratios.push(pair.B!.throughput / pair.A!.throughput);
+      console.log(`  pair: B / A throughput ${percent(result.ratios.at(-1)!)}`);
+    }
+
+    for (const rate of o.rates) {
+      console.log(`offered ${rate} tx/s (open loop, ${o.seconds} s each)`);
+      const row: Partial<Record<Label, PhaseResult>> = {};
+      for (const d of deployments) {
+        cpu.start();
+        const r = (row[d.label] = await fixedRate(d.target, rate, o.seconds));
+        console.log(`  ${d.label} ${fmt(r)}`);
+        console.log(`    ${cpu.stop(r.throughput)}`);
+      }
+      const diff = (x: number, y: number) => `${x - y >= 0 ? '+' : ''}${(x - y).toFixed(2)} ms`;
+      result.latency.push({ rate, p50: row.B!.p50 - row.A!.p50, p99: row.B!.p99 - row.A!.p99 });
+      console.log(`  B - A: p50 ${diff(row.B!.p50, row.A!.p50)} (BET ${diff(row.B!.p50Bet, row.A!.p50Bet)}, WIN ${diff(row.B!.p50Win, row.A!.p50Win)}), p99 ${diff(row.B!.p99, row.A!.p99)}`);
+    }
+    await Promise.all(deployments.map((d) => d.target.pool.close()));
+
+    // Nothing lost: what each tree answered is in its history, settled; and each measured something.
+    const pg = (await import('pg')).default;
+    for (const dep of deployments) {
+      const client = new pg.Client({ connectionString: dep.databaseUrl });
+      client.on('error', () => undefined); // its database dropped under it by an interruption
+      await client.connect();
+      const { rows } = await client.query<{ recorded: string; settled: string }>(
+        `SELECT count(*) FILTER (WHERE type = 'TransactionRecorded') AS recorded, count(*) FILTER (WHERE type = 'TransactionSettled') AS settled FROM es_events`,
+      );
+      await client.end();
+      console.log(`${dep.label}'s history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.settled} settled`);
+      if (dep.target.ok === dep.warmedUp) {
+        console.log(`measured nothing: every transaction through ${dep.label} failed after the warm-up`);
+        result.failed = true;
+      }
+    }
+    return result;
+  });
+}
