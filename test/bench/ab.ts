@@ -80,7 +80,7 @@ interface Half {
   rates: Record<Label, number[]>;
   cpuPerTx: Record<Label, number[]>;
   ratios: number[];
-  /** Per offered rate: B's p50 and p99 minus A's, ms. */
+  /** Per offered rate, twice (mirrored phases): B's p50 and p99 minus A's, ms. */
   latency: Array<{ rate: number; p50: number; p99: number }>;
   failed: boolean;
 }
@@ -118,7 +118,7 @@ export async function abMain(o: AbOptions): Promise<number> {
   for (const rate of o.rates) {
     const rows = all((h) => h.latency.filter((l) => l.rate === rate));
     const mean = (k: 'p50' | 'p99') => rows.reduce((sum, r) => sum + r[k], 0) / rows.length;
-    console.log(`  ${rate} tx/s, B - A (the mean of ${rows.length === 1 ? 'the one half' : 'both halves'}): p50 ${signed(mean('p50'))}, p99 ${signed(mean('p99'))}`);
+    console.log(`  ${rate} tx/s, B - A (the mean of ${rows.length} mirrored comparisons): p50 ${signed(mean('p50'))}, p99 ${signed(mean('p99'))}`);
   }
   return halves.some((h) => h.failed) ? 1 : 0;
 }
@@ -186,17 +186,22 @@ async function half(o: AbOptions, mains: Record<Label, { main: string[]; cwd: st
     }
 
     for (const rate of o.rates) {
-      console.log(`offered ${rate} tx/s (open loop, ${o.seconds} s each)`);
-      const row: Partial<Record<Label, PhaseResult>> = {};
-      for (const d of deployments) {
+      // Mirrored (first, second, second, first), so a drift over the four phases falls on both trees alike.
+      console.log(`offered ${rate} tx/s (open loop, ${o.seconds} s each, mirrored)`);
+      const row: Record<Label, PhaseResult[]> = { A: [], B: [] };
+      for (const d of [...deployments, ...[...deployments].reverse()]) {
         cpu.start();
-        const r = (row[d.label] = await fixedRate(d.target, rate, o.seconds));
+        const r = await fixedRate(d.target, rate, o.seconds);
+        row[d.label].push(r);
         console.log(`  ${d.label} ${fmt(r)}`);
         console.log(`    ${cpu.stop(r.throughput)}`);
       }
       const diff = (x: number, y: number) => `${x - y >= 0 ? '+' : ''}${(x - y).toFixed(2)} ms`;
-      result.latency.push({ rate, p50: row.B!.p50 - row.A!.p50, p99: row.B!.p99 - row.A!.p99 });
-      console.log(`  B - A: p50 ${diff(row.B!.p50, row.A!.p50)} (BET ${diff(row.B!.p50Bet, row.A!.p50Bet)}, WIN ${diff(row.B!.p50Win, row.A!.p50Win)}), p99 ${diff(row.B!.p99, row.A!.p99)}`);
+      for (const i of [0, 1]) {
+        const [a, b] = [row.A[i]!, row.B[i]!];
+        result.latency.push({ rate, p50: b.p50 - a.p50, p99: b.p99 - a.p99 });
+        console.log(`  B - A: p50 ${diff(b.p50, a.p50)} (BET ${diff(b.p50Bet, a.p50Bet)}, WIN ${diff(b.p50Win, a.p50Win)}), p99 ${diff(b.p99, a.p99)}`);
+      }
     }
     await Promise.all(deployments.map((d) => d.target.pool.close()));
 

@@ -54,10 +54,11 @@ commit cost on the machine, back to back and after 10 ms idle.
   --soak           instead: the ledger alone at one offered rate (--rates, one value, default 1000) for
                    --seconds (default 300), the api's memory (RSS) read every second
   --ab DIR         instead: this checkout (A) against another checkout of the project in DIR (B, its
-                   dependencies installed), each deployed as above from its own tree's bundle with its
-                   own database, against one wallet: --repeat saturation pairs (default 6) alternating
-                   A and B, the ratio B / A per pair and its median; then each offered rate (default
-                   100) for A and for B
+                   dependencies installed; . for A against itself), each deployed as above from its own
+                   tree's bundle with its own database, against one wallet, in two halves on fresh
+                   deployments (A deployed first, then B): --repeat saturation pairs in all (default 6)
+                   alternating A and B, the ratio B / A per pair and its median; each offered rate
+                   (default 100) mirrored (A, B, B, A) in each half, B - A at p50 and p99
   --help           this text
 
 Exit status: 0 measured, 1 it failed or measured nothing (every transaction of a target failed), 2 bad usage.
