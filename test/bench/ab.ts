@@ -3,13 +3,13 @@
  * as the bench deploys the ledger (its api in one process, its worker and projector in another, each from
  * its own tree's bundle, with its own database and Redis database), against one fake wallet.
  *
- * Two biases are cancelled by design, not left to the reader:
- * - The machine's speed drifts over minutes more than most changes move a figure: saturation phases
- *   alternate (A then B, then B then A), the ratio is taken within each pair, and the median pair is the
- *   headline.
- * - Whichever deployment is started first carries less: two deployments of one tree measured 5 to 10 %
- *   apart, the first one slower, whichever tree it was (2026-11-29). So the run has two halves, each on
- *   fresh deployments: in the first A is deployed first, in the second B, with half of the pairs each.
+ * Two kinds of noise are cancelled by design, not left to the reader:
+ * - The machine's speed drifts over minutes more than most changes move a figure: A and B are measured
+ *   right after each other, and the ratio is taken within each pair.
+ * - Two deployments of one tree differ by themselves, and keep that difference for as long as they run: in
+ *   A/A runs the deployment started first carried 5 to 10 % less in most of the pairs (2026-11-29). So each
+ *   pair is measured on fresh deployments, A deployed (and measured) first in odd pairs, B in even ones,
+ *   and the median pair is the headline.
  */
 import { execFileSync, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -75,8 +75,8 @@ interface Deployment {
 
 type Label = 'A' | 'B';
 
-/** What one half measured, for the run's summary. */
-interface Half {
+/** What one round (fresh deployments, one pair) measured, for the run's summary. */
+interface Round {
   rates: Record<Label, number[]>;
   cpuPerTx: Record<Label, number[]>;
   ratios: number[];
@@ -95,21 +95,17 @@ export async function abMain(o: AbOptions): Promise<number> {
   }
   const mains = { A: { main: entryArgs('main'), cwd: ROOT }, B: { main: [path.join(other, 'dist/main.mjs')], cwd: other } };
 
-  // Printed once the first half's processes are up, before any load.
+  // Printed once the first round's processes are up, before any load.
   const header = () => {
     console.log(`A/B of two trees: the ledger, ${o.oneProcess ? 'roles api,worker,projector in one process' : 'api in one process, worker and projector in another'}, BET+WIN rounds, ${PLAYERS} players`);
     console.log(`  A: ${ROOT} (${describeTree(ROOT)})`);
     console.log(`  B: ${other} (${describeTree(other)})`);
   };
-  const halves: Half[] = [];
-  const firstPairs = Math.ceil(o.repeat / 2);
-  for (const [first, pairs] of [['A', firstPairs], ['B', o.repeat - firstPairs]] as const) {
-    if (pairs === 0) continue;
-    halves.push(await half(o, mains, first, pairs, first === 'A' ? header : () => undefined));
-  }
+  const rounds: Round[] = [];
+  for (let i = 0; i < o.repeat; i++) rounds.push(await round(o, mains, i % 2 === 0 ? 'A' : 'B', i + 1, i === 0 ? header : () => undefined));
 
   console.log('\nthe whole run');
-  const all = <T>(pick: (h: Half) => T[]) => halves.flatMap(pick);
+  const all = <T>(pick: (h: Round) => T[]) => rounds.flatMap(pick);
   const ms = (xs: number[]) => (xs.length ? `${median(xs).toFixed(2)} ms` : '?');
   console.log(`  saturation medians: A ${median(all((h) => h.rates.A)).toFixed(0)} tx/s at ${ms(all((h) => h.cpuPerTx.A))} of CPU a transaction, B ${median(all((h) => h.rates.B)).toFixed(0)} tx/s at ${ms(all((h) => h.cpuPerTx.B))}`);
   const ratios = all((h) => h.ratios);
@@ -120,11 +116,11 @@ export async function abMain(o: AbOptions): Promise<number> {
     const mean = (k: 'p50' | 'p99') => rows.reduce((sum, r) => sum + r[k], 0) / rows.length;
     console.log(`  ${rate} tx/s, B - A (the mean of ${rows.length} mirrored comparisons): p50 ${signed(mean('p50'))}, p99 ${signed(mean('p99'))}`);
   }
-  return halves.some((h) => h.failed) ? 1 : 0;
+  return rounds.some((h) => h.failed) ? 1 : 0;
 }
 
-/** One half of the run: fresh deployments, `first`'s started first, `pairs` saturation pairs, then the offered rates. */
-async function half(o: AbOptions, mains: Record<Label, { main: string[]; cwd: string }>, first: Label, pairs: number, ready: () => void): Promise<Half> {
+/** One round of the run: fresh deployments, `first`'s started and measured first, one saturation pair, then the offered rates. */
+async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: string }>, first: Label, n: number, ready: () => void): Promise<Round> {
   const [{ createTestDatabase }, { claimTestRedis }, { Pool: HttpPool }] = await Promise.all([import('../helpers/db.ts'), import('../helpers/redis.ts'), import('undici')]);
   const order: Label[] = first === 'A' ? ['A', 'B'] : ['B', 'A'];
   const children: ChildProcess[] = [];
@@ -159,31 +155,28 @@ async function half(o: AbOptions, mains: Record<Label, { main: string[]; cwd: st
     const cpu = new CpuMeter(pids);
     ready();
 
-    console.log(`\n${first === 'A' ? 'first' : 'second'} half: fresh deployments, ${first} deployed first`);
+    console.log(`\nround ${n} of ${o.repeat}: fresh deployments, ${first} deployed first`);
     console.log('warm-up (5 s each at the saturation concurrency) ...');
     for (const d of deployments) {
       await saturate(d.target, 5, SATURATION_CONCURRENCY);
       d.warmedUp = d.target.ok;
     }
-    const result: Half = { rates: { A: [], B: [] }, cpuPerTx: { A: [], B: [] }, ratios: [], latency: [], failed: false };
+    const result: Round = { rates: { A: [], B: [] }, cpuPerTx: { A: [], B: [] }, ratios: [], latency: [], failed: false };
 
-    console.log(`saturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${pairs} pair(s), alternating)`);
-    for (let p = 0; p < pairs; p++) {
-      const phases = p % 2 === 0 ? deployments : [...deployments].reverse();
-      const pair: Partial<Record<Label, PhaseResult>> = {};
-      for (const d of phases) {
-        cpu.start();
-        const r = (pair[d.label] = await saturate(d.target, SATURATION_SECONDS, SATURATION_CONCURRENCY));
-        const line = cpu.stop(r.throughput);
-        result.rates[d.label].push(r.throughput);
-        const perTx = /\(([\d.]+) ms of CPU a transaction\)/.exec(line);
-        if (perTx) result.cpuPerTx[d.label].push(Number(perTx[1]));
-        console.log(`  ${d.label} ${fmt(r)}`);
-        console.log(`    ${line}`);
-      }
-      result.ratios.push(pair.B!.throughput / pair.A!.throughput);
-      console.log(`  pair: B / A throughput ${percent(result.ratios.at(-1)!)}`);
+    console.log(`saturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each)`);
+    const pair: Partial<Record<Label, PhaseResult>> = {};
+    for (const d of deployments) {
+      cpu.start();
+      const r = (pair[d.label] = await saturate(d.target, SATURATION_SECONDS, SATURATION_CONCURRENCY));
+      const line = cpu.stop(r.throughput);
+      result.rates[d.label].push(r.throughput);
+      const perTx = /\(([\d.]+) ms of CPU a transaction\)/.exec(line);
+      if (perTx) result.cpuPerTx[d.label].push(Number(perTx[1]));
+      console.log(`  ${d.label} ${fmt(r)}`);
+      console.log(`    ${line}`);
     }
+    result.ratios.push(pair.B!.throughput / pair.A!.throughput);
+    console.log(`  B / A throughput ${percent(result.ratios.at(-1)!)}`);
 
     for (const rate of o.rates) {
       // Mirrored (first, second, second, first), so a drift over the four phases falls on both trees alike.

@@ -55,10 +55,10 @@ commit cost on the machine, back to back and after 10 ms idle.
                    --seconds (default 300), the api's memory (RSS) read every second
   --ab DIR         instead: this checkout (A) against another checkout of the project in DIR (B, its
                    dependencies installed; . for A against itself), each deployed as above from its own
-                   tree's bundle with its own database, against one wallet, in two halves on fresh
-                   deployments (A deployed first, then B): --repeat saturation pairs in all (default 6)
-                   alternating A and B, the ratio B / A per pair and its median; each offered rate
-                   (default 100) mirrored (A, B, B, A) in each half, B - A at p50 and p99
+                   tree's bundle with its own database, against one wallet: --repeat pairs (default 6),
+                   each on fresh deployments, A deployed and measured first in odd pairs, B in even
+                   ones; per pair the saturation ratio B / A (the headline: its median) and each offered
+                   rate (default 100, --seconds default 5) mirrored, B - A at p50 and p99
   --help           this text
 
 Exit status: 0 measured, 1 it failed or measured nothing (every transaction of a target failed), 2 bad usage.
@@ -106,7 +106,7 @@ if (!CHAIN && !REBUILD && opts.events !== undefined) cli.fail('--events applies 
 if (!ISOLATION && opts.backlog !== undefined) cli.fail('--backlog applies only with --isolation');
 if (!RECONCILIATION && opts.transactions !== undefined) cli.fail('--transactions applies only with --reconciliation');
 if (!ISOLATION && !RECONCILIATION && opts.samples !== undefined) cli.fail('--samples applies only with --isolation or --reconciliation');
-const SECONDS = opts.seconds !== undefined ? cli.whole('seconds', opts.seconds, 1, 3600) : SOAK ? 300 : 10;
+const SECONDS = opts.seconds !== undefined ? cli.whole('seconds', opts.seconds, 1, 3600) : SOAK ? 300 : AB ? 5 : 10;
 const RATES = (opts.rates ?? (SOAK ? '1000' : AB ? '100' : '100,500,1000')).split(',').map((r) => (/^\d{1,7}$/.test(r) && Number(r) >= 1 && Number(r) <= 1_000_000 ? Number(r) : cli.fail(`--rates must be whole numbers 1..1000000 separated by commas, not "${opts.rates}"`)));
 const REPEAT = opts.repeat !== undefined ? cli.whole('repeat', opts.repeat, 1, 100) : AB ? 6 : 3;
 const ONE_PROCESS = opts['one-process'] === true;
