@@ -33,8 +33,8 @@ commit cost on the machine, back to back and after 10 ms idle.
   --seconds N      length of each fixed-rate phase, 1..3600 (default 10)
   --rates A,B,...  offered transactions per second, each 1..1000000 (default 100,500,1000)
   --repeat N       saturation pairs (forwarder, then ledger; with --floor, triples: floor, forwarder,
-                   ledger), 1..100 (default 3); the ratio is taken per pair, and the median pair is the
-                   headline
+                   ledger), 1..100 (default 3), each on a fresh deployment of every target; the ratio is
+                   taken per pair, and the median pair is the headline
   --one-process    run the ledger's api, worker and projector roles in one process
   --ledger-only    skip the forwarder
   --floor          also run the floor, a reference: the forwarder plus the two writes the ledger's crash
@@ -221,61 +221,92 @@ async function main(): Promise<number> {
     const catalog = testCatalog({ walletUrl: wallet.line, walletTimeoutMs: 5000, rateLimit: { limit: 1_000_000, windowSeconds: 1 } });
 
     // As compose.yaml deploys it: the api in one process, the worker and the projector in another
-    // (--one-process: all three in one, the api then sharing its core with the projector).
-    const spawnService = (roles: string) => startService(children, { main: entryArgs('main'), cwd: ROOT, databaseUrl: db.url, redisUrl: redis.url, roles });
-    const { child: ledger, url: ledgerUrl } = await spawnService(ONE_PROCESS ? 'api,worker,projector' : 'api');
-    const background = ONE_PROCESS ? undefined : (await spawnService('worker,projector')).child;
-    await putCatalog(ledgerUrl, catalog);
+    // (--one-process: all three in one, the api then sharing its core with the projector). The forwarder
+    // and the floor beside it. Each saturation pair gets a fresh deployment of all of them (the same
+    // database and Redis): two deployments of the same code differ by themselves by up to a fifth for as
+    // long as they run (docs/benchmarks.md, A/B), so pairs measured on one deployment repeat one draw.
+    let sessions: Target['sessions'] = [];
+    /** Transactions each target answered 200 to, warm-ups included, and in the measured phases alone. */
+    const answered = new Map<TargetName, number>();
+    const measured = new Map<TargetName, number>();
+    const count = (t: Target, r: PhaseResult) => measured.set(t.name, (measured.get(t.name) ?? 0) + r.count - r.errors);
+    const deploy = async () => {
+      const mine: ChildProcess[] = [];
+      const started = <T extends { child: ChildProcess }>(x: T): T => (mine.push(x.child), x);
+      const spawnService = async (roles: string) => started(await startService(children, { main: entryArgs('main'), cwd: ROOT, databaseUrl: db.url, redisUrl: redis.url, roles }));
+      const { child: ledger, url: ledgerUrl } = await spawnService(ONE_PROCESS ? 'api,worker,projector' : 'api');
+      const background = ONE_PROCESS ? undefined : (await spawnService('worker,projector')).child;
+      await putCatalog(ledgerUrl, catalog);
+      const forwarder = started(await start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog) }, /(http:\/\/[\d.:]+)/));
+      const floor = FLOOR ? started(await start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog), FLOOR_DATABASE_URL: db.url }, /(http:\/\/[\d.:]+)/)) : undefined;
+      const ledgerPool = new HttpPool(ledgerUrl, { connections: 128, pipelining: 1 });
+      const forwarderPool = new HttpPool(forwarder.line, { connections: 128, pipelining: 1 });
+      const floorPool = floor ? new HttpPool(floor.line, { connections: 128, pipelining: 1 }) : undefined;
+      // The sessions are the ledger's, kept in its database: launched once, used by every deployment.
+      if (sessions.length === 0) sessions = await launchSessions(ledgerPool, PLAYERS, OP1);
+      // The floor first: the ledger then follows the forwarder as it does without --floor, and the floor's
+      // writes have the forwarder's phase, which writes nothing, to settle in before the ledger's.
+      const targets: Target[] = [
+        ...(floorPool ? [{ name: 'floor' as const, pool: floorPool, sessions, ok: 0 }] : []),
+        ...(LEDGER_ONLY ? [] : [{ name: 'forwarder' as const, pool: forwarderPool, sessions, ok: 0 }]),
+        { name: 'ledger', pool: ledgerPool, sessions, ok: 0 },
+      ];
+      const cpu = new CpuMeter({
+        [ONE_PROCESS ? 'ledger' : 'ledger api']: ledger.pid,
+        'ledger worker+projector': background?.pid,
+        forwarder: forwarder.child.pid,
+        floor: floor?.child.pid,
+        wallet: wallet.child.pid,
+        'load generator': process.pid,
+      });
+      // At the saturation concurrency: a fresh service's first seconds at full load are slower (its pools
+      // grow, new Postgres backends compile the functions, V8 optimizes); a 2 s warm-up at 16 rounds left
+      // the first saturation pair measuring the ledger about a fifth low.
+      const warmUp = async () => {
+        for (const t of targets) await saturate(t, 5, SATURATION_CONCURRENCY);
+      };
+      /** Stops its processes (the ledger's outcomes and the floor's replies written first) and closes its connections. */
+      const stop = async () => {
+        await Promise.all([ledgerPool, forwarderPool, floorPool].map((p) => p?.close()));
+        for (const t of targets) answered.set(t.name, (answered.get(t.name) ?? 0) + t.ok);
+        await stopChildren(mine);
+        for (const c of mine) {
+          const i = children.indexOf(c);
+          if (i >= 0) children.splice(i, 1);
+        }
+      };
+      return { targets, cpu, ledgerPid: ledger.pid!, warmUp, stop };
+    };
 
-    const forwarder = await start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog) }, /(http:\/\/[\d.:]+)/);
-    const floor = FLOOR ? await start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog), FLOOR_DATABASE_URL: db.url }, /(http:\/\/[\d.:]+)/) : undefined;
-
-    const ledgerPool = new HttpPool(ledgerUrl, { connections: 128, pipelining: 1 });
-    const forwarderPool = new HttpPool(forwarder.line, { connections: 128, pipelining: 1 });
-    const floorPool = floor ? new HttpPool(floor.line, { connections: 128, pipelining: 1 }) : undefined;
-    const sessions = await launchSessions(ledgerPool, PLAYERS, OP1);
-    // The floor first: the ledger then follows the forwarder as it does without --floor, and the floor's
-    // writes have the forwarder's phase, which writes nothing, to settle in before the ledger's.
-    const targets: Target[] = [
-      ...(floorPool ? [{ name: 'floor' as const, pool: floorPool, sessions, ok: 0 }] : []),
-      ...(LEDGER_ONLY ? [] : [{ name: 'forwarder' as const, pool: forwarderPool, sessions, ok: 0 }]),
-      { name: 'ledger', pool: ledgerPool, sessions, ok: 0 },
-    ];
-
-    const cpu = new CpuMeter({
-      [ONE_PROCESS ? 'ledger' : 'ledger api']: ledger.pid,
-      'ledger worker+projector': background?.pid,
-      forwarder: forwarder.child.pid,
-      floor: floor?.child.pid,
-      wallet: wallet.child.pid,
-      'load generator': process.pid,
-    });
+    let deployment = await deploy();
     console.log(`seamless-wallet ledger benchmark: ${os.cpus().length} cores, node ${process.version}, BET+WIN rounds, ${PLAYERS} players`);
     console.log(ONE_PROCESS ? 'ledger: roles api,worker,projector in one process' : 'ledger: api in one process, worker and projector in another (as compose.yaml deploys it)');
     console.log(machine);
-    // At the saturation concurrency: a fresh service's first seconds at full load are slower (its pools
-    // grow, new Postgres backends compile the functions, V8 optimizes); a 2 s warm-up at 16 rounds left
-    // the first saturation pair measuring the ledger about a fifth low.
     console.log('warm-up (5 s per target at the saturation concurrency) ...');
-    for (const t of targets) await saturate(t, 5, SATURATION_CONCURRENCY);
-    if (SOAK) return await soak(targets[0]!, ledger.pid!, cpu);
-    /** What each target had answered 200 to by the end of the warm-up: one that answers no more measured nothing. */
-    const warmedUp = new Map(targets.map((t) => [t.name, t.ok]));
+    await deployment.warmUp();
+    if (SOAK) return await soak(deployment.targets[0]!, deployment.ledgerPid, deployment.cpu);
 
     // Pairs, one target right after the other: the machine's speed drifts over minutes, so a ratio is
     // only taken within a pair, and the median pair is the headline.
-    console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} ${FLOOR ? 'triple' : 'pair'}(s))`);
+    console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} ${FLOOR ? 'triple' : 'pair'}(s), each on a fresh deployment warmed up 5 s)`);
     const ratios: number[] = [];
     const floorRatios: number[] = [];
     const ledgerFloorRatios: number[] = [];
     const forwarderRates: number[] = [];
     for (let p = 0; p < REPEAT; p++) {
+      if (p > 0) {
+        await deployment.stop();
+        deployment = await deploy();
+        await deployment.warmUp();
+      }
+      const { targets, cpu } = deployment;
       const sat: Partial<Record<TargetName, PhaseResult>> = {};
       for (const t of targets) {
         cpu.start();
-        sat[t.name] = await saturate(t, SATURATION_SECONDS, SATURATION_CONCURRENCY);
-        console.log(`  ${t.name.padEnd(10)} ${fmt(sat[t.name]!)}`);
-        console.log(`  ${''.padEnd(10)} ${cpu.stop(sat[t.name]!.throughput)}`);
+        const r = (sat[t.name] = await saturate(t, SATURATION_SECONDS, SATURATION_CONCURRENCY));
+        count(t, r);
+        console.log(`  ${t.name.padEnd(10)} ${fmt(r)}`);
+        console.log(`  ${''.padEnd(10)} ${cpu.stop(r.throughput)}`);
       }
       if (sat.forwarder) forwarderRates.push(sat.forwarder.throughput);
       if (sat.forwarder && sat.ledger) {
@@ -305,12 +336,14 @@ async function main(): Promise<number> {
       );
     }
 
+    const { targets, cpu } = deployment;
     for (const rate of RATES) {
       console.log(`\noffered ${rate} tx/s (open loop, ${SECONDS} s each)`);
       const row: Partial<Record<TargetName, PhaseResult>> = {};
       for (const t of targets) {
         cpu.start();
         const r = (row[t.name] = await fixedRate(t, rate, SECONDS));
+        count(t, r);
         console.log(`  ${t.name.padEnd(10)} ${fmt(r)}`);
         console.log(`  ${''.padEnd(10)} ${cpu.stop(r.throughput)}`);
       }
@@ -320,7 +353,9 @@ async function main(): Promise<number> {
       if (base && row.floor) console.log(`  added by the floor: ${added(row.floor, base)}: the two writes alone`);
     }
 
-    // Nothing lost: every transaction the ledger answered is in the history, settled.
+    // Nothing lost: every transaction the ledger answered is in the history, settled. Counted once the
+    // last deployment has stopped, which writes what it answered before it exits.
+    await deployment.stop();
     const pg = (await import('pg')).default;
     const client = new pg.Client({ connectionString: db.url });
     client.on('error', () => undefined); // as in machineHop
@@ -333,11 +368,8 @@ async function main(): Promise<number> {
       ? (await client.query<{ records: string; replies: string }>('SELECT (SELECT count(*) FROM floor_records) AS records, (SELECT count(*) FROM floor_outcomes) AS replies')).rows[0]
       : undefined;
     await client.end();
-    await ledgerPool.close();
-    await forwarderPool.close();
-    await floorPool?.close();
     console.log(`\nledger history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.applied} settled`);
-    const floorOk = targets.find((t) => t.name === 'floor')?.ok ?? 0;
+    const floorOk = answered.get('floor') ?? 0;
     if (floorRows) {
       console.log(`floor: ${floorOk} transactions answered (warm-up included), ${floorRows.records} recorded, ${floorRows.replies} replies recorded`);
       if (Number(floorRows.records) < floorOk || Number(floorRows.replies) < floorOk) {
@@ -345,7 +377,7 @@ async function main(): Promise<number> {
         return 1;
       }
     }
-    const nothing = targets.filter((t) => t.ok === warmedUp.get(t.name)).map((t) => t.name);
+    const nothing = targets.filter((t) => (measured.get(t.name) ?? 0) === 0).map((t) => t.name);
     if (nothing.length > 0 || Number(rows[0]!.recorded) === 0) {
       console.log(`measured nothing: every transaction through ${nothing.join(' and ') || 'the ledger'} failed (see the errors above)`);
       return 1;

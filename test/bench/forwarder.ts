@@ -29,6 +29,8 @@ const operator = doc.operators[0]!;
 const logger = createLogger('silent');
 const redis = createRequestRedis(process.env.REDIS_URL!, logger);
 const floor = process.env.FLOOR_DATABASE_URL ? await floorWrites(process.env.FLOOR_DATABASE_URL) : undefined;
+/** The floor's replies answered and not yet written. */
+const behind = new Set<Promise<unknown>>();
 
 const app = express();
 app.post(
@@ -50,15 +52,24 @@ app.post(
     });
     if (r.kind === 'response') res.status(r.status).type('application/json').send(r.body);
     else res.status(r.kind === 'timeout' ? 504 : 502).json({ error: r.kind });
-    if (floor) void floor.outcome.submit({ ...key, text: r.kind === 'response' ? r.body : r.kind }).catch(() => undefined);
+    if (floor) {
+      const write = floor.outcome.submit({ ...key, text: r.kind === 'response' ? r.body : r.kind }).catch(() => undefined);
+      behind.add(write);
+      void write.finally(() => behind.delete(write));
+    }
   },
 );
 app.use(errorRenderer(logger));
 const server = http.createServer(app);
 server.keepAliveTimeout = 60_000;
 server.listen(0, '127.0.0.1', () => process.stdout.write(`http://127.0.0.1:${(server.address() as AddressInfo).port}\n`));
-// Stopped by the bench: exit as a process does, so that a CPU profile (BENCH_PROFILE) is written.
-process.once('SIGTERM', () => process.exit(0));
+// Stopped by the bench (between its pairs, or at the end): the floor's replies still behind their answers
+// are written first, as the ledger's are; then exit as a process does, so that a CPU profile
+// (BENCH_PROFILE) is written.
+process.once('SIGTERM', () => {
+  server.close();
+  void Promise.all(behind).then(() => process.exit(0));
+});
 
 interface Row {
   providerId: string;
