@@ -127,11 +127,10 @@ async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: s
   const dbs: Partial<Record<Label, Awaited<ReturnType<typeof createTestDatabase>>>> = {};
   const redises: Partial<Record<Label, Awaited<ReturnType<typeof claimTestRedis>>>> = {};
   const cleanup = async () => {
-    await stopChildren(children);
-    for (const label of order) {
-      await dbs[label]?.drop();
-      await redises[label]?.release();
-    }
+    await stopChildren(children, 30_000);
+    // Each step whatever became of another: one failed drop must not leave the rest behind.
+    const steps = await Promise.allSettled(order.flatMap((label) => [dbs[label]?.drop(), redises[label]?.release()]));
+    for (const step of steps) if (step.status === 'rejected') process.stderr.write(`bench: cleaning up: ${String(step.reason)}\n`);
   };
   return cleaningUp(cleanup, async () => {
     for (const label of order) {
@@ -197,6 +196,8 @@ async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: s
       }
     }
     await Promise.all(deployments.map((d) => d.target.pool.close()));
+    // Stopped first: a service's stop writes the outcomes still behind their answers (it allows itself 30 s).
+    await stopChildren(children, 30_000);
 
     // Nothing lost: what each tree answered is in its history, settled; and each measured something.
     const pg = (await import('pg')).default;
@@ -208,7 +209,11 @@ async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: s
         `SELECT count(*) FILTER (WHERE type = 'TransactionRecorded') AS recorded, count(*) FILTER (WHERE type = 'TransactionSettled') AS settled FROM es_events`,
       );
       await client.end();
-      console.log(`${dep.label}'s history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.settled} settled`);
+      console.log(`${dep.label}'s history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.settled} settled; ${dep.target.ok} answered 200`);
+      if (Number(rows[0]!.recorded) < dep.target.ok || Number(rows[0]!.settled) < Number(rows[0]!.recorded)) {
+        console.log(`${dep.label} lost transactions: fewer recorded than answered, or fewer settled than recorded`);
+        result.failed = true;
+      }
       if (dep.target.ok === dep.warmedUp) {
         console.log(`measured nothing: every transaction through ${dep.label} failed after the warm-up`);
         result.failed = true;

@@ -55,7 +55,7 @@ commit cost on the machine, back to back and after 10 ms idle.
                    --seconds (default 300), the api's memory (RSS) read every second
   --ab DIR         instead: this checkout (A) against another checkout of the project in DIR (B, its
                    dependencies installed; . for A against itself), each deployed as above from its own
-                   tree's bundle with its own database, against one wallet: --repeat pairs (default 6),
+                   tree's bundle with its own database, against one wallet: --repeat pairs (even, default 6),
                    each on fresh deployments, A deployed and measured first in odd pairs, B in even
                    ones; per pair the saturation ratio B / A (the headline: its median) and each offered
                    rate (default 100, --seconds default 5) mirrored, B - A at p50 and p99
@@ -119,6 +119,7 @@ const SAMPLES = opts.samples !== undefined ? cli.whole('samples', opts.samples, 
 const EVENTS = opts.events !== undefined ? cli.whole('events', opts.events, 1000, 10_000_000) : 1_000_000;
 // At least 2,000: the main operator (90 % of the history) must have a full page of 1,000 to time.
 const TRANSACTIONS = opts.transactions !== undefined ? cli.whole('transactions', opts.transactions, 2000, 10_000_000) : 1_000_000;
+if (AB && REPEAT % 2 === 1) cli.fail('--repeat must be even with --ab: each tree is deployed and measured first in half of the pairs');
 if (opts.ab !== undefined) {
   const problem = opts.ab === '' ? '--ab needs the other checkout\'s directory' : (await import('./ab.ts')).otherTreeProblem(opts.ab);
   if (problem) cli.fail(problem);
@@ -269,7 +270,8 @@ async function main(): Promise<number> {
       const stop = async () => {
         await Promise.all([ledgerPool, forwarderPool, floorPool].map((p) => p?.close()));
         for (const t of targets) answered.set(t.name, (answered.get(t.name) ?? 0) + t.ok);
-        await stopChildren(mine);
+        // The service's own stop writes the outcomes behind their answers first (it allows itself 30 s).
+        await stopChildren(mine, 30_000);
         for (const c of mine) {
           const i = children.indexOf(c);
           if (i >= 0) children.splice(i, 1);
@@ -368,7 +370,12 @@ async function main(): Promise<number> {
       ? (await client.query<{ records: string; replies: string }>('SELECT (SELECT count(*) FROM floor_records) AS records, (SELECT count(*) FROM floor_outcomes) AS replies')).rows[0]
       : undefined;
     await client.end();
-    console.log(`\nledger history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.applied} settled`);
+    const ledgerOk = answered.get('ledger') ?? 0;
+    console.log(`\nledger history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.applied} settled; ${ledgerOk} answered 200 (warm-ups included)`);
+    if (Number(rows[0]!.recorded) < ledgerOk || Number(rows[0]!.applied) < Number(rows[0]!.recorded)) {
+      console.log('the ledger lost transactions: fewer recorded than answered, or fewer settled than recorded');
+      return 1;
+    }
     const floorOk = answered.get('floor') ?? 0;
     if (floorRows) {
       console.log(`floor: ${floorOk} transactions answered (warm-up included), ${floorRows.records} recorded, ${floorRows.replies} replies recorded`);

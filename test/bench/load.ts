@@ -139,7 +139,8 @@ function summarize(latencies: Latencies, errors: number, seconds: number): Phase
   const sorted = [...latencies.all].sort((a, b) => a - b);
   const p50Of = (l: number[]) => pct([...l].sort((a, b) => a - b), 50);
   return {
-    throughput: sorted.length / seconds, p50: pct(sorted, 50), p95: pct(sorted, 95), p99: pct(sorted, 99), errors, count: sorted.length,
+    // Answered transactions a second: a failure answered fast must not count as throughput.
+    throughput: (sorted.length - errors) / seconds, p50: pct(sorted, 50), p95: pct(sorted, 95), p99: pct(sorted, 99), errors, count: sorted.length,
     p50Bet: p50Of(latencies.BET), p50Win: p50Of(latencies.WIN),
   };
 }
@@ -208,7 +209,11 @@ export async function startService(
     stdio: 'ignore',
   });
   children.push(child);
-  await waitHealthy(url);
+  const exited = new Promise<never>((_, reject) =>
+    child.once('exit', (code, signal) => reject(new Error(`the service (${o.roles}, from ${o.cwd}) exited (${signal ?? `code ${code}`}) before it answered`))),
+  );
+  exited.catch(() => undefined); // once healthy, a later exit is the run's to notice
+  await Promise.race([waitHealthy(url), exited]);
   return { child, url };
 }
 

@@ -95,7 +95,7 @@ describe('npm run bench, interrupted', () => {
 
   it('an A/B run (--ab) on SIGTERM: stops both trees\' processes, drops both databases and exits 143', async () => {
     // This checkout against itself: two deployments of the ledger, each with its own database.
-    const run = await startedBench(['--ab', '.', '--repeat', '1', '--rates', '100', '--seconds', '1'], 'A/B of two trees');
+    const run = await startedBench(['--ab', '.', '--repeat', '2', '--rates', '100', '--seconds', '1'], 'A/B of two trees');
     run.child.kill('SIGTERM');
     expect(await run.exited).toBe(143);
     // The wallet, and each tree's api and worker+projector processes.

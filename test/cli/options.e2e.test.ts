@@ -130,6 +130,7 @@ const TOOLS: Tool[] = [
       [['--ab='], '--ab needs the other checkout'],
       [['--ab', '.', '--floor'], '--floor does not apply to --ab'],
       [['--ab', '.', '--soak'], 'one at a time'],
+      [['--ab', '.', '--repeat', '3'], '--repeat must be even with --ab'],
     ],
   },
 ];
