@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongestFirst from './test/helpers/sequencer.ts';
 
 /**
  * Two projects: every test against the Postgres event store (the default), and the suites that move
@@ -17,6 +18,8 @@ export default defineConfig({
     globalSetup: ['test/helpers/global-setup.ts'],
     pool: 'forks',
     maxWorkers: 2,
+    // The longest files first, so none runs alone at the end (test/helpers/sequencer.ts).
+    sequence: { sequencer: LongestFirst },
     projects: [
       {
         extends: true,
