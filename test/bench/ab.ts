@@ -18,11 +18,11 @@ import { CpuMeter } from './cpu.ts';
 import { cleaningUp, stopChildren } from './interrupt.ts';
 import { testCatalog, OP1 } from '../helpers/catalog.ts';
 import { entryArgs } from '../helpers/bundle.ts';
-import { ROOT, fixedRate, fmt, launchSessions, median, percent, putCatalog, saturate, start, startService, type PhaseResult, type Target } from './load.ts';
+import {
+  PLAYERS, ROOT, SATURATION_CONCURRENCY, SATURATION_SECONDS, WARM_UP_SECONDS, checkHistory, fixedRate, fmt, launchSessions, median, percent, saturate, start, startLedger,
+  type PhaseResult, type Target,
+} from './load.ts';
 
-const SATURATION_SECONDS = 6;
-const SATURATION_CONCURRENCY = 64;
-const PLAYERS = 200;
 
 export interface AbOptions {
   /** The other checkout (B), as given. */
@@ -142,12 +142,10 @@ async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: s
     const pids: Record<string, number | undefined> = { wallet: wallet.child.pid, 'load generator': process.pid };
     const deployments: Deployment[] = [];
     for (const label of order) {
-      const spawnService = (roles: string) => startService(children, { ...mains[label], databaseUrl: dbs[label]!.url, redisUrl: redises[label]!.url, roles });
-      const api = await spawnService(o.oneProcess ? 'api,worker,projector' : 'api');
-      pids[o.oneProcess ? label : `${label} api`] = api.child.pid;
-      if (!o.oneProcess) pids[`${label} worker+projector`] = (await spawnService('worker,projector')).child.pid;
-      await putCatalog(api.url, catalog);
-      const pool = new HttpPool(api.url, { connections: 128, pipelining: 1 });
+      const ledger = await startLedger(children, { ...mains[label], databaseUrl: dbs[label]!.url, redisUrl: redises[label]!.url, oneProcess: o.oneProcess, catalog });
+      pids[o.oneProcess ? label : `${label} api`] = ledger.api.pid;
+      if (ledger.background) pids[`${label} worker+projector`] = ledger.background.pid;
+      const pool = new HttpPool(ledger.url, { connections: 128, pipelining: 1 });
       const sessions = await launchSessions(pool, PLAYERS, OP1);
       deployments.push({ label, target: { name: label, pool, sessions, ok: 0 }, warmedUp: 0, databaseUrl: dbs[label]!.url });
     }
@@ -155,9 +153,9 @@ async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: s
     ready();
 
     console.log(`\nround ${n} of ${o.repeat}: fresh deployments, ${first} deployed first`);
-    console.log('warm-up (5 s each at the saturation concurrency) ...');
+    console.log(`warm-up (${WARM_UP_SECONDS} s each at the saturation concurrency) ...`);
     for (const d of deployments) {
-      await saturate(d.target, 5, SATURATION_CONCURRENCY);
+      await saturate(d.target, WARM_UP_SECONDS, SATURATION_CONCURRENCY);
       d.warmedUp = d.target.ok;
     }
     const result: Round = { rates: { A: [], B: [] }, cpuPerTx: { A: [], B: [] }, ratios: [], latency: [], failed: false };
@@ -167,12 +165,11 @@ async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: s
     for (const d of deployments) {
       cpu.start();
       const r = (pair[d.label] = await saturate(d.target, SATURATION_SECONDS, SATURATION_CONCURRENCY));
-      const line = cpu.stop(r.throughput);
+      const used = cpu.measure(r.throughput);
       result.rates[d.label].push(r.throughput);
-      const perTx = /\(([\d.]+) ms of CPU a transaction\)/.exec(line);
-      if (perTx) result.cpuPerTx[d.label].push(Number(perTx[1]));
+      if (used.msPerTransaction !== undefined) result.cpuPerTx[d.label].push(used.msPerTransaction);
       console.log(`  ${d.label} ${fmt(r)}`);
-      console.log(`    ${line}`);
+      console.log(`    ${used.text}`);
     }
     result.ratios.push(pair.B!.throughput / pair.A!.throughput);
     console.log(`  B / A throughput ${percent(result.ratios.at(-1)!)}`);
@@ -200,20 +197,8 @@ async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: s
     await stopChildren(children, 30_000);
 
     // Nothing lost: what each tree answered is in its history, settled; and each measured something.
-    const pg = (await import('pg')).default;
     for (const dep of deployments) {
-      const client = new pg.Client({ connectionString: dep.databaseUrl });
-      client.on('error', () => undefined); // its database dropped under it by an interruption
-      await client.connect();
-      const { rows } = await client.query<{ recorded: string; settled: string }>(
-        `SELECT count(*) FILTER (WHERE type = 'TransactionRecorded') AS recorded, count(*) FILTER (WHERE type = 'TransactionSettled') AS settled FROM es_events`,
-      );
-      await client.end();
-      console.log(`${dep.label}'s history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.settled} settled; ${dep.target.ok} answered 200`);
-      if (Number(rows[0]!.recorded) < dep.target.ok || Number(rows[0]!.settled) < Number(rows[0]!.recorded)) {
-        console.log(`${dep.label} lost transactions: fewer recorded than answered, or fewer settled than recorded`);
-        result.failed = true;
-      }
+      if ((await checkHistory(`${dep.label}'s`, dep.databaseUrl, dep.target.ok)).lost) result.failed = true;
       if (dep.target.ok === dep.warmedUp) {
         console.log(`measured nothing: every transaction through ${dep.label} failed after the warm-up`);
         result.failed = true;

@@ -13,7 +13,7 @@ import { testCatalog, OP1 } from '../helpers/catalog.ts';
 import { cleaningUp, interrupted, stopChildren } from './interrupt.ts';
 import { entryArgs } from '../helpers/bundle.ts';
 import {
-  ROOT, added, fixedRate, fmt, launchSessions, median, pct, percent, putCatalog, saturate, start, startService,
+  PLAYERS, ROOT, SATURATION_CONCURRENCY, SATURATION_SECONDS, WARM_UP_SECONDS, added, checkHistory, fixedRate, fmt, launchSessions, median, pct, percent, saturate, start, startLedger,
   type PhaseResult, type Target as LoadTarget,
 } from './load.ts';
 
@@ -125,11 +125,8 @@ if (opts.ab !== undefined) {
   if (problem) cli.fail(problem);
 }
 
-const SATURATION_SECONDS = 6;
-const SATURATION_CONCURRENCY = 64;
 /** Issue #25's "fast day": the bare forwarder carries more than this at saturation. */
 const FAST_DAY_FORWARDER = 5000;
-const PLAYERS = 200;
 
 type TargetName = 'forwarder' | 'floor' | 'ledger';
 type Target = LoadTarget<TargetName>;
@@ -204,6 +201,19 @@ async function machineHop(url: string): Promise<string> {
   }
 }
 
+/** The floor's rows: what it recorded before calling the wallet, and the replies it recorded behind. */
+async function floorCounts(url: string): Promise<{ records: string; replies: string }> {
+  const pg = (await import('pg')).default;
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined); // as in machineHop
+  await client.connect();
+  try {
+    return (await client.query<{ records: string; replies: string }>('SELECT (SELECT count(*) FROM floor_records) AS records, (SELECT count(*) FROM floor_outcomes) AS replies')).rows[0]!;
+  } finally {
+    await client.end();
+  }
+}
+
 async function main(): Promise<number> {
   // Loaded here, as each other mode's module is below: a bad option or --help answers without them.
   const [{ createTestDatabase }, { claimTestRedis }, { Pool: HttpPool }] = await Promise.all([import('../helpers/db.ts'), import('../helpers/redis.ts'), import('undici')]);
@@ -234,10 +244,8 @@ async function main(): Promise<number> {
     const deploy = async () => {
       const mine: ChildProcess[] = [];
       const started = <T extends { child: ChildProcess }>(x: T): T => (mine.push(x.child), x);
-      const spawnService = async (roles: string) => started(await startService(children, { main: entryArgs('main'), cwd: ROOT, databaseUrl: db.url, redisUrl: redis.url, roles }));
-      const { child: ledger, url: ledgerUrl } = await spawnService(ONE_PROCESS ? 'api,worker,projector' : 'api');
-      const background = ONE_PROCESS ? undefined : (await spawnService('worker,projector')).child;
-      await putCatalog(ledgerUrl, catalog);
+      const { url: ledgerUrl, api: ledger, background } = await startLedger(children, { main: entryArgs('main'), cwd: ROOT, databaseUrl: db.url, redisUrl: redis.url, oneProcess: ONE_PROCESS, catalog });
+      mine.push(ledger, ...(background ? [background] : []));
       const forwarder = started(await start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog) }, /(http:\/\/[\d.:]+)/));
       const floor = FLOOR ? started(await start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog), FLOOR_DATABASE_URL: db.url }, /(http:\/\/[\d.:]+)/)) : undefined;
       const ledgerPool = new HttpPool(ledgerUrl, { connections: 128, pipelining: 1 });
@@ -264,7 +272,7 @@ async function main(): Promise<number> {
       // grow, new Postgres backends compile the functions, V8 optimizes); a 2 s warm-up at 16 rounds left
       // the first saturation pair measuring the ledger about a fifth low.
       const warmUp = async () => {
-        for (const t of targets) await saturate(t, 5, SATURATION_CONCURRENCY);
+        for (const t of targets) await saturate(t, WARM_UP_SECONDS, SATURATION_CONCURRENCY);
       };
       /** Stops its processes (the ledger's outcomes and the floor's replies written first) and closes its connections. */
       const stop = async () => {
@@ -284,13 +292,13 @@ async function main(): Promise<number> {
     console.log(`seamless-wallet ledger benchmark: ${os.cpus().length} cores, node ${process.version}, BET+WIN rounds, ${PLAYERS} players`);
     console.log(ONE_PROCESS ? 'ledger: roles api,worker,projector in one process' : 'ledger: api in one process, worker and projector in another (as compose.yaml deploys it)');
     console.log(machine);
-    console.log('warm-up (5 s per target at the saturation concurrency) ...');
+    console.log(`warm-up (${WARM_UP_SECONDS} s per target at the saturation concurrency) ...`);
     await deployment.warmUp();
     if (SOAK) return await soak(deployment.targets[0]!, deployment.ledgerPid, deployment.cpu);
 
     // Pairs, one target right after the other: the machine's speed drifts over minutes, so a ratio is
     // only taken within a pair, and the median pair is the headline.
-    console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} ${FLOOR ? 'triple' : 'pair'}(s), each on a fresh deployment warmed up 5 s)`);
+    console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} ${FLOOR ? 'triple' : 'pair'}(s), each on a fresh deployment warmed up ${WARM_UP_SECONDS} s)`);
     const ratios: number[] = [];
     const floorRatios: number[] = [];
     const ledgerFloorRatios: number[] = [];
@@ -358,24 +366,11 @@ async function main(): Promise<number> {
     // Nothing lost: every transaction the ledger answered is in the history, settled. Counted once the
     // last deployment has stopped, which writes what it answered before it exits.
     await deployment.stop();
-    const pg = (await import('pg')).default;
-    const client = new pg.Client({ connectionString: db.url });
-    client.on('error', () => undefined); // as in machineHop
-    await client.connect();
-    const { rows } = await client.query<{ recorded: string; applied: string }>(
-      `SELECT count(*) FILTER (WHERE type = 'TransactionRecorded') AS recorded, count(*) FILTER (WHERE type = 'TransactionSettled') AS applied FROM es_events`,
-    );
+    console.log('');
+    const history = await checkHistory('ledger', db.url, answered.get('ledger') ?? 0);
+    if (history.lost) return 1;
     // The floor's writes, counted: it answers only what it recorded, and records each reply behind.
-    const floorRows = FLOOR
-      ? (await client.query<{ records: string; replies: string }>('SELECT (SELECT count(*) FROM floor_records) AS records, (SELECT count(*) FROM floor_outcomes) AS replies')).rows[0]
-      : undefined;
-    await client.end();
-    const ledgerOk = answered.get('ledger') ?? 0;
-    console.log(`\nledger history: ${rows[0]!.recorded} transactions recorded, ${rows[0]!.applied} settled; ${ledgerOk} answered 200 (warm-ups included)`);
-    if (Number(rows[0]!.recorded) < ledgerOk || Number(rows[0]!.applied) < Number(rows[0]!.recorded)) {
-      console.log('the ledger lost transactions: fewer recorded than answered, or fewer settled than recorded');
-      return 1;
-    }
+    const floorRows = FLOOR ? await floorCounts(db.url) : undefined;
     const floorOk = answered.get('floor') ?? 0;
     if (floorRows) {
       console.log(`floor: ${floorOk} transactions answered (warm-up included), ${floorRows.records} recorded, ${floorRows.replies} replies recorded`);
@@ -385,7 +380,7 @@ async function main(): Promise<number> {
       }
     }
     const nothing = targets.filter((t) => (measured.get(t.name) ?? 0) === 0).map((t) => t.name);
-    if (nothing.length > 0 || Number(rows[0]!.recorded) === 0) {
+    if (nothing.length > 0 || history.recorded === 0) {
       console.log(`measured nothing: every transaction through ${nothing.join(' and ') || 'the ledger'} failed (see the errors above)`);
       return 1;
     }

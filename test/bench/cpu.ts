@@ -47,6 +47,11 @@ export class CpuMeter {
    * transactions a second, also the CPU one transaction took in all, every process of the machine counted.
    */
   stop(txPerSecond?: number): string {
+    return this.measure(txPerSecond).text;
+  }
+
+  /** As stop, with the CPU a transaction took (ms, every process counted) as a number too. */
+  measure(txPerSecond?: number): { text: string; msPerTransaction: number | undefined } {
     const after = sample();
     const seconds = (performance.now() - this.startedAt) / 1000;
     const byPid = new Map(Object.entries(this.named).filter(([, pid]) => pid !== undefined).map(([name, pid]) => [String(pid), name]));
@@ -62,7 +67,8 @@ export class CpuMeter {
     }
     const total = [...used.values()].reduce((s, v) => s + v, 0);
     const parts = [...used].sort((a, b) => b[1] - a[1]).map(([name, cores]) => `${name} ${cores.toFixed(2)} (${((100 * (sys.get(name) ?? 0)) / cores).toFixed(0)}% sys)`);
-    const perTx = txPerSecond && txPerSecond > 0 ? ` (${((1000 * total) / txPerSecond).toFixed(2)} ms of CPU a transaction)` : '';
-    return `cores busy ${total.toFixed(2)} of ${os.cpus().length}${perTx}: ${parts.join(', ')}`;
+    const msPerTransaction = txPerSecond && txPerSecond > 0 ? (1000 * total) / txPerSecond : undefined;
+    const perTx = msPerTransaction !== undefined ? ` (${msPerTransaction.toFixed(2)} ms of CPU a transaction)` : '';
+    return { text: `cores busy ${total.toFixed(2)} of ${os.cpus().length}${perTx}: ${parts.join(', ')}`, msPerTransaction };
   }
 }

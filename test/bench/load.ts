@@ -11,6 +11,13 @@ import { sign } from '../../shared/http/signature.ts';
 import { PROV_A } from '../helpers/catalog.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
+/** A saturation phase: closed loop, this many rounds at once, this long. */
+export const SATURATION_SECONDS = 6;
+export const SATURATION_CONCURRENCY = 64;
+/** At the saturation concurrency, before a fresh deployment is measured. */
+export const WARM_UP_SECONDS = 5;
+/** Players with a launched session; each round picks one. */
+export const PLAYERS = 200;
 
 /** Node's options for a process the bench starts: a V8 CPU profile of it into BENCH_PROFILE, when set. */
 export const profiled = (): string[] => (process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []);
@@ -233,4 +240,44 @@ export async function launchSessions(pool: HttpPool, players: number, as: { kind
     sessions.push({ token: (JSON.parse(r.text) as { sessionToken: string }).sessionToken, playerRef });
   }
   return sessions;
+}
+
+/**
+ * The ledger as compose.yaml deploys it: the api in one process, the worker and the projector in another
+ * (`oneProcess`: all three in one, the api then sharing its core with the projector), with the bench's
+ * catalog put in.
+ */
+export async function startLedger(
+  children: ChildProcess[],
+  o: { main: string[]; cwd: string; databaseUrl: string; redisUrl: string; oneProcess: boolean; catalog: unknown },
+): Promise<{ url: string; api: ChildProcess; background: ChildProcess | undefined }> {
+  const service = (roles: string) => startService(children, { main: o.main, cwd: o.cwd, databaseUrl: o.databaseUrl, redisUrl: o.redisUrl, roles });
+  const api = await service(o.oneProcess ? 'api,worker,projector' : 'api');
+  const background = o.oneProcess ? undefined : (await service('worker,projector')).child;
+  await putCatalog(api.url, o.catalog);
+  return { url: api.url, api: api.child, background };
+}
+
+/**
+ * Nothing lost: prints what a ledger's history holds against what it answered 200 (`label`: whose), once
+ * its processes have stopped (a stop writes the outcomes still behind their answers). Lost: fewer
+ * transactions recorded than answered, or fewer settled than recorded.
+ */
+export async function checkHistory(label: string, databaseUrl: string, answered: number): Promise<{ recorded: number; lost: boolean }> {
+  const pg = (await import('pg')).default;
+  const client = new pg.Client({ connectionString: databaseUrl });
+  client.on('error', () => undefined); // its database dropped under it by an interruption
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ recorded: string; settled: string }>(
+      `SELECT count(*) FILTER (WHERE type = 'TransactionRecorded') AS recorded, count(*) FILTER (WHERE type = 'TransactionSettled') AS settled FROM es_events`,
+    );
+    const [recorded, settled] = [Number(rows[0]!.recorded), Number(rows[0]!.settled)];
+    console.log(`${label} history: ${recorded} transactions recorded, ${settled} settled; ${answered} answered 200 (warm-ups included)`);
+    const lost = recorded < answered || settled < recorded;
+    if (lost) console.log(`${label} lost transactions: fewer recorded than answered, or fewer settled than recorded`);
+    return { recorded, lost };
+  } finally {
+    await client.end();
+  }
 }

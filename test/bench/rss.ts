@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { cleaningUp, stopChildren } from './interrupt.ts';
 import { entryArgs } from '../helpers/bundle.ts';
+import { median } from './load.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -18,7 +19,6 @@ export function rssOf(pid: number): number | undefined {
 }
 
 export const mib = (b: number): string => (b / 1024 / 1024).toFixed(0);
-export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
 /**
  * Runs `npm run audit -- <args>` as the command it is, in a process of its own, its RSS read every
