@@ -103,7 +103,7 @@ function refusedForGood(err: unknown): boolean {
 
 /** Builds everything the configured roles need and starts them. */
 export async function startService(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<RunningService> {
-  const pool = createPool(config.databaseUrl, 20);
+  const pool = createPool(config.databaseUrl, config.databasePoolSize);
   await retry('database migration', logger, async () => {
     await ensureDatabase(config.databaseUrl);
     await migrate(pool, allMigrations);

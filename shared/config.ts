@@ -50,6 +50,8 @@ const envSchema = z.object({
   // Loopback unless asked: a machine's other interfaces only when the operator says so (compose: 0.0.0.0).
   HOST: z.union([z.ipv4(), z.ipv6(), z.literal('localhost')], { error: 'expected an IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0' }).default('127.0.0.1'),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL').default('postgres://127.0.0.1:5432/ledger'),
+  // Most connections one process holds for its queries (operations.md: the connections a process opens).
+  DATABASE_POOL_SIZE: z.coerce.number().int().min(2).max(1000).default(20),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'expected a redis:// URL').default('redis://127.0.0.1:6379'),
   EVENT_STORE: eventStoreSchema,
   CATALOG_FILE: z.string().min(1).optional(),
@@ -92,6 +94,8 @@ export interface Config {
   port: number;
   host: string;
   databaseUrl: string;
+  /** Most connections the process's query pool holds. */
+  databasePoolSize: number;
   redisUrl: string;
   eventStore: string;
   catalogFile: string | undefined;
@@ -132,6 +136,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: e.PORT,
     host: e.HOST,
     databaseUrl: withDefaultUser(e.DATABASE_URL, env),
+    databasePoolSize: e.DATABASE_POOL_SIZE,
     redisUrl: e.REDIS_URL,
     eventStore: e.EVENT_STORE,
     catalogFile: e.CATALOG_FILE,

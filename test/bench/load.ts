@@ -212,6 +212,8 @@ export async function startService(
       ...(process.env.BENCH_SERVICE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVICE_NODE_OPTIONS } : {}),
       // The service's own heap setting (docs/operations.md, Memory), to compare it with V8's (0).
       ...(process.env.HEAP_GROWING_PERCENT ? { HEAP_GROWING_PERCENT: process.env.HEAP_GROWING_PERCENT } : {}),
+      // The size of each process's query pool (the suite runs a bench beside other tests: a small one).
+      ...(process.env.DATABASE_POOL_SIZE ? { DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE } : {}),
     },
     stdio: 'ignore',
   });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { TEST_PG_ADMIN_URL } from '../helpers/db.ts';
+import { TEST_POOL_SIZE } from '../helpers/service.ts';
 
 /**
  * `npm run bench` starts a wallet, the service's processes and a forwarder, and makes a database of its
@@ -52,7 +53,7 @@ async function startedBench(args = ['--ledger-only', '--repeat', '1', '--rates',
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/bench.ts', ...args], {
     cwd: ROOT,
     detached: true,
-    env: { PATH: process.env.PATH ?? '', ...(process.env.TEST_PG_URL ? { TEST_PG_URL: process.env.TEST_PG_URL } : {}), ...(process.env.TEST_REDIS_URL ? { TEST_REDIS_URL: process.env.TEST_REDIS_URL } : {}) },
+    env: { PATH: process.env.PATH ?? '', DATABASE_POOL_SIZE: TEST_POOL_SIZE, ...(process.env.TEST_PG_URL ? { TEST_PG_URL: process.env.TEST_PG_URL } : {}), ...(process.env.TEST_REDIS_URL ? { TEST_REDIS_URL: process.env.TEST_REDIS_URL } : {}) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));

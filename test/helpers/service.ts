@@ -38,6 +38,13 @@ async function testEventStore(): Promise<{ setting: string; close(): Promise<voi
   return { setting: server.connectionString, close: () => server.close() };
 }
 
+/**
+ * The query pool of every service a test starts. Two test files run at once, and one fault simulator
+ * run alone keeps four processes up (66 connections at the default 20): within Postgres's default 100
+ * connections only if each process takes few. A test that needs more says so in its extra settings.
+ */
+export const TEST_POOL_SIZE = '6';
+
 export async function createTestEnv(label: string): Promise<TestEnv> {
   const [db, redis, store] = await Promise.all([createTestDatabase(label), claimTestRedis(), testEventStore()]);
   return {
@@ -48,6 +55,7 @@ export async function createTestEnv(label: string): Promise<TestEnv> {
       REDIS_URL: redis.url,
       ADMIN_TOKEN,
       PORT: '0',
+      DATABASE_POOL_SIZE: TEST_POOL_SIZE,
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
       ...(store ? { EVENT_STORE: store.setting } : {}),
       ...extra,

@@ -34,6 +34,12 @@ describe('configuration (contract section 1)', () => {
     expect(() => loadConfig({ DISPATCH_CONCURRENCY_PER_OPERATOR: '0' })).toThrow(/DISPATCH_CONCURRENCY_PER_OPERATOR/);
   });
 
+  it('takes the query pool size, 20 unless set, and refuses one that cannot run a process', () => {
+    expect(loadConfig({}).databasePoolSize).toBe(20);
+    expect(loadConfig({ DATABASE_POOL_SIZE: '6' }).databasePoolSize).toBe(6);
+    for (const bad of ['1', '1001', '2.5', 'many']) expect(() => loadConfig({ DATABASE_POOL_SIZE: bad })).toThrow(/DATABASE_POOL_SIZE: /);
+  });
+
   it('keeps a user named in DATABASE_URL and parses every variable', () => {
     const c = loadConfig({
       PORT: '9000',
