@@ -1,3 +1,4 @@
+import pg from 'pg';
 import type { Pool } from '../../shared/db/pool.ts';
 import { Refused } from '../../shared/decider.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
@@ -19,10 +20,76 @@ export interface SweepResult {
   rollbacks: number;
 }
 
-const SWEEP_LOCK = 7281004;
+/**
+ * The class of the operators' sweep locks: a class of their own. They shared 7281004 with the event
+ * store's stream locks, so a sweep held back every append to a stream whose id hashed as its operator's.
+ */
+const SWEEP_LOCK = 7281006;
 
 /** The operators a process is sweeping now, with their sweeps: a tick starts only the others. */
 export type SweepsInFlight = Map<string, Promise<SweepResult>>;
+
+/**
+ * A reconciler's per-operator sweep locks, all on one connection of their own: Postgres holds any number
+ * of advisory locks for one session. Held on connections of the query pool, each operator's sweep kept
+ * one for its whole length and queried on others, so as many operators going stale at once as the pool
+ * holds took every connection and waited for one more, with every request of the process beside them.
+ * A lost connection loses the locks: the sweeps under way go on (a second sweep of the same operator by
+ * another reconciler is harmless, see sweepStaleRounds), and the next lock connects again.
+ */
+export class SweepLocks {
+  private client: Promise<pg.Client> | undefined;
+  /** The operators this process sweeps under a lock now (a session's advisory locks are re-entrant). */
+  private readonly held = new Set<string>();
+
+  constructor(private readonly connectionString: string) {}
+
+  async tryLock(operatorId: string): Promise<boolean> {
+    if (this.held.has(operatorId)) return false;
+    this.held.add(operatorId);
+    try {
+      const { rows } = await (await this.connection()).query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [SWEEP_LOCK, operatorId]);
+      if (rows[0]?.ok) return true;
+    } catch (err) {
+      this.held.delete(operatorId);
+      throw err;
+    }
+    this.held.delete(operatorId);
+    return false;
+  }
+
+  async unlock(operatorId: string): Promise<void> {
+    this.held.delete(operatorId);
+    // A connection lost meanwhile took the lock with it.
+    const client = await this.client?.catch(() => undefined);
+    await client?.query('SELECT pg_advisory_unlock($1, hashtext($2))', [SWEEP_LOCK, operatorId]).catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    const client = await this.client?.catch(() => undefined);
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+
+  private connection(): Promise<pg.Client> {
+    if (this.client) return this.client;
+    const opened: Promise<pg.Client> = (async () => {
+      const client = new pg.Client({ connectionString: this.connectionString });
+      client.on('error', () => undefined);
+      client.on('end', () => {
+        if (this.client === opened) this.client = undefined;
+      });
+      await client.connect();
+      return client;
+    })();
+    this.client = opened;
+    // A connection that could not be made is tried again by the next lock.
+    opened.catch(() => {
+      if (this.client === opened) this.client = undefined;
+    });
+    return opened;
+  }
+}
 
 /**
  * One sweep: rounds with outstanding bets and no transaction for staleAfterSeconds are force-closed.
@@ -38,7 +105,7 @@ export type SweepsInFlight = Map<string, Promise<SweepResult>>;
  * advisory lock keeps an operator's sweep single across reconciler processes; the deterministic id makes
  * a repeat harmless anyway (it is answered from what was recorded).
  */
-export async function sweepStaleRounds(deps: ReconcilerDeps, inFlight: SweepsInFlight = new Map()): Promise<SweepResult> {
+export async function sweepStaleRounds(deps: ReconcilerDeps, locks: SweepLocks, inFlight: SweepsInFlight = new Map()): Promise<SweepResult> {
   // Stale open rounds, and rounds this reconciler closed whose rollbacks are not all recorded yet (a
   // process that died between closing and rolling back). Up to 500 per operator, oldest first.
   const rows = await staleRoundCandidates(deps.pool, deps.staleAfterSeconds, 500);
@@ -51,7 +118,7 @@ export async function sweepStaleRounds(deps: ReconcilerDeps, inFlight: SweepsInF
   const started: Array<Promise<SweepResult>> = [];
   for (const [operatorId, streams] of byOperator) {
     if (inFlight.has(operatorId)) continue;
-    const sweep = sweepOperator(deps, operatorId, streams).finally(() => inFlight.delete(operatorId));
+    const sweep = sweepOperator(deps, locks, operatorId, streams).finally(() => inFlight.delete(operatorId));
     inFlight.set(operatorId, sweep);
     started.push(sweep);
   }
@@ -63,30 +130,24 @@ export async function sweepStaleRounds(deps: ReconcilerDeps, inFlight: SweepsInF
   return result;
 }
 
-/** One operator's stale rounds, under that operator's advisory lock (held on a connection for the sweep). */
-async function sweepOperator(deps: ReconcilerDeps, operatorId: string, streams: readonly string[]): Promise<SweepResult> {
+/** One operator's stale rounds, under that operator's advisory lock (see SweepLocks). */
+async function sweepOperator(deps: ReconcilerDeps, locks: SweepLocks, operatorId: string, streams: readonly string[]): Promise<SweepResult> {
   const result: SweepResult = { roundsClosed: 0, rollbacks: 0 };
-  const client = await deps.pool.connect();
+  if (!(await locks.tryLock(operatorId))) return result;
   try {
-    const { rows: lock } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [SWEEP_LOCK, operatorId]);
-    if (!lock[0]?.ok) return result;
-    try {
-      for (const roundStream of streams) {
-        try {
-          const n = await closeRound(deps, roundStream);
-          if (n !== undefined) {
-            result.roundsClosed += 1;
-            result.rollbacks += n;
-          }
-        } catch (err) {
-          deps.logger.error({ err, roundStream }, 'could not close stale round; next sweep retries');
+    for (const roundStream of streams) {
+      try {
+        const n = await closeRound(deps, roundStream);
+        if (n !== undefined) {
+          result.roundsClosed += 1;
+          result.rollbacks += n;
         }
+      } catch (err) {
+        deps.logger.error({ err, roundStream }, 'could not close stale round; next sweep retries');
       }
-    } finally {
-      await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [SWEEP_LOCK, operatorId]);
     }
   } finally {
-    client.release();
+    await locks.unlock(operatorId);
   }
   return result;
 }
@@ -144,7 +205,8 @@ export interface RunningReconciler {
 
 export function startReconcilerRole(deps: ReconcilerDeps, logger: Logger): RunningReconciler {
   const inFlight: SweepsInFlight = new Map();
-  const sweep = () => sweepStaleRounds(deps, inFlight);
+  const locks = new SweepLocks(deps.pool.options.connectionString!);
+  const sweep = () => sweepStaleRounds(deps, locks, inFlight);
   let running: Promise<unknown> = Promise.resolve();
   const tick = () => {
     running = sweep()
@@ -160,6 +222,7 @@ export function startReconcilerRole(deps: ReconcilerDeps, logger: Logger): Runni
       clearInterval(timer);
       await running;
       await Promise.allSettled([...inFlight.values()]);
+      await locks.close();
     },
   };
 }

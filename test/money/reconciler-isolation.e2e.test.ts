@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STALE_ROLLBACK_PREFIX } from '../../services/rounds/events.ts';
-import { OP1, OP2 } from '../helpers/catalog.ts';
+import { SweepLocks } from '../../services/rounds/reconciler.ts';
+import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
 
 /**
@@ -59,4 +60,82 @@ describe('tenant isolation: stale rounds that go stale while a sweep waits on a 
     expect(aStillRunning, 'the test needs A\'s sweep to still be running').toBe(true);
     expect(bRolledBack, "B's stale round waited for A's hung backlog").toBe(true);
   }, 90_000);
+});
+
+/**
+ * Each operator's sweep held its lock on a connection of the process's query pool for its whole length,
+ * and queried on others: as many operators going stale at once as the pool holds took every connection
+ * and waited for one more (pg's 5 s wait for a connection), failing their rounds' refunds and every
+ * request of the api beside them. Here six operators' rounds go stale at once in a process whose pool
+ * holds three connections (DATABASE_POOL_SIZE), which runs the api and the reconciler, as by default.
+ */
+describe('many operators stale at once, more than the process has connections', () => {
+  const OPERATORS = 6;
+  let h: MoneyHarness;
+  const operators = Array.from({ length: OPERATORS }, (_, i) => ({ kind: 'operator' as const, id: `op-many-${i}`, secret: OP1.secret }));
+  beforeAll(async () => {
+    h = await startMoneyHarness('reconcilerpool', { DATABASE_POOL_SIZE: '3', STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' });
+    const base = testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 500 });
+    const [template] = base.operators;
+    // Every one of them pays through the first wallet (it checks the first operator's secret).
+    await h.svc.ctx.catalog.apply({ ...base, operators: [...base.operators, ...operators.map((o) => ({ ...template!, id: o.id, name: o.id, blockedPlayers: [] }))] });
+  });
+  afterAll(async () => h?.close());
+
+  it("refunds every operator's stale round in one sweep, and the api answers meanwhile", async () => {
+    const bets = await Promise.all(
+      operators.map(async (as) => {
+        const playerRef = `m-${randomUUID().slice(0, 6)}`;
+        const token = await h.launch(playerRef, {}, as);
+        const roundId = `rm-${as.id}-${randomUUID()}`;
+        const bet = { sessionToken: token, roundId, playerRef, currency: 'EUR', gameId: 'fruit-1', transactionId: `${roundId}-bet`, type: 'BET', roundComplete: false, amount: 10 };
+        expect((await h.tx(bet)).status).toBe(200);
+        return bet;
+      }),
+    );
+    const ids = bets.map((b) => b.roundId);
+    await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_rounds WHERE round_id = ANY($1) AND outstanding_bets > 0`, [ids])).rowCount === OPERATORS);
+    await new Promise((r) => setTimeout(r, 1500));
+
+    const sweep = h.svc.reconciler!.sweep();
+    const during = await fetch(`${h.svc.url}/readyz`);
+    const result = await sweep;
+    expect(during.status).toBe(200);
+    expect(result.roundsClosed).toBe(OPERATORS);
+    for (const b of bets) expect(h.wallet.processed.get(`${STALE_ROLLBACK_PREFIX}${b.transactionId}`)?.status, b.roundId).toBe('OK');
+  }, 60_000);
+
+  // The sweep's locks shared their class with the event store's stream locks: an operator's sweep (minutes,
+  // behind a hung wallet) held back every append to a stream whose id hashes as the operator's id does.
+  it("holds back no append while it sweeps, whatever the stream's id", async () => {
+    const locks = new SweepLocks(h.env.db.url);
+    const operatorId = operators[1]!.id;
+    expect(await locks.tryLock(operatorId)).toBe(true);
+    try {
+      const appended = h.svc.ctx.eventStore.append(operatorId, [{ id: randomUUID(), type: 'Probe', data: {} }], 'any').then(() => 'appended');
+      const waited = new Promise<string>((r) => setTimeout(() => r('still waiting after 5 s'), 5000));
+      expect(await Promise.race([appended, waited])).toBe('appended');
+    } finally {
+      await locks.unlock(operatorId);
+      await locks.close();
+    }
+  });
+
+  it('goes on sweeping after the connection that holds its locks is lost', async () => {
+    // The locks' connection is the one whose last statement took or gave back a sweep lock.
+    const { rowCount } = await h.svc.ctx.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%pg_advisory_unlock%' AND pid <> pg_backend_pid()`,
+    );
+    expect(rowCount).toBe(1);
+    const as = operators[0]!;
+    const playerRef = `m-${randomUUID().slice(0, 6)}`;
+    const token = await h.launch(playerRef, {}, as);
+    const roundId = `rm-again-${randomUUID()}`;
+    const bet = { sessionToken: token, roundId, playerRef, currency: 'EUR', gameId: 'fruit-1', transactionId: `${roundId}-bet`, type: 'BET', roundComplete: false, amount: 10 };
+    expect((await h.tx(bet)).status).toBe(200);
+    await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_rounds WHERE round_id = $1 AND outstanding_bets > 0`, [roundId])).rowCount === 1);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await h.svc.reconciler!.sweep()).roundsClosed).toBe(1);
+    expect(h.wallet.processed.get(`${STALE_ROLLBACK_PREFIX}${bet.transactionId}`)?.status).toBe('OK');
+  }, 60_000);
 });
