@@ -30,7 +30,8 @@ export default defineConfig({
         test: {
           name: 'esdb',
           // Where the event store is what is tested: recording, answering from history, kicks, rollbacks,
-          // stale rounds, killed workers, the audit's rebuilds, grants and the sandbox's story. (The tenant,
+          // stale rounds, killed workers, the audit's rebuilds, grants, the sandbox's story and the connections
+          // a process opens (the kick fence's are EventStoreDB's alone). (The tenant,
           // reply-size and adjustment suites test what lies beside the store, and run once.)
           include: [
             'test/money/transactions.e2e.test.ts',
@@ -45,6 +46,7 @@ export default defineConfig({
             'test/money/chain.e2e.test.ts',
             'test/operator/**/*.e2e.test.ts',
             'test/sandbox/**/*.e2e.test.ts',
+            'test/edge/pool-size.e2e.test.ts',
           ],
           env: { TEST_EVENT_STORE: 'esdb' },
         },

@@ -38,6 +38,7 @@ import { RoundCache } from './rounds/round-cache.ts';
 import { OutcomeWriter } from './rounds/outcome-writer.ts';
 import { startWorkerRole, type RunningWorker } from './rounds/worker.ts';
 import { startReconcilerRole, type RunningReconciler } from './rounds/reconciler.ts';
+import { postgresConnections } from './connections.ts';
 import type { ServiceContext } from './context.ts';
 
 
@@ -225,7 +226,7 @@ export async function startService(config: Config, logger: Logger = createLogger
   const local = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
   const httpUrl = `http://${local}:${(server.address() as AddressInfo).port}`;
   const url = config.roles.includes('api') ? httpUrl : undefined;
-  logger.info({ roles: config.roles, url: httpUrl, host: config.host, eventStore: eventStore.kind }, 'service started');
+  logger.info({ roles: config.roles, url: httpUrl, host: config.host, eventStore: eventStore.kind, postgresConnections: postgresConnections(config) }, 'service started');
   warnAboutFirstRun(config, catalog, logger);
 
   let stopping: Promise<void> | undefined;

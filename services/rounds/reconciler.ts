@@ -29,43 +29,74 @@ const SWEEP_LOCK = 7281006;
 /** The operators a process is sweeping now, with their sweeps: a tick starts only the others. */
 export type SweepsInFlight = Map<string, Promise<SweepResult>>;
 
+/** The name the sweep locks' connection gives itself (pg_stat_activity's application_name). */
+export const SWEEP_LOCKS_APPLICATION = 'ledger reconciler sweep locks';
+
 /**
  * A reconciler's per-operator sweep locks, all on one connection of their own: Postgres holds any number
  * of advisory locks for one session. Held on connections of the query pool, each operator's sweep kept
  * one for its whole length and queried on others, so as many operators going stale at once as the pool
  * holds took every connection and waited for one more, with every request of the process beside them.
- * A lost connection loses the locks: the sweeps under way go on (a second sweep of the same operator by
- * another reconciler is harmless, see sweepStaleRounds), and the next lock connects again.
+ * Its statements go one at a time, each given 10 s, and the connection is kept alive by TCP: one that
+ * stops answering is dropped. A lost connection loses the locks: the sweeps under way go on (a second
+ * sweep of the same operator by another reconciler is harmless, see sweepStaleRounds), and the next lock
+ * connects again.
  */
 export class SweepLocks {
   private client: Promise<pg.Client> | undefined;
   /** The operators this process sweeps under a lock now (a session's advisory locks are re-entrant). */
   private readonly held = new Set<string>();
+  /** The statements on the connection, one after another. */
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
 
   constructor(private readonly connectionString: string) {}
 
   async tryLock(operatorId: string): Promise<boolean> {
-    if (this.held.has(operatorId)) return false;
+    if (this.closed || this.held.has(operatorId)) return false;
     this.held.add(operatorId);
+    let locked = false;
     try {
-      const { rows } = await (await this.connection()).query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [SWEEP_LOCK, operatorId]);
-      if (rows[0]?.ok) return true;
-    } catch (err) {
-      this.held.delete(operatorId);
-      throw err;
+      locked = (await this.statement('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', operatorId, true)) === true;
+      return locked;
+    } finally {
+      if (!locked) this.held.delete(operatorId);
     }
-    this.held.delete(operatorId);
-    return false;
   }
 
   async unlock(operatorId: string): Promise<void> {
     this.held.delete(operatorId);
     // A connection lost meanwhile took the lock with it.
-    const client = await this.client?.catch(() => undefined);
-    await client?.query('SELECT pg_advisory_unlock($1, hashtext($2))', [SWEEP_LOCK, operatorId]).catch(() => undefined);
+    await this.statement('SELECT pg_advisory_unlock($1, hashtext($2)) AS ok', operatorId, false).catch(() => undefined);
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    await this.queue.catch(() => undefined);
+    const client = await this.client?.catch(() => undefined);
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+
+  /** One lock statement, after those before it; `connect`: open the connection if there is none. */
+  private statement(sql: string, operatorId: string, connect: boolean): Promise<boolean | undefined> {
+    const run = this.queue.then(async () => {
+      const client = connect ? await this.connection() : await this.client?.catch(() => undefined);
+      if (!client) return undefined;
+      try {
+        const { rows } = await client.query<{ ok: boolean }>(sql, [SWEEP_LOCK, operatorId]);
+        return rows[0]?.ok;
+      } catch (err) {
+        // No answer in time: the connection is not to be trusted with the locks any more.
+        if (this.client) void this.drop();
+        throw err;
+      }
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async drop(): Promise<void> {
     const client = await this.client?.catch(() => undefined);
     this.client = undefined;
     await client?.end().catch(() => undefined);
@@ -74,7 +105,7 @@ export class SweepLocks {
   private connection(): Promise<pg.Client> {
     if (this.client) return this.client;
     const opened: Promise<pg.Client> = (async () => {
-      const client = new pg.Client({ connectionString: this.connectionString });
+      const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true, query_timeout: 10_000, application_name: SWEEP_LOCKS_APPLICATION });
       client.on('error', () => undefined);
       client.on('end', () => {
         if (this.client === opened) this.client = undefined;
@@ -133,7 +164,12 @@ export async function sweepStaleRounds(deps: ReconcilerDeps, locks: SweepLocks, 
 /** One operator's stale rounds, under that operator's advisory lock (see SweepLocks). */
 async function sweepOperator(deps: ReconcilerDeps, locks: SweepLocks, operatorId: string, streams: readonly string[]): Promise<SweepResult> {
   const result: SweepResult = { roundsClosed: 0, rollbacks: 0 };
-  if (!(await locks.tryLock(operatorId))) return result;
+  try {
+    if (!(await locks.tryLock(operatorId))) return result;
+  } catch (err) {
+    deps.logger.error({ err, operatorId }, 'could not take the sweep lock of an operator; next sweep retries');
+    return result;
+  }
   try {
     for (const roundStream of streams) {
       try {

@@ -3,8 +3,8 @@ import { claimTransaction, releaseClaim, releaseLease } from './registry.ts';
 import { guardBroken, WrongExpectedRevisionError, type EventStore, type RecordOutcome, type RecordRequest, type TransactionRecorder } from './port.ts';
 
 const KICK_FENCE = 7281005;
-/** Records under a guard that may be between their guard check and their append at once, per process (at most the query pool's size). */
-const FENCE_CONNECTIONS = 16;
+/** Records under a guard that may be between their guard check and their append at once, per process: 16, or fewer with a smaller query pool. */
+export const fenceConnections = (poolSize: number): number => Math.min(16, poolSize);
 
 /**
  * The recorder for a store kept apart from the registry (EventStoreDB): the claim, with the guard read
@@ -19,7 +19,7 @@ const FENCE_CONNECTIONS = 16;
 export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecorder {
   let fences: Pool | undefined;
   const fenced = async <T>(stream: string, mode: 'shared' | 'exclusive', fn: () => Promise<T>): Promise<T> => {
-    fences ??= createPool(pool.options.connectionString!, Math.min(FENCE_CONNECTIONS, pool.options.max ?? FENCE_CONNECTIONS));
+    fences ??= createPool(pool.options.connectionString!, fenceConnections(pool.options.max ?? 10));
     const client = await fences.connect();
     const suffix = mode === 'shared' ? '_shared' : '';
     let broken: unknown;

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { catalogSchema } from '../../shared/catalog/schema.ts';
 import { loadConfig } from '../../shared/config.ts';
+import { postgresConnections } from '../../services/connections.ts';
 import { ESDB_MAX_APPEND_SIZE } from '../helpers/service.ts';
 
 /**
@@ -69,6 +70,14 @@ describe('compose.yaml', () => {
     // The image runs the build (npm run build), which this test run has run too (test/helpers/bundle.ts).
     expect(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8')).toMatch(/^RUN node scripts\/build\.mjs$/m);
     expect(existsSync(path.join(ROOT, command[1]!)), command[1]).toBe(true);
+  });
+
+  // Postgres 15's image allows 100 connections, 3 of them kept for superusers: past that a process that
+  // needs one more is refused ("too many clients already").
+  it("opens no more Postgres connections, every role's process at its most, than the stack's Postgres allows", () => {
+    const most = ROLES.map((role) => postgresConnections(loadConfig(envOf(services[role]!))).total);
+    const maxConnections = Number(/max_connections=(\d+)/.exec((services.postgres!.command ?? []).join(' '))?.[1] ?? 100);
+    expect(most.reduce((a, b) => a + b, 0), `${ROLES.map((r, i) => `${r} ${most[i]}`).join(', ')}`).toBeLessThanOrEqual(maxConnections - 3);
   });
 
   it('lets EventStoreDB take an event holding a wallet reply of 1 MiB, as the esdb test project does', () => {

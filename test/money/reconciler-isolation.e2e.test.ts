@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STALE_ROLLBACK_PREFIX } from '../../services/rounds/events.ts';
-import { SweepLocks } from '../../services/rounds/reconciler.ts';
+import { SWEEP_LOCKS_APPLICATION, SweepLocks } from '../../services/rounds/reconciler.ts';
 import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
 
@@ -122,20 +122,28 @@ describe('many operators stale at once, more than the process has connections', 
   });
 
   it('goes on sweeping after the connection that holds its locks is lost', async () => {
-    // The locks' connection is the one whose last statement took or gave back a sweep lock.
-    const { rowCount } = await h.svc.ctx.pool.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%pg_advisory_unlock%' AND pid <> pg_backend_pid()`,
-    );
-    expect(rowCount).toBe(1);
-    const as = operators[0]!;
-    const playerRef = `m-${randomUUID().slice(0, 6)}`;
-    const token = await h.launch(playerRef, {}, as);
-    const roundId = `rm-again-${randomUUID()}`;
-    const bet = { sessionToken: token, roundId, playerRef, currency: 'EUR', gameId: 'fruit-1', transactionId: `${roundId}-bet`, type: 'BET', roundComplete: false, amount: 10 };
-    expect((await h.tx(bet)).status).toBe(200);
-    await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_rounds WHERE round_id = $1 AND outstanding_bets > 0`, [roundId])).rowCount === 1);
-    await new Promise((r) => setTimeout(r, 1500));
+    const staleRound = async () => {
+      const as = operators[0]!;
+      const playerRef = `m-${randomUUID().slice(0, 6)}`;
+      const token = await h.launch(playerRef, {}, as);
+      const roundId = `rm-lost-${randomUUID()}`;
+      const bet = { sessionToken: token, roundId, playerRef, currency: 'EUR', gameId: 'fruit-1', transactionId: `${roundId}-bet`, type: 'BET', roundComplete: false, amount: 10 };
+      expect((await h.tx(bet)).status).toBe(200);
+      await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_rounds WHERE round_id = $1 AND outstanding_bets > 0`, [roundId])).rowCount === 1);
+      await new Promise((r) => setTimeout(r, 1500));
+      return bet;
+    };
+    const first = await staleRound();
     expect((await h.svc.reconciler!.sweep()).roundsClosed).toBe(1);
-    expect(h.wallet.processed.get(`${STALE_ROLLBACK_PREFIX}${bet.transactionId}`)?.status).toBe('OK');
+    expect(h.wallet.processed.get(`${STALE_ROLLBACK_PREFIX}${first.transactionId}`)?.status).toBe('OK');
+
+    const { rowCount } = await h.svc.ctx.pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, [
+      SWEEP_LOCKS_APPLICATION,
+    ]);
+    expect(rowCount).toBe(1);
+
+    const second = await staleRound();
+    expect((await h.svc.reconciler!.sweep()).roundsClosed).toBe(1);
+    expect(h.wallet.processed.get(`${STALE_ROLLBACK_PREFIX}${second.transactionId}`)?.status).toBe('OK');
   }, 60_000);
 });
