@@ -50,7 +50,7 @@ const envSchema = z.object({
   // Loopback unless asked: a machine's other interfaces only when the operator says so (compose: 0.0.0.0).
   HOST: z.union([z.ipv4(), z.ipv6(), z.literal('localhost')], { error: 'expected an IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0' }).default('127.0.0.1'),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL').default('postgres://127.0.0.1:5432/ledger'),
-  // Most connections one process holds for its queries (operations.md: the connections a process opens).
+  // Most connections one process holds for its queries (services/connections.ts counts the others it opens).
   DATABASE_POOL_SIZE: z.coerce.number().int().min(2).max(1000).default(20),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'expected a redis:// URL').default('redis://127.0.0.1:6379'),
   EVENT_STORE: eventStoreSchema,

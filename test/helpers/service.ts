@@ -40,7 +40,7 @@ async function testEventStore(): Promise<{ setting: string; close(): Promise<voi
 
 /**
  * The query pool of every service a test starts. Two test files run at once, and one fault simulator
- * run alone keeps four processes up (66 connections at the default 20): within Postgres's default 100
+ * run alone keeps four processes up (up to 79 connections at the default 20): within Postgres's default 100
  * connections only if each process takes few. A test that needs more says so in its extra settings.
  */
 export const TEST_POOL_SIZE = '6';
