@@ -37,10 +37,10 @@ export const SWEEP_LOCKS_APPLICATION = 'ledger reconciler sweep locks';
  * of advisory locks for one session. Held on connections of the query pool, each operator's sweep kept
  * one for its whole length and queried on others, so as many operators going stale at once as the pool
  * holds took every connection and waited for one more, with every request of the process beside them.
- * Its statements go one at a time, each given 10 s, and the connection is kept alive by TCP: one that
- * stops answering is dropped. A lost connection loses the locks: the sweeps under way go on (a second
- * sweep of the same operator by another reconciler is harmless, see sweepStaleRounds), and the next lock
- * connects again.
+ * Its statements go one at a time, each given 10 s (connecting, 5 s), and TCP keeps the connection
+ * alive: one that stops answering is dropped. A lost connection loses the locks: the sweeps under way go
+ * on (a second sweep of the same operator by another reconciler is harmless, see sweepStaleRounds), and
+ * the next lock connects again.
  */
 export class SweepLocks {
   private client: Promise<pg.Client> | undefined;
@@ -74,8 +74,8 @@ export class SweepLocks {
     this.closed = true;
     await this.queue.catch(() => undefined);
     const client = await this.client?.catch(() => undefined);
-    this.client = undefined;
-    await client?.end().catch(() => undefined);
+    if (!client) return;
+    await this.drop(client);
   }
 
   /** One lock statement, after those before it; `connect`: open the connection if there is none. */
@@ -88,7 +88,7 @@ export class SweepLocks {
         return rows[0]?.ok;
       } catch (err) {
         // No answer in time: the connection is not to be trusted with the locks any more.
-        if (this.client) void this.drop();
+        await this.drop(client);
         throw err;
       }
     });
@@ -96,16 +96,19 @@ export class SweepLocks {
     return run;
   }
 
-  private async drop(): Promise<void> {
-    const client = await this.client?.catch(() => undefined);
-    this.client = undefined;
-    await client?.end().catch(() => undefined);
+  /**
+   * Forgets this connection (unless another has taken its place already) and ends it, not waiting for
+   * the end: a connection that stopped answering may never say goodbye.
+   */
+  private async drop(client: pg.Client): Promise<void> {
+    if ((await this.client?.catch(() => undefined)) === client) this.client = undefined;
+    void client.end().catch(() => undefined);
   }
 
   private connection(): Promise<pg.Client> {
     if (this.client) return this.client;
     const opened: Promise<pg.Client> = (async () => {
-      const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true, query_timeout: 10_000, application_name: SWEEP_LOCKS_APPLICATION });
+      const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true, connectionTimeoutMillis: 5000, query_timeout: 10_000, application_name: SWEEP_LOCKS_APPLICATION });
       client.on('error', () => undefined);
       client.on('end', () => {
         if (this.client === opened) this.client = undefined;
