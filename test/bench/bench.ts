@@ -13,7 +13,7 @@ import { testCatalog, OP1 } from '../helpers/catalog.ts';
 import { cleaningUp, interrupted, stopChildren } from './interrupt.ts';
 import { entryArgs } from '../helpers/bundle.ts';
 import {
-  PLAYERS, ROOT, SATURATION_CONCURRENCY, SATURATION_SECONDS, WARM_UP_SECONDS, added, checkHistory, fixedRate, fmt, launchSessions, median, pct, percent, saturate, start, startLedger,
+  PLAYERS, ROOT, SATURATION_CONCURRENCY, SATURATION_SECONDS, WARM_UP_SECONDS, added, checkHistory, fixedRate, fmt, launchSessions, median, pct, percent, saturate, start, startLedger, withClient,
   type PhaseResult, type Target as LoadTarget,
 } from './load.ts';
 
@@ -169,13 +169,7 @@ async function soak(t: Target, apiPid: number, cpu: CpuMeter): Promise<number> {
  * the forwarder is for throughput: the ledger adds one such hop with a commit to every transaction.
  */
 async function machineHop(url: string): Promise<string> {
-  const pg = (await import('pg')).default;
-  const client = new pg.Client({ connectionString: url });
-  // Its connection ended under it (the run interrupted and its database dropped): the next query fails,
-  // where an unheard 'error' event would end the process before the interruption's cleanup is done.
-  client.on('error', () => undefined);
-  await client.connect();
-  try {
+  return withClient(url, async (client) => {
     await client.query('CREATE TABLE bench_hop (id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())');
     const p50 = async (sql: string, idleMs: number, n: number) => {
       const ms: number[] = [];
@@ -196,22 +190,15 @@ async function machineHop(url: string): Promise<string> {
       `machine: a Postgres round trip (SELECT 1) p50 ${figures[0]} ms back to back, ${figures[1]} ms after 10 ms idle; ` +
       `a one-row insert with its commit ${figures[2]} and ${figures[3]} ms`
     );
-  } finally {
-    await client.end();
-  }
+  });
 }
 
 /** The floor's rows: what it recorded before calling the wallet, and the replies it recorded behind. */
 async function floorCounts(url: string): Promise<{ records: string; replies: string }> {
-  const pg = (await import('pg')).default;
-  const client = new pg.Client({ connectionString: url });
-  client.on('error', () => undefined); // as in machineHop
-  await client.connect();
-  try {
-    return (await client.query<{ records: string; replies: string }>('SELECT (SELECT count(*) FROM floor_records) AS records, (SELECT count(*) FROM floor_outcomes) AS replies')).rows[0]!;
-  } finally {
-    await client.end();
-  }
+  const { rows } = await withClient(url, (client) =>
+    client.query<{ records: string; replies: string }>('SELECT (SELECT count(*) FROM floor_records) AS records, (SELECT count(*) FROM floor_outcomes) AS replies'),
+  );
+  return rows[0]!;
 }
 
 async function main(): Promise<number> {

@@ -7,8 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Pool as HttpPool } from 'undici';
-import { sign } from '../../shared/http/signature.ts';
 import { PROV_A } from '../helpers/catalog.ts';
+import { signRequest } from '../helpers/signing.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 /** A saturation phase: closed loop, this many rounds at once, this long. */
@@ -56,16 +56,8 @@ export interface Target<N extends string = string> {
 }
 
 export async function post(pool: HttpPool, pathName: string, body: unknown, as: { kind: 'operator' | 'provider'; id: string; secret: string }) {
-  const raw = JSON.stringify(body);
-  const timestamp = String(Math.floor(Date.now() / 1000));
-  const nonce = randomUUID();
-  const signature = sign(as.secret, { timestamp, nonce, method: 'POST', target: pathName, body: raw });
-  const res = await pool.request({
-    path: pathName,
-    method: 'POST',
-    headers: { 'content-type': 'application/json', [as.kind === 'operator' ? 'x-operator-id' : 'x-provider-id']: as.id, 'x-timestamp': timestamp, 'x-nonce': nonce, 'x-signature': signature },
-    body: raw,
-  });
+  const signed = signRequest({ path: pathName, body, as });
+  const res = await pool.request({ path: pathName, method: 'POST', headers: signed.headers, body: signed.body });
   const text = await res.body.text();
   return { status: res.statusCode, text };
 }
@@ -266,19 +258,30 @@ export async function startLedger(
  * transactions recorded than answered, or fewer settled than recorded.
  */
 export async function checkHistory(label: string, databaseUrl: string, answered: number): Promise<{ recorded: number; lost: boolean }> {
+  const { rows } = await withClient(databaseUrl, (client) =>
+    client.query<{ recorded: string; settled: string }>(
+      `SELECT count(*) FILTER (WHERE type = 'TransactionRecorded') AS recorded, count(*) FILTER (WHERE type = 'TransactionSettled') AS settled FROM es_events`,
+    ),
+  );
+  const [recorded, settled] = [Number(rows[0]!.recorded), Number(rows[0]!.settled)];
+  console.log(`${label} history: ${recorded} transactions recorded, ${settled} settled; ${answered} answered 200 (warm-ups included)`);
+  const lost = recorded < answered || settled < recorded;
+  if (lost) console.log(`${label} lost transactions: fewer recorded than answered, or fewer settled than recorded`);
+  return { recorded, lost };
+}
+
+/**
+ * Runs fn on a connection of its own to `url`, ended after. Its connection ended under it (the run
+ * interrupted and its database dropped) fails the next query, where an unheard 'error' event would end
+ * the process before the interruption's cleanup is done.
+ */
+export async function withClient<T>(url: string, fn: (client: import('pg').Client) => Promise<T>): Promise<T> {
   const pg = (await import('pg')).default;
-  const client = new pg.Client({ connectionString: databaseUrl });
-  client.on('error', () => undefined); // its database dropped under it by an interruption
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined);
   await client.connect();
   try {
-    const { rows } = await client.query<{ recorded: string; settled: string }>(
-      `SELECT count(*) FILTER (WHERE type = 'TransactionRecorded') AS recorded, count(*) FILTER (WHERE type = 'TransactionSettled') AS settled FROM es_events`,
-    );
-    const [recorded, settled] = [Number(rows[0]!.recorded), Number(rows[0]!.settled)];
-    console.log(`${label} history: ${recorded} transactions recorded, ${settled} settled; ${answered} answered 200 (warm-ups included)`);
-    const lost = recorded < answered || settled < recorded;
-    if (lost) console.log(`${label} lost transactions: fewer recorded than answered, or fewer settled than recorded`);
-    return { recorded, lost };
+    return await fn(client);
   } finally {
     await client.end();
   }
