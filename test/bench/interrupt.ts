@@ -61,13 +61,18 @@ for (const [signal, number] of [
 // Without a listener, a failed write to stdout is an uncaught error that ends the process at once.
 process.stdout.on('error', () => void interrupt(1));
 
-/** Stops child processes: SIGTERM, then SIGKILL for one still running after `graceMs`. */
+/**
+ * Stops child processes: SIGTERM, then SIGKILL for one still running after `graceMs`. SIGCONT follows
+ * the SIGTERM, so that a process the run paused (`--pause-read-models`) takes it now, not once the grace
+ * has run out; to a running process it is nothing.
+ */
 export async function stopChildren(children: ChildProcess[], graceMs = 5000): Promise<void> {
   await Promise.all(
     children.map(async (c) => {
       if (c.exitCode !== null || c.signalCode !== null) return;
       const exited = new Promise<void>((resolve) => c.once('exit', resolve));
       c.kill('SIGTERM');
+      c.kill('SIGCONT');
       let timer: NodeJS.Timeout | undefined;
       const gone = await Promise.race([exited.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)))]);
       clearTimeout(timer);
