@@ -18,6 +18,7 @@ import {
 } from './load.ts';
 
 const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat N] [--one-process] [--ledger-only | --floor]
+                          [--pause-read-models]
        npm run bench -- --isolation [--backlog N] [--samples N]
        npm run bench -- --reconciliation [--transactions N] [--samples N]
        npm run bench -- --chain [--events N]
@@ -41,6 +42,10 @@ commit cost on the machine, back to back and after 10 ms idle.
                    safety needs and nothing else (the transaction inserted with a commit before the
                    wallet call, the reply inserted behind the answer, each batched across concurrent
                    transactions), in one process; what the ledger costs beyond it is its own
+  --pause-read-models  a diagnostic: the ledger's worker and projector process is paused (SIGSTOP) from
+                   the first fixed rate to the end of the run, so those rates show the ledger without the
+                   read models' and the hash chain's work (nor retries: the bench's wallet never fails);
+                   not with --one-process
   --isolation      instead: operator B's retry delay alone and beside operator A's hung wallet
     --backlog N    A's WINs awaiting retry, 1..100000 (default 300)
     --samples N    B's failed WINs per phase, 1..1000 (default 5)
@@ -74,6 +79,7 @@ const { values: opts } = cli.parse({
     'one-process': { type: 'boolean' },
     'ledger-only': { type: 'boolean' },
     floor: { type: 'boolean' },
+    'pause-read-models': { type: 'boolean' },
     isolation: { type: 'boolean' },
     backlog: { type: 'string' },
     samples: { type: 'string' },
@@ -94,14 +100,14 @@ const REBUILD = opts.rebuild === true;
 const SOAK = opts.soak === true;
 const AB = opts.ab !== undefined;
 if ([ISOLATION, RECONCILIATION, CHAIN, REBUILD, SOAK, AB].filter(Boolean).length > 1) cli.fail('--isolation, --reconciliation, --chain, --rebuild, --soak and --ab are different benchmarks: one at a time');
-for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only', 'floor'] as const) {
+for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only', 'floor', 'pause-read-models'] as const) {
   if (ISOLATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --isolation`);
   if (RECONCILIATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --reconciliation`);
   if (CHAIN && opts[o] !== undefined) cli.fail(`--${o} does not apply to --chain`);
   if (REBUILD && opts[o] !== undefined) cli.fail(`--${o} does not apply to --rebuild`);
 }
-for (const o of ['repeat', 'ledger-only', 'floor'] as const) if (SOAK && opts[o] !== undefined) cli.fail(`--${o} does not apply to --soak`);
-for (const o of ['ledger-only', 'floor'] as const) if (AB && opts[o] !== undefined) cli.fail(`--${o} does not apply to --ab (it compares two ledgers)`);
+for (const o of ['repeat', 'ledger-only', 'floor', 'pause-read-models'] as const) if (SOAK && opts[o] !== undefined) cli.fail(`--${o} does not apply to --soak`);
+for (const o of ['ledger-only', 'floor', 'pause-read-models'] as const) if (AB && opts[o] !== undefined) cli.fail(`--${o} does not apply to --ab (it compares two ledgers)`);
 if (!CHAIN && !REBUILD && opts.events !== undefined) cli.fail('--events applies only with --chain or --rebuild');
 if (!ISOLATION && opts.backlog !== undefined) cli.fail('--backlog applies only with --isolation');
 if (!RECONCILIATION && opts.transactions !== undefined) cli.fail('--transactions applies only with --reconciliation');
@@ -113,6 +119,8 @@ const ONE_PROCESS = opts['one-process'] === true;
 const LEDGER_ONLY = opts['ledger-only'] === true || SOAK;
 const FLOOR = opts.floor === true;
 if (FLOOR && opts['ledger-only'] === true) cli.fail('--floor is measured against the forwarder: not with --ledger-only');
+const PAUSE_READ_MODELS = opts['pause-read-models'] === true;
+if (PAUSE_READ_MODELS && ONE_PROCESS) cli.fail('--pause-read-models pauses the worker and projector\'s own process: not with --one-process');
 if (SOAK && RATES.length !== 1) cli.fail('--soak runs at one offered rate: give --rates one value');
 const BACKLOG = opts.backlog !== undefined ? cli.whole('backlog', opts.backlog, 1, 100_000) : 300;
 const SAMPLES = opts.samples !== undefined ? cli.whole('samples', opts.samples, 1, RECONCILIATION ? 10_000 : 1000) : RECONCILIATION ? 200 : 5;
@@ -272,7 +280,7 @@ async function main(): Promise<number> {
           if (i >= 0) children.splice(i, 1);
         }
       };
-      return { targets, cpu, ledgerPid: ledger.pid!, warmUp, stop };
+      return { targets, cpu, ledgerPid: ledger.pid!, background, warmUp, stop };
     };
 
     let deployment = await deploy();
@@ -334,6 +342,11 @@ async function main(): Promise<number> {
     }
 
     const { targets, cpu } = deployment;
+    if (PAUSE_READ_MODELS) {
+      // Resumed by the stop, which sends SIGCONT after its SIGTERM (stopChildren).
+      deployment.background!.kill('SIGSTOP');
+      console.log('\nthe worker and projector paused (SIGSTOP) until the end of the run: the fixed rates below are the ledger without its read models\' work');
+    }
     for (const rate of RATES) {
       console.log(`\noffered ${rate} tx/s (open loop, ${SECONDS} s each)`);
       const row: Partial<Record<TargetName, PhaseResult>> = {};

@@ -1,4 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -8,7 +9,8 @@ import { TEST_POOL_SIZE } from '../helpers/service.ts';
 /**
  * `npm run bench` starts a wallet, the service's processes and a forwarder, and makes a database of its
  * own. A run that is interrupted (Ctrl-C, a kill, or its output piped into `head`, which goes away) must
- * stop them and drop that database: left running, they eat CPU and skew every later measurement.
+ * stop them and drop that database: left running, they eat CPU and skew every later measurement. A run
+ * that paused the worker and projector (`--pause-read-models`) must resume them to stop them.
  */
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -67,7 +69,7 @@ async function startedBench(args = ['--ledger-only', '--repeat', '1', '--rates',
   });
   const database = (await benchDatabases()).filter((d) => !before.has(d));
   const started = childrenOf(child.pid!);
-  return { child, exited, database, started };
+  return { child, exited, database, started, output: () => out };
 }
 
 async function expectCleanedUp(run: Awaited<ReturnType<typeof startedBench>>, expected = { processes: 4, databases: 1 }) {
@@ -102,4 +104,25 @@ describe('npm run bench, interrupted', () => {
     // The wallet, and each tree's api and worker+projector processes.
     await expectCleanedUp(run, { processes: 5, databases: 2 });
   }, 90_000);
+});
+
+/** A process's state letter (R running, S sleeping, T stopped, ...), from /proc. */
+const stateOf = (pid: number) => readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0];
+const rolesOf = (pid: number) => /(?:^|\0)ROLES=([^\0]*)/.exec(readFileSync(`/proc/${pid}/environ`, 'utf8'))?.[1];
+
+describe('npm run bench --pause-read-models', () => {
+  it('pauses the worker and projector for the fixed rates, and still ends cleanly with nothing lost', async () => {
+    const run = await startedBench(['--ledger-only', '--repeat', '1', '--rates', '100', '--seconds', '3', '--pause-read-models'], 'the worker and projector paused');
+    // The service's two processes among what the bench started: only the worker and projector's is stopped.
+    await expect.poll(() => run.started.filter((pid) => stateOf(pid) === 'T').map(rolesOf)).toEqual(['worker,projector']);
+    expect(run.started.map(rolesOf)).toContain('api');
+
+    expect(await run.exited).toBe(0);
+    const history = /ledger history: (\d+) transactions recorded, (\d+) settled/.exec(run.output());
+    expect(history, run.output()).not.toBeNull();
+    expect(Number(history![1])).toBeGreaterThan(0);
+    expect(history![2]).toBe(history![1]);
+    // Resumed to be stopped: gone without waiting out a kill's grace, as is the database.
+    await expectCleanedUp(run);
+  }, 120_000);
 });
