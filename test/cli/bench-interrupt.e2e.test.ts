@@ -122,7 +122,7 @@ describe('npm run bench --pause-read-models', () => {
     expect(history, run.output()).not.toBeNull();
     expect(Number(history![1])).toBeGreaterThan(0);
     expect(history![2]).toBe(history![1]);
-    // Resumed to be stopped: gone without waiting out a kill's grace, as is the database.
+    // Every process it started gone (the paused one resumed to take its SIGTERM), and its database.
     await expectCleanedUp(run);
   }, 120_000);
 });
