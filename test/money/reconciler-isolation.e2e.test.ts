@@ -82,9 +82,10 @@ describe('many operators stale at once, more than the process has connections', 
   });
   afterAll(async () => h?.close());
 
-  it("refunds every operator's stale round in one sweep, and the api answers meanwhile", async () => {
+  /** Rounds of these operators, each with one BET answered and nothing after it, once they are stale. */
+  const staleRounds = async (of: readonly (typeof operators)[number][]) => {
     const bets = await Promise.all(
-      operators.map(async (as) => {
+      of.map(async (as) => {
         const playerRef = `m-${randomUUID().slice(0, 6)}`;
         const token = await h.launch(playerRef, {}, as);
         const roundId = `rm-${as.id}-${randomUUID()}`;
@@ -94,8 +95,13 @@ describe('many operators stale at once, more than the process has connections', 
       }),
     );
     const ids = bets.map((b) => b.roundId);
-    await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_rounds WHERE round_id = ANY($1) AND outstanding_bets > 0`, [ids])).rowCount === OPERATORS);
-    await new Promise((r) => setTimeout(r, 1500));
+    await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_rounds WHERE round_id = ANY($1) AND outstanding_bets > 0`, [ids])).rowCount === ids.length);
+    await new Promise((r) => setTimeout(r, 1500)); // STALE_ROUND_AFTER_SECONDS is 1
+    return bets;
+  };
+
+  it("refunds every operator's stale round in one sweep, and the api answers meanwhile", async () => {
+    const bets = await staleRounds(operators);
 
     const sweep = h.svc.reconciler!.sweep();
     const during = await fetch(`${h.svc.url}/readyz`);
@@ -122,28 +128,17 @@ describe('many operators stale at once, more than the process has connections', 
   });
 
   it('goes on sweeping after the connection that holds its locks is lost', async () => {
-    const staleRound = async () => {
-      const as = operators[0]!;
-      const playerRef = `m-${randomUUID().slice(0, 6)}`;
-      const token = await h.launch(playerRef, {}, as);
-      const roundId = `rm-lost-${randomUUID()}`;
-      const bet = { sessionToken: token, roundId, playerRef, currency: 'EUR', gameId: 'fruit-1', transactionId: `${roundId}-bet`, type: 'BET', roundComplete: false, amount: 10 };
-      expect((await h.tx(bet)).status).toBe(200);
-      await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_rounds WHERE round_id = $1 AND outstanding_bets > 0`, [roundId])).rowCount === 1);
-      await new Promise((r) => setTimeout(r, 1500));
-      return bet;
-    };
-    const first = await staleRound();
+    const [first] = await staleRounds([operators[0]!]);
     expect((await h.svc.reconciler!.sweep()).roundsClosed).toBe(1);
-    expect(h.wallet.processed.get(`${STALE_ROLLBACK_PREFIX}${first.transactionId}`)?.status).toBe('OK');
+    expect(h.wallet.processed.get(`${STALE_ROLLBACK_PREFIX}${first!.transactionId}`)?.status).toBe('OK');
 
     const { rowCount } = await h.svc.ctx.pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, [
       SWEEP_LOCKS_APPLICATION,
     ]);
     expect(rowCount).toBe(1);
 
-    const second = await staleRound();
+    const [second] = await staleRounds([operators[0]!]);
     expect((await h.svc.reconciler!.sweep()).roundsClosed).toBe(1);
-    expect(h.wallet.processed.get(`${STALE_ROLLBACK_PREFIX}${second.transactionId}`)?.status).toBe('OK');
+    expect(h.wallet.processed.get(`${STALE_ROLLBACK_PREFIX}${second!.transactionId}`)?.status).toBe('OK');
   }, 60_000);
 });
