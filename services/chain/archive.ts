@@ -26,7 +26,7 @@ export async function catchUpChain(pool: Pool, store: EventStore): Promise<numbe
  */
 export async function archiveChain(pool: Pool, store: string, alongside: (tx: PoolClient) => Promise<void>): Promise<{ epoch: number; events: number }> {
   return withTransaction(pool, async (tx) => {
-    await tx.query('LOCK TABLE chain_links, chain_operator_links, chain_operator_heads, chain_grant_owners, chain_checkpoints IN ACCESS EXCLUSIVE MODE');
+    await tx.query('LOCK TABLE chain_links, chain_operator_heads, chain_grant_owners, chain_checkpoints IN ACCESS EXCLUSIVE MODE');
     const { rows } = await tx.query<{ epoch: number; events: string }>(
       `INSERT INTO chain_archives (store, events, head_position, head_link)
        SELECT $1, count(*), (SELECT position FROM chain_links ORDER BY seq DESC LIMIT 1), (SELECT link FROM chain_links ORDER BY seq DESC LIMIT 1) FROM chain_links
@@ -34,12 +34,14 @@ export async function archiveChain(pool: Pool, store: string, alongside: (tx: Po
       [store],
     );
     const epoch = rows[0]!.epoch;
-    await tx.query('INSERT INTO chain_archived_links SELECT $1, * FROM chain_links', [epoch]);
-    await tx.query('INSERT INTO chain_archived_operator_links SELECT $1, * FROM chain_operator_links', [epoch]);
+    await tx.query(
+      `INSERT INTO chain_archived_links (epoch, seq, position, stream_id, revision, link, operator_id, operator_seq, operator_link)
+       SELECT $1, seq, position, stream_id, revision, link, operator_id, operator_seq, operator_link FROM chain_links`,
+      [epoch],
+    );
     await tx.query('INSERT INTO chain_archived_checkpoints SELECT $1, * FROM chain_checkpoints', [epoch]);
     await tx.query('DELETE FROM chain_checkpoints');
     await tx.query('DELETE FROM chain_operator_heads');
-    await tx.query('DELETE FROM chain_operator_links');
     await tx.query('DELETE FROM chain_grant_owners');
     await tx.query('DELETE FROM chain_links');
     await tx.query(

@@ -6,9 +6,10 @@ import { chainedEvent, eventBytes, GENESIS, nextLink } from './link.ts';
 import { knownGrantOwners, ownerOf } from './tenancy.ts';
 
 /**
- * The chain's tables. Links are written once, by the chain's runner, in log order: `seq` is the event's
- * place in the chain (1 for the first event), so a link can be neither skipped nor written twice (the
- * primary keys), and the runner moves its checkpoint in the same transaction. Nothing else writes here:
+ * The chain's tables. Links are written once, by the chain's runner, in log order, one row an event:
+ * `seq` is the event's place in the global chain (1 for the first event), `operator_seq` its place in its
+ * operator's, so a link can be neither skipped nor written twice (the primary key and the operator's
+ * unique index), and the runner moves its checkpoint in the same transaction. Nothing else writes here:
  * an audit rebuild does not touch the chain (it is not a read model, and is never rebuilt).
  */
 export const chainMigrations: Migration[] = [
@@ -76,6 +77,43 @@ export const chainMigrations: Migration[] = [
       CREATE TABLE chain_archived_checkpoints (epoch int NOT NULL REFERENCES chain_archives, LIKE chain_checkpoints, PRIMARY KEY (epoch, chain, seq));
     `,
   },
+  {
+    // One row an event: its operator's link beside its global one, where chain-001 wrote a second row (in
+    // chain_operator_links, whose foreign key locked the global row) for it. The operator's link cannot
+    // exist without the event's place in the global chain, and the runner writes half the rows, index
+    // entries and log records (docs/benchmarks.md, "Measured design decisions"). The links are copied
+    // into a new table, not updated in place, so a long chain is written once, not twice; the locks keep
+    // a chain runner of the release before waiting, then failing, until it is replaced (its checkpoint
+    // does not move, so nothing is skipped). The archived chains move the same way.
+    id: 'chain-002-one-row-an-event',
+    sql: `
+      LOCK TABLE chain_links, chain_operator_links IN ACCESS EXCLUSIVE MODE;
+      ALTER TABLE chain_links RENAME TO chain_links_before;
+      ALTER INDEX chain_links_pkey RENAME TO chain_links_before_pkey;
+      CREATE TABLE chain_links (
+        seq bigint PRIMARY KEY,
+        position text NOT NULL,
+        stream_id text NOT NULL,
+        revision bigint NOT NULL,
+        link bytea NOT NULL,
+        -- The event's place and link in its operator's chain; all three NULL for an event of no operator.
+        operator_id text,
+        operator_seq bigint,
+        operator_link bytea,
+        CONSTRAINT chain_links_operator_whole CHECK ((operator_id IS NULL) = (operator_seq IS NULL) AND (operator_id IS NULL) = (operator_link IS NULL))
+      );
+      INSERT INTO chain_links (seq, position, stream_id, revision, link, operator_id, operator_seq, operator_link)
+        SELECT g.seq, g.position, g.stream_id, g.revision, g.link, o.operator_id, o.seq, o.link
+        FROM chain_links_before g LEFT JOIN chain_operator_links o ON o.global_seq = g.seq ORDER BY g.seq;
+      CREATE UNIQUE INDEX chain_links_operator_idx ON chain_links (operator_id, operator_seq);
+      DROP TABLE chain_operator_links, chain_links_before;
+
+      ALTER TABLE chain_archived_links ADD COLUMN operator_id text, ADD COLUMN operator_seq bigint, ADD COLUMN operator_link bytea;
+      UPDATE chain_archived_links a SET operator_id = o.operator_id, operator_seq = o.seq, operator_link = o.link
+        FROM chain_archived_operator_links o WHERE o.epoch = a.epoch AND o.global_seq = a.seq;
+      DROP TABLE chain_archived_operator_links;
+    `,
+  },
 ];
 
 interface OperatorHead {
@@ -112,32 +150,34 @@ async function link(events: RecordedEvent[], tx: PoolClient): Promise<void> {
     for (const r of rows) heads.set(r.operator_id, { seq: Number(r.seq), globalSeq: Number(r.global_seq), link: r.link });
   }
 
-  const links: Array<{ seq: number; position: string; streamId: string; revision: number; link: Buffer }> = [];
-  const operatorLinks: Array<{ operatorId: string; seq: number; globalSeq: number; link: Buffer }> = [];
+  const links: Array<{ seq: number; position: string; streamId: string; revision: number; link: Buffer; operatorId: string | null; operatorSeq: number | null; operatorLink: Buffer | null }> = [];
   events.forEach((e, i) => {
     const chained = eventBytes(chainedEvent(e));
     seq += 1;
     previous = nextLink(previous, chained);
-    links.push({ seq, position: e.position, streamId: e.streamId, revision: e.revision, link: previous });
     const operatorId = owners[i];
-    if (operatorId === undefined) return;
-    const head = heads.get(operatorId) ?? { seq: 0, globalSeq: 0, link: GENESIS };
-    const next = { seq: head.seq + 1, globalSeq: seq, link: nextLink(head.link, chained) };
-    heads.set(operatorId, next);
-    operatorLinks.push({ operatorId, ...next });
+    let inOperatorChain: { operatorSeq: number; operatorLink: Buffer } | undefined;
+    if (operatorId !== undefined) {
+      const head = heads.get(operatorId) ?? { seq: 0, globalSeq: 0, link: GENESIS };
+      const next = { seq: head.seq + 1, globalSeq: seq, link: nextLink(head.link, chained) };
+      heads.set(operatorId, next);
+      inOperatorChain = { operatorSeq: next.seq, operatorLink: next.link };
+    }
+    links.push({
+      seq, position: e.position, streamId: e.streamId, revision: e.revision, link: previous,
+      operatorId: operatorId ?? null, operatorSeq: inOperatorChain?.operatorSeq ?? null, operatorLink: inOperatorChain?.operatorLink ?? null,
+    });
   });
 
   await tx.query(
-    `INSERT INTO chain_links (seq, position, stream_id, revision, link)
-     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bytea[])`,
-    [links.map((l) => l.seq), links.map((l) => l.position), links.map((l) => l.streamId), links.map((l) => l.revision), links.map((l) => l.link)],
+    `INSERT INTO chain_links (seq, position, stream_id, revision, link, operator_id, operator_seq, operator_link)
+     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bytea[], $6::text[], $7::bigint[], $8::bytea[])`,
+    [
+      links.map((l) => l.seq), links.map((l) => l.position), links.map((l) => l.streamId), links.map((l) => l.revision), links.map((l) => l.link),
+      links.map((l) => l.operatorId), links.map((l) => l.operatorSeq), links.map((l) => l.operatorLink),
+    ],
   );
-  if (operatorLinks.length > 0) {
-    await tx.query(
-      `INSERT INTO chain_operator_links (operator_id, seq, global_seq, link)
-       SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[])`,
-      [operatorLinks.map((l) => l.operatorId), operatorLinks.map((l) => l.seq), operatorLinks.map((l) => l.globalSeq), operatorLinks.map((l) => l.link)],
-    );
+  if (operators.length > 0) {
     const touched = operators.map((o) => ({ o, h: heads.get(o)! }));
     await tx.query(
       `INSERT INTO chain_operator_heads (operator_id, seq, global_seq, link)
@@ -161,10 +201,7 @@ async function link(events: RecordedEvent[], tx: PoolClient): Promise<void> {
  */
 export const chainProjection: Projection = {
   name: 'chain',
-  tables: [
-    { name: 'chain_links', key: ['seq'] },
-    { name: 'chain_operator_links', key: ['operator_id', 'seq'] },
-  ],
+  tables: [{ name: 'chain_links', key: ['seq'] }],
   eventTypes: 'all',
   apply: link,
   reset() {

@@ -36,8 +36,8 @@ const READ_CONCURRENCY = 8;
  */
 export async function operatorHistory(pool: Pool, store: EventStore, operatorId: string, after: number, limit: number): Promise<HistoryEvent[]> {
   const { rows } = await pool.query<{ seq: string; link: Buffer; stream_id: string; revision: string; position: string }>(
-    `SELECT o.seq, o.link, g.stream_id, g.revision, g.position FROM chain_operator_links o JOIN chain_links g ON g.seq = o.global_seq
-     WHERE o.operator_id = $1 AND o.seq > $2 ORDER BY o.seq LIMIT $3`,
+    `SELECT operator_seq AS seq, operator_link AS link, stream_id, revision, position FROM chain_links
+     WHERE operator_id = $1 AND operator_seq > $2 ORDER BY operator_seq LIMIT $3`,
     [operatorId, after, limit],
   );
   const wanted = new Map<string, { from: number; to: number }>();

@@ -57,17 +57,14 @@ async function* eventsOf(store: EventStore): AsyncGenerator<RecordedEvent[]> {
 
 export async function verifyChain(pool: Pool, store: EventStore, progress?: (events: number) => void): Promise<ChainReport> {
   const started = performance.now();
-  const links = rowsOf<{ seq: string; position: string; stream_id: string; revision: string; link: Buffer; [k: string]: unknown }>(
+  const links = rowsOf<{ seq: string; position: string; stream_id: string; revision: string; link: Buffer; operator_id: string | null; operator_seq: string | null; operator_link: Buffer | null; [k: string]: unknown }>(
     pool,
-    (after) => ({ text: 'SELECT seq, position, stream_id, revision, link FROM chain_links WHERE seq > $1 ORDER BY seq LIMIT $2', values: [after, PAGE] }),
+    (after) => ({
+      text: 'SELECT seq, position, stream_id, revision, link, operator_id, operator_seq, operator_link FROM chain_links WHERE seq > $1 ORDER BY seq LIMIT $2',
+      values: [after, PAGE],
+    }),
     (r) => Number(r.seq),
   );
-  const operatorLinks = rowsOf<{ operator_id: string; seq: string; global_seq: string; link: Buffer; [k: string]: unknown }>(
-    pool,
-    (after) => ({ text: 'SELECT operator_id, seq, global_seq, link FROM chain_operator_links WHERE global_seq > $1 ORDER BY global_seq LIMIT $2', values: [after, PAGE] }),
-    (r) => Number(r.global_seq),
-  );
-  let nextOperatorLink = await operatorLinks.next();
   let previous = GENESIS;
   const operatorHeads = new Map<string, { seq: number; link: Buffer }>();
   let count = 0;
@@ -114,22 +111,20 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
       if (owner?.remember && grantOwners.get(e.streamId) !== owner.operatorId) {
         return report({ ...where, what: `the chain took this grant for operator ${grantOwners.get(e.streamId) ?? '(none)'}, its first event says ${owner.operatorId}` });
       }
-      const op = nextOperatorLink.done ? undefined : nextOperatorLink.value;
-      const opHere = op !== undefined && Number(op.global_seq) === count ? op : undefined;
+      const linked = stored.value;
       if (owner === undefined) {
-        if (opHere) return report({ ...where, what: `the chain of operator ${opHere.operator_id} holds this event, which is no operator's` });
+        if (linked.operator_id !== null) return report({ ...where, what: `the chain of operator ${linked.operator_id} holds this event, which is no operator's` });
         continue;
       }
-      if (!opHere || opHere.operator_id !== owner.operatorId) {
+      if (linked.operator_id !== owner.operatorId || linked.operator_seq === null || linked.operator_link === null) {
         return report({ ...where, what: `operator ${owner.operatorId}'s chain does not hold this event of its stream` });
       }
       const head = operatorHeads.get(owner.operatorId) ?? { seq: 0, link: GENESIS };
       const next = { seq: head.seq + 1, link: nextLink(head.link, chained) };
-      if (Number(opHere.seq) !== next.seq || !opHere.link.equals(next.link)) {
-        return report({ ...where, what: `operator ${owner.operatorId}'s link #${opHere.seq} is not the one this event makes (#${next.seq})` });
+      if (Number(linked.operator_seq) !== next.seq || !linked.operator_link.equals(next.link)) {
+        return report({ ...where, what: `operator ${owner.operatorId}'s link #${linked.operator_seq} is not the one this event makes (#${next.seq})` });
       }
       operatorHeads.set(owner.operatorId, next);
-      nextOperatorLink = await operatorLinks.next();
     }
     progress?.(count);
   }
@@ -146,13 +141,12 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
         chain: string; seq: string; position: string; link: string; signed_at: Date; key_id: string; signature: string; public_key: string;
         retired_at: Date | null; retired_at_seq: string | null; global_seq: string | null; at: string | null; at_position: string | null;
       }>(
-        `SELECT c.*, k.public_key, k.retired_at, k.retired_at_seq, encode(CASE WHEN c.chain = '' THEN g.link ELSE o.link END, 'hex') AS at,
+        `SELECT c.*, k.public_key, k.retired_at, k.retired_at_seq, encode(CASE WHEN c.chain = '' THEN g.link ELSE og.operator_link END, 'hex') AS at,
                 CASE WHEN c.chain = '' THEN g.position ELSE og.position END AS at_position,
                 CASE WHEN c.chain = '' THEN g.seq ELSE og.seq END AS global_seq
          FROM chain_checkpoints c JOIN chain_keys k ON k.key_id = c.key_id
          LEFT JOIN chain_links g ON c.chain = '' AND g.seq = c.seq
-         LEFT JOIN chain_operator_links o ON c.chain <> '' AND o.operator_id = c.chain AND o.seq = c.seq
-         LEFT JOIN chain_links og ON og.seq = o.global_seq
+         LEFT JOIN chain_links og ON c.chain <> '' AND og.operator_id = c.chain AND og.operator_seq = c.seq
          ORDER BY c.chain, c.seq OFFSET $1 LIMIT $2`,
         [offset, PAGE],
       );

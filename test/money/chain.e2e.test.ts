@@ -280,8 +280,8 @@ describe('the tamper-evident history', () => {
     /** What a holder of the signing key can do: the chain computed again over the edited history, every checkpoint signed again. */
     const rechainAndResign = async () => {
       await h.svc.ctx.pool.query('BEGIN');
-      await h.svc.ctx.pool.query('LOCK TABLE chain_links, chain_operator_links, chain_operator_heads, chain_grant_owners, chain_checkpoints IN ACCESS EXCLUSIVE MODE');
-      for (const t of ['chain_checkpoints', 'chain_operator_heads', 'chain_operator_links', 'chain_grant_owners', 'chain_links']) await h.svc.ctx.pool.query(`DELETE FROM ${t}`);
+      await h.svc.ctx.pool.query('LOCK TABLE chain_links, chain_operator_heads, chain_grant_owners, chain_checkpoints IN ACCESS EXCLUSIVE MODE');
+      for (const t of ['chain_checkpoints', 'chain_operator_heads', 'chain_grant_owners', 'chain_links']) await h.svc.ctx.pool.query(`DELETE FROM ${t}`);
       await h.svc.ctx.pool.query(`UPDATE projection_checkpoints SET position = 'start' WHERE name = 'chain'`);
       await h.svc.ctx.pool.query('COMMIT');
       await caughtUp();
