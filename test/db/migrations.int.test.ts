@@ -133,7 +133,9 @@ describe('baselined migrations', () => {
 
   it('fold the reconciliation read model into the rounds one: its copy of the transactions goes, and the rounds read model is projected again from the start', async () => {
     const merge = 'rm-reconciliation-002-one-transactions-table';
-    const { db, pool, close } = await migratedDatabase('migmerge', allMigrations.filter((m) => m.id !== merge));
+    // The release before the merge: without it and the read model's migrations that came after it.
+    const later = new Set([merge, 'rm-reconciliation-003-fewer-indexes']);
+    const { db, pool, close } = await migratedDatabase('migmerge', allMigrations.filter((m) => !later.has(m.id)));
     try {
       const store = new PostgresEventStore(pool, db.url);
       const request = { transactionId: 'b1', sessionToken: 's', type: 'BET', roundId: 'r1', roundComplete: false, playerRef: 'p1', amount: 40, currency: 'EUR', gameId: 'fruit-1' };
