@@ -131,16 +131,20 @@ export const reconciliationMigrations: Migration[] = [
     `,
   },
   {
-    // Two index entries fewer for every transaction the read model writes. A round's transactions are
-    // found through its row in rm_rounds (rm_rounds_lookup_idx) and their own key, which begins with the
-    // round's stream, not through an index of their own on (operator_id, round_id); the status filter's
-    // index holds only the statuses other than 'applied', nearly every transaction's, whose list reads the
-    // operator's transactions in recorded order (rm_transactions_order_idx) as the unfiltered list does.
+    // Fewer index entries for every transaction and round the read model writes. A round's transactions
+    // are found through its row in rm_rounds and their own key, which begins with the round's stream, not
+    // through an index of their own on (operator_id, round_id). The status filter's index holds only the
+    // statuses other than 'applied', nearly every transaction's, whose list reads the operator's
+    // transactions in recorded order (rm_transactions_order_idx) as the unfiltered list does. A round is
+    // looked up by its id, with or without its operator, through one index (round_id, operator_id), where
+    // there were two; a round's every update writes an entry in each (its last activity is indexed).
     id: 'rm-reconciliation-003-fewer-indexes',
     sql: `
       DROP INDEX rm_transactions_round_idx;
       DROP INDEX rm_transactions_operator_status_idx;
       CREATE INDEX rm_transactions_operator_status_idx ON rm_transactions (operator_id, operator_status, log_major, log_minor) WHERE operator_status <> 'applied';
+      DROP INDEX rm_rounds_lookup_idx, rm_rounds_round_idx;
+      CREATE INDEX rm_rounds_round_idx ON rm_rounds (round_id, operator_id);
     `,
   },
 ];

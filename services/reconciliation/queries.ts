@@ -83,7 +83,7 @@ export async function transactionsPage(
     return `$${values.length}`;
   };
   if ('from' in filter) where.push(`recorded_at >= ${param(filter.from)}::timestamptz AND recorded_at < ${param(filter.to)}::timestamptz`);
-  // A round's transactions through its row (rm_rounds' lookup index) and their key, which starts with its stream.
+  // A round's transactions through its row (rm_rounds_round_idx) and their key, which starts with its stream.
   else where.push(`round_stream IN (SELECT round_stream FROM rm_rounds WHERE operator_id = $1 AND round_id = ${param(filter.roundId)} AND game_id = ${param(filter.gameId)})`);
   if (filter.playerRef !== undefined) where.push(`player_ref = ${param(filter.playerRef)}`);
   if (filter.status !== undefined) where.push(`operator_status = ${param(filter.status)}`);
