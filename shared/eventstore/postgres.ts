@@ -171,6 +171,53 @@ export const eventStoreMigrations: Migration[] = [
     `,
   },
   ...postgresRecorderMigrations,
+  {
+    // A stream's revision is read from its events (the last of them, through es_events_stream_revision_key)
+    // under the stream's lock, not kept in a row of es_streams that every append wrote again: two log
+    // records an append fewer. The unique (stream_id, revision) stays what no two appends can pass. A
+    // process of the release before reads es_streams on a wrong expected revision, and fails there until
+    // it is replaced.
+    id: 'eventstore-007-revision-from-events',
+    sql: `
+      CREATE OR REPLACE FUNCTION es_append_one(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[],
+        OUT o_conflict boolean, OUT o_revision bigint, OUT o_position text) LANGUAGE plpgsql AS $$
+      DECLARE
+        v_current bigint;
+        v_last bigint;
+        v_count int := cardinality(p_ids);
+      BEGIN
+        PERFORM pg_advisory_xact_lock(7281004, hashtext(p_stream));
+        -- A statement of its own after the lock: its snapshot sees every append that held the lock before.
+        SELECT coalesce(max(e.revision), -1) INTO v_current FROM es_events e WHERE e.stream_id = p_stream;
+        IF p_expected IS NOT NULL AND v_current <> p_expected THEN
+          o_conflict := true;
+          o_revision := v_current;
+          RETURN;
+        END IF;
+        IF v_count = 1 THEN
+          INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
+          VALUES (p_stream, v_current + 1, p_ids[1], p_types[1], p_data[1], p_meta[1])
+          RETURNING global_position INTO v_last;
+        ELSE
+          WITH ins AS (
+            INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
+            SELECT p_stream, v_current + x.o, x.id, x.t, x.d, x.m
+            FROM unnest(p_ids, p_types, p_data, p_meta) WITH ORDINALITY AS x(id, t, d, m, o)
+            ORDER BY x.o
+            RETURNING global_position
+          )
+          SELECT max(global_position) INTO v_last FROM ins;
+        END IF;
+        -- Delivered at commit; repeats within one transaction are delivered once.
+        PERFORM pg_notify('es_appended', '');
+        o_conflict := false;
+        o_revision := v_current + v_count;
+        o_position := pg_current_xact_id()::text || '.' || v_last::text;
+      END
+      $$;
+      DROP TABLE es_streams;
+    `,
+  },
 ];
 
 /** es_append_one (so every append) notifies this channel when it commits events. */
@@ -338,8 +385,8 @@ export class PostgresEventStore implements EventStore {
   }
 
   private async currentRevision(streamId: string): Promise<number> {
-    const { rows } = await this.pool.query<{ revision: string }>('SELECT revision FROM es_streams WHERE stream_id = $1', [streamId]);
-    return rows[0] ? Number(rows[0].revision) : -1;
+    const { rows } = await this.pool.query<{ revision: string }>('SELECT coalesce(max(revision), -1) AS revision FROM es_events WHERE stream_id = $1', [streamId]);
+    return Number(rows[0]!.revision);
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {

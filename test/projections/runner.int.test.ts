@@ -40,7 +40,7 @@ describe('projection runner', () => {
   });
   beforeEach(async () => {
     // Each test starts from an empty log and read model.
-    await pool.query('TRUNCATE es_events, es_streams, tally, projection_checkpoints');
+    await pool.query('TRUNCATE es_events, tally, projection_checkpoints');
   });
 
   const appendEvents = async (n: number) => {
