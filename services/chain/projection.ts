@@ -81,10 +81,11 @@ export const chainMigrations: Migration[] = [
     // One row an event: its operator's link beside its global one, where chain-001 wrote a second row (in
     // chain_operator_links, whose foreign key locked the global row) for it. The operator's link cannot
     // exist without the event's place in the global chain, and the runner writes half the rows, index
-    // entries and log records (docs/benchmarks.md, "Measured design decisions"). The links are copied
-    // into a new table, not updated in place, so a long chain is written once, not twice; the locks keep
-    // a chain runner of the release before waiting, then failing, until it is replaced (its checkpoint
-    // does not move, so nothing is skipped). The archived chains move the same way.
+    // entries and log records (docs/benchmarks.md, "Measured design decisions"). The live links are
+    // copied into a new table, not updated in place, so a long chain is written once, not twice; the
+    // locks keep a chain runner of the release before waiting, then failing, until it is replaced (its
+    // checkpoint does not move, so nothing is skipped). The archived chains, small, are updated in place.
+    // Either way every operator link must find its event's row: the migration stops if one does not.
     id: 'chain-002-one-row-an-event',
     sql: `
       LOCK TABLE chain_links, chain_operator_links IN ACCESS EXCLUSIVE MODE;
@@ -106,12 +107,18 @@ export const chainMigrations: Migration[] = [
         SELECT g.seq, g.position, g.stream_id, g.revision, g.link, o.operator_id, o.seq, o.link
         FROM chain_links_before g LEFT JOIN chain_operator_links o ON o.global_seq = g.seq ORDER BY g.seq;
       CREATE UNIQUE INDEX chain_links_operator_idx ON chain_links (operator_id, operator_seq);
-      DROP TABLE chain_operator_links, chain_links_before;
 
       ALTER TABLE chain_archived_links ADD COLUMN operator_id text, ADD COLUMN operator_seq bigint, ADD COLUMN operator_link bytea;
       UPDATE chain_archived_links a SET operator_id = o.operator_id, operator_seq = o.seq, operator_link = o.link
         FROM chain_archived_operator_links o WHERE o.epoch = a.epoch AND o.global_seq = a.seq;
-      DROP TABLE chain_archived_operator_links;
+      CREATE UNIQUE INDEX chain_archived_links_operator_idx ON chain_archived_links (epoch, operator_id, operator_seq);
+      DO $carried$ BEGIN
+        IF (SELECT count(*) FROM chain_operator_links) <> (SELECT count(*) FROM chain_links WHERE operator_id IS NOT NULL)
+          OR (SELECT count(*) FROM chain_archived_operator_links) <> (SELECT count(*) FROM chain_archived_links WHERE operator_id IS NOT NULL) THEN
+          RAISE EXCEPTION 'an operator link has no row of its event in the global chain: the chain is not as it was written (npm run audit -- verify-chain)';
+        END IF;
+      END $carried$;
+      DROP TABLE chain_operator_links, chain_links_before, chain_archived_operator_links;
     `,
   },
 ];

@@ -175,7 +175,8 @@ export const eventStoreMigrations: Migration[] = [
     // A stream's revision is read from its events (the last of them, through es_events_stream_revision_key)
     // under the stream's lock, not kept in a row of es_streams that every append wrote again: two log
     // records an append fewer. The unique (stream_id, revision) stays what no two appends can pass. A
-    // process of the release before reads es_streams on a wrong expected revision, and fails there until
+    // process of the release before appends through this function too; it read es_streams only to name
+    // the stream's revision when an append reused the event id of a different one, and fails there until
     // it is replaced.
     id: 'eventstore-007-revision-from-events',
     sql: `

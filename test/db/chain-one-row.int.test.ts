@@ -13,23 +13,36 @@ import { PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 import { migratedDatabase } from '../helpers/db.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const ONE_ROW = 'chain-002-one-row-an-event';
 
-/** A few rounds of two operators and one stream of no operator's, appended through the store. */
-async function appendRounds(store: PostgresEventStore, rounds: number): Promise<void> {
+/** A few rounds of two operators and streams of no operator's, appended through the store. Returns how many events. */
+async function appendRounds(store: PostgresEventStore, rounds: number): Promise<number> {
+  let events = 0;
   for (let i = 0; i < rounds; i++) {
     const operator = i % 3 === 0 ? 'op-b' : 'op-a';
     const stream = roundStream('prov-1', operator, `r-${randomUUID()}`);
     await store.append(stream, [{ id: randomUUID(), type: 'TransactionRecorded', data: { amount: 100 + i }, metadata: {} }], 'no_stream');
     await store.append(stream, [{ id: randomUUID(), type: 'TransactionSettled', data: { balance: 900 - i }, metadata: {} }], 0);
-    if (i % 4 === 0) await store.append(`platform-${randomUUID()}`, [{ id: randomUUID(), type: 'Noted', data: { i }, metadata: {} }], 'no_stream');
+    events += 2;
+    if (i % 4 === 0) {
+      await store.append(`platform-${randomUUID()}`, [{ id: randomUUID(), type: 'Noted', data: { i }, metadata: {} }], 'no_stream');
+      events += 1;
+    }
   }
+  return events;
 }
 
-async function wholeHistory(store: PostgresEventStore): Promise<RecordedEvent[]> {
-  const all: RecordedEvent[] = [];
-  for await (const page of wholeLog(store, undefined, 500)) all.push(...page);
+/** The whole log once it shows `count` events (the log holds events back while an older transaction anywhere on the server is open). */
+async function wholeHistory(store: PostgresEventStore, count: number): Promise<RecordedEvent[]> {
+  const read = async () => {
+    const all: RecordedEvent[] = [];
+    for await (const page of wholeLog(store, undefined, 500)) all.push(...page);
+    return all;
+  };
+  const all = await eventually(read, (a) => a.length >= count, 20_000);
+  expect(all).toHaveLength(count);
   return all;
 }
 
@@ -80,8 +93,7 @@ describe('the chain, one row an event', () => {
       await store.close();
       await db.close();
     };
-    await appendRounds(store, 24);
-    const events = await wholeHistory(store);
+    const events = await wholeHistory(store, await appendRounds(store, 24));
     linkedBefore = events.length;
     await linkAsTheReleaseBefore(pool, events);
     // The release before's operator history, read as its route read it.
@@ -94,9 +106,11 @@ describe('the chain, one row an event', () => {
       before[op] = rows.map((r) => ({ count: Number(r.seq), link: r.link.toString('hex'), stream: r.stream_id, position: r.position }));
     }
     // An archived epoch of the release before (a move between stores), to be carried over as well.
-    await pool.query(`INSERT INTO chain_archives (store, events) VALUES ('esdb', 2)`);
-    await pool.query(`INSERT INTO chain_archived_links SELECT 1, seq, position, stream_id, revision, link FROM chain_links WHERE seq <= 2`);
-    await pool.query(`INSERT INTO chain_archived_operator_links SELECT 1, operator_id, seq, global_seq, link FROM chain_operator_links WHERE global_seq <= 2`);
+    // Its first six events: a round of op-b (its #1 and #2), an event of no operator, the first round of op-a
+    // and the record of its second (#1 to #3), so an operator's count differs from the global one.
+    await pool.query(`INSERT INTO chain_archives (store, events) VALUES ('esdb', 6)`);
+    await pool.query(`INSERT INTO chain_archived_links SELECT 1, seq, position, stream_id, revision, link FROM chain_links WHERE seq <= 6`);
+    await pool.query(`INSERT INTO chain_archived_operator_links SELECT 1, operator_id, seq, global_seq, link FROM chain_operator_links WHERE global_seq <= 6`);
     await migrate(pool, allMigrations);
   });
   afterAll(async () => {
@@ -118,20 +132,26 @@ describe('the chain, one row an event', () => {
   });
 
   it('carries the archived operator links into their rows', async () => {
-    const { rows } = await pool.query<{ seq: string; operator_id: string | null; operator_seq: string | null; same: boolean }>(
+    const { rows } = await pool.query<{ seq: string; operator_id: string | null; operator_seq: string | null; same: boolean | null }>(
       `SELECT a.seq, a.operator_id, a.operator_seq, a.operator_link = l.operator_link AS same
        FROM chain_archived_links a JOIN chain_links l ON l.seq = a.seq WHERE a.epoch = 1 ORDER BY a.seq`,
     );
-    expect(rows).toHaveLength(2);
-    // The first two events are a round's record and outcome: both in their operator's chain, #1 and #2.
-    expect(rows.map((r) => [r.seq, r.operator_seq, r.same])).toEqual([['1', '1', true], ['2', '2', true]]);
+    expect(rows.map((r) => [r.seq, r.operator_id, r.operator_seq, r.same])).toEqual([
+      ['1', 'op-b', '1', true],
+      ['2', 'op-b', '2', true],
+      ['3', null, null, null],
+      ['4', 'op-a', '1', true],
+      ['5', 'op-a', '2', true],
+      ['6', 'op-a', '3', true],
+    ]);
   });
 
   it('goes on linking after the upgrade, each operator counting on from its last link', async () => {
     const countsBefore = Object.fromEntries(Object.entries(before).map(([op, h]) => [op, h.length]));
-    await appendRounds(store, 6);
-    const linked = await catchUpChain(pool, store);
-    expect(linked).toBeGreaterThanOrEqual(12);
+    const appended = await appendRounds(store, 6);
+    let linked = 0;
+    await eventually(async () => (linked += await catchUpChain(pool, store)), (n) => n >= appended, 20_000);
+    expect(linked).toBe(appended);
     const report = await verifyChain(pool, store);
     expect(report.broken).toBeUndefined();
     expect(report.events).toBe(linkedBefore + linked);
@@ -184,4 +204,21 @@ describe('the chain, one row an event', () => {
     });
   });
 
+});
+
+describe('the upgrade to one row an event, on a chain that is not as it was written', () => {
+  it('stops, naming why, and leaves every table as it was when an archived operator link has no row of its event', async () => {
+    const { pool, close } = await migratedDatabase('chainonerowbad', allMigrations.filter((m) => m.id !== ONE_ROW));
+    try {
+      await pool.query(`INSERT INTO chain_archives (store, events) VALUES ('esdb', 1)`);
+      await pool.query(`INSERT INTO chain_archived_links VALUES (1, 1, '1.1', 'round|p|op-a|r1', 0, sha256('a'))`);
+      // Linked to global #2, which the archive does not hold.
+      await pool.query(`INSERT INTO chain_archived_operator_links VALUES (1, 'op-a', 1, 2, sha256('b'))`);
+      await expect(migrate(pool, allMigrations)).rejects.toThrow(/chain-002-one-row-an-event failed: an operator link has no row of its event in the global chain/);
+      const { rows } = await pool.query(`SELECT to_regclass('chain_operator_links') IS NOT NULL AS live, to_regclass('chain_archived_operator_links') IS NOT NULL AS archived`);
+      expect(rows[0]).toEqual({ live: true, archived: true });
+    } finally {
+      await close();
+    }
+  });
 });
