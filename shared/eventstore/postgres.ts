@@ -22,6 +22,50 @@ import {
 } from './port.ts';
 
 /**
+ * es_append_one (see the baseline's comment), as the baseline creates it for a new database and
+ * eventstore-007 replaces it in an existing one: one append under its stream's advisory lock, at the
+ * revision of the stream's last event. Until eventstore-007 it kept each stream's revision in a row of
+ * es_streams, written by every append.
+ */
+const ES_APPEND_ONE = `
+CREATE OR REPLACE FUNCTION es_append_one(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[],
+  OUT o_conflict boolean, OUT o_revision bigint, OUT o_position text) LANGUAGE plpgsql AS $$
+DECLARE
+  v_current bigint;
+  v_last bigint;
+  v_count int := cardinality(p_ids);
+BEGIN
+  PERFORM pg_advisory_xact_lock(7281004, hashtext(p_stream));
+  -- A statement of its own after the lock: its snapshot sees every append that held the lock before.
+  SELECT coalesce(max(e.revision), -1) INTO v_current FROM es_events e WHERE e.stream_id = p_stream;
+  IF p_expected IS NOT NULL AND v_current <> p_expected THEN
+    o_conflict := true;
+    o_revision := v_current;
+    RETURN;
+  END IF;
+  IF v_count = 1 THEN
+    INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
+    VALUES (p_stream, v_current + 1, p_ids[1], p_types[1], p_data[1], p_meta[1])
+    RETURNING global_position INTO v_last;
+  ELSE
+    WITH ins AS (
+      INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
+      SELECT p_stream, v_current + x.o, x.id, x.t, x.d, x.m
+      FROM unnest(p_ids, p_types, p_data, p_meta) WITH ORDINALITY AS x(id, t, d, m, o)
+      ORDER BY x.o
+      RETURNING global_position
+    )
+    SELECT max(global_position) INTO v_last FROM ins;
+  END IF;
+  -- Delivered at commit; repeats within one transaction are delivered once.
+  PERFORM pg_notify('es_appended', '');
+  o_conflict := false;
+  o_revision := v_current + v_count;
+  o_position := pg_current_xact_id()::text || '.' || v_last::text;
+END
+$$;`;
+
+/**
  * Events carry the id of the transaction that wrote them (xid8). A reader orders by
  * (transaction_id, global_position) and only reads rows whose transaction is older than the oldest
  * one still running (pg_snapshot_xmin): a transaction that took a lower global_position but commits
@@ -90,49 +134,7 @@ export const eventStoreMigrations: Migration[] = [
       END
       $$;
 
-      CREATE FUNCTION es_append_one(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[],
-        OUT o_conflict boolean, OUT o_revision bigint, OUT o_position text) LANGUAGE plpgsql AS $$
-      DECLARE
-        v_current bigint;
-        v_exists boolean;
-        v_last bigint;
-        v_count int := cardinality(p_ids);
-      BEGIN
-        PERFORM pg_advisory_xact_lock(7281004, hashtext(p_stream));
-        SELECT s.revision INTO v_current FROM es_streams s WHERE s.stream_id = p_stream;
-        v_exists := FOUND;
-        IF NOT v_exists THEN v_current := -1; END IF;
-        IF p_expected IS NOT NULL AND v_current <> p_expected THEN
-          o_conflict := true;
-          o_revision := v_current;
-          RETURN;
-        END IF;
-        IF v_count = 1 THEN
-          INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
-          VALUES (p_stream, v_current + 1, p_ids[1], p_types[1], p_data[1], p_meta[1])
-          RETURNING global_position INTO v_last;
-        ELSE
-          WITH ins AS (
-            INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
-            SELECT p_stream, v_current + x.o, x.id, x.t, x.d, x.m
-            FROM unnest(p_ids, p_types, p_data, p_meta) WITH ORDINALITY AS x(id, t, d, m, o)
-            ORDER BY x.o
-            RETURNING global_position
-          )
-          SELECT max(global_position) INTO v_last FROM ins;
-        END IF;
-        IF v_exists THEN
-          UPDATE es_streams SET revision = v_current + v_count WHERE stream_id = p_stream;
-        ELSE
-          INSERT INTO es_streams (stream_id, revision) VALUES (p_stream, v_current + v_count);
-        END IF;
-        -- Delivered at commit; repeats within one transaction are delivered once.
-        PERFORM pg_notify('es_appended', '');
-        o_conflict := false;
-        o_revision := v_current + v_count;
-        o_position := pg_current_xact_id()::text || '.' || v_last::text;
-      END
-      $$;
+      ${ES_APPEND_ONE}
 
       CREATE FUNCTION es_append_batch(p_streams text[], p_expected bigint[], p_counts int[], p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
       RETURNS TABLE (o_index int, o_conflict boolean, o_revision bigint, o_position text) LANGUAGE plpgsql AS $$
@@ -180,42 +182,7 @@ export const eventStoreMigrations: Migration[] = [
     // it is replaced.
     id: 'eventstore-007-revision-from-events',
     sql: `
-      CREATE OR REPLACE FUNCTION es_append_one(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[],
-        OUT o_conflict boolean, OUT o_revision bigint, OUT o_position text) LANGUAGE plpgsql AS $$
-      DECLARE
-        v_current bigint;
-        v_last bigint;
-        v_count int := cardinality(p_ids);
-      BEGIN
-        PERFORM pg_advisory_xact_lock(7281004, hashtext(p_stream));
-        -- A statement of its own after the lock: its snapshot sees every append that held the lock before.
-        SELECT coalesce(max(e.revision), -1) INTO v_current FROM es_events e WHERE e.stream_id = p_stream;
-        IF p_expected IS NOT NULL AND v_current <> p_expected THEN
-          o_conflict := true;
-          o_revision := v_current;
-          RETURN;
-        END IF;
-        IF v_count = 1 THEN
-          INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
-          VALUES (p_stream, v_current + 1, p_ids[1], p_types[1], p_data[1], p_meta[1])
-          RETURNING global_position INTO v_last;
-        ELSE
-          WITH ins AS (
-            INSERT INTO es_events (stream_id, revision, event_id, type, data, metadata)
-            SELECT p_stream, v_current + x.o, x.id, x.t, x.d, x.m
-            FROM unnest(p_ids, p_types, p_data, p_meta) WITH ORDINALITY AS x(id, t, d, m, o)
-            ORDER BY x.o
-            RETURNING global_position
-          )
-          SELECT max(global_position) INTO v_last FROM ins;
-        END IF;
-        -- Delivered at commit; repeats within one transaction are delivered once.
-        PERFORM pg_notify('es_appended', '');
-        o_conflict := false;
-        o_revision := v_current + v_count;
-        o_position := pg_current_xact_id()::text || '.' || v_last::text;
-      END
-      $$;
+      ${ES_APPEND_ONE}
       DROP TABLE es_streams;
     `,
   },
