@@ -94,24 +94,24 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
         unlinked += page.length - i;
         break;
       }
+      const linked = stored.value;
       count += 1;
       const chained = eventBytes(chainedEvent(e));
       previous = nextLink(previous, chained);
-      if (stored.value.position !== e.position) {
-        return report({ ...where, what: `the chain linked the event at position ${stored.value.position} here: an event was inserted, deleted or moved at or before this place` });
+      if (linked.position !== e.position) {
+        return report({ ...where, what: `the chain linked the event at position ${linked.position} here: an event was inserted, deleted or moved at or before this place` });
       }
-      if (!stored.value.link.equals(previous)) return report({ ...where, what: 'the event is not the one that was linked here (edited, or an earlier one was)' });
+      if (!linked.link.equals(previous)) return report({ ...where, what: 'the event is not the one that was linked here (edited, or an earlier one was)' });
       // The link covers the log's order; a stream's own order (its revisions, which every fold follows) is
       // checked against what the chain recorded when it linked the event.
-      if (stored.value.stream_id !== e.streamId || Number(stored.value.revision) !== e.revision) {
-        return report({ ...where, what: `the chain linked revision ${stored.value.revision} of stream ${stored.value.stream_id} here, the history holds revision ${e.revision} of ${e.streamId}: events were moved within their stream` });
+      if (linked.stream_id !== e.streamId || Number(linked.revision) !== e.revision) {
+        return report({ ...where, what: `the chain linked revision ${linked.revision} of stream ${linked.stream_id} here, the history holds revision ${e.revision} of ${e.streamId}: events were moved within their stream` });
       }
 
       const owner = ownerOf(e, (s) => grantOwners.get(s));
       if (owner?.remember && grantOwners.get(e.streamId) !== owner.operatorId) {
         return report({ ...where, what: `the chain took this grant for operator ${grantOwners.get(e.streamId) ?? '(none)'}, its first event says ${owner.operatorId}` });
       }
-      const linked = stored.value;
       if (owner === undefined) {
         if (linked.operator_id !== null) return report({ ...where, what: `the chain of operator ${linked.operator_id} holds this event, which is no operator's` });
         continue;

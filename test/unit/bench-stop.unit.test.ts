@@ -9,7 +9,7 @@ import { stopChildren } from '../bench/interrupt.ts';
  * not killed once the grace has run out.
  */
 describe('stopChildren', () => {
-  it('stops a paused process gracefully, well within the grace', async () => {
+  it('stops a paused process gracefully, by its SIGTERM', async () => {
     // Exits 0 on SIGTERM, as the service does once its outcomes are written.
     const child = spawn(process.execPath, ['-e', "process.on('SIGTERM', () => process.exit(0)); console.log('ready'); setInterval(() => {}, 1000);"], {
       stdio: ['ignore', 'pipe', 'ignore'],
@@ -18,10 +18,9 @@ describe('stopChildren', () => {
     child.kill('SIGSTOP');
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
 
-    const started = Date.now();
     await stopChildren([child], 10_000);
 
+    // Killed once the grace ran out, it would end by SIGKILL, not exit 0.
     expect(await exited).toEqual({ code: 0, signal: null });
-    expect(Date.now() - started).toBeLessThan(5_000);
   }, 20_000);
 });
