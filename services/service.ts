@@ -59,12 +59,13 @@ export class StartupError extends Error {
 }
 
 /**
- * Redis for request paths: a command fails at once while Redis is unreachable instead of queueing. The
- * commands of one event-loop turn (the nonces of the requests read together) go to Redis as one write
- * and come back as one (auto-pipelining): under load Redis wakes once for many requests, not once each.
+ * Redis for request paths: a command fails at once while Redis is unreachable instead of queueing, and
+ * one that Redis leaves unanswered fails after the command timeout. (Not auto-pipelined: ioredis keeps
+ * one pipeline in flight, so while Redis stalls a command would wait up to two timeouts; docs/benchmarks.md,
+ * "Tried and not kept".)
  */
 export function createRequestRedis(url: string, logger: Logger): Redis {
-  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2000, enableAutoPipelining: true });
+  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2000 });
   let lastLog = 0;
   redis.on('error', (err: Error) => {
     if (Date.now() - lastLog > 10_000) {

@@ -3,16 +3,15 @@ import type { NextFunction, Request, Response } from 'express';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { createRequestRedis } from '../../services/service.ts';
-import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
 import type { CatalogSnapshot } from '../../shared/catalog/store.ts';
+import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
 
 /**
- * The request paths' Redis client (createRequestRedis) pipelines the commands of one tick into one write
- * (ioredis auto-pipelining). While Redis is unreachable, a command must still fail at once, so the
- * request gets its 503 instead of waiting: a custom command sent through an auto-pipeline before the
- * connection was ever ready never settled in some ioredis versions (the rate limit's sliding log is one).
+ * ADR 7 (docs/architecture.md): while Redis is unreachable, a request is refused (503), never let through
+ * and never held. The request paths' client (createRequestRedis) must refuse a command at once rather
+ * than queue it until Redis returns: a queued nonce write would hold every provider's transaction.
  */
-describe('the request paths\' Redis while Redis is unreachable', () => {
+describe("the request paths' Redis while Redis is unreachable", () => {
   const closedPort = () =>
     new Promise<number>((resolve) => {
       const s = net.createServer().listen(0, '127.0.0.1', () => {
@@ -20,22 +19,23 @@ describe('the request paths\' Redis while Redis is unreachable', () => {
         s.close(() => resolve(p));
       });
     });
-  // Bounded beyond the client's command timeout (2 s): a command that waits for Redis to come back fails it.
+  // A bound well past the client's command timeout (2 s), so a command held for Redis shows as waiting.
   const settled = <T>(p: Promise<T>) =>
     Promise.race([
       p.then(
         () => 'resolved',
-        (err: { status?: number }) => (err.status === undefined ? 'failed' : `failed ${err.status}`),
+        (err: { status?: number; message?: string }) => (err.status === undefined ? `failed: ${err.message}` : `failed ${err.status}`),
       ),
       new Promise<string>((r) => setTimeout(() => r('still waiting after 3 s'), 3000)),
     ]);
 
-  it('fails a nonce write, and an operator rate-limit check with 503, instead of waiting for Redis', async () => {
+  it('refuses a nonce write without queueing it, and answers an operator rate-limit check 503', async () => {
     const redis = createRequestRedis(`redis://127.0.0.1:${await closedPort()}`, pino({ level: 'silent' }));
     try {
-      // Several in one tick, as concurrent requests send them.
+      // Several at once, as concurrent requests send them.
       const nonces = await Promise.all([1, 2, 3].map((i) => settled(redis.set(`nonce:test:${i}`, '1', 'PX', 1000, 'NX'))));
-      expect(nonces).toEqual(['failed', 'failed', 'failed']);
+      // Refused for the connection, not after waiting in an offline queue (whose refusal says otherwise).
+      for (const n of nonces) expect(n).toMatch(/^failed: .*enableOfflineQueue options is false/);
 
       const operatorId = 'op-1';
       const catalog = { operators: new Map([[operatorId, { id: operatorId, rateLimit: { limit: 10, windowSeconds: 1 } }]]) } as unknown as CatalogSnapshot;
