@@ -1,5 +1,6 @@
 import net from 'node:net';
 import type { NextFunction, Request, Response } from 'express';
+import { Redis } from 'ioredis';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRequestRedis } from '../../services/service.ts';
@@ -114,6 +115,13 @@ describe("the request paths' Redis when the connection drops with a nonce's repl
       dropReplies = false;
       for (const s of sockets) s.destroy();
       expect(await answer).toBe('503 service unavailable');
+      // The case was reproduced: Redis had recorded the nonce whose reply was lost.
+      const direct = new Redis(redisDb.url, { maxRetriesPerRequest: 1 });
+      try {
+        expect(await direct.exists(`nonce:provider:${provider.id}:${signed.headers['x-nonce']}`)).toBe(1);
+      } finally {
+        direct.disconnect();
+      }
     } finally {
       redis.disconnect();
     }

@@ -285,7 +285,7 @@ export const sharedResponses: Record<string, ResponseSpec> = {
     examples: { 'application/json': { error: 'internal error' } },
   },
   Unavailable: {
-    description: 'Redis could not record the nonce or count the request: `{"error":"service unavailable"}`. Nothing was done; retry with a fresh nonce.',
+    description: 'Redis could not record the nonce, confirm it (the connection dropped before its reply) or count the request: `{"error":"service unavailable"}`. The ledger did nothing with the request; retry with a fresh nonce.',
     content: errorJson,
     examples: { 'application/json': { error: 'service unavailable' } },
   },
