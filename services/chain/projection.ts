@@ -163,16 +163,15 @@ async function link(events: RecordedEvent[], tx: PoolClient): Promise<void> {
     seq += 1;
     previous = nextLink(previous, chained);
     const operatorId = owners[i];
-    let inOperatorChain: { operatorSeq: number; operatorLink: Buffer } | undefined;
+    let inOperatorChain: OperatorHead | undefined;
     if (operatorId !== undefined) {
       const head = heads.get(operatorId) ?? { seq: 0, globalSeq: 0, link: GENESIS };
-      const next = { seq: head.seq + 1, globalSeq: seq, link: nextLink(head.link, chained) };
-      heads.set(operatorId, next);
-      inOperatorChain = { operatorSeq: next.seq, operatorLink: next.link };
+      inOperatorChain = { seq: head.seq + 1, globalSeq: seq, link: nextLink(head.link, chained) };
+      heads.set(operatorId, inOperatorChain);
     }
     links.push({
       seq, position: e.position, streamId: e.streamId, revision: e.revision, link: previous,
-      operatorId: operatorId ?? null, operatorSeq: inOperatorChain?.operatorSeq ?? null, operatorLink: inOperatorChain?.operatorLink ?? null,
+      operatorId: operatorId ?? null, operatorSeq: inOperatorChain?.seq ?? null, operatorLink: inOperatorChain?.link ?? null,
     });
   });
 
