@@ -5,6 +5,7 @@ import {
   type Origin,
   type RoundEvent,
   type RoundForceClosed,
+  type TransactionAttemptFailed,
   type TransactionRecorded,
   type TransactionRequest,
   type WalletReply,
@@ -77,24 +78,39 @@ export const isCredit = (t: TransactionRequest['type']): boolean => t !== 'BET';
 
 /**
  * Whether the worker asks the wallet for a transaction of this round: a credit until it is settled for
- * good. A BET is attempted once and never retried (contract section 5), so only a BET with no attempt
- * recorded, not rolled back, whose round holds a transaction recorded after it: its provider went on
- * with the round as if it had the BET's answer. That is the BET whose process answered the provider with
- * the wallet's reply and died before the outcome was recorded (the outcome is recorded behind the answer
- * only for a wallet reply, so what was lost is a reply the wallet stored). Asked with the same body, the
- * wallet answers with that stored reply and moves no money (API document 4.2 rule 2). A BET whose
- * provider got no answer and went on anyway is then applied, as the provider assumed. mayAttempt still
- * decides on the round.
+ * good. A BET is attempted once and never retried (contract section 5), so only a BET still recorded (no
+ * outcome of its own attempt recorded), not rolled back, whose round holds a transaction recorded after
+ * it: its provider went on with the round as if it had the BET's answer. That is the BET whose process
+ * answered the provider with the wallet's reply and died before the outcome was recorded (the outcome is
+ * recorded behind the answer only for a wallet reply, so what was lost is a reply the wallet stored).
+ * Asked with the same body, the wallet answers with that stored reply and moves no money (API document
+ * 4.2 rule 2). It is asked until the wallet replies, as a credit is retried: an ask that fails leaves the
+ * BET recorded (asksForLostReply), because the provider acted on an answer the history must learn. A BET
+ * whose provider got no answer and went on anyway is then applied, as the provider assumed. mayAttempt
+ * still decides on the round.
  */
 export function workerAttempts(state: RoundState, transactionId: string): boolean {
   const tx = state.txs.get(transactionId);
   if (!tx || isFinal(tx.status)) return false;
   if (isCredit(tx.request.type)) return true;
-  if (tx.status !== 'recorded' || tx.attempts > 0 || tx.rolledBackBy !== undefined) return false;
+  if (tx.status !== 'recorded' || tx.rolledBackBy !== undefined) return false;
   // The round's transactions in the order they were first recorded (the map's insertion order).
   const ids = [...state.txs.keys()];
   return ids.indexOf(transactionId) < ids.length - 1;
 }
+
+/**
+ * Whether a failed attempt on this transaction was an ask for a BET's lost reply (workerAttempts): the
+ * worker's attempt on a BET still recorded, or any later attempt on one an ask has failed for (the only
+ * BET recorded with attempts). Its failure leaves the BET recorded, asked again until the wallet replies,
+ * where the failure of a BET's own attempt is final for the worker (contract section 5).
+ */
+function asksForLostReply(tx: TxState, by: AttemptBy): boolean {
+  return tx.request.type === 'BET' && tx.status === 'recorded' && (by === 'worker' || tx.attempts > 0);
+}
+
+/** What a failed attempt leaves a transaction as: failed or timed out, or still recorded after an ask for a lost reply. */
+export const statusAfterFailure = (d: TransactionAttemptFailed['data']): TxStatus => (d.replyLost ? 'recorded' : d.outcome);
 
 export interface TxState {
   request: TransactionRequest;
@@ -107,6 +123,8 @@ export interface TxState {
   attempts: number;
   reply?: WalletReply;
   lastError?: string;
+  /** What its last failed attempt was: answered as such while it is still recorded (an ask for a lost reply that failed). */
+  lastFailure?: 'failed' | 'timed_out';
   recordedAt: string;
   /** For a BET: the ROLLBACK recorded against it. */
   rolledBackBy?: string;
@@ -179,10 +197,13 @@ export type RoundCommand =
       session: SessionStanding;
       now: Date;
     }
-  | { type: 'RecordOutcome'; transactionId: string; attempt: number; outcome: WalletOutcome; now: Date; durationMs?: number }
+  | { type: 'RecordOutcome'; transactionId: string; attempt: number; outcome: WalletOutcome; by: AttemptBy; now: Date; durationMs?: number }
   | { type: 'Redrive'; transactionId: string; by: string; reason: string; now: Date }
   | { type: 'DeadLetter'; transactionId: string; retryWindowSeconds: number; now: Date }
   | { type: 'CloseStaleRound'; staleAfterSeconds: number; now: Date };
+
+/** Who made a wallet attempt: the submission that recorded it (or resubmitted it), or the worker (retries, and asks for a lost reply). */
+export type AttemptBy = 'submission' | 'worker';
 
 export type RoundRefusal =
   | { kind: 'transaction-id-reused' }
@@ -235,13 +256,19 @@ function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundSt
     case 'TransactionSettled':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, reply: event.data.reply }));
     case 'TransactionAttemptFailed':
-      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, lastError: event.data.detail }));
+      return withTx(state, event.data.transactionId, (t) => ({
+        ...t,
+        status: statusAfterFailure(event.data),
+        attempts: event.data.attempt,
+        lastError: event.data.detail,
+        lastFailure: event.data.outcome,
+      }));
     case 'TransactionDeadLettered':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'dead', lastError: event.data.lastError }));
     case 'TransactionVoided':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'voided' }));
     case 'TransactionRedriven':
-      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'recorded', redrivenAt: event.data.redrivenAt }));
+      return withTx(state, event.data.transactionId, ({ lastFailure: _, ...t }) => ({ ...t, status: 'recorded', redrivenAt: event.data.redrivenAt }));
     case 'RoundForceClosed':
       return state.status === 'new' ? state : { ...state, status: 'force-closed' };
     default: {
@@ -335,6 +362,7 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
   if (isFinal(tx.status) && !(tx.status === 'voided' && outcome.kind === 'reply')) return [];
   const at = cmd.now.toISOString();
   const duration = cmd.durationMs !== undefined ? { durationMs: cmd.durationMs } : {};
+  const lost = asksForLostReply(tx, cmd.by) ? { replyLost: true as const } : {};
   switch (outcome.kind) {
     case 'reply': {
       return [{ type: 'TransactionSettled', data: { transactionId, outcome: replyStatus(tx.request.type, outcome.reply), reply: outcome.reply, attempt, settledAt: at, ...duration } }];
@@ -343,11 +371,11 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
       return [
         {
           type: 'TransactionAttemptFailed',
-          data: { transactionId, outcome: 'failed', detail: outcome.detail, ...(outcome.httpStatus !== undefined ? { httpStatus: outcome.httpStatus } : {}), attempt, failedAt: at, ...duration },
+          data: { transactionId, outcome: 'failed', detail: outcome.detail, ...(outcome.httpStatus !== undefined ? { httpStatus: outcome.httpStatus } : {}), attempt, failedAt: at, ...duration, ...lost },
         },
       ];
     case 'timed_out':
-      return [{ type: 'TransactionAttemptFailed', data: { transactionId, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: at, ...duration } }];
+      return [{ type: 'TransactionAttemptFailed', data: { transactionId, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: at, ...duration, ...lost } }];
     default: {
       const unknown: never = outcome;
       return unknown;
@@ -433,13 +461,14 @@ export function staleRollbacks(state: RoundState): Array<{ bet: TxState; request
 /**
  * Whether a transaction may be sent to the wallet (again). A BET that has been rolled back never is,
  * not even one that was never sent (its process died): a wallet that refunded nothing for it would
- * debit it for good, and nothing could refund it afterwards. Nor is a BET tried again once its round is
- * closed (its first attempt still goes: a BET with roundComplete completes its own round).
+ * debit it for good, and nothing could refund it afterwards. Nor is a BET whose attempt failed tried
+ * again once its round is closed. One still recorded still goes: its first attempt (a BET with
+ * roundComplete completes its own round), and an ask for its lost reply (asksForLostReply).
  */
 export function mayAttempt(state: RoundState, transactionId: string): boolean {
   const tx = state.txs.get(transactionId);
   if (!tx || isFinal(tx.status)) return false;
-  if (tx.request.type === 'BET' && (tx.rolledBackBy !== undefined || (isClosed(state) && tx.attempts > 0))) return false;
+  if (tx.request.type === 'BET' && (tx.rolledBackBy !== undefined || (isClosed(state) && tx.status !== 'recorded'))) return false;
   return true;
 }
 

@@ -13,6 +13,7 @@ import {
   roundDecider,
   staleRollbacks,
   UNSETTLED_STATUSES,
+  type AttemptBy,
   type RoundCommand,
   type SessionStanding,
   type TxState,
@@ -91,6 +92,11 @@ const timedOut = (id: string, attempt = 1): RoundEvent => ({
   type: 'TransactionAttemptFailed',
   data: { transactionId: id, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: AN_HOUR_AGO },
 });
+/** The worker's ask for a BET's lost reply, failed: the BET stays recorded. */
+const askFailed = (id: string, attempt = 1): RoundEvent => ({
+  type: 'TransactionAttemptFailed',
+  data: { transactionId: id, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: AN_HOUR_AGO, replyLost: true },
+});
 const deadLettered = (id: string): RoundEvent => ({
   type: 'TransactionDeadLettered',
   data: { transactionId: id, attempts: 3, lastError: 'wallet answered 503', deadLetteredAt: AN_HOUR_AGO },
@@ -113,7 +119,7 @@ const record = (r: TransactionRequest, session: SessionStanding = 'active', orig
   session,
   now: NOW,
 });
-const outcome = (id: string, o: WalletOutcome, attempt = 1): RoundCommand => ({ type: 'RecordOutcome', transactionId: id, attempt, outcome: o, now: NOW });
+const outcome = (id: string, o: WalletOutcome, attempt = 1, by: AttemptBy = 'submission'): RoundCommand => ({ type: 'RecordOutcome', transactionId: id, attempt, outcome: o, by, now: NOW });
 const deadLetter = (id: string, retryWindowSeconds = DAY): RoundCommand => ({ type: 'DeadLetter', transactionId: id, retryWindowSeconds, now: NOW });
 const closeStale = (staleAfterSeconds = 1800): RoundCommand => ({ type: 'CloseStaleRound', staleAfterSeconds, now: NOW });
 
@@ -425,6 +431,36 @@ describe('rounds decider: recording a wallet attempt\'s outcome (RecordOutcome, 
       .then([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO } }]);
   });
 
+  it('records a failed ask for a BET\'s lost reply as such: the BET stays recorded, its failure known', () => {
+    const wentOn = [recorded(bet('bet-1')), recorded(win('win-1', { roundComplete: true }))];
+    const ask = spec.given(...wentOn).when(outcome('bet-1', { kind: 'timed_out' }, 1, 'worker'));
+    ask.then([
+      { type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO, replyLost: true } },
+    ]);
+    expect(txAfter('bet-1', ...wentOn, ...(ask.decision as RoundEvent[]))).toMatchObject({ status: 'recorded', attempts: 1, lastFailure: 'timed_out' });
+    // Any later attempt on it is an ask too, the provider's resubmission's included.
+    spec
+      .given(...wentOn, askFailed('bet-1'))
+      .when(outcome('bet-1', { kind: 'failed', detail: 'wallet answered 500', httpStatus: 500 }, 2))
+      .thenMatches([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'failed', attempt: 2, replyLost: true } }]);
+    // Its reply, once it comes, settles it.
+    spec.given(...wentOn, askFailed('bet-1')).when(outcome('bet-1', { kind: 'reply', reply: OK }, 2, 'worker')).thenMatches([{ type: 'TransactionSettled', data: { outcome: 'applied', attempt: 2 } }]);
+  });
+
+  it('records a BET\'s own failed attempt as final for the worker, and a credit\'s failure as a failure, whoever made it', () => {
+    // The submission's own attempt, even in a round its provider went on with before the answer.
+    const raced = [recorded(bet('bet-1')), recorded(bet('bet-2'))];
+    const own = spec.given(...raced).when(outcome('bet-1', { kind: 'timed_out' }));
+    expect(own.decision).toStrictEqual([
+      { type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO } },
+    ]);
+    expect(txAfter('bet-1', ...raced, ...(own.decision as RoundEvent[])).status).toBe('timed_out');
+    const credit = spec.given(recorded(win('win-1'))).when(outcome('win-1', { kind: 'timed_out' }, 1, 'worker'));
+    expect(credit.decision).toStrictEqual([
+      { type: 'TransactionAttemptFailed', data: { transactionId: 'win-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO } },
+    ]);
+  });
+
   it('records nothing for a transaction already settled for good', () => {
     const finals: RoundEvent[][] = [
       [recorded(win('win-1')), settled('win-1', 'applied')],
@@ -653,6 +689,8 @@ describe('rounds decider: whether a transaction may be sent to the wallet (mayAt
     expect(may('bet-1', recorded(bet('bet-1')), failed('bet-1'), recorded(win('win-1', { roundComplete: true })))).toBe(false);
     expect(may('bet-1', recorded(bet('bet-1')), timedOut('bet-1'), forceClosed('bet-1'))).toBe(false);
     expect(may('bet-1', recorded(bet('bet-1')), forceClosed('bet-1'))).toBe(true);
+    // An ask for its lost reply goes until the wallet replies, however closed the round.
+    expect(may('bet-1', recorded(bet('bet-1')), recorded(win('win-1', { roundComplete: true })), askFailed('bet-1'), askFailed('bet-1', 2))).toBe(true);
   });
 
   it('sends a BET of an open round again when its provider resubmits it', () => {
@@ -679,6 +717,14 @@ describe('rounds decider: what the worker asks the wallet for (workerAttempts)',
   it('asks for a BET with no attempt recorded once its provider went on with the round: its answer was given and the outcome lost', () => {
     expect(asks('bet-1', recorded(bet('bet-1')), recorded(win('win-1', { roundComplete: true })))).toBe(true);
     expect(asks('bet-1', recorded(bet('bet-1')), recorded(bet('bet-2')))).toBe(true);
+  });
+
+  it('asks for a lost BET reply again after an ask failed, until the wallet replies or the BET is rolled back', () => {
+    const wentOn = [recorded(bet('bet-1')), recorded(win('win-1', { roundComplete: true }))];
+    expect(asks('bet-1', ...wentOn, askFailed('bet-1'))).toBe(true);
+    expect(asks('bet-1', ...wentOn, askFailed('bet-1'), askFailed('bet-1', 2))).toBe(true);
+    expect(asks('bet-1', ...wentOn, askFailed('bet-1'), settled('bet-1', 'applied', 2))).toBe(false);
+    expect(asks('bet-1', recorded(bet('bet-1')), recorded(bet('bet-2')), askFailed('bet-1'), recorded(rollback('rb-1', 'bet-1')), voided('bet-1', 'rb-1'))).toBe(false);
   });
 
   it('never asks for a BET its provider may not have been answered for, nor one attempted, settled or rolled back', () => {

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { CatalogStore } from '../../shared/catalog/store.ts';
-import { attemptStatus, betToAwaitBefore, isFinal, mayAttempt, roundDecider, type RoundCommand, type RoundState, type TxState, type WalletOutcome } from './decider.ts';
+import { attemptStatus, betToAwaitBefore, isFinal, mayAttempt, roundDecider, workerAttempts, type AttemptBy, type RoundCommand, type RoundState, type TxState, type WalletOutcome } from './decider.ts';
 import { isRefusal } from '../../shared/decider.ts';
 import type { WalletReply } from './events.ts';
 import { handleCommand, readState } from '../../shared/eventstore/command.ts';
@@ -104,8 +104,8 @@ export interface WalletAttempt {
  * passes the round as it just read it. Returns the transaction unchanged when it may not be attempted,
  * or when the lease was lost meanwhile (another holder is attempting it).
  */
-export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, lease: HeldLease): Promise<TxState> {
-  const attempt = await callWallet(deps, ref, round, lease);
+export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, lease: HeldLease, by: AttemptBy): Promise<TxState> {
+  const attempt = await callWallet(deps, ref, round, lease, by);
   return 'record' in attempt ? attempt.record() : attempt.tx;
 }
 
@@ -113,7 +113,7 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
  * attemptWallet's call, without waiting for the outcome's append: the transaction as the wallet's
  * reply makes it, and the append to make (see OutcomeWriter). `{ tx }` alone: nothing was attempted.
  */
-export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, lease: HeldLease): Promise<WalletAttempt | { tx: TxState }> {
+export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, lease: HeldLease, by: AttemptBy): Promise<WalletAttempt | { tx: TxState }> {
   let tx = round.state.txs.get(ref.transactionId);
   if (!tx) throw new Error(`transaction ${ref.transactionId} is not recorded in ${ref.roundStream}`);
   if (!mayAttempt(round.state, ref.transactionId)) return { tx };
@@ -142,7 +142,7 @@ export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSna
   const outcome = classify(result);
   const durationMs = Math.round(performance.now() - startedAt);
   if (operator) deps.metrics?.walletTransaction(tx.operatorId, number, attemptStatus(tx.request.type, outcome), startedAt);
-  const command: RoundCommand = { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: number, outcome, now: deps.now(), durationMs };
+  const command: RoundCommand = { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: number, outcome, by, now: deps.now(), durationMs };
   const before = tx;
   const known = round;
   return {
@@ -185,15 +185,18 @@ async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef): Promise<bool
 
 /**
  * The worker's attempt: under the transaction's dispatch lease (one wallet call at a time per
- * transaction, across every process), re-read, and call the wallet unless settled for good.
- * Returns undefined when another process holds the lease (it is attempting right now).
+ * transaction, across every process), re-read, and call the wallet if the worker still attempts it
+ * (workerAttempts: a BET's own attempt may have been made meanwhile). Returns undefined when another
+ * process holds the lease (it is attempting right now).
  */
 export async function dispatch(deps: DispatchDeps, ref: TxRef, known: TxState): Promise<TxState | undefined> {
   const token = leaseToken();
   const takenAt = Date.now();
   if (!(await takeLease(deps.pool, known.providerId, ref.transactionId, token, leaseTtl(walletTimeoutOf(deps, known.operatorId))))) return undefined;
   try {
-    return await attemptWallet(deps, ref, await readRound(deps.eventStore, ref.roundStream), { registryKey: known.providerId, token, takenAt });
+    const round = await readRound(deps.eventStore, ref.roundStream);
+    if (!workerAttempts(round.state, ref.transactionId)) return round.state.txs.get(ref.transactionId) ?? known;
+    return await attemptWallet(deps, ref, round, { registryKey: known.providerId, token, takenAt }, 'worker');
   } finally {
     await releaseLease(deps.pool, known.providerId, ref.transactionId, token);
   }

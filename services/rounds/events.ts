@@ -71,6 +71,12 @@ export type TransactionAttemptFailed = DomainEvent<
     attempt: number;
     failedAt: string;
     durationMs?: number;
+    /**
+     * An ask for a BET's lost reply that failed (its provider went on with the round as if answered; the
+     * earlier attempt's reply was lost with its process): the BET stays recorded and is asked again until
+     * the wallet replies. Absent: the attempt's own failure.
+     */
+    replyLost?: true;
   }
 >;
 

@@ -4,7 +4,7 @@ import { jsonbRows, jsonbRowsInsert, type Cell, type RowColumn } from '../../sha
 import { ROUND_EVENT_TYPES, type RoundEvent, type TransactionRequest } from './events.ts';
 import { positionParts, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import type { Projection } from '../../projections/runner.ts';
-import { completesRound, operatorStatus, type OperatorStatus, type TxStatus } from './decider.ts';
+import { completesRound, operatorStatus, statusAfterFailure, type OperatorStatus, type TxStatus } from './decider.ts';
 import { foldOperatorRound, QuarterDeltas, quarterKey, reconciliationMigrations, writeQuarters, type OperatorRound } from '../reconciliation/projection.ts';
 
 export const roundsReadModelMigrations: Migration[] = [
@@ -416,7 +416,7 @@ export function foldBatch(events: RecordedEvent[]): {
       }
       case 'TransactionAttemptFailed': {
         const d = event.data;
-        update(stream, d.transactionId, { status: d.outcome, attempts: d.attempt, reply: null, settledAt: null, lastError: d.detail, deadLetteredAt: null, updatedAt: d.failedAt });
+        update(stream, d.transactionId, { status: statusAfterFailure(d), attempts: d.attempt, reply: null, settledAt: null, lastError: d.detail, deadLetteredAt: null, updatedAt: d.failedAt });
         break;
       }
       case 'TransactionDeadLettered': {

@@ -26,15 +26,16 @@ export async function unsettledCredits(pool: Pool, quietSeconds: number): Promis
 }
 
 /**
- * BETs recorded with no attempt recorded, in a round that holds a transaction recorded after them
- * (workerAttempts: the provider went on as if it had the BET's answer), untouched for `quietSeconds`.
+ * BETs still recorded (no outcome of their own attempt recorded), in a round that holds a transaction
+ * recorded after them (workerAttempts: the provider went on as if it had the BET's answer), untouched for
+ * `quietSeconds`: never asked yet, or asked and the ask failed.
  * Candidates only: the decider confirms each on its own stream, and the lease keeps out an attempt still
  * under way.
  */
 export async function unansweredBets(pool: Pool, quietSeconds: number): Promise<TxRow[]> {
   const { rows } = await pool.query<{ round_stream: string; transaction_id: string; operator_id: string }>(
     `SELECT b.round_stream, b.transaction_id, b.operator_id FROM rm_transactions b
-     WHERE b.type = 'BET' AND b.status = 'recorded' AND b.attempts = 0 AND b.updated_at < now() - $1 * interval '1 second'
+     WHERE b.type = 'BET' AND b.status = 'recorded' AND b.updated_at < now() - $1 * interval '1 second'
        AND EXISTS (SELECT 1 FROM rm_transactions later WHERE later.round_stream = b.round_stream AND later.recorded_at >= b.recorded_at AND later.transaction_id <> b.transaction_id)`,
     [quietSeconds],
   );

@@ -206,7 +206,7 @@ async function underLease(
         throw err;
       }
     }
-    const attempt = await callWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease);
+    const attempt = await callWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease, 'submission');
     if (!('record' in attempt)) return attempt.tx;
     if (deps.outcomes && attempt.replied) {
       // The wallet replied, so it stored its reply: answered now, the outcome appended behind the answer,

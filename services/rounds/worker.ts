@@ -1,7 +1,7 @@
 import type { Job, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Pool } from '../../shared/db/pool.ts';
-import { isCredit, isFinal, retriesExhausted, workerAttempts } from './decider.ts';
+import { isFinal, retriesExhausted, workerAttempts } from './decider.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { unansweredBets, unsettledCredits } from './queries.ts';
 import { deadLetter, dispatch, readRound, type DispatchDeps } from './dispatch.ts';
@@ -29,7 +29,8 @@ export interface RunningWorker {
 
 /**
  * The worker role: retries WIN, ROLLBACK and ADJUSTMENT (and reconciler rollbacks) until the wallet
- * answers, asks the wallet once for a BET whose outcome was lost after its provider was answered (workerAttempts), and every sweep finds
+ * answers, asks the wallet for a BET whose outcome was lost after its provider was answered until it
+ * replies (workerAttempts), and every sweep finds
  * unsettled credits and unanswered BETs again from Postgres, because Redis is not the record
  * of truth: after Redis lost its data, or a process died between recording and enqueueing, the sweep
  * puts them back on the queue.
@@ -39,12 +40,8 @@ export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWo
   const process = async (job: Job<DispatchJob>) => {
     const round = await readRound(deps.eventStore, job.data.roundStream);
     const tx = round.state.txs.get(job.data.transactionId);
+    // A credit until it is settled for good; a BET whose reply was lost, until the wallet replies.
     if (!tx || !workerAttempts(round.state, job.data.transactionId)) return;
-    if (!isCredit(tx.request.type)) {
-      // A BET whose outcome was lost: asked once, to learn it (not retried, not dead-lettered).
-      if (!(await dispatch(deps, job.data, tx))) throw new Error('another process is attempting it right now');
-      return;
-    }
     if (retriesExhausted(tx, deps.now(), deps.retryWindowSeconds)) {
       if (!(await deadLetter(deps, job.data, tx, deps.retryWindowSeconds))) throw new Error('an attempt is in flight; dead-letter after it');
       logger.error({ transactionId: job.data.transactionId, attempts: tx.attempts }, 'transaction dead-lettered');
@@ -52,6 +49,7 @@ export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWo
     }
     const after = await dispatch(deps, job.data, tx);
     if (!after) throw new Error('another process is attempting it right now');
+    // Tried again after the backoff (a job that finds the worker no longer attempts it ends at the top).
     if (!isFinal(after.status)) throw new Error(`attempt ${after.attempts} did not settle: ${after.lastError ?? after.status}`);
   };
   // One Worker per operator's queue, each with its own slots: one operator's hung wallet fills only

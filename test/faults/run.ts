@@ -21,6 +21,7 @@ import { prng } from '../helpers/prng.ts';
 import { fold } from '../../shared/decider.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { roundDecider, type TxState } from '../../services/rounds/decider.ts';
+import { unansweredBets } from '../../services/rounds/queries.ts';
 import type { TransactionRequest } from '../../services/rounds/events.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { START, type EventStore } from '../../shared/eventstore/port.ts';
@@ -498,7 +499,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       }
     }
 
-    // Settle: every credit applied, every stale round closed, read models caught up.
+    // Settle: every credit applied, every stale round closed, every lost BET reply learned, read models caught up.
     const pool = createPool(env.db.url, 4);
     const store = await createEventStore(eventStoreSetting, pool, env.db.url);
     try {
@@ -509,9 +510,11 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
                   (SELECT count(*)::int FROM rm_rounds WHERE outstanding_bets > 0 AND (status = 'open' OR force_closed)) AS stale`,
         );
         const r = rows[0]!;
-        if (r.unsettled === 0 && r.stale === 0) break;
+        // And every BET whose provider went on as if answered, asked for until the wallet replies.
+        const asked = (await unansweredBets(pool, 0)).length;
+        if (r.unsettled === 0 && r.stale === 0 && asked === 0) break;
         if (Date.now() > settleDeadline) {
-          violations.push(`did not settle within 180 s: ${r.unsettled} unsettled credits, ${r.stale} rounds with outstanding bets`);
+          violations.push(`did not settle within 180 s: ${r.unsettled} unsettled credits, ${r.stale} rounds with outstanding bets, ${asked} BETs whose lost reply is still asked for`);
           const diag = await pool.query(`SELECT name, position, events_applied, updated_at FROM projection_checkpoints`);
           log(`checkpoints: ${JSON.stringify(diag.rows)}; head ${await store.headPosition()}`);
           for (const [role, p] of procs) log(`${role} (exit ${p.child.exitCode}): ${p.output().split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-5).join(' | ').slice(0, 1500)}`);

@@ -4,7 +4,7 @@ import { isRefusal } from '../../shared/decider.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import { withTransaction, type Pool } from '../../shared/db/pool.ts';
 import type { Projection } from '../../projections/runner.ts';
-import { roundDecider, type RoundCommand, type RoundState } from '../../services/rounds/decider.ts';
+import { roundDecider, type AttemptBy, type RoundCommand, type RoundState } from '../../services/rounds/decider.ts';
 import type { TransactionRequest } from '../../services/rounds/events.ts';
 
 /**
@@ -18,7 +18,7 @@ export const stream = (roundId: string) => `round|studio-a|op-1|${roundId}`;
 
 export type Step =
   | { kind: 'tx'; round: number; type: 'BET' | 'WIN' | 'ROLLBACK'; amount: number; complete: boolean; target: number; currency: string; player: string; wrongAmount: boolean }
-  | { kind: 'outcome'; round: number; target: number; outcome: 'OK' | 'DECLINED' | 'failed' | 'timed_out' }
+  | { kind: 'outcome'; round: number; target: number; outcome: 'OK' | 'DECLINED' | 'failed' | 'timed_out'; by: AttemptBy }
   | { kind: 'dead'; round: number; target: number }
   | { kind: 'redrive'; round: number; target: number }
   | { kind: 'close'; round: number }
@@ -39,7 +39,7 @@ export const step: fc.Arbitrary<Step> = fc.oneof(
       wrongAmount: fc.boolean(),
     }),
   },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('outcome' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50), outcome: fc.constantFrom('OK' as const, 'DECLINED' as const, 'failed' as const, 'timed_out' as const) }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('outcome' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50), outcome: fc.constantFrom('OK' as const, 'DECLINED' as const, 'failed' as const, 'timed_out' as const), by: fc.constantFrom<AttemptBy>('submission', 'worker') }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('dead' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('close' as const), round: fc.nat(ROUNDS.length - 1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('redrive' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
@@ -99,7 +99,7 @@ export function record(steps: Step[]): History {
             : s.outcome === 'failed'
               ? { kind: 'failed' as const, detail: 'wallet answered 500', httpStatus: 500 }
               : { kind: 'timed_out' as const };
-        command = { type: 'RecordOutcome', transactionId: tx.request.transactionId, attempt: tx.attempts + 1, outcome, now };
+        command = { type: 'RecordOutcome', transactionId: tx.request.transactionId, attempt: tx.attempts + 1, outcome, by: s.by, now };
         break;
       }
       case 'redrive': {

@@ -91,19 +91,18 @@ describe('the outcome recorded behind the answer', () => {
     };
   };
 
-  it('answers the BET before its outcome is recorded; the api dies; the worker learns the outcome again from the wallet, which moves the money once', async () => {
-    const token = await launch(api!.url, 'wb-1');
-    const stream = roundStream(PROV_A.id, OP1.id, 'wb-round-1');
-    const base = { sessionToken: token, roundId: 'wb-round-1', playerRef: 'wb-1', currency: 'EUR', gameId: 'fruit-1' };
-    const bet = { ...base, transactionId: 'wb-bet-1', type: 'BET', roundComplete: false, amount: 250 };
+  /**
+   * The BET is answered with the wallet's reply while its outcome's append waits for the round's lock;
+   * the api dies before it can record it (the append it had sent goes with its connection). A new api
+   * takes its place.
+   */
+  const answeredThenDied = async (stream: string, bet: Record<string, unknown> & { transactionId: string }) => {
     const hold = holdAppendsDuring(stream, bet.transactionId);
     try {
       const answered = await post(api!.url, bet);
-      // Answered with the wallet's reply while the outcome's append still waits for the round's lock.
       expect(answered.status).toBe(200);
       expect(answered.text).toBe(BET_REPLY);
       expect(await types(stream)).toEqual(['TransactionRecorded']);
-      // The api dies before it could record the outcome: the append it had sent goes with its connection.
       await until(lockWaiter);
       expect(await api!.stop('SIGKILL')).toBe(null);
       api = undefined;
@@ -112,10 +111,18 @@ describe('the outcome recorded behind the answer', () => {
       await hold.release();
     }
     expect(await types(stream)).toEqual(['TransactionRecorded']);
+    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+  };
+
+  it('answers the BET before its outcome is recorded; the api dies; the worker learns the outcome again from the wallet, which moves the money once', async () => {
+    const token = await launch(api!.url, 'wb-1');
+    const stream = roundStream(PROV_A.id, OP1.id, 'wb-round-1');
+    const base = { sessionToken: token, roundId: 'wb-round-1', playerRef: 'wb-1', currency: 'EUR', gameId: 'fruit-1' };
+    const bet = { ...base, transactionId: 'wb-bet-1', type: 'BET', roundComplete: false, amount: 250 };
+    await answeredThenDied(stream, bet);
 
     // The provider goes on with the round (it has its answer) on another api process.
-    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
-    const win = await post(api.url, { ...base, transactionId: 'wb-win-1', type: 'WIN', roundComplete: true, amount: 400 });
+    const win = await post(api!.url, { ...base, transactionId: 'wb-win-1', type: 'WIN', roundComplete: true, amount: 400 });
     expect(win.text).toBe('{"status":"OK","balance":10150}');
 
     // The worker's recovery sweep finds the BET with no outcome in a round that went on, once the dead
@@ -129,11 +136,40 @@ describe('the outcome recorded behind the answer', () => {
     expect(wallet.balances.get('wb-1')).toBe(10_150);
 
     // The provider's resubmission is answered byte for byte as the first answer, without a wallet call.
-    const again = await post(api.url, bet);
+    const again = await post(api!.url, bet);
     expect(again.status).toBe(200);
     expect(again.text).toBe(BET_REPLY);
     expect(callsFor(bet.transactionId)).toBe(2);
     await until(async () => (await db.query(`SELECT status FROM rm_transactions WHERE transaction_id = 'wb-bet-1'`)).rows[0]?.status === 'applied');
+  }, 90_000);
+
+  it('keeps asking for a lost BET reply while the wallet fails the asks, in a round its WIN completed, until it learns the reply the provider got', async () => {
+    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
+    const token = await launch(api.url, 'wb-5');
+    const stream = roundStream(PROV_A.id, OP1.id, 'wb-round-5');
+    const base = { sessionToken: token, roundId: 'wb-round-5', playerRef: 'wb-5', currency: 'EUR', gameId: 'fruit-1' };
+    const bet = { ...base, transactionId: 'wb-bet-5', type: 'BET', roundComplete: false, amount: 250 };
+    await answeredThenDied(stream, bet);
+    // The wallet's first two answers to the worker's asks are failures: a 500, then one too late.
+    wallet.script(bet.transactionId, { status: 500, body: {} }, { status: 200, body: { status: 'OK', balance: 9750 }, delayMs: 800 });
+    const win = await post(api!.url, { ...base, transactionId: 'wb-win-5', type: 'WIN', roundComplete: true, amount: 400 });
+    expect(win.text).toBe('{"status":"OK","balance":10150}');
+
+    // Meanwhile the operators see the BET pending (not failed): it is still being asked.
+    await until(async () => (await db.query(`SELECT attempts FROM rm_transactions WHERE transaction_id = 'wb-bet-5'`)).rows[0]?.attempts >= 1);
+    const { rows: meanwhile } = await db.query(`SELECT status, operator_status FROM rm_transactions WHERE transaction_id = 'wb-bet-5'`);
+    expect(meanwhile[0]).toEqual({ status: 'recorded', operator_status: 'pending' });
+
+    // The asks fail, and the worker asks again until the wallet replies: the reply the provider got.
+    await until(async () => (await settledReply(stream, bet.transactionId)).length === 1);
+    expect(await settledReply(stream, bet.transactionId)).toEqual([BET_REPLY]);
+    expect(await types(stream)).toEqual(['TransactionRecorded', 'TransactionRecorded', 'TransactionSettled', 'TransactionAttemptFailed', 'TransactionAttemptFailed', 'TransactionSettled']);
+    expect(wallet.effects.get(bet.transactionId)).toBe(1);
+    expect(wallet.balances.get('wb-5')).toBe(10_150);
+    await until(async () => (await db.query(`SELECT status FROM rm_transactions WHERE transaction_id = 'wb-bet-5'`)).rows[0]?.status === 'applied');
+    const again = await post(api!.url, bet);
+    expect(again.text).toBe(BET_REPLY);
   }, 90_000);
 
   it('never sends again a BET its provider got no answer for (the api died during the wallet call); the provider resubmits it', async () => {
