@@ -5,7 +5,7 @@ import type { TxState } from './decider.ts';
  * wallet's reply verbatim once it answered, otherwise what became of it.
  */
 export function transactionAnswer(tx: TxState): { status: number; body: string } {
-  // Still recorded after an attempt asking again for it failed: answered as that failure, not as in progress.
+  // Still recorded after a failed ask for its lost reply: answered as that failure, not as in progress.
   const status = tx.status === 'recorded' && tx.lastFailure ? tx.lastFailure : tx.status;
   switch (status) {
     case 'applied':

@@ -84,9 +84,10 @@ export const isCredit = (t: TransactionRequest['type']): boolean => t !== 'BET';
  * answered the provider with the wallet's reply and died before the outcome was recorded (the outcome is
  * recorded behind the answer only for a wallet reply, so what was lost is a reply the wallet stored).
  * Asked with the same body, the wallet answers with that stored reply and moves no money (API document
- * 4.2 rule 2). It is asked until the wallet replies, as a credit is retried: a failed ask leaves the BET
- * recorded (asksAgain). A BET whose provider got no answer and went on anyway is then applied, as the
- * provider assumed. mayAttempt still decides on the round.
+ * 4.2 rule 2). It is asked until the wallet replies, as a credit is retried: an ask that fails leaves the
+ * BET recorded (asksForLostReply), because the provider acted on an answer the history must learn. A BET
+ * whose provider got no answer and went on anyway is then applied, as the provider assumed. mayAttempt
+ * still decides on the round.
  */
 export function workerAttempts(state: RoundState, transactionId: string): boolean {
   const tx = state.txs.get(transactionId);
@@ -99,20 +100,17 @@ export function workerAttempts(state: RoundState, transactionId: string): boolea
 }
 
 /**
- * Whether an attempt on this transaction asks again for a BET an earlier attempt of which has no
- * recorded outcome: any attempt on a BET still recorded but the first, made by the submission that
- * recorded it. The earlier attempt's process died, perhaps after answering its provider with the
- * wallet's reply (recorded behind the answer), so a failure now says nothing of what the wallet did: the
- * BET stays recorded, answered as that failure, and is asked again (by its provider's resubmission, or
- * by the worker once its provider went on with the round) until the wallet replies. The failure of the
- * first attempt is the BET's own (contract section 5).
+ * Whether a failed attempt on this transaction was an ask for a BET's lost reply (workerAttempts): the
+ * worker's attempt on a BET still recorded, or any later attempt on one an ask has failed for (the only
+ * BET recorded with attempts). Its failure leaves the BET recorded, asked again until the wallet replies,
+ * where the failure of a BET's own attempt is final for the worker (contract section 5).
  */
-function asksAgain(tx: TxState, by: AttemptBy): boolean {
-  return tx.request.type === 'BET' && tx.status === 'recorded' && by !== 'recording';
+function asksForLostReply(tx: TxState, by: AttemptBy): boolean {
+  return tx.request.type === 'BET' && tx.status === 'recorded' && (by === 'worker' || tx.attempts > 0);
 }
 
-/** What a failed attempt leaves a transaction as: failed or timed out, or still recorded after asking again (asksAgain). */
-export const statusAfterFailure = (d: TransactionAttemptFailed['data']): TxStatus => (d.askedAgain ? 'recorded' : d.outcome);
+/** What a failed attempt leaves a transaction as: failed or timed out, or still recorded after an ask for a lost reply. */
+export const statusAfterFailure = (d: TransactionAttemptFailed['data']): TxStatus => (d.replyLost ? 'recorded' : d.outcome);
 
 export interface TxState {
   request: TransactionRequest;
@@ -125,7 +123,7 @@ export interface TxState {
   attempts: number;
   reply?: WalletReply;
   lastError?: string;
-  /** What its last failed attempt was: answered as such while it is still recorded (asked again, see asksAgain). */
+  /** What its last failed attempt was: answered as such while it is still recorded (an ask for a lost reply that failed). */
   lastFailure?: 'failed' | 'timed_out';
   recordedAt: string;
   /** For a BET: the ROLLBACK recorded against it. */
@@ -204,8 +202,8 @@ export type RoundCommand =
   | { type: 'DeadLetter'; transactionId: string; retryWindowSeconds: number; now: Date }
   | { type: 'CloseStaleRound'; staleAfterSeconds: number; now: Date };
 
-/** Who made a wallet attempt: the submission that recorded the transaction, a resubmission of it, or the worker. */
-export type AttemptBy = 'recording' | 'resubmission' | 'worker';
+/** Who made a wallet attempt: the submission that recorded it (or resubmitted it), or the worker (retries, and asks for a lost reply). */
+export type AttemptBy = 'submission' | 'worker';
 
 export type RoundRefusal =
   | { kind: 'transaction-id-reused' }
@@ -364,7 +362,7 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
   if (isFinal(tx.status) && !(tx.status === 'voided' && outcome.kind === 'reply')) return [];
   const at = cmd.now.toISOString();
   const duration = cmd.durationMs !== undefined ? { durationMs: cmd.durationMs } : {};
-  const lost = asksAgain(tx, cmd.by) ? { askedAgain: true as const } : {};
+  const lost = asksForLostReply(tx, cmd.by) ? { replyLost: true as const } : {};
   switch (outcome.kind) {
     case 'reply': {
       return [{ type: 'TransactionSettled', data: { transactionId, outcome: replyStatus(tx.request.type, outcome.reply), reply: outcome.reply, attempt, settledAt: at, ...duration } }];
@@ -465,7 +463,7 @@ export function staleRollbacks(state: RoundState): Array<{ bet: TxState; request
  * not even one that was never sent (its process died): a wallet that refunded nothing for it would
  * debit it for good, and nothing could refund it afterwards. Nor is a BET whose attempt failed tried
  * again once its round is closed. One still recorded still goes: its first attempt (a BET with
- * roundComplete completes its own round), and an attempt asking again for it (asksAgain).
+ * roundComplete completes its own round), and an ask for its lost reply (asksForLostReply).
  */
 export function mayAttempt(state: RoundState, transactionId: string): boolean {
   const tx = state.txs.get(transactionId);

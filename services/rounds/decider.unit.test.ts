@@ -92,10 +92,10 @@ const timedOut = (id: string, attempt = 1): RoundEvent => ({
   type: 'TransactionAttemptFailed',
   data: { transactionId: id, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: AN_HOUR_AGO },
 });
-/** An attempt asking again for a BET an earlier attempt of which has no outcome recorded, failed: the BET stays recorded. */
+/** The worker's ask for a BET's lost reply, failed: the BET stays recorded. */
 const askFailed = (id: string, attempt = 1): RoundEvent => ({
   type: 'TransactionAttemptFailed',
-  data: { transactionId: id, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: AN_HOUR_AGO, askedAgain: true },
+  data: { transactionId: id, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: AN_HOUR_AGO, replyLost: true },
 });
 const deadLettered = (id: string): RoundEvent => ({
   type: 'TransactionDeadLettered',
@@ -119,7 +119,7 @@ const record = (r: TransactionRequest, session: SessionStanding = 'active', orig
   session,
   now: NOW,
 });
-const outcome = (id: string, o: WalletOutcome, attempt = 1, by: AttemptBy = 'recording'): RoundCommand => ({ type: 'RecordOutcome', transactionId: id, attempt, outcome: o, by, now: NOW });
+const outcome = (id: string, o: WalletOutcome, attempt = 1, by: AttemptBy = 'submission'): RoundCommand => ({ type: 'RecordOutcome', transactionId: id, attempt, outcome: o, by, now: NOW });
 const deadLetter = (id: string, retryWindowSeconds = DAY): RoundCommand => ({ type: 'DeadLetter', transactionId: id, retryWindowSeconds, now: NOW });
 const closeStale = (staleAfterSeconds = 1800): RoundCommand => ({ type: 'CloseStaleRound', staleAfterSeconds, now: NOW });
 
@@ -431,46 +431,34 @@ describe('rounds decider: recording a wallet attempt\'s outcome (RecordOutcome, 
       .then([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO } }]);
   });
 
-  it('records a failed attempt asking again for a BET still recorded as such: the BET stays recorded, its failure known', () => {
+  it('records a failed ask for a BET\'s lost reply as such: the BET stays recorded, its failure known', () => {
     const wentOn = [recorded(bet('bet-1')), recorded(win('win-1', { roundComplete: true }))];
-    // The worker's ask for the reply its provider went on with.
     const ask = spec.given(...wentOn).when(outcome('bet-1', { kind: 'timed_out' }, 1, 'worker'));
     ask.then([
-      { type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO, askedAgain: true } },
+      { type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO, replyLost: true } },
     ]);
     expect(txAfter('bet-1', ...wentOn, ...(ask.decision as RoundEvent[]))).toMatchObject({ status: 'recorded', attempts: 1, lastFailure: 'timed_out' });
-    // A resubmission that found it recorded (its first attempt's process died, perhaps after answering).
-    const resubmitted = spec.given(recorded(bet('bet-1'))).when(outcome('bet-1', { kind: 'failed', detail: 'wallet answered 500', httpStatus: 500 }, 1, 'resubmission'));
-    resubmitted.thenMatches([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'failed', attempt: 1, askedAgain: true } }]);
-    expect(txAfter('bet-1', recorded(bet('bet-1')), ...(resubmitted.decision as RoundEvent[]))).toMatchObject({ status: 'recorded', lastFailure: 'failed' });
-    // Every later attempt on it asks again, whoever makes it.
+    // Any later attempt on it is an ask too, the provider's resubmission's included.
     spec
       .given(...wentOn, askFailed('bet-1'))
-      .when(outcome('bet-1', { kind: 'failed', detail: 'wallet answered 500', httpStatus: 500 }, 2, 'resubmission'))
-      .thenMatches([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'failed', attempt: 2, askedAgain: true } }]);
+      .when(outcome('bet-1', { kind: 'failed', detail: 'wallet answered 500', httpStatus: 500 }, 2))
+      .thenMatches([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'failed', attempt: 2, replyLost: true } }]);
     // Its reply, once it comes, settles it.
     spec.given(...wentOn, askFailed('bet-1')).when(outcome('bet-1', { kind: 'reply', reply: OK }, 2, 'worker')).thenMatches([{ type: 'TransactionSettled', data: { outcome: 'applied', attempt: 2 } }]);
   });
 
-  it('records the failure of a BET\'s first attempt, by the submission that recorded it, as its own; a credit\'s failure as a failure, whoever made it', () => {
-    // Even in a round its provider went on with before the answer.
+  it('records a BET\'s own failed attempt as final for the worker, and a credit\'s failure as a failure, whoever made it', () => {
+    // The submission's own attempt, even in a round its provider went on with before the answer.
     const raced = [recorded(bet('bet-1')), recorded(bet('bet-2'))];
-    const own = spec.given(...raced).when(outcome('bet-1', { kind: 'timed_out' }, 1, 'recording'));
+    const own = spec.given(...raced).when(outcome('bet-1', { kind: 'timed_out' }));
     expect(own.decision).toStrictEqual([
       { type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO } },
     ]);
     expect(txAfter('bet-1', ...raced, ...(own.decision as RoundEvent[])).status).toBe('timed_out');
-    // A BET whose own attempt failed is attempted again as before: its failure stands.
-    spec
-      .given(recorded(bet('bet-1')), timedOut('bet-1'))
-      .when(outcome('bet-1', { kind: 'timed_out' }, 2, 'resubmission'))
-      .then([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 2, failedAt: NOW_ISO } }]);
-    for (const by of ['recording', 'resubmission', 'worker'] as const) {
-      const credit = spec.given(recorded(win('win-1'))).when(outcome('win-1', { kind: 'timed_out' }, 1, by));
-      expect(credit.decision).toStrictEqual([
-        { type: 'TransactionAttemptFailed', data: { transactionId: 'win-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO } },
-      ]);
-    }
+    const credit = spec.given(recorded(win('win-1'))).when(outcome('win-1', { kind: 'timed_out' }, 1, 'worker'));
+    expect(credit.decision).toStrictEqual([
+      { type: 'TransactionAttemptFailed', data: { transactionId: 'win-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO } },
+    ]);
   });
 
   it('records nothing for a transaction already settled for good', () => {
@@ -701,7 +689,7 @@ describe('rounds decider: whether a transaction may be sent to the wallet (mayAt
     expect(may('bet-1', recorded(bet('bet-1')), failed('bet-1'), recorded(win('win-1', { roundComplete: true })))).toBe(false);
     expect(may('bet-1', recorded(bet('bet-1')), timedOut('bet-1'), forceClosed('bet-1'))).toBe(false);
     expect(may('bet-1', recorded(bet('bet-1')), forceClosed('bet-1'))).toBe(true);
-    // An attempt asking again for it goes until the wallet replies, however closed the round.
+    // An ask for its lost reply goes until the wallet replies, however closed the round.
     expect(may('bet-1', recorded(bet('bet-1')), recorded(win('win-1', { roundComplete: true })), askFailed('bet-1'), askFailed('bet-1', 2))).toBe(true);
   });
 

@@ -72,12 +72,11 @@ export type TransactionAttemptFailed = DomainEvent<
     failedAt: string;
     durationMs?: number;
     /**
-     * The attempt asked again for a BET an earlier attempt of which has no recorded outcome (its process
-     * died, perhaps after answering its provider with the wallet's reply): the failure does not settle
-     * the BET, which stays recorded and is asked again until the wallet replies. Absent: the attempt's
-     * own failure.
+     * An ask for a BET's lost reply that failed (its provider went on with the round as if answered; the
+     * earlier attempt's reply was lost with its process): the BET stays recorded and is asked again until
+     * the wallet replies. Absent: the attempt's own failure.
      */
-    askedAgain?: true;
+    replyLost?: true;
   }
 >;
 

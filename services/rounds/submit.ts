@@ -6,7 +6,7 @@ import { AppError } from '../../shared/errors.ts';
 import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
 import type { Claim, RecordRequest, RegistryEntry, StreamGuard, TransactionRecorder } from '../../shared/eventstore/port.ts';
 import { claimIsOwn, releaseClaim, releaseLease } from '../../shared/eventstore/registry.ts';
-import { isCredit, isFinal, roundDecider, type AttemptBy, type RoundCommand, type RoundRefusal, type RoundState, type SessionStanding, type TxState } from './decider.ts';
+import { isCredit, isFinal, roundDecider, type RoundCommand, type RoundRefusal, type RoundState, type SessionStanding, type TxState } from './decider.ts';
 import { callWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease } from './dispatch.ts';
 import type { Origin, TransactionRequest } from './events.ts';
 import { enqueueRetry, type DispatchQueues } from './queue.ts';
@@ -186,8 +186,6 @@ async function underLease(
   let settled = false;
   try {
     let round: RoundSnapshot;
-    // Whether this submission recorded it (its attempt is the first) or finds it recorded before.
-    let by: AttemptBy = 'recording';
     if (options.recorded) {
       round = options.recorded;
     } else {
@@ -197,7 +195,6 @@ async function underLease(
           known: options.fresh ? undefined : knownRound(deps, sub),
         });
         round = { state: recorded.next, revision: recorded.revision };
-        if (recorded.events.length === 0) by = 'resubmission';
         deps.rounds.put(sub.roundStream, round);
       } catch (err) {
         // A refusal recorded nothing: free the id for a valid submission. Any other failure may have
@@ -209,7 +206,7 @@ async function underLease(
         throw err;
       }
     }
-    const attempt = await callWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease, by);
+    const attempt = await callWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease, 'submission');
     if (!('record' in attempt)) return attempt.tx;
     if (deps.outcomes && attempt.replied) {
       // The wallet replied, so it stored its reply: answered now, the outcome appended behind the answer,

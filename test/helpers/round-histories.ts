@@ -39,7 +39,7 @@ export const step: fc.Arbitrary<Step> = fc.oneof(
       wrongAmount: fc.boolean(),
     }),
   },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('outcome' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50), outcome: fc.constantFrom('OK' as const, 'DECLINED' as const, 'failed' as const, 'timed_out' as const), by: fc.constantFrom<AttemptBy>('recording', 'resubmission', 'worker') }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('outcome' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50), outcome: fc.constantFrom('OK' as const, 'DECLINED' as const, 'failed' as const, 'timed_out' as const), by: fc.constantFrom<AttemptBy>('submission', 'worker') }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('dead' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('close' as const), round: fc.nat(ROUNDS.length - 1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('redrive' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },

@@ -111,7 +111,7 @@ describe('money safety', () => {
       registryKey: 'studio-a',
       token: 'lost-token',
       takenAt: Date.now() - 60_000, // taken long ago: it must be renewed, and the renewal finds it lost
-    }, 'recording');
+    }, 'submission');
     expect(tx.status).toBe('failed');
     expect(h.walletCallsFor(bet.transactionId)).toHaveLength(calls);
   });

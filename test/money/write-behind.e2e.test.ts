@@ -172,32 +172,6 @@ describe('the outcome recorded behind the answer', () => {
     expect(again.text).toBe(BET_REPLY);
   }, 90_000);
 
-  it('learns a lost BET reply after the provider\'s resubmission of it failed, once the provider went on with the round', async () => {
-    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
-    worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
-    const token = await launch(api.url, 'wb-6');
-    const stream = roundStream(PROV_A.id, OP1.id, 'wb-round-6');
-    const base = { sessionToken: token, roundId: 'wb-round-6', playerRef: 'wb-6', currency: 'EUR', gameId: 'fruit-1' };
-    const bet = { ...base, transactionId: 'wb-bet-6', type: 'BET', roundComplete: false, amount: 250 };
-    await answeredThenDied(stream, bet);
-    // The provider resubmits it (it does not know why, or resends by habit): the dead api's lease lapses,
-    // and this resubmission's call, the one to learn the reply, fails. That does not make the BET failed:
-    // an earlier attempt's outcome is unknown (it was in fact answered OK).
-    wallet.script(bet.transactionId, { status: 500, body: {} });
-    const resubmitted = await post(api!.url, bet);
-    expect(resubmitted.status).toBe(502);
-    expect(resubmitted.json).toEqual({ error: 'wallet call failed' });
-    // The provider, which had its OK, completes the round; the worker learns the reply.
-    const win = await post(api!.url, { ...base, transactionId: 'wb-win-6', type: 'WIN', roundComplete: true, amount: 400 });
-    expect(win.text).toBe('{"status":"OK","balance":10150}');
-    await until(async () => (await settledReply(stream, bet.transactionId)).length === 1);
-    expect(await settledReply(stream, bet.transactionId)).toEqual([BET_REPLY]);
-    expect(wallet.effects.get(bet.transactionId)).toBe(1);
-    expect(wallet.balances.get('wb-6')).toBe(10_150);
-    const again = await post(api!.url, bet);
-    expect(again.text).toBe(BET_REPLY);
-  }, 90_000);
-
   it('never sends again a BET its provider got no answer for (the api died during the wallet call); the provider resubmits it', async () => {
     api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
     worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
