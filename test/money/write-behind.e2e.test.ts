@@ -172,6 +172,38 @@ describe('the outcome recorded behind the answer', () => {
     expect(again.text).toBe(BET_REPLY);
   }, 90_000);
 
+  it('never sends on its own a BET whose provider was told it failed, even once the provider completes the round (its first call died with its process)', async () => {
+    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
+    const token = await launch(api.url, 'wb-7');
+    const base = { sessionToken: token, roundId: 'wb-round-7', playerRef: 'wb-7', currency: 'EUR', gameId: 'fruit-1' };
+    const bet = { ...base, transactionId: 'wb-bet-7', type: 'BET', roundComplete: false, amount: 250 };
+    // The api dies during the BET's first call, which the wallet fails: nothing applied, no answer.
+    const dying = api;
+    wallet.script(bet.transactionId, { status: 500, body: {} }, { status: 500, body: {} });
+    wallet.setBeforeProcessing(async (tx) => {
+      if (tx.transactionId === bet.transactionId && callsFor(bet.transactionId) === 1) await dying.stop('SIGKILL');
+    });
+    try {
+      expect((await post(api.url, bet).catch(() => undefined))?.status).toBeUndefined();
+    } finally {
+      wallet.setBeforeProcessing(undefined);
+    }
+    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    // Its resubmission makes the next call, once the dead api's lease lapsed; the wallet fails it too: 502.
+    const resubmitted = await post(api.url, bet);
+    expect(resubmitted.status).toBe(502);
+    // The provider, told the BET failed, closes the round without rolling it back (WIN 0).
+    const win = await post(api.url, { ...base, transactionId: 'wb-win-7', type: 'WIN', roundComplete: true, amount: 0 });
+    expect(win.status).toBe(200);
+    // Sweeps run every second: the worker never sends the failed BET; the player is never charged for it.
+    await new Promise((r) => setTimeout(r, 5000));
+    expect(callsFor(bet.transactionId)).toBe(2);
+    expect(wallet.effects.get(bet.transactionId)).toBeUndefined();
+    expect(wallet.balances.get('wb-7')).toBe(10_000);
+    expect((await db.query(`SELECT status FROM rm_transactions WHERE transaction_id = 'wb-bet-7'`)).rows[0]?.status).toBe('failed');
+  }, 90_000);
+
   it('never sends again a BET its provider got no answer for (the api died during the wallet call); the provider resubmits it', async () => {
     api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
     worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
