@@ -73,7 +73,7 @@ export function operatorStatus(type: TransactionRequest['type'], status: TxStatu
 /** A BET or WIN that says roundComplete completes its round (API document 2.10). */
 export const completesRound = (r: Pick<TransactionRequest, 'type' | 'roundComplete'>): boolean => (r.type === 'BET' || r.type === 'WIN') && r.roundComplete;
 
-/** Credits are retried until the wallet answers; a BET is attempted once (its provider resubmits). */
+/** Credits are retried until the wallet answers; a BET is attempted once (its provider resubmits), unless its reply was lost (workerAttempts). */
 export const isCredit = (t: TransactionRequest['type']): boolean => t !== 'BET';
 
 /**
@@ -385,9 +385,12 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
 
 /**
  * Retries stop once a transaction is as old as the retry window (24 h by default): it is dead-lettered,
- * kept for auditors. A re-driven one gets a window of its own, from its re-drive.
+ * kept for auditors. A re-driven one gets a window of its own, from its re-drive. A BET whose lost reply
+ * the worker asks for (workerAttempts) is asked at least once first: its round may have gone on a day
+ * after it was recorded.
  */
 export function retriesExhausted(tx: TxState, now: Date, retryWindowSeconds: number): boolean {
+  if (!isCredit(tx.request.type) && tx.attempts === 0) return false;
   return (now.getTime() - Date.parse(tx.redrivenAt ?? tx.recordedAt)) / 1000 >= retryWindowSeconds;
 }
 

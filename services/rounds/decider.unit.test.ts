@@ -514,6 +514,15 @@ describe('rounds decider: dead-lettering a transaction whose retries ran out (De
       .then([{ type: 'TransactionDeadLettered', data: { transactionId: 'win-1', attempts: 0, lastError: 'never answered', deadLetteredAt: NOW_ISO } }]);
   });
 
+  it('dead-letters a BET whose lost reply is asked for only once it was asked at least once', () => {
+    const wentOn = [recorded(bet('bet-1'), ago(2 * DAY)), recorded(win('win-1', { roundComplete: true }))];
+    spec.given(...wentOn).when(deadLetter('bet-1')).thenNothing();
+    spec
+      .given(...wentOn, askFailed('bet-1', 3))
+      .when(deadLetter('bet-1'))
+      .then([{ type: 'TransactionDeadLettered', data: { transactionId: 'bet-1', attempts: 3, lastError: 'no reply within the wallet timeout', deadLetteredAt: NOW_ISO } }]);
+  });
+
   it('honours the retry window it is given', () => {
     spec.given(recorded(win('win-1'), ago(600)), failed('win-1')).when(deadLetter('win-1', 600)).thenMatches([{ type: 'TransactionDeadLettered' }]);
     spec.given(recorded(win('win-1'), ago(599)), failed('win-1')).when(deadLetter('win-1', 600)).thenNothing();

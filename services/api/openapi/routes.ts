@@ -457,7 +457,7 @@ const providerRoutes: RouteSpec[] = [
 - **Idempotent on transactionId:** resubmitting identical content gets the stored reply without a second wallet call, even after the round completed or the session was kicked. Different content under a used transactionId is 409: an id names one transaction for its provider (under any operator) and for the operator's player (whoever sends it), because the wallet deduplicates on (playerRef, transactionId).
 - A ROLLBACK carries exactly its BET's amount and currency. A round belongs to the player and currency of its first transaction.
 - playerRef, gameId and currency must equal the session's; a DEMO session is refused.
-- A failed or timed-out **WIN or ROLLBACK** is retried by the service until the wallet answers 200 (exponential backoff, up to 24 h); resubmit to learn its outcome. A **BET** that failed or timed out is not retried; if its round stays incomplete the reconciler rolls it back.`,
+- A failed or timed-out **WIN or ROLLBACK** is retried by the service until the wallet answers 200 (exponential backoff, up to 24 h); resubmit to learn its outcome. A **BET** that failed or timed out is not retried; if its round stays incomplete the reconciler rolls it back. (A BET answered with the wallet's reply whose record was then lost in a crash is asked for again, same body, once you go on with its round: the wallet answers from its record.)`,
     body: { schema: transactionBody, examples: providerTransactionExamples },
     responses: {
       200: json(transactionResponse, "The operator wallet's reply, verbatim (status OK or DECLINED, balance in minor units)."),
