@@ -11,7 +11,7 @@ describe('fault simulator (short)', () => {
   it.each(['postgres', 'esdb'] as const)('on the %s event store: keeps every money invariant across providers, operators, colliding ids, racing rollbacks, process kills, Redis flushes, Postgres purges and misbehaving wallets', async (store) => {
     const seed = Number(process.env.FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
     const report = await runFaults({ seed, store, durationMs: Number(process.env.FAULT_SECONDS ?? (store === 'postgres' ? 15 : 6)) * 1000 });
-    console.log(`fault run seed ${seed} (${store}): ${report.requests} requests, ${report.transactionsRecorded} transactions, faults ${JSON.stringify(report.faults)}, actions ${JSON.stringify(report.actions)}, tenants ${JSON.stringify(report.tenant)}`);
+    console.log(`fault run seed ${seed} (${store}): ${report.requests} requests, ${report.transactionsRecorded} transactions, faults ${JSON.stringify(report.faults)}, actions ${JSON.stringify(report.actions)}, tenants ${JSON.stringify(report.tenant)}, lost BET replies ${JSON.stringify(report.lostReplies)}`);
     expect(report.transactionsRecorded).toBeGreaterThan(50);
     // Every run kills the api and the worker, and tries collisions of each kind.
     expect(report.faults['SIGKILL api']).toBeGreaterThanOrEqual(1);

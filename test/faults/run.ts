@@ -22,7 +22,7 @@ import { fold } from '../../shared/decider.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { roundDecider, type TxState } from '../../services/rounds/decider.ts';
 import { unansweredBets } from '../../services/rounds/queries.ts';
-import type { TransactionRequest } from '../../services/rounds/events.ts';
+import type { RoundEvent, TransactionRequest } from '../../services/rounds/events.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { START, type EventStore } from '../../shared/eventstore/port.ts';
 import { PostgresEventStore } from '../../shared/eventstore/postgres.ts';
@@ -66,6 +66,11 @@ export interface FaultRunReport {
   /** What the workload did, by kind (collisions tried, races, wrong-amount rollbacks, ...). */
   actions: Record<string, number>;
   tenant: TenantFigures;
+  /**
+   * BETs whose outcome the history holds only after a later transaction of their round: replies learned
+   * again after their process died (the provider had gone on), and the failed asks among the way.
+   */
+  lostReplies: { learned: number; failedAsks: number };
   violations: string[];
 }
 
@@ -227,8 +232,6 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       gameId: t.gameId,
       ...fields,
     });
-    /** Called at the next BET answered with the wallet's reply (see killApi): then cleared. */
-    let afterAnswer: (() => void) | undefined;
     /**
      * Submits as the table's provider: sometimes three identical deliveries at once, sometimes a
      * resubmission. A BET answered with the wallet's reply whose other delivery was answered 502 or 504
@@ -241,10 +244,6 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       if (deliveries > 1) count(actions, 'duplicate deliveries at once');
       const answers = await Promise.all(Array.from({ length: deliveries }, () => send('/v1/wallet/transaction', body, t.provider)));
       let first = answers[0]!;
-      if (body.type === 'BET' && first.status === 200 && afterAnswer) {
-        afterAnswer();
-        afterAnswer = undefined;
-      }
       if (deliveries === 1 && r < 0.15) {
         count(actions, 'resubmissions');
         answers.push(await send('/v1/wallet/transaction', body, t.provider));
@@ -412,14 +411,22 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       watch(role, await spawnService(roleEnv(role)));
     };
     /**
-     * Half the api's kills come right after it answered a BET with the wallet's reply: the outcome's
-     * append, made behind the answer, is then often still in flight, and the reply must be learned again.
+     * Half the api's kills come 0, 1 or 2 ms after a wallet replied to a BET: the api is then answering the
+     * provider, or has answered and its outcome's append (behind the answer) is still in flight, so the
+     * reply must be learned again.
      */
     const killApi = async () => {
       if (random() < 0.5) {
-        const answered = new Promise<boolean>((resolve) => (afterAnswer = () => resolve(true)));
-        if (await Promise.race([answered, sleep(3000).then(() => false)])) count(faults, 'SIGKILL api right after an answer');
-        afterAnswer = undefined;
+        const delayMs = Math.floor(random() * 3);
+        const replied = new Promise<boolean>((resolve) => {
+          for (const w of wallets.values()) w.setAfterReply((tx) => tx.type === 'BET' && resolve(true));
+        });
+        const timely = await Promise.race([replied, sleep(3000).then(() => false)]);
+        for (const w of wallets.values()) w.setAfterReply(undefined);
+        if (timely) {
+          await (delayMs === 0 ? new Promise((r) => setImmediate(r)) : sleep(delayMs));
+          count(faults, "SIGKILL api right after a BET's wallet reply");
+        }
       }
       await kill('api');
     };
@@ -552,7 +559,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
         await sleep(500);
       }
 
-      const ledger = await ledgerHistory(store);
+      const { txs: ledger, lostReplies } = await ledgerHistory(store);
       // Every transaction asked for again, identically, as a provider or the admin would: each has a final
       // answer (never "still in progress"), the one it had, even after a kick (contract 8, rules 4 and 5).
       await askAgain(ledger);
@@ -598,6 +605,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
         faults,
         actions,
         tenant,
+        lostReplies,
         violations,
       };
     } finally {
@@ -646,8 +654,12 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
   }
 }
 
-/** Every transaction of every round, folded from the streams of record (not from the read models), on either store. */
-async function ledgerHistory(store: EventStore): Promise<TxState[]> {
+/**
+ * Every transaction of every round, folded from the streams of record (not from the read models), on
+ * either store; and how many BETs had their outcome recorded only after a later transaction of their
+ * round (see FaultRunReport.lostReplies).
+ */
+async function ledgerHistory(store: EventStore): Promise<{ txs: TxState[]; lostReplies: FaultRunReport['lostReplies'] }> {
   const rounds = new Set<string>();
   for (let from = START; ; ) {
     const page = await store.readAll({ from, maxCount: 1000 });
@@ -655,9 +667,24 @@ async function ledgerHistory(store: EventStore): Promise<TxState[]> {
     if (page.length < 1000) break;
     from = page[page.length - 1]!.position;
   }
-  const out: TxState[] = [];
-  for (const stream of rounds) out.push(...fold(roundDecider, await store.readStream(stream)).txs.values());
-  return out;
+  const txs: TxState[] = [];
+  const lostReplies = { learned: 0, failedAsks: 0 };
+  for (const stream of rounds) {
+    const events = await store.readStream(stream);
+    txs.push(...fold(roundDecider, events).txs.values());
+    const bets = new Set<string>();
+    const wentOn = new Set<string>();
+    for (const e of events as unknown as RoundEvent[]) {
+      if (e.type === 'TransactionRecorded') {
+        // A ROLLBACK racing its BET is not the provider going on with the round.
+        for (const b of bets) if (e.data.request.originalTransactionId !== b) wentOn.add(b);
+        if (e.data.request.type === 'BET') bets.add(e.data.request.transactionId);
+      } else if (e.type === 'TransactionSettled' && wentOn.has(e.data.transactionId)) lostReplies.learned++;
+      else if (e.type === 'TransactionAttemptFailed' && e.data.replyLost) lostReplies.failedAsks++;
+      if (e.type === 'TransactionSettled' || (e.type === 'TransactionAttemptFailed' && !e.data.replyLost)) bets.delete(e.data.transactionId);
+    }
+  }
+  return { txs, lostReplies };
 }
 
 /**

@@ -41,6 +41,8 @@ export interface SimWallet {
   failNext(transactionId: string, times: number): void;
   /** Hang every call (a wallet that stopped answering) until set back to false. */
   setHung(hung: boolean): void;
+  /** Called right after the wallet sent a 200 reply to a transaction (for faults timed to it). */
+  setAfterReply(hook: ((tx: TransactionRequest) => void) | undefined): void;
   close(): Promise<void>;
 }
 
@@ -54,6 +56,7 @@ export async function startSimWallet(operatorId: string, secret: string, initial
   const failures = new Map<string, number>();
   let chaos: ((tx: TransactionRequest) => WalletChaos | undefined) | undefined;
   let hung = false;
+  let afterReply: ((tx: TransactionRequest) => void) | undefined;
   let badSignatures = 0;
   const hanging = new Set<http.ServerResponse>();
   const hang = (res: http.ServerResponse) => {
@@ -145,6 +148,7 @@ export async function startSimWallet(operatorId: string, secret: string, initial
         const entry = apply(raw, tx);
         if (fault && 'applyThenDelayMs' in fault) await sleep(fault.applyThenDelayMs);
         reply(res, 200, { status: entry.status, balance: entry.balance });
+        afterReply?.(tx);
       })().catch((err: unknown) => reply(res, 500, { error: String(err) }));
     });
   });
@@ -161,6 +165,7 @@ export async function startSimWallet(operatorId: string, secret: string, initial
       return badSignatures;
     },
     setChaos: (c) => (chaos = c),
+    setAfterReply: (hook) => (afterReply = hook),
     failNext: (id, times) => failures.set(id, times),
     setHung(h) {
       hung = h;
