@@ -169,10 +169,4 @@ describe('transactionAnswer against docs/errors.md', () => {
     expect(transactionAnswer(tx('applied'))).toEqual({ status: 200, body: '{"status":"OK","balance":7}' });
     expect(transactionAnswer(tx('declined')).status).toBe(200);
   });
-
-  it('a BET still recorded after a failed ask for its lost reply is answered as that failure, not as in progress', () => {
-    expect(transactionAnswer({ ...tx('recorded'), lastFailure: 'timed_out' })).toEqual(transactionAnswer(tx('timed_out')));
-    expect(transactionAnswer({ ...tx('recorded'), lastFailure: 'failed' })).toEqual(transactionAnswer(tx('failed')));
-    expect(JSON.parse(transactionAnswer(tx('recorded')).body).error).toContain('still in progress');
-  });
 });

@@ -5,9 +5,7 @@ import type { TxState } from './decider.ts';
  * wallet's reply verbatim once it answered, otherwise what became of it.
  */
 export function transactionAnswer(tx: TxState): { status: number; body: string } {
-  // Still recorded after a failed ask for its lost reply: answered as that failure, not as in progress.
-  const status = tx.status === 'recorded' && tx.lastFailure ? tx.lastFailure : tx.status;
-  switch (status) {
+  switch (tx.status) {
     case 'applied':
     case 'declined':
       return { status: 200, body: tx.reply!.body };
@@ -24,7 +22,7 @@ export function transactionAnswer(tx: TxState): { status: number; body: string }
     case 'recorded':
       return { status: 504, body: JSON.stringify({ error: 'transaction still in progress; resubmit to get its outcome' }) };
     default: {
-      const unknown: never = status;
+      const unknown: never = tx.status;
       return unknown;
     }
   }

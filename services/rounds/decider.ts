@@ -101,12 +101,12 @@ export function workerAttempts(state: RoundState, transactionId: string): boolea
 
 /**
  * Whether a failed attempt on this transaction was an ask for a BET's lost reply (workerAttempts): the
- * worker's attempt on a BET still recorded, or any later attempt on one an ask has failed for (the only
- * BET recorded with attempts). Its failure leaves the BET recorded, asked again until the wallet replies,
- * where the failure of a BET's own attempt is final for the worker (contract section 5).
+ * worker's attempt on a BET still recorded. Its failure leaves the BET recorded, asked again until the
+ * wallet replies. A submission's failure is always the BET's own, even after a failed ask: its provider is
+ * answered with it, and the failure of a BET's own attempt is final for the worker (contract section 5).
  */
 function asksForLostReply(tx: TxState, by: AttemptBy): boolean {
-  return tx.request.type === 'BET' && tx.status === 'recorded' && (by === 'worker' || tx.attempts > 0);
+  return tx.request.type === 'BET' && tx.status === 'recorded' && by === 'worker';
 }
 
 /** What a failed attempt leaves a transaction as: failed or timed out, or still recorded after an ask for a lost reply. */
@@ -123,8 +123,6 @@ export interface TxState {
   attempts: number;
   reply?: WalletReply;
   lastError?: string;
-  /** What its last failed attempt was: answered as such while it is still recorded (an ask for a lost reply that failed). */
-  lastFailure?: 'failed' | 'timed_out';
   recordedAt: string;
   /** For a BET: the ROLLBACK recorded against it. */
   rolledBackBy?: string;
@@ -202,7 +200,7 @@ export type RoundCommand =
   | { type: 'DeadLetter'; transactionId: string; retryWindowSeconds: number; now: Date }
   | { type: 'CloseStaleRound'; staleAfterSeconds: number; now: Date };
 
-/** Who made a wallet attempt: the submission that recorded it (or resubmitted it), or the worker (retries, and asks for a lost reply). */
+/** Who made a wallet attempt: the submission that recorded it or a resubmission of it, or the worker (retries, and asks for a lost reply). */
 export type AttemptBy = 'submission' | 'worker';
 
 export type RoundRefusal =
@@ -256,19 +254,13 @@ function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundSt
     case 'TransactionSettled':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, reply: event.data.reply }));
     case 'TransactionAttemptFailed':
-      return withTx(state, event.data.transactionId, (t) => ({
-        ...t,
-        status: statusAfterFailure(event.data),
-        attempts: event.data.attempt,
-        lastError: event.data.detail,
-        lastFailure: event.data.outcome,
-      }));
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: statusAfterFailure(event.data), attempts: event.data.attempt, lastError: event.data.detail }));
     case 'TransactionDeadLettered':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'dead', lastError: event.data.lastError }));
     case 'TransactionVoided':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'voided' }));
     case 'TransactionRedriven':
-      return withTx(state, event.data.transactionId, ({ lastFailure: _, ...t }) => ({ ...t, status: 'recorded', redrivenAt: event.data.redrivenAt }));
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'recorded', redrivenAt: event.data.redrivenAt }));
     case 'RoundForceClosed':
       return state.status === 'new' ? state : { ...state, status: 'force-closed' };
     default: {

@@ -437,12 +437,20 @@ describe('rounds decider: recording a wallet attempt\'s outcome (RecordOutcome, 
     ask.then([
       { type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: NOW_ISO, replyLost: true } },
     ]);
-    expect(txAfter('bet-1', ...wentOn, ...(ask.decision as RoundEvent[]))).toMatchObject({ status: 'recorded', attempts: 1, lastFailure: 'timed_out' });
-    // Any later attempt on it is an ask too, the provider's resubmission's included.
+    expect(txAfter('bet-1', ...wentOn, ...(ask.decision as RoundEvent[]))).toMatchObject({ status: 'recorded', attempts: 1 });
     spec
       .given(...wentOn, askFailed('bet-1'))
-      .when(outcome('bet-1', { kind: 'failed', detail: 'wallet answered 500', httpStatus: 500 }, 2))
+      .when(outcome('bet-1', { kind: 'failed', detail: 'wallet answered 500', httpStatus: 500 }, 2, 'worker'))
       .thenMatches([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'failed', attempt: 2, replyLost: true } }]);
+    // A resubmission's failure, even after a failed ask, is the BET's own: its provider is answered with it.
+    const resubmitted = spec.given(...wentOn, askFailed('bet-1')).when(outcome('bet-1', { kind: 'failed', detail: 'wallet answered 500', httpStatus: 500 }, 2));
+    expect(resubmitted.decision).toStrictEqual([
+      { type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'failed', detail: 'wallet answered 500', httpStatus: 500, attempt: 2, failedAt: NOW_ISO } },
+    ]);
+    const after = [...wentOn, askFailed('bet-1'), ...(resubmitted.decision as RoundEvent[])];
+    expect(txAfter('bet-1', ...after).status).toBe('failed');
+    expect(workerAttempts(spec.given(...after).state, 'bet-1')).toBe(false);
+    expect(mayAttempt(spec.given(...after).state, 'bet-1')).toBe(false);
     // Its reply, once it comes, settles it.
     spec.given(...wentOn, askFailed('bet-1')).when(outcome('bet-1', { kind: 'reply', reply: OK }, 2, 'worker')).thenMatches([{ type: 'TransactionSettled', data: { outcome: 'applied', attempt: 2 } }]);
   });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase, type MigratedDatabase } from '../../test/helpers/db.ts';
 import { roundsReadModelMigrations } from './projection.ts';
-import { stuckCounts, stuckTransactions } from './queries.ts';
+import { stuckCounts, stuckTransactions, unansweredBets } from './queries.ts';
 import { operatorStatus, type TxStatus } from './decider.ts';
 import type { TransactionType } from './events.ts';
 
@@ -32,5 +32,36 @@ describe('stuck money (the console)', () => {
   it('lists what is stuck however many refunded BETs are older, and counts the same', async () => {
     expect((await stuckTransactions(env.pool, STUCK, 5)).map((t) => t.transactionId)).toEqual(['win-dead', 'bet-failed']);
     expect(Object.fromEntries(await stuckCounts(env.pool, STUCK))).toEqual({ dead: 1, failed: 1 });
+  });
+});
+
+describe('BETs whose lost reply the worker asks for (unansweredBets)', () => {
+  let env: MigratedDatabase;
+  beforeAll(async () => {
+    env = await migratedDatabase('unanswered', roundsReadModelMigrations);
+    const row = (stream: string, id: string, type: TransactionType, status: TxStatus, attempts: number, at: string, logMinor: number) =>
+      env.pool.query(
+        `INSERT INTO rm_transactions (round_stream, transaction_id, provider_id, operator_id, round_id, origin, type, player_ref, game_id, amount, currency,
+           round_complete, status, operator_status, attempts, recorded_at, updated_at, log_major, log_minor)
+         VALUES ($1, $2, 'studio-a', 'op-1', $1, 'provider', $3, 'p', 'fruit-1', 10, 'EUR', false, $4, $5, $6, $7, $7, 1, $8)`,
+        [stream, id, type, status, operatorStatus(type, status), attempts, at, logMinor],
+      );
+    // The WIN after the BET in the log was recorded by an api whose clock ran 2 s behind.
+    await row('skew', 'bet-skew', 'BET', 'recorded', 0, '2026-11-01T00:00:02Z', 1);
+    await row('skew', 'win-skew', 'WIN', 'applied', 1, '2026-11-01T00:00:00Z', 2);
+    // Asked once, the ask failed: still recorded, with an attempt.
+    await row('asked', 'bet-asked', 'BET', 'recorded', 1, '2026-11-01T00:00:00Z', 3);
+    await row('asked', 'win-asked', 'WIN', 'applied', 1, '2026-11-01T00:00:01Z', 4);
+    // Nothing after it in the log (the later clock of an earlier record does not count): not asked.
+    await row('last', 'win-first', 'WIN', 'applied', 1, '2026-11-01T00:00:05Z', 5);
+    await row('last', 'bet-last', 'BET', 'recorded', 0, '2026-11-01T00:00:00Z', 6);
+    // Its own attempt failed: its provider's to resubmit or roll back.
+    await row('own', 'bet-own', 'BET', 'failed', 1, '2026-11-01T00:00:00Z', 7);
+    await row('own', 'win-own', 'WIN', 'applied', 1, '2026-11-01T00:00:01Z', 8);
+  });
+  afterAll(() => env.close());
+
+  it('finds a recorded BET with a transaction after it in the log, asked before or not, whatever the api clocks said', async () => {
+    expect((await unansweredBets(env.pool, 0)).map((t) => t.transactionId).sort()).toEqual(['bet-asked', 'bet-skew']);
   });
 });

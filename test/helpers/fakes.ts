@@ -154,6 +154,8 @@ export interface FakeWallet extends FakeServer {
   initialBalance: number;
   /** Scripted replies consumed in order before normal processing, per transactionId or for any ('*'). */
   script(key: string, ...replies: Reply[]): void;
+  /** Drops the replies still scripted for a key. */
+  unscript(key: string): void;
   setBalanceReply(reply: Reply | undefined): void;
   declineBets(playerRef: string): void;
   /** Delay normal processing of one transaction type (the reply is still the real one). */
@@ -255,6 +257,7 @@ export async function startFakeWallet(secret: string, initialBalance = 10_000): 
     movements,
     initialBalance,
     script: (key, ...replies) => scripts.set(key, [...(scripts.get(key) ?? []), ...replies]),
+    unscript: (key) => scripts.delete(key),
     setBalanceReply: (r) => (balanceReply = r),
     declineBets: (p) => decliners.add(p),
     setLatency: (type, ms) => latency.set(type, ms),

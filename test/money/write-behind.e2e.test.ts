@@ -204,6 +204,42 @@ describe('the outcome recorded behind the answer', () => {
     expect((await db.query(`SELECT status FROM rm_transactions WHERE transaction_id = 'wb-bet-7'`)).rows[0]?.status).toBe('failed');
   }, 90_000);
 
+  it('never sends on its own a BET whose resubmission failed after a failed ask: its provider was told it failed', async () => {
+    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
+    const token = await launch(api.url, 'wb-8');
+    const base = { sessionToken: token, roundId: 'wb-round-8', playerRef: 'wb-8', currency: 'EUR', gameId: 'fruit-1' };
+    const bet = { ...base, transactionId: 'wb-bet-8', type: 'BET', roundComplete: false, amount: 250 };
+    // Every call of the BET fails until told otherwise; the api dies during its first one: no answer.
+    wallet.script(bet.transactionId, ...Array.from({ length: 100 }, () => ({ status: 500, body: {} })));
+    const dying = api;
+    wallet.setBeforeProcessing(async (tx) => {
+      if (tx.transactionId === bet.transactionId && callsFor(bet.transactionId) === 1) await dying.stop('SIGKILL');
+    });
+    try {
+      expect((await post(api.url, bet).catch(() => undefined))?.status).toBeUndefined();
+    } finally {
+      wallet.setBeforeProcessing(undefined);
+    }
+    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    // The provider goes on without its answer (a second BET of the round), so the worker asks for the
+    // first, once the dead api's lease lapsed, and its asks fail.
+    expect((await post(api.url, { ...base, transactionId: 'wb-bet-8b', type: 'BET', roundComplete: false, amount: 10 })).status).toBe(200);
+    await until(async () => callsFor(bet.transactionId) >= 2, 30_000);
+    // The provider resubmits the first BET; its own call fails, and it is told so.
+    const resubmitted = await post(api.url, bet);
+    expect(resubmitted.status).toBe(502);
+    // Told the BET failed, the provider completes the round without rolling it back; the wallet works again.
+    expect((await post(api.url, { ...base, transactionId: 'wb-win-8', type: 'WIN', roundComplete: true, amount: 0 })).status).toBe(200);
+    wallet.unscript(bet.transactionId);
+    const calls = callsFor(bet.transactionId);
+    await new Promise((r) => setTimeout(r, 4000));
+    // The worker never sends it again: the player is not charged for a BET its provider was told failed.
+    expect(callsFor(bet.transactionId)).toBe(calls);
+    expect(wallet.effects.get(bet.transactionId)).toBeUndefined();
+    expect((await db.query(`SELECT status FROM rm_transactions WHERE transaction_id = 'wb-bet-8'`)).rows[0]?.status).toBe('failed');
+  }, 90_000);
+
   it('never sends again a BET its provider got no answer for (the api died during the wallet call); the provider resubmits it', async () => {
     api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
     worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
