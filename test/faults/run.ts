@@ -232,11 +232,15 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       gameId: t.gameId,
       ...fields,
     });
+    /** The reply each BET's provider acted on (answered 200), by operator, player and id: the history must hold it. */
+    const actedOn = new Map<string, string>();
     /**
      * Submits as the table's provider: sometimes three identical deliveries at once, sometimes a
      * resubmission. A BET answered with the wallet's reply whose other delivery was answered 502 or 504
-     * (it found the process that answered dead before recording the reply, and its own call failed) is
-     * resubmitted until it is answered with the reply, as docs/providers.md asks of a 502 or 504 on a BET.
+     * (an attempt that failed before another delivery's succeeded; or one that found the process that
+     * answered dead before recording the reply, and whose own call failed; or one that waited out an
+     * attempt in progress) is resubmitted, ten times at most, until it is answered with the reply, as
+     * docs/providers.md asks of a 502 or 504 on a BET; still failing, it is rolled back.
      */
     const submit = async (t: Table, body: TransactionRequest): Promise<TestResponse<Record<string, unknown>>> => {
       const r = random();
@@ -249,13 +253,14 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
         answers.push(await send('/v1/wallet/transaction', body, t.provider));
       }
       if (body.type === 'BET' && first.status === 200 && answers.some((a) => a.status === 502 || a.status === 504)) {
-        count(actions, 'BETs answered with a reply and, delivered again, a failure: resubmitted');
+        count(actions, 'BETs answered with a reply and, delivered again, a failure or "in progress": resubmitted');
         for (let i = 0; i < 10; i++) {
           first = await send('/v1/wallet/transaction', body, t.provider);
           if (first.status !== 502 && first.status !== 504) break;
           await sleep(100);
         }
       }
+      if (body.type === 'BET' && first.status === 200) actedOn.set(`${t.operator.id}\n${walletKey(body.playerRef, body.transactionId)}`, first.text);
       if (first.status >= 500 && first.status !== 502 && first.status !== 504) unexpected(`${body.type} ${body.transactionId}`, first);
       if (first.status < 300 || first.status === 502 || first.status === 504) sent.push({ table: t, playerRef: body.playerRef, transactionId: body.transactionId });
       return first;
@@ -564,6 +569,14 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       // answer (never "still in progress"), the one it had, even after a kick (contract 8, rules 4 and 5).
       await askAgain(ledger);
       violations.push(...compareWallets(ledger, wallets));
+      // The reply a provider acted on is the one the history holds, unless the BET was rolled back since
+      // (the reconciler refunds an open round whose BET's reply was lost with its process).
+      for (const t of ledger) {
+        const answered = actedOn.get(`${t.operatorId}\n${walletKey(t.request.playerRef, t.request.transactionId)}`);
+        if (answered !== undefined && t.reply?.body !== answered && t.rolledBackBy === undefined) {
+          violations.push(`${t.operatorId}: BET ${t.request.transactionId} of ${t.request.playerRef}: its provider acted on ${answered}; the history holds it ${t.status}${t.reply ? ` with ${t.reply.body}` : ''}`);
+        }
+      }
       violations.push(...crashed);
       // What the service logged about each 500.
       for (const id of requestIds) {
