@@ -37,7 +37,7 @@ const list = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `$
 console.log(`requests ${report.requests}, transactions recorded ${report.transactionsRecorded}, wallet entries ${report.walletEntries}`);
 console.log(`workload: ${list(report.actions)}`);
 console.log(`faults injected: ${list(report.faults)}`);
-console.log(`lost BET replies learned again after their round went on: ${report.lostReplies.learned} (asks that failed on the way: ${report.lostReplies.failedAsks})`);
+console.log(`BET outcomes recorded only after their round went on (lost replies learned again): ${report.lostReplies.learned}; asks that failed on the way: ${report.lostReplies.failedAsks}`);
 const t = report.tenant;
 console.log(
   `tenants: operator one's failed WIN retried after ${t.retryAloneMs.join(', ')} ms alone, ${t.retryBesideHungMs.join(', ')} ms beside a hung wallet with ${t.neighbourBacklog} credits awaiting retry; its BETs answered in ${t.firstAttemptBesideHungMs.join(', ')} ms meanwhile`,
