@@ -114,6 +114,33 @@ describe('the outcome recorded behind the answer', () => {
     api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
   };
 
+  /** Round `n` of player `wb-<n>` (a session launched; the api and a worker running) and its BET of 250, not yet sent. */
+  const roundOf = async (n: number) => {
+    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
+    const token = await launch(api.url, `wb-${n}`);
+    const base = { sessionToken: token, roundId: `wb-round-${n}`, playerRef: `wb-${n}`, currency: 'EUR', gameId: 'fruit-1' };
+    return { base, bet: { ...base, transactionId: `wb-bet-${n}`, type: 'BET', roundComplete: false, amount: 250 } };
+  };
+
+  /**
+   * The api dies during the BET's first wallet call, which the wallet fails, as it fails the next
+   * `failing - 1` calls of it: nothing applied, no answer. A new api takes its place.
+   */
+  const diedDuringFailingCall = async (bet: Record<string, unknown> & { transactionId: string }, failing: number) => {
+    wallet.script(bet.transactionId, ...Array.from({ length: failing }, () => ({ status: 500, body: {} })));
+    const dying = api!;
+    wallet.setBeforeProcessing(async (tx) => {
+      if (tx.transactionId === bet.transactionId && callsFor(bet.transactionId) === 1) await dying.stop('SIGKILL');
+    });
+    try {
+      expect((await post(dying.url, bet).catch(() => undefined))?.status).toBeUndefined();
+    } finally {
+      wallet.setBeforeProcessing(undefined);
+    }
+    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+  };
+
   it('answers the BET before its outcome is recorded; the api dies; the worker learns the outcome again from the wallet, which moves the money once', async () => {
     const token = await launch(api!.url, 'wb-1');
     const stream = roundStream(PROV_A.id, OP1.id, 'wb-round-1');
@@ -144,12 +171,8 @@ describe('the outcome recorded behind the answer', () => {
   }, 90_000);
 
   it('keeps asking for a lost BET reply while the wallet fails the asks, in a round its WIN completed, until it learns the reply the provider got', async () => {
-    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
-    worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
-    const token = await launch(api.url, 'wb-5');
+    const { base, bet } = await roundOf(5);
     const stream = roundStream(PROV_A.id, OP1.id, 'wb-round-5');
-    const base = { sessionToken: token, roundId: 'wb-round-5', playerRef: 'wb-5', currency: 'EUR', gameId: 'fruit-1' };
-    const bet = { ...base, transactionId: 'wb-bet-5', type: 'BET', roundComplete: false, amount: 250 };
     await answeredThenDied(stream, bet);
     // The wallet's first two answers to the worker's asks are failures: a 500, then one too late.
     wallet.script(bet.transactionId, { status: 500, body: {} }, { status: 200, body: { status: 'OK', balance: 9750 }, delayMs: 800 });
@@ -173,28 +196,13 @@ describe('the outcome recorded behind the answer', () => {
   }, 90_000);
 
   it('never sends on its own a BET whose provider was told it failed, even once the provider completes the round (its first call died with its process)', async () => {
-    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
-    worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
-    const token = await launch(api.url, 'wb-7');
-    const base = { sessionToken: token, roundId: 'wb-round-7', playerRef: 'wb-7', currency: 'EUR', gameId: 'fruit-1' };
-    const bet = { ...base, transactionId: 'wb-bet-7', type: 'BET', roundComplete: false, amount: 250 };
-    // The api dies during the BET's first call, which the wallet fails: nothing applied, no answer.
-    const dying = api;
-    wallet.script(bet.transactionId, { status: 500, body: {} }, { status: 500, body: {} });
-    wallet.setBeforeProcessing(async (tx) => {
-      if (tx.transactionId === bet.transactionId && callsFor(bet.transactionId) === 1) await dying.stop('SIGKILL');
-    });
-    try {
-      expect((await post(api.url, bet).catch(() => undefined))?.status).toBeUndefined();
-    } finally {
-      wallet.setBeforeProcessing(undefined);
-    }
-    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    const { base, bet } = await roundOf(7);
+    await diedDuringFailingCall(bet, 2);
     // Its resubmission makes the next call, once the dead api's lease lapsed; the wallet fails it too: 502.
-    const resubmitted = await post(api.url, bet);
+    const resubmitted = await post(api!.url, bet);
     expect(resubmitted.status).toBe(502);
     // The provider, told the BET failed, closes the round without rolling it back (WIN 0).
-    const win = await post(api.url, { ...base, transactionId: 'wb-win-7', type: 'WIN', roundComplete: true, amount: 0 });
+    const win = await post(api!.url, { ...base, transactionId: 'wb-win-7', type: 'WIN', roundComplete: true, amount: 0 });
     expect(win.status).toBe(200);
     // Sweeps run every second: the worker never sends the failed BET; the player is never charged for it.
     await new Promise((r) => setTimeout(r, 5000));
@@ -205,32 +213,18 @@ describe('the outcome recorded behind the answer', () => {
   }, 90_000);
 
   it('never sends on its own a BET whose resubmission failed after a failed ask: its provider was told it failed', async () => {
-    api ??= await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
-    worker ??= await spawnService({ ...common(), ROLES: 'worker,projector' });
-    const token = await launch(api.url, 'wb-8');
-    const base = { sessionToken: token, roundId: 'wb-round-8', playerRef: 'wb-8', currency: 'EUR', gameId: 'fruit-1' };
-    const bet = { ...base, transactionId: 'wb-bet-8', type: 'BET', roundComplete: false, amount: 250 };
-    // Every call of the BET fails until told otherwise; the api dies during its first one: no answer.
-    wallet.script(bet.transactionId, ...Array.from({ length: 100 }, () => ({ status: 500, body: {} })));
-    const dying = api;
-    wallet.setBeforeProcessing(async (tx) => {
-      if (tx.transactionId === bet.transactionId && callsFor(bet.transactionId) === 1) await dying.stop('SIGKILL');
-    });
-    try {
-      expect((await post(api.url, bet).catch(() => undefined))?.status).toBeUndefined();
-    } finally {
-      wallet.setBeforeProcessing(undefined);
-    }
-    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    const { base, bet } = await roundOf(8);
+    // Every call of the BET fails until told otherwise.
+    await diedDuringFailingCall(bet, 100);
     // The provider goes on without its answer (a second BET of the round), so the worker asks for the
     // first, once the dead api's lease lapsed, and its asks fail.
-    expect((await post(api.url, { ...base, transactionId: 'wb-bet-8b', type: 'BET', roundComplete: false, amount: 10 })).status).toBe(200);
+    expect((await post(api!.url, { ...base, transactionId: 'wb-bet-8b', type: 'BET', roundComplete: false, amount: 10 })).status).toBe(200);
     await until(async () => callsFor(bet.transactionId) >= 2, 30_000);
     // The provider resubmits the first BET; its own call fails, and it is told so.
-    const resubmitted = await post(api.url, bet);
+    const resubmitted = await post(api!.url, bet);
     expect(resubmitted.status).toBe(502);
     // Told the BET failed, the provider completes the round without rolling it back; the wallet works again.
-    expect((await post(api.url, { ...base, transactionId: 'wb-win-8', type: 'WIN', roundComplete: true, amount: 0 })).status).toBe(200);
+    expect((await post(api!.url, { ...base, transactionId: 'wb-win-8', type: 'WIN', roundComplete: true, amount: 0 })).status).toBe(200);
     wallet.unscript(bet.transactionId);
     const calls = callsFor(bet.transactionId);
     await new Promise((r) => setTimeout(r, 4000));
