@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attemptWallet, leaseTtl, readRound } from '../../services/rounds/dispatch.ts';
+import { attemptWallet, dispatch, leaseTtl, readRound } from '../../services/rounds/dispatch.ts';
 import { claimTransaction, takeLease } from '../../shared/eventstore/registry.ts';
 import { contentHash } from '../../shared/canonical.ts';
 import { roundStream } from '../../services/rounds/events.ts';
@@ -114,6 +114,22 @@ describe('money safety', () => {
     }, 'submission');
     expect(tx.status).toBe('failed');
     expect(h.walletCallsFor(bet.transactionId)).toHaveLength(calls);
+  });
+
+  it('has the worker re-read a BET under its lease: one whose own attempt failed after the job read it is not asked for', async () => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-asked`);
+    const stream = roundStream('studio-a', 'op-1', r.roundId);
+    h.wallet.script(bet.transactionId, { status: 500, body: {} });
+    expect((await h.tx(bet)).status).toBe(502);
+    // The round goes on, as after a lost reply; the job had read the BET before its failure was recorded.
+    expect((await h.tx(r.bet(`${r.roundId}-next`, 10))).status).toBe(200);
+    const failed = (await readRound(h.svc.ctx.eventStore, stream)).state.txs.get(bet.transactionId)!;
+    expect(failed.status).toBe('failed');
+    const asRead = { ...failed, status: 'recorded' as const, attempts: 0 };
+    const after = await dispatch(h.svc.ctx, { roundStream: stream, transactionId: bet.transactionId }, asRead);
+    expect(after?.status).toBe('failed');
+    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(1);
   });
 
   it('closes a stale round before refunding it: a BET arriving during the refunds is refused, nothing is stranded', async () => {
