@@ -232,6 +232,8 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       gameId: t.gameId,
       ...fields,
     });
+    /** BETs whose provider, told 502 or 504, closed the round instead of rolling them back: when it was told. */
+    const closedOnFailure = new Map<string, number>();
     /** The reply each BET's provider acted on (answered 200), by operator, player and id: the history must hold it. */
     const actedOn = new Map<string, string>();
     /**
@@ -311,7 +313,17 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       const answer = await submit(t, bet);
       if (answer.status >= 400 && answer.status < 500) return; // a kick or a racing rollback: nothing recorded to settle
       if (!applied(answer)) {
-        if (answer.status !== 200) await rollBack(t, bet); // unknown outcome: the provider rolls it back
+        if (answer.status === 200) return; // declined
+        // Told it failed (not "still in progress"), sometimes the provider closes the round instead.
+        if (!answer.text.includes('still in progress') && random() < 0.2) {
+          // A provider that closes the round on a failed BET instead of rolling it back (contract section 5
+          // allows the round to complete; the service must then never send that BET on its own).
+          count(actions, 'rounds closed on a failed BET, not rolled back');
+          closedOnFailure.set(`${t.operator.id}\n${walletKey(playerRef, bet.transactionId)}`, Date.now());
+          await submit(t, tx(t, playerRef, roundId, { type: 'WIN', roundComplete: true, amount: 0 }));
+          return;
+        }
+        await rollBack(t, bet); // unknown outcome: the provider rolls it back
         return;
       }
       if (kind < 0.18) {
@@ -568,7 +580,15 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       // Every transaction asked for again, identically, as a provider or the admin would: each has a final
       // answer (never "still in progress"), the one it had, even after a kick (contract 8, rules 4 and 5).
       await askAgain(ledger);
-      violations.push(...compareWallets(ledger, wallets));
+      violations.push(...compareWallets(ledger, wallets, new Set(closedOnFailure.keys())));
+      // A BET its provider was told failed is never sent again after that answer (contract section 5).
+      for (const t of ledger) {
+        const key = `${t.operatorId}\n${walletKey(t.request.playerRef, t.request.transactionId)}`;
+        const toldAt = closedOnFailure.get(key);
+        if (toldAt === undefined) continue;
+        const late = (wallets.get(t.operatorId)?.arrivals.get(t.request.transactionId) ?? []).filter((at) => at > toldAt);
+        if (late.length > 0) violations.push(`${t.operatorId}: BET ${t.request.transactionId} (${t.status}) sent to the wallet ${late.length} time(s) after its provider was told it failed`);
+      }
       // The reply a provider acted on is the one the history holds, unless the BET was rolled back since
       // (the reconciler refunds an open round whose BET's reply was lost with its process).
       for (const t of ledger) {
@@ -704,7 +724,7 @@ async function ledgerHistory(store: EventStore): Promise<{ txs: TxState[]; lostR
  * Each wallet's own ledger against the service's history, player by player: the same transactions with
  * the same bodies, the same outcomes, and the same money.
  */
-export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<string, SimWallet>): string[] {
+export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<string, SimWallet>, closedOnFailure: ReadonlySet<string> = new Set()): string[] {
   const v: string[] = [];
   const byKey = new Map<string, TxState>();
   for (const t of ledger) {
@@ -743,6 +763,10 @@ export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<
         addNet(t, -r.amount);
       } else if (t.status === 'declined') {
         if (e && e.status !== 'DECLINED') v.push(`${what}: the wallet applied it`);
+      } else if ((t.status === 'failed' || t.status === 'timed_out') && closedOnFailure.has(`${t.operatorId}\n${walletKey(r.playerRef, r.transactionId)}`)) {
+        // Its provider was told it failed and closed the round without rolling it back: whatever the wallet
+        // did with its one call (applied late after a timeout, say) stays the provider's to settle.
+        if (e?.status === 'OK') addNet(t, e.delta);
       } else {
         v.push(`${what}: outcome unknown and never rolled back`);
       }
