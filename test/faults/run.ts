@@ -262,7 +262,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
           await sleep(100);
         }
       }
-      if (body.type === 'BET' && first.status === 200) actedOn.set(`${t.operator.id}\n${walletKey(body.playerRef, body.transactionId)}`, first.text);
+      if (body.type === 'BET' && first.status === 200) actedOn.set(ledgerKey(t.operator.id, body.playerRef, body.transactionId), first.text);
       if (first.status >= 500 && first.status !== 502 && first.status !== 504) unexpected(`${body.type} ${body.transactionId}`, first);
       if (first.status < 300 || first.status === 502 || first.status === 504) sent.push({ table: t, playerRef: body.playerRef, transactionId: body.transactionId });
       return first;
@@ -319,7 +319,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
           // A provider that closes the round on a failed BET instead of rolling it back (contract section 5
           // allows the round to complete; the service must then never send that BET on its own).
           count(actions, 'rounds closed on a failed BET, not rolled back');
-          closedOnFailure.set(`${t.operator.id}\n${walletKey(playerRef, bet.transactionId)}`, Date.now());
+          closedOnFailure.set(ledgerKey(t.operator.id, playerRef, bet.transactionId), Date.now());
           await submit(t, tx(t, playerRef, roundId, { type: 'WIN', roundComplete: true, amount: 0 }));
           return;
         }
@@ -580,22 +580,19 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
       // Every transaction asked for again, identically, as a provider or the admin would: each has a final
       // answer (never "still in progress"), the one it had, even after a kick (contract 8, rules 4 and 5).
       await askAgain(ledger);
-      violations.push(...compareWallets(ledger, wallets, new Set(closedOnFailure.keys())));
-      // A BET its provider was told failed is never sent again after that answer (contract section 5).
+      violations.push(...compareWallets(ledger, wallets, closedOnFailure));
+      // What each BET's provider was told against the history: the reply it acted on is the one the history
+      // holds, unless the BET was rolled back since (the reconciler refunds an open round whose BET's reply
+      // was lost with its process); a BET it was told failed is never sent again (contract section 5).
       for (const t of ledger) {
-        const key = `${t.operatorId}\n${walletKey(t.request.playerRef, t.request.transactionId)}`;
-        const toldAt = closedOnFailure.get(key);
-        if (toldAt === undefined) continue;
-        const late = (wallets.get(t.operatorId)?.arrivals.get(t.request.transactionId) ?? []).filter((at) => at > toldAt);
-        if (late.length > 0) violations.push(`${t.operatorId}: BET ${t.request.transactionId} (${t.status}) sent to the wallet ${late.length} time(s) after its provider was told it failed`);
-      }
-      // The reply a provider acted on is the one the history holds, unless the BET was rolled back since
-      // (the reconciler refunds an open round whose BET's reply was lost with its process).
-      for (const t of ledger) {
-        const answered = actedOn.get(`${t.operatorId}\n${walletKey(t.request.playerRef, t.request.transactionId)}`);
+        const key = ledgerKey(t.operatorId, t.request.playerRef, t.request.transactionId);
+        const answered = actedOn.get(key);
         if (answered !== undefined && t.reply?.body !== answered && t.rolledBackBy === undefined) {
           violations.push(`${t.operatorId}: BET ${t.request.transactionId} of ${t.request.playerRef}: its provider acted on ${answered}; the history holds it ${t.status}${t.reply ? ` with ${t.reply.body}` : ''}`);
         }
+        const toldAt = closedOnFailure.get(key);
+        const late = toldAt === undefined ? [] : (wallets.get(t.operatorId)?.arrivals.get(t.request.transactionId) ?? []).filter((at) => at > toldAt);
+        if (late.length > 0) violations.push(`${t.operatorId}: BET ${t.request.transactionId} (${t.status}) sent to the wallet ${late.length} time(s) after its provider was told it failed`);
       }
       violations.push(...crashed);
       // What the service logged about each 500.
@@ -720,15 +717,18 @@ async function ledgerHistory(store: EventStore): Promise<{ txs: TxState[]; lostR
   return { txs, lostReplies };
 }
 
+/** A transaction's key across the run: the operator, then its wallet's key (player and id). */
+const ledgerKey = (operatorId: string, playerRef: string, transactionId: string): string => `${operatorId}\n${walletKey(playerRef, transactionId)}`;
+
 /**
  * Each wallet's own ledger against the service's history, player by player: the same transactions with
  * the same bodies, the same outcomes, and the same money.
  */
-export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<string, SimWallet>, closedOnFailure: ReadonlySet<string> = new Set()): string[] {
+export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<string, SimWallet>, closedOnFailure: ReadonlyMap<string, number> = new Map()): string[] {
   const v: string[] = [];
   const byKey = new Map<string, TxState>();
   for (const t of ledger) {
-    const key = `${t.operatorId}\n${walletKey(t.request.playerRef, t.request.transactionId)}`;
+    const key = ledgerKey(t.operatorId, t.request.playerRef, t.request.transactionId);
     const other = byKey.get(key);
     if (other) v.push(`identity: ${t.request.transactionId} of ${t.request.playerRef} at ${t.operatorId} recorded twice (by ${other.providerId} and ${t.providerId})`);
     byKey.set(key, t);
@@ -755,7 +755,7 @@ export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<
     if (t.status === 'recorded') v.push(`${what}: no final answer`);
     if (r.type === 'BET') {
       if (t.rolledBackBy !== undefined) {
-        const rb = byKey.get(`${t.operatorId}\n${walletKey(r.playerRef, t.rolledBackBy)}`);
+        const rb = byKey.get(ledgerKey(t.operatorId, r.playerRef, t.rolledBackBy));
         const pair = (e?.delta ?? 0) + (rb ? (entryOf(rb)?.delta ?? 0) : 0);
         if (pair !== 0) v.push(`${what}: the wallet's net for the bet and its rollback ${t.rolledBackBy} is ${pair}, not 0`);
       } else if (t.status === 'applied') {
@@ -763,7 +763,7 @@ export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<
         addNet(t, -r.amount);
       } else if (t.status === 'declined') {
         if (e && e.status !== 'DECLINED') v.push(`${what}: the wallet applied it`);
-      } else if ((t.status === 'failed' || t.status === 'timed_out') && closedOnFailure.has(`${t.operatorId}\n${walletKey(r.playerRef, r.transactionId)}`)) {
+      } else if ((t.status === 'failed' || t.status === 'timed_out') && closedOnFailure.has(ledgerKey(t.operatorId, r.playerRef, r.transactionId))) {
         // Its provider was told it failed and closed the round without rolling it back: whatever the wallet
         // did with its one call (applied late after a timeout, say) stays the provider's to settle.
         if (e?.status === 'OK') addNet(t, e.delta);
@@ -774,7 +774,7 @@ export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<
       if (t.status !== 'applied') v.push(`${what}: a credit never applied`);
       else if (!e || e.status !== 'OK') v.push(`${what}: the wallet has no applied entry`);
       if (r.type === 'ROLLBACK') {
-        const bet = byKey.get(`${t.operatorId}\n${walletKey(r.playerRef, r.originalTransactionId ?? '')}`);
+        const bet = byKey.get(ledgerKey(t.operatorId, r.playerRef, r.originalTransactionId ?? ''));
         if (bet && r.amount !== bet.request.amount) v.push(`${what}: its amount ${r.amount} is not its BET's ${bet.request.amount}`);
       } else if (t.status === 'applied') {
         addNet(t, r.type === 'ADJUSTMENT' && r.direction === 'DEBIT' ? -r.amount : r.amount);
