@@ -192,16 +192,18 @@ export async function waitHealthy(url: string): Promise<void> {
  */
 export async function startService(
   children: ChildProcess[],
-  o: { main: string[]; cwd: string; databaseUrl: string; redisUrl: string; roles: string },
+  o: { main: string[]; cwd: string; databaseUrl: string; redisUrl: string; roles: string; nodeOptions?: string },
 ): Promise<{ child: ChildProcess; url: string }> {
+  const nodeOptions = [process.env.BENCH_SERVICE_NODE_OPTIONS, o.nodeOptions].filter(Boolean).join(' ');
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(process.execPath, [...profiled(), ...o.main], {
     cwd: o.cwd,
     env: {
       PATH: process.env.PATH ?? '', DATABASE_URL: o.databaseUrl, REDIS_URL: o.redisUrl, PORT: String(port), LOG_LEVEL: 'warn', ROLES: o.roles, ADMIN_TOKEN: 'bench',
-      // Node's own options for the service's processes (say a heap limit), from BENCH_SERVICE_NODE_OPTIONS.
-      ...(process.env.BENCH_SERVICE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVICE_NODE_OPTIONS } : {}),
+      // Node's own options for the service's processes (say a heap limit), from BENCH_SERVICE_NODE_OPTIONS,
+      // and for one side of an A/B run (BENCH_B_NODE_OPTIONS).
+      ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}),
       // The service's own heap setting (docs/operations.md, Memory), to compare it with V8's (0).
       ...(process.env.HEAP_GROWING_PERCENT ? { HEAP_GROWING_PERCENT: process.env.HEAP_GROWING_PERCENT } : {}),
       // The size of each process's query pool (the suite runs a bench beside other tests: a small one).
@@ -243,9 +245,9 @@ export async function launchSessions(pool: HttpPool, players: number, as: { kind
  */
 export async function startLedger(
   children: ChildProcess[],
-  o: { main: string[]; cwd: string; databaseUrl: string; redisUrl: string; oneProcess: boolean; catalog: unknown },
+  o: { main: string[]; cwd: string; nodeOptions?: string; databaseUrl: string; redisUrl: string; oneProcess: boolean; catalog: unknown },
 ): Promise<{ url: string; api: ChildProcess; background: ChildProcess | undefined }> {
-  const service = (roles: string) => startService(children, { main: o.main, cwd: o.cwd, databaseUrl: o.databaseUrl, redisUrl: o.redisUrl, roles });
+  const service = (roles: string) => startService(children, { main: o.main, cwd: o.cwd, nodeOptions: o.nodeOptions, databaseUrl: o.databaseUrl, redisUrl: o.redisUrl, roles });
   const api = await service(o.oneProcess ? 'api,worker,projector' : 'api');
   const background = o.oneProcess ? undefined : (await service('worker,projector')).child;
   await putCatalog(api.url, o.catalog);
