@@ -187,16 +187,17 @@ async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef): Promise<bool
  * The worker's attempt: under the transaction's dispatch lease (one wallet call at a time per
  * transaction, across every process), re-read, and call the wallet if the worker still attempts it
  * (workerAttempts: a BET's own attempt may have been made meanwhile). Returns undefined when another
- * process holds the lease (it is attempting right now).
+ * process holds the lease (it is attempting right now); `attempted: false` when the worker no longer
+ * attempts it (settled meanwhile, or a BET whose own attempt failed), with the transaction as re-read.
  */
-export async function dispatch(deps: DispatchDeps, ref: TxRef, known: TxState): Promise<TxState | undefined> {
+export async function dispatch(deps: DispatchDeps, ref: TxRef, known: TxState): Promise<{ tx: TxState; attempted: boolean } | undefined> {
   const token = leaseToken();
   const takenAt = Date.now();
   if (!(await takeLease(deps.pool, known.providerId, ref.transactionId, token, leaseTtl(walletTimeoutOf(deps, known.operatorId))))) return undefined;
   try {
     const round = await readRound(deps.eventStore, ref.roundStream);
-    if (!workerAttempts(round.state, ref.transactionId)) return round.state.txs.get(ref.transactionId) ?? known;
-    return await attemptWallet(deps, ref, round, { registryKey: known.providerId, token, takenAt }, 'worker');
+    if (!workerAttempts(round.state, ref.transactionId)) return { tx: round.state.txs.get(ref.transactionId) ?? known, attempted: false };
+    return { tx: await attemptWallet(deps, ref, round, { registryKey: known.providerId, token, takenAt }, 'worker'), attempted: true };
   } finally {
     await releaseLease(deps.pool, known.providerId, ref.transactionId, token);
   }

@@ -49,8 +49,8 @@ export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWo
     }
     const after = await dispatch(deps, job.data, tx);
     if (!after) throw new Error('another process is attempting it right now');
-    // Tried again after the backoff (a job that finds the worker no longer attempts it ends at the top).
-    if (!isFinal(after.status)) throw new Error(`attempt ${after.attempts} did not settle: ${after.lastError ?? after.status}`);
+    // Tried again after the backoff; one the worker no longer attempts (re-read under the lease) is done.
+    if (after.attempted && !isFinal(after.tx.status)) throw new Error(`attempt ${after.tx.attempts} did not settle: ${after.tx.lastError ?? after.tx.status}`);
   };
   // One Worker per operator's queue, each with its own slots: one operator's hung wallet fills only
   // its own (contract section 8, rule 8). Worked: every operator in the catalog, and any operator the

@@ -128,7 +128,7 @@ describe('money safety', () => {
     expect(failed.status).toBe('failed');
     const asRead = { ...failed, status: 'recorded' as const, attempts: 0 };
     const after = await dispatch(h.svc.ctx, { roundStream: stream, transactionId: bet.transactionId }, asRead);
-    expect(after?.status).toBe('failed');
+    expect(after).toMatchObject({ attempted: false, tx: { status: 'failed' } });
     expect(h.walletCallsFor(bet.transactionId)).toHaveLength(1);
   });
 
