@@ -93,14 +93,23 @@ export async function abMain(o: AbOptions): Promise<number> {
     console.error(`building ${other} failed (exit ${built.status ?? built.signal}):\n${built.stdout}${built.stderr}`);
     return 1;
   }
-  // BENCH_B_NODE_OPTIONS: Node's options for B's processes alone (with `--ab .`, one tree under two settings).
-  const mains = { A: { main: entryArgs('main'), cwd: ROOT }, B: { main: [path.join(other, 'dist/main.mjs')], cwd: other, nodeOptions: process.env.BENCH_B_NODE_OPTIONS } };
+  // BENCH_B_NODE_OPTIONS and BENCH_B_NODE: Node's options, and another Node, for B's processes alone (with
+  // `--ab .`, one tree under two settings or two runtimes).
+  const bNode = process.env.BENCH_B_NODE || undefined;
+  const bNodeVersion = bNode === undefined ? undefined : spawnSync(bNode, ['--version'], { encoding: 'utf8' });
+  if (bNodeVersion && bNodeVersion.status !== 0) {
+    console.error(`BENCH_B_NODE=${bNode}: not a Node it can run (${bNodeVersion.error?.message ?? `exit ${bNodeVersion.status ?? bNodeVersion.signal}`})`);
+    return 2;
+  }
+  const mains = { A: { main: entryArgs('main'), cwd: ROOT }, B: { main: [path.join(other, 'dist/main.mjs')], cwd: other, nodeOptions: process.env.BENCH_B_NODE_OPTIONS, node: bNode } };
 
   // Printed once the first round's processes are up, before any load.
   const header = () => {
     console.log(`A/B of two trees: the ledger, ${o.oneProcess ? 'roles api,worker,projector in one process' : 'api in one process, worker and projector in another'}, BET+WIN rounds, ${PLAYERS} players`);
     console.log(`  A: ${ROOT} (${describeTree(ROOT)})`);
+    console.log(`  A: node ${process.version}`);
     console.log(`  B: ${other} (${describeTree(other)})${process.env.BENCH_B_NODE_OPTIONS ? `, NODE_OPTIONS=${process.env.BENCH_B_NODE_OPTIONS}` : ''}`);
+    console.log(`  B: node ${bNodeVersion ? `${bNodeVersion.stdout.trim()} (${bNode})` : process.version}`);
   };
   const rounds: Round[] = [];
   for (let i = 0; i < o.repeat; i++) rounds.push(await round(o, mains, i % 2 === 0 ? 'A' : 'B', i + 1, i === 0 ? header : () => undefined));
@@ -121,7 +130,7 @@ export async function abMain(o: AbOptions): Promise<number> {
 }
 
 /** One round of the run: fresh deployments, `first`'s started and measured first, one saturation pair, then the offered rates. */
-async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: string; nodeOptions?: string }>, first: Label, n: number, ready: () => void): Promise<Round> {
+async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: string; nodeOptions?: string; node?: string }>, first: Label, n: number, ready: () => void): Promise<Round> {
   const [{ createTestDatabase }, { claimTestRedis }, { Pool: HttpPool }] = await Promise.all([import('../helpers/db.ts'), import('../helpers/redis.ts'), import('undici')]);
   const order: Label[] = first === 'A' ? ['A', 'B'] : ['B', 'A'];
   const children: ChildProcess[] = [];
