@@ -1,5 +1,5 @@
 # One image for every role; compose picks the role with ROLES.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 
 ENV NODE_ENV=production
 WORKDIR /app

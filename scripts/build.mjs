@@ -108,7 +108,7 @@ async function build() {
     bundle: true,
     platform: 'node',
     format: 'esm',
-    target: 'node20',
+    target: 'node24',
     outdir: DIST,
     outExtension: { '.js': '.mjs' },
     external: ['pino', 'pino-pretty'],
