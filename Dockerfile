@@ -25,4 +25,5 @@ ENV HOST=0.0.0.0
 # Every role listens on PORT (the api its routes, the others /healthz, /readyz and /metrics).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-CMD ["node", "dist/main.mjs"]
+# V8's young generation at 16 MB a semi-space (Node 24 would grow it to 64 MB): docs/operations.md, Memory.
+CMD ["node", "--max-semi-space-size=16", "dist/main.mjs"]

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { CpuMeter } from './cpu.ts';
 import { cleaningUp, stopChildren } from './interrupt.ts';
 import { testCatalog, OP1 } from '../helpers/catalog.ts';
-import { entryArgs } from '../helpers/bundle.ts';
+import { entryArgs, NODE_FLAGS } from '../helpers/bundle.ts';
 import {
   PLAYERS, ROOT, SATURATION_CONCURRENCY, SATURATION_SECONDS, WARM_UP_SECONDS, checkHistory, fixedRate, fmt, launchSessions, median, percent, saturate, start, startLedger,
   type PhaseResult, type Target,
@@ -94,14 +94,15 @@ export async function abMain(o: AbOptions): Promise<number> {
     return 1;
   }
   // BENCH_B_NODE_OPTIONS and BENCH_B_NODE: Node's options, and another Node, for B's processes alone (with
-  // `--ab .`, one tree under two settings or two runtimes).
+  // `--ab .`, one tree under two settings or two runtimes). Both trees run with this tree's launcher flags
+  // (NODE_FLAGS, on the command line: they win over the same flag in NODE_OPTIONS).
   const bNode = process.env.BENCH_B_NODE || undefined;
   const bNodeVersion = bNode === undefined ? undefined : spawnSync(bNode, ['--version'], { encoding: 'utf8' });
   if (bNodeVersion && bNodeVersion.status !== 0) {
     console.error(`BENCH_B_NODE=${bNode}: not a Node it can run (${bNodeVersion.error?.message ?? `exit ${bNodeVersion.status ?? bNodeVersion.signal}`})`);
     return 2;
   }
-  const mains = { A: { main: entryArgs('main'), cwd: ROOT }, B: { main: [path.join(other, 'dist/main.mjs')], cwd: other, nodeOptions: process.env.BENCH_B_NODE_OPTIONS, node: bNode } };
+  const mains = { A: { main: entryArgs('main'), cwd: ROOT }, B: { main: [...NODE_FLAGS.main, path.join(other, 'dist/main.mjs')], cwd: other, nodeOptions: process.env.BENCH_B_NODE_OPTIONS, node: bNode } };
 
   // Printed once the first round's processes are up, before any load.
   const header = () => {

@@ -7,14 +7,28 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 export type Entry = 'main' | 'audit' | 'sandbox' | 'conformance';
 
 /**
- * Node's arguments that run an entry point as npm's scripts and the image do (package.json): its bundle
- * of dist/. The bundles are brought up to date once for a test run (vitest's global setup,
+ * Node's own flags for each entry point, as package.json's scripts and the Dockerfile pass them (a test,
+ * test/edge/node-flags.unit.test.ts, holds them to this list). The service's processes and the audit
+ * tool keep V8's young generation at 16 MB a semi-space, Node 20's size: Node 24 grows it to 64 MB on a
+ * machine with this much memory, which put the api at 258-266 MB RSS at 1000 tx/s against 177-185 MB,
+ * for no throughput (docs/benchmarks.md, Measured design decisions).
+ */
+export const NODE_FLAGS: Record<Entry, string[]> = {
+  main: ['--max-semi-space-size=16'],
+  audit: ['--max-semi-space-size=16'],
+  sandbox: [],
+  conformance: [],
+};
+
+/**
+ * Node's arguments that run an entry point as npm's scripts and the image do (package.json): its flags
+ * and its bundle of dist/. The bundles are brought up to date once for a test run (vitest's global setup,
  * test/helpers/global-setup.ts, again before each rerun in watch mode) and, outside vitest (the bench, the
  * fault simulator), by the first call in the process.
  */
 export function entryArgs(entry: Entry): string[] {
   ensureBuilt();
-  return [path.join(ROOT, 'dist', `${entry}.mjs`)];
+  return [...NODE_FLAGS[entry], path.join(ROOT, 'dist', `${entry}.mjs`)];
 }
 
 /** Runs `npm run build` (scripts/build.mjs) unless this process, or the one that started it, has. */
