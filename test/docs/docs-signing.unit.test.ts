@@ -4,7 +4,7 @@ import { signatureMatches } from '../../shared/http/signature.ts';
 
 type Req = { url: string; method: string; headers: Record<string, string>; body?: unknown };
 
-/** The page's interceptor, run as the browser would run it (Node 20 has the same WebCrypto). */
+/** The page's interceptor, run as the browser would run it (Node has the same WebCrypto). */
 const signRequest = new Function(`${SIGN_REQUEST_JS}; return signRequest;`)() as (req: Req) => Promise<Req>;
 
 describe('the /docs page signs "Try it out" requests from the Authorize dialog', () => {
