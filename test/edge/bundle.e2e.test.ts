@@ -41,6 +41,9 @@ describe('the service built by npm run build', () => {
       const started = () => out.split('\n').find((line) => line.includes('"msg":"service started"'));
       await expect.poll(started, { timeout: 20_000 }).toBeDefined();
       const url = /"url":"(http:[^"]+)"/.exec(started()!)![1]!;
+      // Started as `node dist/main.mjs`, without the flags npm start and the image pass: it says so, once.
+      expect(out.split('\n').filter((l) => l.includes('started without --max-semi-space-size=16'))).toHaveLength(1);
+      expect(out).not.toContain('running on Node.js');
 
       const page = await fetch(`${url}/console`);
       expect(page.status).toBe(200);

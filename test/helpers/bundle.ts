@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
+import { SERVICE_NODE_FLAGS } from '../../shared/runtime.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -8,15 +9,14 @@ export type Entry = 'main' | 'audit' | 'sandbox' | 'conformance';
 
 /**
  * Node's own flags for each entry point, as package.json's scripts and the Dockerfile pass them (a test,
- * test/edge/node-flags.unit.test.ts, holds them to this list). The service's processes and the audit
- * tool keep V8's young generation at 16 MB a semi-space, Node 20's size: Node 24 grows it to 64 MB on a
- * machine with this much memory, which put the api at 258-266 MB RSS at 1000 tx/s against 177-185 MB,
- * for no throughput (docs/benchmarks.md, Measured design decisions).
+ * test/edge/node-flags.unit.test.ts, holds them to this list): the service's flags (shared/runtime.ts)
+ * for the service, the sandbox (the whole service in one process) and the audit tool, whose rebuild they
+ * keep some 100 MiB smaller.
  */
-export const NODE_FLAGS: Record<Entry, string[]> = {
-  main: ['--max-semi-space-size=16'],
-  audit: ['--max-semi-space-size=16'],
-  sandbox: [],
+export const NODE_FLAGS: Record<Entry, readonly string[]> = {
+  main: SERVICE_NODE_FLAGS,
+  audit: SERVICE_NODE_FLAGS,
+  sandbox: SERVICE_NODE_FLAGS,
   conformance: [],
 };
 
