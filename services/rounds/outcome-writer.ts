@@ -46,7 +46,7 @@ export class OutcomeWriter {
       let timer: NodeJS.Timeout | undefined;
       await new Promise<void>((r) => {
         this.waiters.push(r);
-        timer = setTimeout(r, deadline - Date.now());
+        timer = setTimeout(r, Math.max(0, deadline - Date.now())); // (Node 24 warns of a negative delay)
       });
       clearTimeout(timer);
     }
