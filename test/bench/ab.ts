@@ -95,21 +95,22 @@ export async function abMain(o: AbOptions): Promise<number> {
   }
   // BENCH_B_NODE_OPTIONS and BENCH_B_NODE: Node's options, and another Node, for B's processes alone (with
   // `--ab .`, one tree under two settings or two runtimes). Both trees run with this tree's launcher flags
-  // (NODE_FLAGS, on the command line: they win over the same flag in NODE_OPTIONS).
+  // (NODE_FLAGS); B's options come after them on its command line, so that they win over the same flag.
   const bNode = process.env.BENCH_B_NODE || undefined;
+  const bOptions = (process.env.BENCH_B_NODE_OPTIONS ?? '').split(/\s+/).filter(Boolean);
   const bNodeVersion = bNode === undefined ? undefined : spawnSync(bNode, ['--version'], { encoding: 'utf8' });
   if (bNodeVersion && bNodeVersion.status !== 0) {
     console.error(`BENCH_B_NODE=${bNode}: not a Node it can run (${bNodeVersion.error?.message ?? `exit ${bNodeVersion.status ?? bNodeVersion.signal}`})`);
     return 2;
   }
-  const mains = { A: { main: entryArgs('main'), cwd: ROOT }, B: { main: [...NODE_FLAGS.main, path.join(other, 'dist/main.mjs')], cwd: other, nodeOptions: process.env.BENCH_B_NODE_OPTIONS, node: bNode } };
+  const mains = { A: { main: entryArgs('main'), cwd: ROOT }, B: { main: [...NODE_FLAGS.main, ...bOptions, path.join(other, 'dist/main.mjs')], cwd: other, node: bNode } };
 
   // Printed once the first round's processes are up, before any load.
   const header = () => {
     console.log(`A/B of two trees: the ledger, ${o.oneProcess ? 'roles api,worker,projector in one process' : 'api in one process, worker and projector in another'}, BET+WIN rounds, ${PLAYERS} players`);
     console.log(`  A: ${ROOT} (${describeTree(ROOT)})`);
     console.log(`  A: node ${process.version}`);
-    console.log(`  B: ${other} (${describeTree(other)})${process.env.BENCH_B_NODE_OPTIONS ? `, NODE_OPTIONS=${process.env.BENCH_B_NODE_OPTIONS}` : ''}`);
+    console.log(`  B: ${other} (${describeTree(other)})${process.env.BENCH_B_NODE_OPTIONS ? `, with the Node options ${bOptions.join(" ")}` : ''}`);
     console.log(`  B: node ${bNodeVersion ? `${bNodeVersion.stdout.trim()} (${bNode})` : process.version}`);
   };
   const rounds: Round[] = [];
@@ -131,7 +132,7 @@ export async function abMain(o: AbOptions): Promise<number> {
 }
 
 /** One round of the run: fresh deployments, `first`'s started and measured first, one saturation pair, then the offered rates. */
-async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: string; nodeOptions?: string; node?: string }>, first: Label, n: number, ready: () => void): Promise<Round> {
+async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: string; node?: string }>, first: Label, n: number, ready: () => void): Promise<Round> {
   const [{ createTestDatabase }, { claimTestRedis }, { Pool: HttpPool }] = await Promise.all([import('../helpers/db.ts'), import('../helpers/redis.ts'), import('undici')]);
   const order: Label[] = first === 'A' ? ['A', 'B'] : ['B', 'A'];
   const children: ChildProcess[] = [];

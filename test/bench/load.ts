@@ -192,9 +192,9 @@ export async function waitHealthy(url: string): Promise<void> {
  */
 export async function startService(
   children: ChildProcess[],
-  o: { main: string[]; cwd: string; databaseUrl: string; redisUrl: string; roles: string; nodeOptions?: string; node?: string },
+  o: { main: string[]; cwd: string; databaseUrl: string; redisUrl: string; roles: string; node?: string },
 ): Promise<{ child: ChildProcess; url: string }> {
-  const nodeOptions = [process.env.BENCH_SERVICE_NODE_OPTIONS, o.nodeOptions].filter(Boolean).join(' ');
+  const nodeOptions = process.env.BENCH_SERVICE_NODE_OPTIONS;
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   // The bench's own Node, or another for one side of an A/B run (BENCH_B_NODE).
@@ -202,8 +202,8 @@ export async function startService(
     cwd: o.cwd,
     env: {
       PATH: process.env.PATH ?? '', DATABASE_URL: o.databaseUrl, REDIS_URL: o.redisUrl, PORT: String(port), LOG_LEVEL: 'warn', ROLES: o.roles, ADMIN_TOKEN: 'bench',
-      // Node's own options for the service's processes (say a heap limit), from BENCH_SERVICE_NODE_OPTIONS,
-      // and for one side of an A/B run (BENCH_B_NODE_OPTIONS).
+      // Node's own options for the service's processes (say a heap limit), from BENCH_SERVICE_NODE_OPTIONS
+      // (the flags of `main` win over the same flag here; one side of an A/B run has its own, on its command line).
       ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}),
       // The service's own heap setting (docs/operations.md, Memory), to compare it with V8's (0).
       ...(process.env.HEAP_GROWING_PERCENT ? { HEAP_GROWING_PERCENT: process.env.HEAP_GROWING_PERCENT } : {}),
@@ -246,9 +246,9 @@ export async function launchSessions(pool: HttpPool, players: number, as: { kind
  */
 export async function startLedger(
   children: ChildProcess[],
-  o: { main: string[]; cwd: string; nodeOptions?: string; node?: string; databaseUrl: string; redisUrl: string; oneProcess: boolean; catalog: unknown },
+  o: { main: string[]; cwd: string; node?: string; databaseUrl: string; redisUrl: string; oneProcess: boolean; catalog: unknown },
 ): Promise<{ url: string; api: ChildProcess; background: ChildProcess | undefined }> {
-  const service = (roles: string) => startService(children, { main: o.main, cwd: o.cwd, nodeOptions: o.nodeOptions, node: o.node, databaseUrl: o.databaseUrl, redisUrl: o.redisUrl, roles });
+  const service = (roles: string) => startService(children, { main: o.main, cwd: o.cwd, node: o.node, databaseUrl: o.databaseUrl, redisUrl: o.redisUrl, roles });
   const api = await service(o.oneProcess ? 'api,worker,projector' : 'api');
   const background = o.oneProcess ? undefined : (await service('worker,projector')).child;
   await putCatalog(api.url, o.catalog);
