@@ -2,10 +2,6 @@
 FROM node:24-bookworm-slim
 
 ENV NODE_ENV=production
-# The service's Node flags (shared/runtime.ts) for every node process of the image, whatever command starts
-# it: V8's young generation at 16 MB a semi-space, where Node 24 would grow it to 64 MB (docs/operations.md,
-# Memory).
-ENV NODE_OPTIONS="--max-semi-space-size=16"
 WORKDIR /app
 
 # esbuild, which bundles the service below, is a runtime dependency, so dev dependencies stay out.
@@ -20,6 +16,11 @@ COPY services/ services/
 # The service and its tools, each one file of dist/ (npm run build): a process is ready in about half a
 # second, at some 40 MB less memory than when tsx loads the sources (docs/operations.md, "Starting").
 RUN node scripts/build.mjs
+
+# The service's Node flags (shared/runtime.ts) for every node process the image runs, whatever command starts
+# it: V8's young generation at 16 MB a semi-space, where Node 24 would grow it to 64 MB (docs/operations.md,
+# Memory).
+ENV NODE_OPTIONS="--max-semi-space-size=16"
 
 USER node
 EXPOSE 8080

@@ -27,8 +27,8 @@ export function runtimeWarnings(nodeVersion: string, execArgv: readonly string[]
       `running on Node.js ${nodeVersion}: the service is built, tested and measured on Node.js ${NODE_MAJOR} (npm's scripts run the one npm ci installs; outside npm, use Node.js ${NODE_MAJOR})`,
     );
   }
-  // V8's flags may be spelt with underscores, and given a value of their own choosing.
-  const given = [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].map((g) => g.replace(/_/g, '-'));
+  // V8's flags may be spelt with underscores, quoted in NODE_OPTIONS, and given a value of their own choosing.
+  const given = [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].map((g) => g.replace(/["']/g, '').replace(/_/g, '-'));
   for (const flag of SERVICE_NODE_FLAGS) {
     const name = flag.split('=')[0]!;
     if (!given.some((g) => g === name || g.startsWith(`${name}=`))) {

@@ -110,7 +110,7 @@ export async function abMain(o: AbOptions): Promise<number> {
     console.log(`A/B of two trees: the ledger, ${o.oneProcess ? 'roles api,worker,projector in one process' : 'api in one process, worker and projector in another'}, BET+WIN rounds, ${PLAYERS} players`);
     console.log(`  A: ${ROOT} (${describeTree(ROOT)})`);
     console.log(`  A: node ${process.version}`);
-    console.log(`  B: ${other} (${describeTree(other)})${process.env.BENCH_B_NODE_OPTIONS ? `, with the Node options ${bOptions.join(" ")}` : ''}`);
+    console.log(`  B: ${other} (${describeTree(other)})${bOptions.length ? `, with the Node options ${bOptions.join(' ')}` : ''}`);
     console.log(`  B: node ${bNodeVersion ? `${bNodeVersion.stdout.trim()} (${bNode})` : process.version}`);
   };
   const rounds: Round[] = [];

@@ -60,6 +60,7 @@ describe('what a process started otherwise is told', () => {
   it('nothing on the built runtime with its flags, on the command line or in NODE_OPTIONS', () => {
     expect(runtimeWarnings(`v${NODE_MAJOR}.21.0`, flags, undefined)).toEqual([]);
     expect(runtimeWarnings(`v${NODE_MAJOR}.21.0`, [], `--enable-source-maps ${flags.join(' ')}`)).toEqual([]);
+    expect(runtimeWarnings(`v${NODE_MAJOR}.21.0`, [], `"${flags.join(' ')}"`)).toEqual([]);
     // Another value, or V8's underscore spelling, is someone's choice.
     expect(runtimeWarnings(`v${NODE_MAJOR}.0.0`, ['--max_semi_space_size=32'], undefined)).toEqual([]);
   });
