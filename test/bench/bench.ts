@@ -13,7 +13,7 @@ import { testCatalog, OP1 } from '../helpers/catalog.ts';
 import { cleaningUp, interrupted, stopChildren } from './interrupt.ts';
 import { entryArgs } from '../helpers/bundle.ts';
 import {
-  PLAYERS, ROOT, SATURATION_CONCURRENCY, SATURATION_SECONDS, WARM_UP_SECONDS, added, checkHistory, fixedRate, fmt, launchSessions, median, pct, percent, saturate, start, startLedger, withClient,
+  PLAYERS, ROOT, SATURATION_CONCURRENCY, SATURATION_SECONDS, WARM_UP_SECONDS, added, checkHistory, fixedRate, fmt, launchSessions, median, noBackground, pct, percent, saturate, start, startLedger, withClient,
   type PhaseResult, type Target as LoadTarget,
 } from './load.ts';
 
@@ -285,7 +285,13 @@ async function main(): Promise<number> {
 
     let deployment = await deploy();
     console.log(`seamless-wallet ledger benchmark: ${os.cpus().length} cores, node ${process.version}, BET+WIN rounds, ${PLAYERS} players`);
-    console.log(ONE_PROCESS ? 'ledger: roles api,worker,projector in one process' : 'ledger: api in one process, worker and projector in another (as compose.yaml deploys it)');
+    console.log(
+      ONE_PROCESS
+        ? 'ledger: roles api,worker,projector in one process'
+        : noBackground()
+          ? 'ledger: the api alone (BENCH_NO_BACKGROUND=1, a diagnostic: no worker and projector, so no read models, hash chain or retries)'
+          : 'ledger: api in one process, worker and projector in another (as compose.yaml deploys it)',
+    );
     console.log(machine);
     console.log(`warm-up (${WARM_UP_SECONDS} s per target at the saturation concurrency) ...`);
     await deployment.warmUp();

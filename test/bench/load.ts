@@ -239,6 +239,9 @@ export async function launchSessions(pool: HttpPool, players: number, as: { kind
   return sessions;
 }
 
+/** BENCH_NO_BACKGROUND=1: the ledger's worker and projector are not started (see startLedger). */
+export const noBackground = (): boolean => process.env.BENCH_NO_BACKGROUND === '1';
+
 /**
  * The ledger as compose.yaml deploys it: the api in one process, the worker and the projector in another
  * (`oneProcess`: all three in one, the api then sharing its core with the projector), with the bench's
@@ -250,7 +253,9 @@ export async function startLedger(
 ): Promise<{ url: string; api: ChildProcess; background: ChildProcess | undefined }> {
   const service = (roles: string) => startService(children, { main: o.main, cwd: o.cwd, node: o.node, databaseUrl: o.databaseUrl, redisUrl: o.redisUrl, roles });
   const api = await service(o.oneProcess ? 'api,worker,projector' : 'api');
-  const background = o.oneProcess ? undefined : (await service('worker,projector')).child;
+  // BENCH_NO_BACKGROUND=1, a diagnostic: no worker and projector at all (no read models, no hash chain, no
+  // retries), to see what the api and its two writes carry by themselves.
+  const background = o.oneProcess || noBackground() ? undefined : (await service('worker,projector')).child;
   await putCatalog(api.url, o.catalog);
   return { url: api.url, api: api.child, background };
 }
