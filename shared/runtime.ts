@@ -31,7 +31,7 @@ export function runtimeWarnings(nodeVersion: string, execArgv: readonly string[]
   const given = [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].map((g) => g.replace(/["']/g, '').replace(/_/g, '-'));
   for (const flag of SERVICE_NODE_FLAGS) {
     const name = flag.split('=')[0]!;
-    if (!given.some((g) => g === name || g.startsWith(`${name}=`))) {
+    if (!given.some((g) => g.startsWith(`${name}=`))) {
       warnings.push(`started without ${flag}: V8's young generation may grow to several times its size, and the process's memory with it; start it as npm start does (node ${SERVICE_NODE_FLAGS.join(' ')} dist/main.mjs; docs/operations.md, Memory)`);
     }
   }

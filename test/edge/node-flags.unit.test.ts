@@ -42,10 +42,9 @@ describe("the service's Node flags, the same in every launcher", () => {
     expect(last(/^FROM (\S+)/gm)).toBe(`node:${NODE_MAJOR}-bookworm-slim`);
   });
 
-  it("npm's scripts run on that major too (the dev dependency node), and the tests run on it", () => {
+  it("npm's scripts run on that major too (the dev dependency node, which .ci/run checks is what runs them)", () => {
     expect(pkg.devDependencies.node).toMatch(new RegExp(`^${NODE_MAJOR}\\.\\d+\\.\\d+$`));
     expect(pkg.engines.node).toBe(`>=${NODE_MAJOR}`);
-    expect(Number(process.versions.node.split('.')[0])).toBe(NODE_MAJOR);
   });
 
   it('reads a command line as the shell would pass it (the check itself)', () => {
