@@ -4,6 +4,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
+import { PostgresSplit } from './pg-split.ts';
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
@@ -34,12 +35,15 @@ function sample(): Sample {
 export class CpuMeter {
   private before: Sample = new Map();
   private startedAt = 0;
+  /** BENCH_PG_SPLIT=1: Postgres's share split by statement too (pg-split.ts). */
+  private readonly split = PostgresSplit.enabled() ? new PostgresSplit() : undefined;
 
   constructor(private readonly named: Record<string, number | undefined>) {}
 
   start(): void {
     this.before = sample();
     this.startedAt = performance.now();
+    this.split?.start();
   }
 
   /**
@@ -69,6 +73,34 @@ export class CpuMeter {
     const parts = [...used].sort((a, b) => b[1] - a[1]).map(([name, cores]) => `${name} ${cores.toFixed(2)} (${((100 * (sys.get(name) ?? 0)) / cores).toFixed(0)}% sys)`);
     const msPerTransaction = txPerSecond && txPerSecond > 0 ? (1000 * total) / txPerSecond : undefined;
     const perTx = msPerTransaction !== undefined ? ` (${msPerTransaction.toFixed(2)} ms of CPU a transaction)` : '';
-    return { text: `cores busy ${total.toFixed(2)} of ${os.cpus().length}${perTx}: ${parts.join(', ')}`, msPerTransaction };
+    const split = this.split ? `\n${' '.repeat(13)}${this.split.stop()}` : '';
+    return { text: `cores busy ${total.toFixed(2)} of ${os.cpus().length}${perTx}: ${parts.join(', ')}${split}`, msPerTransaction };
+  }
+}
+
+/**
+ * The CPU a command and the Postgres backends it used took over its whole run, processes that ended
+ * before it included: every process's time is read again at each tick() (call it every few hundred
+ * milliseconds), so a process that exits is counted up to its last tick.
+ */
+export class CpuTrail {
+  private readonly before = sample();
+  private readonly last: Sample = new Map();
+
+  tick(): void {
+    for (const [pid, t] of sample()) this.last.set(pid, t);
+  }
+
+  /** Core-seconds used since construction: by `pid`, by Postgres's processes, and by every other process. */
+  seconds(pid: number | undefined): { command: number; postgres: number; rest: number } {
+    const out = { command: 0, postgres: 0, rest: 0 };
+    for (const [p, a] of this.last) {
+      const delta = (a.ticks - (this.before.get(p)?.ticks ?? 0)) / TICKS_PER_SECOND;
+      if (delta <= 0) continue;
+      if (p === String(pid)) out.command += delta;
+      else if (a.comm === 'postgres') out.postgres += delta;
+      else out.rest += delta;
+    }
+    return out;
   }
 }

@@ -8,6 +8,7 @@
  */
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
+import os from 'node:os';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
@@ -35,13 +36,15 @@ export async function rebuildMain({ events: WANTED }: { events: number }): Promi
     await pool.query('VACUUM ANALYZE');
 
     // The command itself, in a process of its own (as the platform team runs it), its memory read from /proc.
-    const { code, out, rss, seconds } = await auditSampled(['rebuild'], db.url);
+    const { code, out, rss, seconds, cpu } = await auditSampled(['rebuild'], db.url);
     if (code !== 0) throw new Error(`audit rebuild exited ${code}:\n${out}`);
     const rebuilt = out.split('\n').filter((l) => /: rebuilt from the history/.test(l));
     if (rebuilt.length === 0) throw new Error(`audit rebuild rebuilt nothing:\n${out}`);
     console.log(`npm run audit -- rebuild (${rebuilt.length} read models: ${rebuilt.map((l) => l.split(':')[0]).join(', ')}):`);
     console.log(`  ${history.events.toLocaleString('en')} events in ${seconds.toFixed(1)} s = ${Math.round(history.events / seconds).toLocaleString('en')} events/s (the whole command: start, replay, swap, analyze)`);
     console.log(`  its RSS: ${rssThirds(rss)}`);
+    console.log(`  CPU meanwhile: the command ${cpu.command.toFixed(1)} s, Postgres ${cpu.postgres.toFixed(1)} s, the rest ${cpu.rest.toFixed(1)} s (of ${(os.cpus().length * seconds).toFixed(1)} core-seconds)`);
+    if (cpu.split) console.log(`  ${cpu.split}`);
     const locked = /locked for (\d+\.\d) s/.exec(out);
     if (locked) console.log(`  the live read models locked for the swap: ${locked[1]} s`);
     const counts: string[] = [];

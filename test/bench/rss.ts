@@ -4,7 +4,9 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { cleaningUp, stopChildren } from './interrupt.ts';
 import { entryArgs } from '../helpers/bundle.ts';
-import { median } from './load.ts';
+import { CpuTrail } from './cpu.ts';
+import { PostgresSplit } from './pg-split.ts';
+import { median, profiled } from './load.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -22,12 +24,20 @@ export const mib = (b: number): string => (b / 1024 / 1024).toFixed(0);
 
 /**
  * Runs `npm run audit -- <args>` as the command it is, in a process of its own, its RSS read every
- * 200 ms: its exit code, output, the samples and how long it took.
+ * 200 ms: its exit code, output, the samples, how long it took, and where the CPU went meanwhile
+ * (core-seconds: the command, Postgres, every other process; with BENCH_PG_SPLIT=1 Postgres's cores by
+ * statement too). With BENCH_PROFILE set the command writes a V8 CPU profile there.
  */
-export async function auditSampled(args: string[], databaseUrl: string): Promise<{ code: number | null; out: string; rss: number[]; seconds: number }> {
+export async function auditSampled(
+  args: string[],
+  databaseUrl: string,
+): Promise<{ code: number | null; out: string; rss: number[]; seconds: number; cpu: { command: number; postgres: number; rest: number; split: string | undefined } }> {
   const rss: number[] = [];
   // The bundle built (if it was not) before the clock starts: the command's time is its own.
-  const command = [...entryArgs('audit'), ...args];
+  const command = [...profiled(), ...entryArgs('audit'), ...args];
+  const trail = new CpuTrail();
+  const split = PostgresSplit.enabled() ? new PostgresSplit() : undefined;
+  split?.start();
   const started = performance.now();
   const child = spawn(process.execPath, command, {
     cwd: ROOT,
@@ -40,6 +50,7 @@ export async function auditSampled(args: string[], databaseUrl: string): Promise
   const meter = setInterval(() => {
     const bytes = rssOf(child.pid!);
     if (bytes !== undefined) rss.push(bytes);
+    trail.tick();
   }, 200);
   // Interrupted while it runs: stopped with the rest.
   const code = await cleaningUp(
@@ -47,7 +58,8 @@ export async function auditSampled(args: string[], databaseUrl: string): Promise
     () => new Promise<number | null>((resolve) => child.once('exit', resolve)),
   );
   clearInterval(meter);
-  return { code, out, rss, seconds: (performance.now() - started) / 1000 };
+  const seconds = (performance.now() - started) / 1000;
+  return { code, out, rss, seconds, cpu: { ...trail.seconds(child.pid), split: split?.stop() } };
 }
 
 /** "median X MiB in the first third of the run, Y MiB in the last, peak Z MiB". */
