@@ -23,10 +23,29 @@ import {
 
 /**
  * es_append_one (see the baseline's comment), as the baseline creates it for a new database and
- * eventstore-007 replaces it in an existing one: one append under its stream's advisory lock, at the
- * revision of the stream's last event. Until eventstore-007 it kept each stream's revision in a row of
- * es_streams, written by every append.
+ * eventstore-007 and -008 replace it in an existing one: one append under its stream's advisory lock, at
+ * the revision of the stream's last event, and a notification now and then (es_notify_appended). Until
+ * eventstore-007 it kept each stream's revision in a row of es_streams, written by every append; until
+ * eventstore-008 it notified at every append.
  */
+/** A connection notifies at most one append in this many milliseconds (see eventstore-008). */
+export const NOTIFY_EVERY_MS = 50;
+
+/** es_notify_appended: notifies es_appended unless this connection did within NOTIFY_EVERY_MS (see eventstore-008). */
+const ES_NOTIFY_APPENDED = `
+CREATE OR REPLACE FUNCTION es_notify_appended() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  v_now double precision := extract(epoch FROM clock_timestamp());
+  v_last double precision := nullif(current_setting('es.notified_at', true), '')::double precision;
+BEGIN
+  IF v_last IS NULL OR v_now - v_last >= ${NOTIFY_EVERY_MS / 1000} OR v_now < v_last THEN
+    -- Delivered at commit; repeats within one transaction are delivered once.
+    PERFORM pg_notify('es_appended', '');
+    PERFORM set_config('es.notified_at', v_now::text, false);
+  END IF;
+END
+$$;`;
+
 const ES_APPEND_ONE = `
 CREATE OR REPLACE FUNCTION es_append_one(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[],
   OUT o_conflict boolean, OUT o_revision bigint, OUT o_position text) LANGUAGE plpgsql AS $$
@@ -57,8 +76,7 @@ BEGIN
     )
     SELECT max(global_position) INTO v_last FROM ins;
   END IF;
-  -- Delivered at commit; repeats within one transaction are delivered once.
-  PERFORM pg_notify('es_appended', '');
+  PERFORM es_notify_appended();
   o_conflict := false;
   o_revision := v_current + v_count;
   o_position := pg_current_xact_id()::text || '.' || v_last::text;
@@ -184,6 +202,23 @@ export const eventStoreMigrations: Migration[] = [
     sql: `
       ${ES_APPEND_ONE}
       DROP TABLE es_streams;
+    `,
+  },
+  {
+    // A notification is a wake-up hint, and each one wakes every backend that listens in the database,
+    // whatever its channel: the catalog's listener in every process too (Postgres signals them all). One
+    // at every append cost each of them a wake-up, and the projector's process one, for every record and
+    // every outcome, while under load the projector reads the log every ~100 ms whatever it is told. So a
+    // connection notifies the first append after a quiet moment at once (an idle service's read models
+    // follow without waiting for the projector's poll) and at most one every NOTIFY_EVERY_MS after that;
+    // an append it does not notify is read by the projector's next poll (port.ts, waitForMore), about
+    // 100 ms on. The time of the connection's last notification is a setting of its session
+    // (es.notified_at), which a rolled-back transaction takes back with its notification. A process of the
+    // release before needs nothing of this: its projector polls as this one's does.
+    id: 'eventstore-008-notify-now-and-then',
+    sql: `
+      ${ES_NOTIFY_APPENDED}
+      ${ES_APPEND_ONE}
     `,
   },
 ];

@@ -140,6 +140,55 @@ describe('Postgres event store: lost notifications', () => {
   });
 });
 
+describe('Postgres event store: notifications', () => {
+  let fx: Awaited<ReturnType<typeof openStore>>;
+  beforeAll(async () => {
+    fx = await openStore('esnotifyrate');
+  });
+  afterAll(async () => fx.cleanup());
+
+  /** A connection listening on the appends' channel, counting what it is sent. */
+  async function listening() {
+    const client = new pg.Client({ connectionString: fx.db.url });
+    await client.connect();
+    const at: number[] = [];
+    client.on('notification', () => at.push(Date.now()));
+    await client.query('LISTEN es_appended');
+    return { at, close: () => client.end() };
+  }
+
+  // Postgres wakes every backend that listens in the database at every notification, whatever its channel
+  // (the catalog's listeners too): one notification for each append cost each of them a wake-up per
+  // transaction, while the projector reads the log every ~100 ms under load anyway.
+  it('notifies the first append after a quiet moment at once, and a burst of appends a few times, not once each', async () => {
+    const { store } = fx;
+    const listener = await listening();
+    try {
+      await new Promise((r) => setTimeout(r, 200)); // quiet: no append for longer than the store waits between notifications
+      const first = Date.now();
+      await store.append(`quiet-${randomUUID()}`, [{ id: randomUUID(), type: 'First', data: {} }], 'any');
+      await expect.poll(() => listener.at.length, { timeout: 2000 }).toBe(1);
+      expect(listener.at[0]! - first).toBeLessThan(1000);
+
+      const appends = 100;
+      const started = Date.now();
+      for (let i = 0; i < appends; i++) await store.append(`burst-${i}`, [{ id: randomUUID(), type: 'Burst', data: {} }], 'any');
+      const elapsed = Date.now() - started;
+      await new Promise((r) => setTimeout(r, 300));
+      const during = listener.at.length - 1;
+      // At most one a connection every 50 ms (sequential appends use one or two of the pool's connections).
+      expect(during).toBeGreaterThanOrEqual(1);
+      expect(during).toBeLessThanOrEqual(2 * (Math.ceil(elapsed / 50) + 1));
+      expect(during).toBeLessThan(appends / 2);
+      // Nothing is lost for it: every append is in the log.
+      const all = await store.readAll({ from: START });
+      expect(all.filter((e) => e.type === 'Burst')).toHaveLength(appends);
+    } finally {
+      await listener.close();
+    }
+  });
+});
+
 describe('Postgres event store: transaction ids of different lengths', () => {
   let fx: Awaited<ReturnType<typeof openStore>>;
   beforeAll(async () => {
