@@ -2,7 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import { describe, it, type ExpectStatic } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { TEST_PG_ADMIN_URL } from '../helpers/db.ts';
 import { TEST_POOL_SIZE } from '../helpers/service.ts';
 
@@ -51,6 +51,7 @@ const alive = (pid: number) => {
  * printed once its processes and database are up and before any load (the suite runs beside it).
  */
 async function startedBench(args = ['--ledger-only', '--repeat', '1', '--rates', '100', '--seconds', '1'], firstLine = 'seamless-wallet ledger benchmark') {
+  const before = new Set(await benchDatabases());
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/bench.ts', ...args], {
     cwd: ROOT,
     detached: true,
@@ -66,14 +67,12 @@ async function startedBench(args = ['--ledger-only', '--repeat', '1', '--rates',
     });
     child.on('exit', () => reject(new Error(`the bench ended before its first line:\n${out}`)));
   });
+  const database = (await benchDatabases()).filter((d) => !before.has(d));
   const started = childrenOf(child.pid!);
-  // Its databases: those its processes were given (other benches may be starting beside it).
-  const database = [...new Set(started.map(databaseOf).filter((d): d is string => d !== undefined))];
   return { child, exited, database, started, output: () => out };
 }
 
-/** `expect`: the test's own (the interrupted runs' tests run at once). */
-async function expectCleanedUp(expect: ExpectStatic, run: Awaited<ReturnType<typeof startedBench>>, expected = { processes: 4, databases: 1 }) {
+async function expectCleanedUp(run: Awaited<ReturnType<typeof startedBench>>, expected = { processes: 4, databases: 1 }) {
   // By default the wallet, the two service processes and the forwarder, and the bench's one database.
   expect(run.started.length).toBeGreaterThanOrEqual(expected.processes);
   expect(run.database).toHaveLength(expected.databases);
@@ -81,49 +80,38 @@ async function expectCleanedUp(expect: ExpectStatic, run: Awaited<ReturnType<typ
   await expect.poll(async () => (await benchDatabases()).filter((d) => run.database.includes(d)), { timeout: 20_000 }).toEqual([]);
 }
 
-// At once: each waits mostly for its bench's processes to come up.
-describe.concurrent('npm run bench, interrupted', () => {
-  it('on SIGINT to it alone: stops every process it started, drops its database and exits 130', async ({ expect }) => {
+describe('npm run bench, interrupted', () => {
+  it('on SIGINT to it alone: stops every process it started, drops its database and exits 130', async () => {
     const run = await startedBench();
     run.child.kill('SIGINT');
     expect(await run.exited).toBe(130);
-    await expectCleanedUp(expect, run);
+    await expectCleanedUp(run);
   }, 90_000);
 
-  it('when the reader of its output goes away (piped into head): the same, exit 1', async ({ expect }) => {
+  it('when the reader of its output goes away (piped into head): the same, exit 1', async () => {
     const run = await startedBench();
     // Its next line (the machine's figures, a few seconds on) fails to be written.
     run.child.stdout.destroy();
     expect(await run.exited).toBe(1);
-    await expectCleanedUp(expect, run);
+    await expectCleanedUp(run);
   }, 90_000);
 
-  it('an A/B run (--ab) on SIGTERM: stops both trees\' processes, drops both databases and exits 143', async ({ expect }) => {
+  it('an A/B run (--ab) on SIGTERM: stops both trees\' processes, drops both databases and exits 143', async () => {
     // This checkout against itself: two deployments of the ledger, each with its own database.
     const run = await startedBench(['--ab', '.', '--repeat', '2', '--rates', '100', '--seconds', '1'], 'A/B of two trees');
     run.child.kill('SIGTERM');
     expect(await run.exited).toBe(143);
     // The wallet, and each tree's api and worker+projector processes.
-    await expectCleanedUp(expect, run, { processes: 5, databases: 2 });
+    await expectCleanedUp(run, { processes: 5, databases: 2 });
   }, 90_000);
 });
-
-/** The database named by a process's DATABASE_URL, if it was given one. */
-function databaseOf(pid: number): string | undefined {
-  try {
-    const url = /(?:^|\0)DATABASE_URL=([^\0]*)/.exec(readFileSync(`/proc/${pid}/environ`, 'utf8'))?.[1];
-    return url ? new URL(url).pathname.slice(1) : undefined;
-  } catch {
-    return undefined; // it ended meanwhile
-  }
-}
 
 /** A process's state letter (R running, S sleeping, T stopped, ...), from /proc. */
 const stateOf = (pid: number) => readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0];
 const rolesOf = (pid: number) => /(?:^|\0)ROLES=([^\0]*)/.exec(readFileSync(`/proc/${pid}/environ`, 'utf8'))?.[1];
 
 describe('npm run bench --pause-read-models', () => {
-  it('pauses the worker and projector for the fixed rates, and still ends cleanly with nothing lost', async ({ expect }) => {
+  it('pauses the worker and projector for the fixed rates, and still ends cleanly with nothing lost', async () => {
     const run = await startedBench(['--ledger-only', '--repeat', '1', '--rates', '100', '--seconds', '3', '--pause-read-models'], 'the worker and projector paused');
     // The service's two processes among what the bench started: only the worker and projector's is stopped.
     await expect.poll(() => run.started.filter((pid) => stateOf(pid) === 'T').map(rolesOf)).toEqual(['worker,projector']);
@@ -135,6 +123,6 @@ describe('npm run bench --pause-read-models', () => {
     expect(Number(history![1])).toBeGreaterThan(0);
     expect(history![2]).toBe(history![1]);
     // Every process it started gone (the paused one resumed to take its SIGTERM), and its database.
-    await expectCleanedUp(expect, run);
+    await expectCleanedUp(run);
   }, 120_000);
 });
