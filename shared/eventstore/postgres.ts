@@ -21,13 +21,6 @@ import {
   type TransactionRecorder,
 } from './port.ts';
 
-/**
- * es_append_one (see the baseline's comment), as the baseline creates it for a new database and
- * eventstore-007 and -008 replace it in an existing one: one append under its stream's advisory lock, at
- * the revision of the stream's last event, and a notification now and then (es_notify_appended). Until
- * eventstore-007 it kept each stream's revision in a row of es_streams, written by every append; until
- * eventstore-008 it notified at every append.
- */
 /** A connection notifies at most one append in this many milliseconds (see eventstore-008). */
 export const NOTIFY_EVERY_MS = 50;
 
@@ -46,7 +39,14 @@ BEGIN
 END
 $$;`;
 
-const ES_APPEND_ONE = `
+/**
+ * es_append_one (see the baseline's comment), as the baseline creates it for a new database and
+ * eventstore-007 and -008 replace it in an existing one (each with the es_notify_appended it calls): one
+ * append under its stream's advisory lock, at the revision of the stream's last event, and a notification
+ * now and then. Until eventstore-007 it kept each stream's revision in a row of es_streams, written by
+ * every append; until eventstore-008 it notified at every append.
+ */
+const ES_APPEND_ONE = `${ES_NOTIFY_APPENDED}
 CREATE OR REPLACE FUNCTION es_append_one(p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[],
   OUT o_conflict boolean, OUT o_revision bigint, OUT o_position text) LANGUAGE plpgsql AS $$
 DECLARE
@@ -216,14 +216,11 @@ export const eventStoreMigrations: Migration[] = [
     // (es.notified_at), which a rolled-back transaction takes back with its notification. A process of the
     // release before needs nothing of this: its projector polls as this one's does.
     id: 'eventstore-008-notify-now-and-then',
-    sql: `
-      ${ES_NOTIFY_APPENDED}
-      ${ES_APPEND_ONE}
-    `,
+    sql: ES_APPEND_ONE,
   },
 ];
 
-/** es_append_one (so every append) notifies this channel when it commits events. */
+/** es_append_one notifies this channel when it commits events (now and then: see eventstore-008). */
 const NOTIFY_CHANNEL = 'es_appended';
 
 /**

@@ -6,9 +6,9 @@
  * grow with the history.
  *   --events N   history size in events (default 1,000,000)
  */
+import os from 'node:os';
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
-import os from 'node:os';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
-import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
+import { eventStoreMigrations, NOTIFY_EVERY_MS, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { START, WrongExpectedRevisionError, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { createTestDatabase, describeHoldBack } from '../helpers/db.ts';
 import { eventually } from '../helpers/eventually.ts';
@@ -176,9 +176,9 @@ describe('Postgres event store: notifications', () => {
       const elapsed = Date.now() - started;
       await new Promise((r) => setTimeout(r, 300));
       const during = listener.at.length - 1;
-      // At most one a connection every 50 ms (sequential appends use one or two of the pool's connections).
+      // At most one a connection every NOTIFY_EVERY_MS (sequential appends use one or two of the pool's connections).
       expect(during).toBeGreaterThanOrEqual(1);
-      expect(during).toBeLessThanOrEqual(2 * (Math.ceil(elapsed / 50) + 1));
+      expect(during).toBeLessThanOrEqual(2 * (Math.ceil(elapsed / NOTIFY_EVERY_MS) + 1));
       expect(during).toBeLessThan(appends / 2);
       // Nothing is lost for it: every append is in the log.
       const all = await store.readAll({ from: START });
