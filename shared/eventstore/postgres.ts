@@ -29,7 +29,9 @@ const ES_NOTIFY_APPENDED = `
 CREATE OR REPLACE FUNCTION es_notify_appended() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   v_now double precision := extract(epoch FROM clock_timestamp());
-  v_last double precision := nullif(current_setting('es.notified_at', true), '')::double precision;
+  v_set text := current_setting('es.notified_at', true);
+  -- Read only as this function writes it (a number): anything else set under that name counts as never.
+  v_last double precision := CASE WHEN v_set ~ '^[0-9]+(\.[0-9]+)?$' THEN v_set::double precision END;
 BEGIN
   IF v_last IS NULL OR v_now - v_last >= ${NOTIFY_EVERY_MS / 1000} OR v_now < v_last THEN
     -- Delivered at commit; repeats within one transaction are delivered once.
@@ -211,8 +213,8 @@ export const eventStoreMigrations: Migration[] = [
     // every outcome, while under load the projector reads the log every ~100 ms whatever it is told. So a
     // connection notifies the first append after a quiet moment at once (an idle service's read models
     // follow without waiting for the projector's poll) and at most one every NOTIFY_EVERY_MS after that;
-    // an append it does not notify is read by the projector's next poll (port.ts, waitForMore), about
-    // 100 ms on. The time of the connection's last notification is a setting of its session
+    // an append it does not notify is read by the projector's next poll (port.ts, waitForMore; the
+    // runner's wait and gather), within about 200 ms. The time of the connection's last notification is a setting of its session
     // (es.notified_at), which a rolled-back transaction takes back with its notification. A process of the
     // release before needs nothing of this: its projector polls as this one's does.
     id: 'eventstore-008-notify-now-and-then',

@@ -169,6 +169,7 @@ describe('Postgres event store: notifications', () => {
       await store.append(`quiet-${randomUUID()}`, [{ id: randomUUID(), type: 'First', data: {} }], 'any');
       await expect.poll(() => listener.at.length, { timeout: 2000 }).toBe(1);
       expect(listener.at[0]! - first).toBeLessThan(1000);
+      await new Promise((r) => setTimeout(r, NOTIFY_EVERY_MS + 20)); // so the burst's first append is notified
 
       const appends = 100;
       const started = Date.now();
@@ -185,6 +186,24 @@ describe('Postgres event store: notifications', () => {
       expect(all.filter((e) => e.type === 'Burst')).toHaveLength(appends);
     } finally {
       await listener.close();
+    }
+  });
+
+  it('appends whatever a session was given under the name it keeps its last notification in', async () => {
+    // A setting of that name from the database's or the role's defaults (or a connection string's options)
+    // is not a time: the append notifies, as for a session that never did.
+    await fx.pool.query(`ALTER DATABASE ${fx.db.name} SET es.notified_at = 'not a time'`);
+    const pool = createPool(fx.db.url, 2);
+    const store = new PostgresEventStore(pool, fx.db.url);
+    const listener = await listening();
+    try {
+      await store.append(`odd-${randomUUID()}`, [{ id: randomUUID(), type: 'Odd', data: {} }], 'any');
+      await expect.poll(() => listener.at.length, { timeout: 2000 }).toBe(1);
+    } finally {
+      await listener.close();
+      await store.close();
+      await pool.end();
+      await fx.pool.query(`ALTER DATABASE ${fx.db.name} RESET es.notified_at`);
     }
   });
 });
