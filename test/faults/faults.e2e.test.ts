@@ -10,13 +10,17 @@ import { runFaults } from './run.ts';
 describe('fault simulator (short)', () => {
   it.each(['postgres', 'esdb'] as const)('on the %s event store: keeps every money invariant across providers, operators, colliding ids, racing rollbacks, process kills, Redis flushes, Postgres purges and misbehaving wallets', async (store) => {
     const seed = Number(process.env.FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
-    const report = await runFaults({ seed, store, durationMs: Number(process.env.FAULT_SECONDS ?? (store === 'postgres' ? 15 : 6)) * 1000 });
+    // The hung-neighbour phase on Postgres only: the retry queues it measures do not depend on the event
+    // store (test/money/tenant-isolation.e2e.test.ts holds them on every run too), and the suite's time is
+    // better spent on the workload.
+    const tenants = store === 'postgres';
+    const report = await runFaults({ seed, store, tenants, durationMs: Number(process.env.FAULT_SECONDS ?? (store === 'postgres' ? 10 : 6)) * 1000 });
     console.log(`fault run seed ${seed} (${store}): ${report.requests} requests, ${report.transactionsRecorded} transactions, faults ${JSON.stringify(report.faults)}, actions ${JSON.stringify(report.actions)}, tenants ${JSON.stringify(report.tenant)}, lost BET replies ${JSON.stringify(report.lostReplies)}`);
     expect(report.transactionsRecorded).toBeGreaterThan(50);
     // Every run kills the api and the worker, and tries collisions of each kind.
     expect(report.faults['SIGKILL api']).toBeGreaterThanOrEqual(1);
     expect(report.faults['SIGKILL worker']).toBeGreaterThanOrEqual(1);
-    expect(report.tenant.retryBesideHungMs).toHaveLength(3);
+    expect(report.tenant.retryBesideHungMs).toHaveLength(tenants ? 3 : 0);
     expect(report.violations, `seed ${seed} --store ${store}`).toEqual([]);
   }, 300_000);
 });

@@ -43,6 +43,11 @@ export interface FaultRunOptions {
   restartServers?: boolean;
   /** The event store the service runs on: Postgres (default), or EventStoreDB (the protocol-level test server). */
   store?: 'postgres' | 'esdb';
+  /**
+   * The hung-neighbour phase after the workload (operator one's retries beside operator two's hung wallet,
+   * contract 8 rule 8), on unless false. The retry queues it measures are the same whatever the event store.
+   */
+  tenants?: boolean;
   log?: (line: string) => void;
 }
 
@@ -490,9 +495,12 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
     };
     await Promise.all([...Array.from({ length: 6 }, workload), injector()]);
     for (const w of wallets.values()) w.setChaos(undefined);
-    log(`workload done: ${requests} requests; hung-neighbour phase`);
-
-    await measureTenants();
+    if (opts.tenants === false) {
+      log(`workload done: ${requests} requests`);
+    } else {
+      log(`workload done: ${requests} requests; hung-neighbour phase`);
+      await measureTenants();
+    }
     log('settling');
 
     /**
