@@ -34,16 +34,32 @@ function sample(): Sample {
 
 export class CpuMeter {
   private before: Sample = new Map();
+  /** Each process's time as last read by tick(): a process that exits before the phase ends still counts. */
+  private seen: Sample = new Map();
   private startedAt = 0;
+  private readonly named: Record<string, number | undefined>;
   /** BENCH_PG_SPLIT=1: Postgres's share split by statement too (pg-split.ts). */
   private readonly split = PostgresSplit.enabled() ? new PostgresSplit() : undefined;
 
-  constructor(private readonly named: Record<string, number | undefined>) {}
+  constructor(named: Record<string, number | undefined>) {
+    this.named = { ...named };
+  }
+
+  /** Counts `pid` (one started after the meter, say) under `name`. */
+  name(name: string, pid: number | undefined): void {
+    this.named[name] = pid;
+  }
 
   start(): void {
     this.before = sample();
+    this.seen = new Map();
     this.startedAt = performance.now();
     this.split?.start();
+  }
+
+  /** Reads every process's time now, for processes that may exit before the phase ends (call it every few hundred ms). */
+  tick(): void {
+    for (const [pid, t] of sample()) this.seen.set(pid, t);
   }
 
   /**
@@ -56,7 +72,7 @@ export class CpuMeter {
 
   /** As stop, with the CPU a transaction took (ms, every process counted) as a number too. */
   measure(txPerSecond?: number): { text: string; msPerTransaction: number | undefined } {
-    const after = sample();
+    const after = new Map([...this.seen, ...sample()]);
     const seconds = (performance.now() - this.startedAt) / 1000;
     const byPid = new Map(Object.entries(this.named).filter(([, pid]) => pid !== undefined).map(([name, pid]) => [String(pid), name]));
     const used = new Map<string, number>();
@@ -75,32 +91,5 @@ export class CpuMeter {
     const perTx = msPerTransaction !== undefined ? ` (${msPerTransaction.toFixed(2)} ms of CPU a transaction)` : '';
     const split = this.split ? `\n${' '.repeat(13)}${this.split.stop()}` : '';
     return { text: `cores busy ${total.toFixed(2)} of ${os.cpus().length}${perTx}: ${parts.join(', ')}${split}`, msPerTransaction };
-  }
-}
-
-/**
- * The CPU a command and the Postgres backends it used took over its whole run, processes that ended
- * before it included: every process's time is read again at each tick() (call it every few hundred
- * milliseconds), so a process that exits is counted up to its last tick.
- */
-export class CpuTrail {
-  private readonly before = sample();
-  private readonly last: Sample = new Map();
-
-  tick(): void {
-    for (const [pid, t] of sample()) this.last.set(pid, t);
-  }
-
-  /** Core-seconds used since construction: by `pid`, by Postgres's processes, and by every other process. */
-  seconds(pid: number | undefined): { command: number; postgres: number; rest: number } {
-    const out = { command: 0, postgres: 0, rest: 0 };
-    for (const [p, a] of this.last) {
-      const delta = (a.ticks - (this.before.get(p)?.ticks ?? 0)) / TICKS_PER_SECOND;
-      if (delta <= 0) continue;
-      if (p === String(pid)) out.command += delta;
-      else if (a.comm === 'postgres') out.postgres += delta;
-      else out.rest += delta;
-    }
-    return out;
   }
 }

@@ -24,7 +24,7 @@ const KINDS: Array<[RegExp, string]> = [
   [/^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b.*?\b(rm_\w+|chain_\w+)/s, 'read models and chain: $2'],
 ];
 
-export function statementKind(query: string): string {
+function statementKind(query: string): string {
   for (const [re, name] of KINDS) {
     const m = re.exec(query);
     if (m) return name.replace(/\$(\d)/g, (_, i: string) => m[Number(i)] ?? '');

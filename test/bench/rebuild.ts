@@ -6,7 +6,6 @@
  * grow with the history.
  *   --events N   history size in events (default 1,000,000)
  */
-import os from 'node:os';
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
 import { migrate } from '../../shared/db/migrations.ts';
@@ -43,8 +42,7 @@ export async function rebuildMain({ events: WANTED }: { events: number }): Promi
     console.log(`npm run audit -- rebuild (${rebuilt.length} read models: ${rebuilt.map((l) => l.split(':')[0]).join(', ')}):`);
     console.log(`  ${history.events.toLocaleString('en')} events in ${seconds.toFixed(1)} s = ${Math.round(history.events / seconds).toLocaleString('en')} events/s (the whole command: start, replay, swap, analyze)`);
     console.log(`  its RSS: ${rssThirds(rss)}`);
-    console.log(`  CPU meanwhile: the command ${cpu.command.toFixed(1)} s, Postgres ${cpu.postgres.toFixed(1)} s, the rest ${cpu.rest.toFixed(1)} s (of ${(os.cpus().length * seconds).toFixed(1)} core-seconds)`);
-    if (cpu.split) console.log(`  ${cpu.split}`);
+    console.log(`  meanwhile ${cpu}`);
     const locked = /locked for (\d+\.\d) s/.exec(out);
     if (locked) console.log(`  the live read models locked for the swap: ${locked[1]} s`);
     const counts: string[] = [];

@@ -4,8 +4,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { cleaningUp, stopChildren } from './interrupt.ts';
 import { entryArgs } from '../helpers/bundle.ts';
-import { CpuTrail } from './cpu.ts';
-import { PostgresSplit } from './pg-split.ts';
+import { CpuMeter } from './cpu.ts';
 import { median, profiled } from './load.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -24,33 +23,30 @@ export const mib = (b: number): string => (b / 1024 / 1024).toFixed(0);
 
 /**
  * Runs `npm run audit -- <args>` as the command it is, in a process of its own, its RSS read every
- * 200 ms: its exit code, output, the samples, how long it took, and where the CPU went meanwhile
- * (core-seconds: the command, Postgres, every other process; with BENCH_PG_SPLIT=1 Postgres's cores by
- * statement too). With BENCH_PROFILE set the command writes a V8 CPU profile there.
+ * 200 ms: its exit code, output, the samples, how long it took, and where the cores went meanwhile (the
+ * command, Postgres, the rest: CpuMeter's line, with BENCH_PG_SPLIT=1 Postgres's by statement too). With
+ * BENCH_PROFILE set the command writes a V8 CPU profile there.
  */
-export async function auditSampled(
-  args: string[],
-  databaseUrl: string,
-): Promise<{ code: number | null; out: string; rss: number[]; seconds: number; cpu: { command: number; postgres: number; rest: number; split: string | undefined } }> {
+export async function auditSampled(args: string[], databaseUrl: string): Promise<{ code: number | null; out: string; rss: number[]; seconds: number; cpu: string }> {
   const rss: number[] = [];
   // The bundle built (if it was not) before the clock starts: the command's time is its own.
   const command = [...profiled(), ...entryArgs('audit'), ...args];
-  const trail = new CpuTrail();
-  const split = PostgresSplit.enabled() ? new PostgresSplit() : undefined;
-  split?.start();
+  const cpu = new CpuMeter({});
+  cpu.start();
   const started = performance.now();
   const child = spawn(process.execPath, command, {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  cpu.name('the command', child.pid);
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   const meter = setInterval(() => {
     const bytes = rssOf(child.pid!);
     if (bytes !== undefined) rss.push(bytes);
-    trail.tick();
+    cpu.tick(); // the command and its Postgres backends exit before the end is read
   }, 200);
   // Interrupted while it runs: stopped with the rest.
   const code = await cleaningUp(
@@ -58,8 +54,7 @@ export async function auditSampled(
     () => new Promise<number | null>((resolve) => child.once('exit', resolve)),
   );
   clearInterval(meter);
-  const seconds = (performance.now() - started) / 1000;
-  return { code, out, rss, seconds, cpu: { ...trail.seconds(child.pid), split: split?.stop() } };
+  return { code, out, rss, seconds: (performance.now() - started) / 1000, cpu: cpu.stop() };
 }
 
 /** "median X MiB in the first third of the run, Y MiB in the last, peak Z MiB". */

@@ -189,6 +189,28 @@ describe('Postgres event store: notifications', () => {
     }
   });
 
+  it('a rolled-back append takes back its notification and its place in the window: the next one notifies at once', async () => {
+    const listener = await listening();
+    const client = new pg.Client({ connectionString: fx.db.url });
+    await client.connect();
+    const append = (stream: string) =>
+      client.query(`SELECT * FROM es_append_one($1, NULL, ARRAY[$2::uuid], ARRAY['Rolled'], ARRAY['{}'::jsonb], ARRAY['{}'::jsonb])`, [stream, randomUUID()]);
+    try {
+      await client.query('BEGIN');
+      await append(`rolled-${randomUUID()}`);
+      await client.query('ROLLBACK');
+      const kept = `kept-${randomUUID()}`;
+      await append(kept); // at once, on the same connection, well within NOTIFY_EVERY_MS of the first
+      await expect.poll(() => listener.at.length, { timeout: 2000 }).toBe(1);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(listener.at).toHaveLength(1); // the rolled-back one sent nothing
+      expect((await fx.store.readStream(kept)).map((e) => e.type)).toEqual(['Rolled']);
+    } finally {
+      await client.end();
+      await listener.close();
+    }
+  });
+
   it('appends whatever a session was given under the name it keeps its last notification in', async () => {
     // A setting of that name from the database's or the role's defaults (or a connection string's options)
     // is not a time: the append notifies, as for a session that never did.
