@@ -1,5 +1,7 @@
 # One image for every role; compose picks the role with ROLES.
-FROM node:24-bookworm-slim
+# The Node release npm's scripts pin (package.json's dev dependency node): the image runs the runtime the
+# tests and the bench ran, and a Node update is a change of both, reviewed and measured like any other.
+FROM node:24.21.0-bookworm-slim
 
 ENV NODE_ENV=production
 WORKDIR /app
