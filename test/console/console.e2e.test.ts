@@ -115,6 +115,8 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     await page.reload();
     await expect.poll(() => title().count()).toBe(1);
   };
+  /** How many "Loading…" placeholders (dom.js loading()) the page's main still shows. */
+  const loadingIn = () => page.locator('main p.muted[role="status"]').filter({ hasText: /…$/ }).count();
   /** Is the focused element's focus visible (an outline drawn)? */
   const focusVisible = () =>
     page.evaluate(() => {
@@ -376,6 +378,50 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     expect(fruit.slice(3, 7)).toEqual(['2', '110', '2', '290']);
   });
 
+  it('a reload that fails says so on the page, and leaving a page while it reloads is no error', async () => {
+    const pages: Array<[string, string, string, string]> = [
+      [`#/round/studio-a/op-1/${roundA}`, '**/v1/audit/rounds/**', 'Reload', '#round-problem'],
+      ['#/stuck', '**/v1/admin/console/stuck', 'Refresh', '#stuck-problem'],
+    ];
+    for (const [hash, api, button, problemBox] of pages) {
+      await open(hash);
+      await expect.poll(() => loadingIn(), { message: hash }).toBe(0);
+
+      // The service answers 503: the page keeps what it showed and says why it could not reload.
+      const before = problems.length;
+      await page.route(api, (route) => route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: 'the event store is unavailable' }) }));
+      await page.getByRole('button', { name: button, exact: true }).click();
+      await expect.poll(() => page.locator(problemBox).textContent(), { message: hash }).toContain('Could not reload: the event store is unavailable');
+      await page.unroute(api);
+      // The 503 and the browser's line about it, and nothing else (the page threw nothing).
+      const seen = problems.splice(before);
+      expect(seen.length, seen.join('; ')).toBeGreaterThan(0);
+      for (const p of seen) expect(p, hash).toMatch(/503/);
+      // The next reload that succeeds clears it.
+      await page.getByRole('button', { name: button, exact: true }).click();
+      await expect.poll(() => page.locator(problemBox).textContent(), { message: hash }).toBe('');
+
+      // The page is left while its reload is under way: its fetch is aborted, and that is no error.
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      let asked!: () => void;
+      const reached = new Promise<void>((r) => (asked = r));
+      await page.route(api, async (route) => {
+        asked();
+        await held;
+        await route.continue().catch(() => undefined); // the page aborted it meanwhile
+      });
+      await page.getByRole('button', { name: button, exact: true }).click();
+      await reached;
+      await page.evaluate(() => (location.hash = '#/overview'));
+      await expect.poll(() => title().textContent()).toBe('Overview');
+      release();
+      await page.unroute(api);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(problems.slice(before), hash).toEqual([]);
+    }
+  });
+
   it('works by keyboard on every page: a skip link, the nav by Tab, Enter follows links, focus always visible', async () => {
     const pages: Array<[string, string, (f: Awaited<ReturnType<typeof focused>>) => boolean]> = [
       ['#/overview', 'Overview', (f) => f.text === 'Last day'],
@@ -388,6 +434,9 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     for (const [hash, heading, control] of pages) {
       await open(hash);
       await expect.poll(() => title().textContent(), { message: hash }).toBe(heading);
+      // The title is there at once and the data follows (app.js): walked once the page has loaded, as a
+      // reader does, not while its main holds only "Loading…" (nothing to Tab to in it yet).
+      await expect.poll(() => loadingIn(), { message: hash }).toBe(0);
       // The skip link comes first and moves focus into the page.
       await page.keyboard.press('Tab');
       expect(await focused(), hash).toMatchObject({ text: 'Skip to main content' });
@@ -400,6 +449,7 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
 
       // From the top: every nav link by Tab, then the page's own main control.
       await open(hash);
+      await expect.poll(() => loadingIn(), { message: hash }).toBe(0);
       const navHrefs: string[] = [];
       await tabTo((f) => {
         if (['#/overview', '#/search', '#/stuck', '#/operators'].includes(f.href) && !f.inMain && f.text !== 'Ledger console') navHrefs.push(f.href);

@@ -1,5 +1,6 @@
 // Small DOM helpers: elements are built with the DOM API (never from HTML strings), so text from the
 // service is always text, and no inline style is ever written (the page's CSP allows none).
+import { isAbort } from './api.js';
 
 /**
  * @typedef {string | number | Node | null | undefined | false} Child
@@ -66,6 +67,25 @@ export function table({ caption, headers, rows, empty = 'Nothing to show.', clas
 /** @param {string} text @param {'error' | 'info' | 'ok'} [kind] */
 export function notice(text, kind = 'info') {
   return h('p', { class: `notice notice-${kind}`, role: kind === 'error' ? 'alert' : 'status' }, text);
+}
+
+/**
+ * Runs a page's `load` again (a Reload or Refresh button, or after a re-drive), where nothing awaits it as
+ * the router awaits a page's first load: a failure is shown in `problem`, which the next load that succeeds
+ * clears, and a page left meanwhile (its signal aborted, the fetch with it) is no error. Resolves true once
+ * it loaded.
+ * @param {() => Promise<void>} load @param {HTMLElement} problem @param {AbortSignal} signal
+ */
+export async function loadAgain(load, problem, signal) {
+  try {
+    await load();
+    problem.replaceChildren();
+    return true;
+  } catch (err) {
+    if (isAbort(err) || signal.aborted) return false;
+    replaceChildren(problem, notice(`Could not reload: ${err instanceof Error ? err.message : String(err)}`, 'error'));
+    return false;
+  }
 }
 
 /** @param {string} text */

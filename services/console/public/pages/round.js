@@ -2,7 +2,7 @@
 // travel: the audit route answers the state after every event, so moving through it is local), a replay
 // link, and a re-drive for a dead transaction.
 import { ApiError, getJson, postJson, seg } from '../api.js';
-import { badge, code, count, duration, h, loading, money, notice, pageTitle, replaceChildren, table, utc, utcMs } from '../dom.js';
+import { badge, code, count, duration, h, loadAgain, loading, money, notice, pageTitle, replaceChildren, table, utc, utcMs } from '../dom.js';
 import { redriveControl } from '../redrive.js';
 import { href } from '../routes.js';
 
@@ -44,7 +44,10 @@ export async function roundPage(ctx) {
   const [providerId = '', operatorId = '', roundId = ''] = ctx.params;
   ctx.setTitle(`Round ${roundId}`);
   const body = h('div', {}, loading());
-  ctx.main.append(pageTitle('Round ', code(roundId)), body);
+  // A reload that fails says so here, above the round as last loaded.
+  const problem = h('div', { id: 'round-problem' });
+  ctx.main.append(pageTitle('Round ', code(roundId)), problem, body);
+  const reload = () => loadAgain(load, problem, ctx.signal);
 
   async function load() {
     /** @type {{ streamId: string, history: HistoryEntry[] }} */
@@ -101,7 +104,7 @@ export async function roundPage(ctx) {
     });
     const reloadButton = h('button', { type: 'button', class: 'secondary', id: 'reload-round' }, 'Reload');
     reloadButton.addEventListener('click', () => {
-      void load().then(() => document.getElementById('reload-round')?.focus());
+      void reload().then((loaded) => loaded && document.getElementById('reload-round')?.focus());
     });
 
     const facts = h(
@@ -125,7 +128,7 @@ export async function roundPage(ctx) {
             { class: 'card', 'aria-labelledby': 'dead-title' },
             h('h2', { id: 'dead-title' }, 'Dead transactions'),
             dead.map((t) => {
-              const control = redriveControl({ operatorId, providerId, roundId, transactionId: t.transactionId }, { signal: ctx.signal, onDone: () => setTimeout(() => void load(), 300) });
+              const control = redriveControl({ operatorId, providerId, roundId, transactionId: t.transactionId }, { signal: ctx.signal, onDone: () => setTimeout(() => void reload(), 300) });
               return h('div', { class: 'dead-row' }, h('p', {}, `${t.type} `, code(t.transactionId), ` ${money(t.amount, currencyOf.get(t.transactionId))}, ${t.attempts} attempts; last error: ${t.lastError ?? '—'} `, control.button), control.host);
             }),
           )

@@ -1,7 +1,7 @@
 // Stuck money: transactions the wallet has not acknowledged (pending, failed, dead), with their age and last
 // error; a dead one can be re-driven.
 import { getJson } from '../api.js';
-import { age, badge, code, count, h, loading, money, pageTitle, replaceChildren, utc } from '../dom.js';
+import { age, badge, code, count, h, loadAgain, loading, money, pageTitle, replaceChildren, utc } from '../dom.js';
 import { redriveControl } from '../redrive.js';
 import { href } from '../routes.js';
 
@@ -16,11 +16,14 @@ export async function stuckPage(ctx) {
   const summary = h('p', { id: 'stuck-summary', role: 'status' });
   const list = h('div', { id: 'stuck-list' }, loading());
   const refreshButton = h('button', { type: 'button', class: 'secondary', id: 'stuck-refresh' }, 'Refresh');
-  refreshButton.addEventListener('click', () => void load());
+  // A refresh that fails says so here, above the list as last loaded.
+  const problem = h('div', { id: 'stuck-problem' });
+  refreshButton.addEventListener('click', () => void loadAgain(load, problem, ctx.signal));
   ctx.main.append(
     pageTitle('Stuck money'),
     h('p', { class: 'muted' }, 'Transactions the wallet has not acknowledged: pending (no final answer yet), failed (retrying) and dead (retries stopped). Amounts in minor units; times in UTC.'),
     h('div', { class: 'toolbar' }, refreshButton),
+    problem,
     summary,
     list,
   );
