@@ -72,8 +72,8 @@ export function notice(text, kind = 'info') {
 /**
  * Runs a page's `load` again (a Reload or Refresh button, or after a re-drive), where nothing awaits it as
  * the router awaits a page's first load: a failure is shown in `problem`, which the next load that succeeds
- * clears, and a page left meanwhile (its signal aborted, the fetch with it) is no error. Resolves true once
- * it loaded.
+ * clears, and a page left meanwhile (its signal aborted, the fetch with it) is no error. Resolves true when
+ * `load` resolved (the page then shows its answer, which may be a "not found" in place of what it showed).
  * @param {() => Promise<void>} load @param {HTMLElement} problem @param {AbortSignal} signal
  */
 export async function loadAgain(load, problem, signal) {

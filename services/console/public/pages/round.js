@@ -104,7 +104,8 @@ export async function roundPage(ctx) {
     });
     const reloadButton = h('button', { type: 'button', class: 'secondary', id: 'reload-round' }, 'Reload');
     reloadButton.addEventListener('click', () => {
-      void reload().then((loaded) => loaded && document.getElementById('reload-round')?.focus());
+      // Focus back on the new Reload button, or on the title when the round is no longer found.
+      void reload().then((loaded) => loaded && (document.getElementById('reload-round') ?? document.getElementById('page-title'))?.focus());
     });
 
     const facts = h(
