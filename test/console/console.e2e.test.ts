@@ -242,6 +242,41 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     await shot('overview');
   });
 
+  it('a window chosen while a refresh is under way is the one shown, not the late answer of the other', async () => {
+    await page.goto(`${base}#/overview`);
+    const updated = () => page.locator('#overview-updated').textContent();
+    await expect.poll(updated).toContain('Last hour');
+    const hourAsked = (url: URL) => url.pathname.endsWith('/v1/admin/console/overview') && url.searchParams.get('window') === 'hour';
+    let release: (() => void) | undefined;
+    try {
+      // A refresh of the last hour, held at the service's door (routed until the end: unrouted, Playwright
+      // lets a held request through at once).
+      const held = new Promise<void>((r) => (release = r));
+      let asked!: () => void;
+      const reached = new Promise<void>((r) => (asked = r));
+      await page.route(hourAsked, async (route) => {
+        asked();
+        await held;
+        await route.continue().catch(() => undefined);
+      });
+      await page.getByRole('button', { name: 'Last hour' }).click();
+      await reached;
+      // Meanwhile the last day is chosen, and shown.
+      await page.getByRole('button', { name: 'Last day' }).click();
+      await expect.poll(updated).toContain('Last day');
+      // The hour's answer arrives late: it is not drawn over the day.
+      const late = page.waitForResponse((r) => hourAsked(new URL(r.url())));
+      release?.();
+      await late;
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await updated()).toContain('Last day');
+      expect(await page.getByRole('button', { name: 'Last day' }).getAttribute('aria-pressed')).toBe('true');
+    } finally {
+      release?.();
+      await page.unrouteAll({ behavior: 'ignoreErrors' });
+    }
+  });
+
   it('finds a round by its id and opens its timeline with each wallet call', async () => {
     await page.getByLabel('Search by transaction id, round id, player ref or grant id').fill(roundA);
     await page.keyboard.press('Enter');

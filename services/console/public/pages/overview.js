@@ -190,16 +190,21 @@ export async function overviewPage(ctx) {
     updated.textContent = `Last ${o.window}, in ${o.bucketSeconds / 60}-minute buckets, times in UTC. Updated ${utc(o.generatedAt)}${paused ? ' (paused)' : '; refreshes every 5 s'}.`;
   }
 
+  /** Refreshes started: only the latest draws and schedules the next (a click while one is under way starts another, and the answers may come back in either order). */
+  let refreshes = 0;
+
   async function refresh() {
     clearTimeout(timer);
+    const mine = ++refreshes;
     try {
       /** @type {Overview} */
       const o = await getJson(`/v1/admin/console/overview?window=${span}`, { signal: ctx.signal });
-      if (ctx.signal.aborted) return;
+      // Superseded: its answer is of a window or a moment no longer asked for (the latest draws, and keeps the timer).
+      if (ctx.signal.aborted || mine !== refreshes) return;
       draw(o);
       problem.replaceChildren();
     } catch (err) {
-      if (isAbort(err) || ctx.signal.aborted) return;
+      if (isAbort(err) || ctx.signal.aborted || mine !== refreshes) return;
       replaceChildren(problem, notice(`Could not refresh: ${err instanceof Error ? err.message : String(err)}`, 'error'));
     }
     if (!paused && !ctx.signal.aborted) timer = setTimeout(refresh, REFRESH_MS);
