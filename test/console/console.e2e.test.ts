@@ -122,6 +122,22 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
   };
   /** How many "Loading…" placeholders (dom.js loading()) the page's main still shows. */
   const loadingIn = () => page.locator('main p.muted[role="status"]').filter({ hasText: /…$/ }).count();
+  /**
+   * Holds the page's requests that `match` at the service's door until `release()`; `reached` resolves at the
+   * first. Routed until unrouteAll: unrouted, Playwright lets a held request through at once.
+   */
+  const hold = async (match: string | ((url: URL) => boolean)) => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let asked!: () => void;
+    const reached = new Promise<void>((r) => (asked = r));
+    await page.route(match, async (route) => {
+      asked();
+      await held;
+      await route.continue().catch(() => undefined); // the page may have aborted it meanwhile
+    });
+    return { reached, release };
+  };
   /** Is the focused element's focus visible (an outline drawn)? */
   const focusVisible = () =>
     page.evaluate(() => {
@@ -247,32 +263,24 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     const updated = () => page.locator('#overview-updated').textContent();
     await expect.poll(updated).toContain('Last hour');
     const hourAsked = (url: URL) => url.pathname.endsWith('/v1/admin/console/overview') && url.searchParams.get('window') === 'hour';
-    let release: (() => void) | undefined;
+    let gate: Awaited<ReturnType<typeof hold>> | undefined;
     try {
-      // A refresh of the last hour, held at the service's door (routed until the end: unrouted, Playwright
-      // lets a held request through at once).
-      const held = new Promise<void>((r) => (release = r));
-      let asked!: () => void;
-      const reached = new Promise<void>((r) => (asked = r));
-      await page.route(hourAsked, async (route) => {
-        asked();
-        await held;
-        await route.continue().catch(() => undefined);
-      });
+      // A refresh of the last hour, held at the service's door.
+      gate = await hold(hourAsked);
       await page.getByRole('button', { name: 'Last hour' }).click();
-      await reached;
+      await gate.reached;
       // Meanwhile the last day is chosen, and shown.
       await page.getByRole('button', { name: 'Last day' }).click();
       await expect.poll(updated).toContain('Last day');
       // The hour's answer arrives late: it is not drawn over the day.
       const late = page.waitForResponse((r) => hourAsked(new URL(r.url())));
-      release?.();
+      gate.release();
       await late;
       await new Promise((r) => setTimeout(r, 300));
       expect(await updated()).toContain('Last day');
       expect(await page.getByRole('button', { name: 'Last day' }).getAttribute('aria-pressed')).toBe('true');
     } finally {
-      release?.();
+      gate?.release();
       await page.unrouteAll({ behavior: 'ignoreErrors' });
     }
   });
@@ -425,7 +433,7 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
       ['#/stuck', '**/v1/admin/console/stuck', 'Refresh', '#stuck-problem', '#stuck-summary'],
     ];
     for (const [hash, api, button, problemBox, kept] of pages) {
-      let release: (() => void) | undefined;
+      let gate: Awaited<ReturnType<typeof hold>> | undefined;
       try {
         await open(hash);
         const shown = await page.locator(kept).textContent();
@@ -443,26 +451,19 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
         await expect.poll(() => page.locator(problemBox).textContent(), { message: hash }).toBe('');
 
         // The page is left while its reload is under way: its fetch is aborted, and that is no error.
-        const held = new Promise<void>((r) => (release = r));
-        let asked!: () => void;
-        const reached = new Promise<void>((r) => (asked = r));
-        await page.route(api, async (route) => {
-          asked();
-          await held;
-          await route.continue().catch(() => undefined); // the page aborted it meanwhile
-        });
+        gate = await hold(api);
         await page.getByRole('button', { name: button, exact: true }).click();
-        await reached;
+        await gate.reached;
         await page.evaluate(() => (location.hash = '#/overview'));
         await expect.poll(() => title().textContent()).toBe('Overview');
-        release?.();
+        gate.release();
         await new Promise((r) => setTimeout(r, 200));
         // The 503 and the browser's line about it, and nothing else: the page threw nothing.
         const seen = problems.splice(before);
         expect(seen.some((p) => /503/.test(p)), hash).toBe(true);
         expect(seen.filter((p) => !/503/.test(p)), hash).toEqual([]);
       } finally {
-        release?.();
+        gate?.release();
         await page.unrouteAll({ behavior: 'ignoreErrors' });
       }
     }
