@@ -109,10 +109,10 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     await page.getByLabel('Admin token').fill(token);
     await page.getByRole('button', { name: 'Log in' }).click();
   };
-  /** Opens a route as a fresh page load (focus starts at the top of the document). */
   /**
-   * Opens a page afresh and waits until it has loaded, as a reader does: the title is there at once and
-   * the data follows (app.js), and until then a page's main may hold only "Loading…" (nothing to Tab to).
+   * Opens a route as a fresh page load (focus starts at the top of the document) and waits until it has
+   * loaded, as a reader does: the title is there at once and the data follows (app.js), and until then a
+   * page's main may hold only "Loading…" (nothing to Tab to).
    */
   const open = async (hash: string) => {
     await page.goto(`${base}${hash}`);
@@ -259,7 +259,7 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
   });
 
   it('a window chosen while a refresh is under way is the one shown, not the late answer of the other', async () => {
-    await page.goto(`${base}#/overview`);
+    await open('#/overview');
     const updated = () => page.locator('#overview-updated').textContent();
     await expect.poll(updated).toContain('Last hour');
     const hourAsked = (url: URL) => url.pathname.endsWith('/v1/admin/console/overview') && url.searchParams.get('window') === 'hour';
