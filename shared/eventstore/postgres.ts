@@ -21,10 +21,13 @@ import {
   type TransactionRecorder,
 } from './port.ts';
 
+/** es_append_one notifies this channel when it commits events (now and then: see eventstore-008). */
+const NOTIFY_CHANNEL = 'es_appended';
+
 /** A connection notifies at most one append in this many milliseconds (see eventstore-008). */
 export const NOTIFY_EVERY_MS = 50;
 
-/** es_notify_appended: notifies es_appended unless this connection did within NOTIFY_EVERY_MS (see eventstore-008). */
+/** es_notify_appended: notifies NOTIFY_CHANNEL unless this connection did within NOTIFY_EVERY_MS (see eventstore-008). */
 const ES_NOTIFY_APPENDED = `
 CREATE OR REPLACE FUNCTION es_notify_appended() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -35,7 +38,7 @@ DECLARE
 BEGIN
   IF v_last IS NULL OR v_now - v_last >= ${NOTIFY_EVERY_MS / 1000} OR v_now < v_last THEN
     -- Delivered at commit; repeats within one transaction are delivered once.
-    PERFORM pg_notify('es_appended', '');
+    PERFORM pg_notify('${NOTIFY_CHANNEL}', '');
     PERFORM set_config('es.notified_at', v_now::text, false);
   END IF;
 END
@@ -222,8 +225,6 @@ export const eventStoreMigrations: Migration[] = [
   },
 ];
 
-/** es_append_one notifies this channel when it commits events (now and then: see eventstore-008). */
-const NOTIFY_CHANNEL = 'es_appended';
 
 /**
  * An event's row as every read of the log returns it: an array (rowMode 'array') in COLUMNS' order. The
@@ -322,7 +323,7 @@ export class PostgresEventStore implements EventStore {
     try {
       const outcome = await this.appends.submit({ streamId, events, expected: expectedRevision });
       if (outcome.kind === 'ok') {
-        this.bump(); // this process's subscribers at once; the others through the batch's NOTIFY
+        this.bump(); // this process's subscribers at once; the others through its notification (at most one in NOTIFY_EVERY_MS a connection) or their poll
         return outcome.result;
       }
       actual = outcome.actual;
