@@ -10,120 +10,93 @@ import { walletKeyRace } from './registry.ts';
  * append of a new transaction in one statement and one commit (ledger_claim_and_record), one round trip
  * instead of two before the wallet is called. Concurrent calls share a statement.
  */
-
-/**
- * ledger_claim_and_record, as ledger-006 creates it for a new database and ledger-007 replaces it in an
- * existing one. Per item, in registry key order, after every round stream's lock:
- * - o_revoked: the guard stream holds the guard event (a kick). A kicked session records nothing new:
- *   refused (o_refused) unless this provider registered the id before, which is then answered as a
- *   resubmission (the caller's decider refuses anything new);
- * - the usual case, an id nobody holds (under neither of the registry's keys): claimed by one insert that
- *   claims nothing where either key is taken (ON CONFLICT DO NOTHING), and its record appended;
- * - otherwise (ledger-006's way for every item): o_taken, an id new to this registrant whose wallet key is
- *   held by another registrant (another provider, an adjustment, the reconciler): nothing is claimed, the
- *   holder's entry is returned. An id this registrant holds already is its own, also where the migration
- *   left it without a wallet key; it is leased as claimBatch leases, and a claim that registered the id
- *   (its row gone since the first insert) appends its record at the expected revision (conflict: nothing
- *   appended, the claim stands).
- * Until ledger-007 every item took the long way: two reads of the registry before its insert, three
- * statements where the usual case needs one (Postgres's instructions an item 11 % fewer in a batch of 14,
- * 7 % alone: docs/benchmarks.md, "Measured design decisions").
- */
-const LEDGER_CLAIM_AND_RECORD = `
-CREATE OR REPLACE FUNCTION ledger_claim_and_record(
-  p_keys text[], p_tx_ids text[], p_hashes text[], p_rounds text[], p_operators text[], p_players text[], p_tokens text[], p_ttls int[],
-  p_guard_streams text[], p_guard_from bigint[], p_guard_types text[],
-  p_expected bigint[], p_counts int[], p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
-RETURNS TABLE (o_index int, o_refused boolean, o_revoked boolean, o_taken boolean, o_inserted boolean, o_leased boolean,
-  o_content_hash text, o_round_stream text, o_conflict boolean, o_revision bigint, o_position text) LANGUAGE plpgsql AS $$
-DECLARE
-  v_starts int[] := '{}';
-  v_next int := 1;
-  v_from int;
-  v_to int;
-  v_append record;
-  v_own boolean;
-  i int;
-BEGIN
-  PERFORM es_lock_streams(p_rounds);
-  FOR i IN 1 .. cardinality(p_keys) LOOP
-    v_starts := v_starts || v_next;
-    v_next := v_next + p_counts[i];
-  END LOOP;
-  FOR i IN SELECT x.o FROM unnest(p_keys, p_tx_ids) WITH ORDINALITY AS x(k, t, o) ORDER BY x.k, x.t, x.o LOOP
-    o_index := i;
-    o_refused := false;
-    o_taken := false;
-    o_inserted := false;
-    o_leased := false;
-    o_content_hash := NULL;
-    o_round_stream := NULL;
-    o_conflict := NULL;
-    o_revision := NULL;
-    o_position := NULL;
-    o_revoked := p_guard_streams[i] IS NOT NULL AND es_stream_has(p_guard_streams[i], p_guard_from[i], p_guard_types[i]);
-    IF NOT o_revoked THEN
-      INSERT INTO tx_registry (provider_id, transaction_id, content_hash, round_stream, operator_id, player_ref, lease_token, leased_until)
-      VALUES (p_keys[i], p_tx_ids[i], p_hashes[i], p_rounds[i], p_operators[i], p_players[i], p_tokens[i], clock_timestamp() + p_ttls[i] * interval '1 millisecond')
-      ON CONFLICT DO NOTHING
-      RETURNING content_hash, round_stream INTO o_content_hash, o_round_stream;
-      o_inserted := FOUND;
-      o_leased := FOUND;
-    END IF;
-    IF NOT o_inserted THEN
-      v_own := EXISTS (SELECT 1 FROM tx_registry r WHERE r.provider_id = p_keys[i] AND r.transaction_id = p_tx_ids[i]);
-      IF o_revoked AND NOT v_own THEN
-        o_refused := true;
-        RETURN NEXT;
-        CONTINUE;
-      END IF;
-      IF NOT v_own THEN
-        SELECT r.content_hash, r.round_stream INTO o_content_hash, o_round_stream FROM tx_registry r
-        WHERE r.operator_id = p_operators[i] AND r.player_ref = p_players[i] AND r.transaction_id = p_tx_ids[i] AND r.provider_id <> p_keys[i];
-        IF FOUND THEN
-          o_taken := true;
-          RETURN NEXT;
-          CONTINUE;
-        END IF;
-      END IF;
-      INSERT INTO tx_registry AS r (provider_id, transaction_id, content_hash, round_stream, operator_id, player_ref, lease_token, leased_until)
-      VALUES (p_keys[i], p_tx_ids[i], p_hashes[i], p_rounds[i], p_operators[i], p_players[i], p_tokens[i], clock_timestamp() + p_ttls[i] * interval '1 millisecond')
-      ON CONFLICT (provider_id, transaction_id) DO UPDATE SET lease_token = EXCLUDED.lease_token, leased_until = EXCLUDED.leased_until
-        WHERE r.content_hash = EXCLUDED.content_hash AND r.round_stream = EXCLUDED.round_stream
-          AND (r.leased_until IS NULL OR r.leased_until < clock_timestamp())
-      RETURNING r.content_hash, r.round_stream, (r.xmax = 0) INTO o_content_hash, o_round_stream, o_inserted;
-      IF FOUND THEN
-        o_leased := true;
-      ELSE
-        o_inserted := false; -- INTO found no row, and set it NULL
-        SELECT r.content_hash, r.round_stream INTO o_content_hash, o_round_stream
-        FROM tx_registry r WHERE r.provider_id = p_keys[i] AND r.transaction_id = p_tx_ids[i];
-      END IF;
-    END IF;
-    IF o_inserted AND p_counts[i] > 0 THEN
-      v_from := v_starts[i];
-      v_to := v_from + p_counts[i] - 1;
-      v_append := es_append_one(p_rounds[i], p_expected[i], p_ids[v_from:v_to], p_types[v_from:v_to], p_data[v_from:v_to], p_meta[v_from:v_to]);
-      o_conflict := v_append.o_conflict;
-      o_revision := v_append.o_revision;
-      o_position := v_append.o_position;
-    END IF;
-    RETURN NEXT;
-  END LOOP;
-END
-$$;`;
-
 export const postgresRecorderMigrations: Migration[] = [
   {
     // ledger_record_batch with the wallet key (section 8, rule 1) and idempotency before session validity
-    // (rule 4), in one statement with the claim (see LEDGER_CLAIM_AND_RECORD).
+    // (rule 4). Per item, in registry key order, after every round stream's lock:
+    // - o_revoked: the guard stream holds the guard event (a kick). A kicked session records nothing new:
+    //   refused (o_refused) unless this provider registered the id before, which is then answered as a
+    //   resubmission (the caller's decider refuses anything new);
+    // - o_taken: an id new to this registrant whose wallet key is held by another registrant (another
+    //   provider, an adjustment, the reconciler): nothing is claimed, the holder's entry is returned. An id
+    //   this registrant holds already is its own, also where the migration left it without a wallet key;
+    // - otherwise claimed as claimBatch claims, and a claim that registered the id appends its record at
+    //   the expected revision (conflict: nothing appended, the claim stands).
     id: 'ledger-006-claim-and-record',
-    sql: LEDGER_CLAIM_AND_RECORD,
-  },
-  {
-    // The usual case claimed by one insert, before the registry is read (see LEDGER_CLAIM_AND_RECORD).
-    id: 'ledger-007-claim-first',
-    sql: LEDGER_CLAIM_AND_RECORD,
+    sql: `
+      CREATE FUNCTION ledger_claim_and_record(
+        p_keys text[], p_tx_ids text[], p_hashes text[], p_rounds text[], p_operators text[], p_players text[], p_tokens text[], p_ttls int[],
+        p_guard_streams text[], p_guard_from bigint[], p_guard_types text[],
+        p_expected bigint[], p_counts int[], p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
+      RETURNS TABLE (o_index int, o_refused boolean, o_revoked boolean, o_taken boolean, o_inserted boolean, o_leased boolean,
+        o_content_hash text, o_round_stream text, o_conflict boolean, o_revision bigint, o_position text) LANGUAGE plpgsql AS $$
+      DECLARE
+        v_starts int[] := '{}';
+        v_next int := 1;
+        v_from int;
+        v_to int;
+        v_append record;
+        v_own boolean;
+        i int;
+      BEGIN
+        PERFORM es_lock_streams(p_rounds);
+        FOR i IN 1 .. cardinality(p_keys) LOOP
+          v_starts := v_starts || v_next;
+          v_next := v_next + p_counts[i];
+        END LOOP;
+        FOR i IN SELECT x.o FROM unnest(p_keys, p_tx_ids) WITH ORDINALITY AS x(k, t, o) ORDER BY x.k, x.t, x.o LOOP
+          o_index := i;
+          o_refused := false;
+          o_taken := false;
+          o_inserted := false;
+          o_leased := false;
+          o_content_hash := NULL;
+          o_round_stream := NULL;
+          o_conflict := NULL;
+          o_revision := NULL;
+          o_position := NULL;
+          o_revoked := p_guard_streams[i] IS NOT NULL AND es_stream_has(p_guard_streams[i], p_guard_from[i], p_guard_types[i]);
+          v_own := EXISTS (SELECT 1 FROM tx_registry r WHERE r.provider_id = p_keys[i] AND r.transaction_id = p_tx_ids[i]);
+          IF o_revoked AND NOT v_own THEN
+            o_refused := true;
+            RETURN NEXT;
+            CONTINUE;
+          END IF;
+          IF NOT v_own THEN
+            SELECT r.content_hash, r.round_stream INTO o_content_hash, o_round_stream FROM tx_registry r
+            WHERE r.operator_id = p_operators[i] AND r.player_ref = p_players[i] AND r.transaction_id = p_tx_ids[i] AND r.provider_id <> p_keys[i];
+            IF FOUND THEN
+              o_taken := true;
+              RETURN NEXT;
+              CONTINUE;
+            END IF;
+          END IF;
+          INSERT INTO tx_registry AS r (provider_id, transaction_id, content_hash, round_stream, operator_id, player_ref, lease_token, leased_until)
+          VALUES (p_keys[i], p_tx_ids[i], p_hashes[i], p_rounds[i], p_operators[i], p_players[i], p_tokens[i], clock_timestamp() + p_ttls[i] * interval '1 millisecond')
+          ON CONFLICT (provider_id, transaction_id) DO UPDATE SET lease_token = EXCLUDED.lease_token, leased_until = EXCLUDED.leased_until
+            WHERE r.content_hash = EXCLUDED.content_hash AND r.round_stream = EXCLUDED.round_stream
+              AND (r.leased_until IS NULL OR r.leased_until < clock_timestamp())
+          RETURNING r.content_hash, r.round_stream, (r.xmax = 0) INTO o_content_hash, o_round_stream, o_inserted;
+          IF FOUND THEN
+            o_leased := true;
+          ELSE
+            o_inserted := false; -- INTO found no row, and set it NULL
+            SELECT r.content_hash, r.round_stream INTO o_content_hash, o_round_stream
+            FROM tx_registry r WHERE r.provider_id = p_keys[i] AND r.transaction_id = p_tx_ids[i];
+          END IF;
+          IF o_inserted AND p_counts[i] > 0 THEN
+            v_from := v_starts[i];
+            v_to := v_from + p_counts[i] - 1;
+            v_append := es_append_one(p_rounds[i], p_expected[i], p_ids[v_from:v_to], p_types[v_from:v_to], p_data[v_from:v_to], p_meta[v_from:v_to]);
+            o_conflict := v_append.o_conflict;
+            o_revision := v_append.o_revision;
+            o_position := v_append.o_position;
+          END IF;
+          RETURN NEXT;
+        END LOOP;
+      END
+      $$;
+    `,
   },
 ];
 
