@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Pool } from '../../shared/db/pool.ts';
+import { createPool, type Pool } from '../../shared/db/pool.ts';
 import { claimThenAppend } from '../../shared/eventstore/claim-then-append.ts';
 import type { EventStore, RecordRequest, RegistryEntry, TransactionRecorder, WalletKey } from '../../shared/eventstore/port.ts';
 import { claimTransaction, registryMigrations, releaseLease } from '../../shared/eventstore/registry.ts';
@@ -184,6 +184,64 @@ describe.each([
     expect(platform).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, taken: true } });
     expect(await store.readStream('round|b-late')).toEqual([]);
     expect(await store.readStream('round|adj')).toEqual([]);
+  });
+
+  it('tells another registrant at once that a player\'s id is taken while its holder\'s row is being written (no wait on that write)', async () => {
+    const wallet = { operatorId: 'op-1', playerRef: 'busy' };
+    expect(await claimAndRecord(pool, request('tx-busy', 'round|busy-a', 'h-busy', { wallet }))).toMatchObject({ kind: 'claimed', claim: { inserted: true } });
+    // The holder's row under a write not yet committed, as a lease renewal or another batch's re-lease
+    // holds it until its commit: the other registrant's answer does not depend on that write, so it must
+    // not wait for it (two batches waiting so on each other's rows would deadlock).
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`UPDATE tx_registry SET leased_until = clock_timestamp() WHERE provider_id = 'studio-a' AND transaction_id = 'tx-busy'`);
+      const other = claimAndRecord(pool, { ...request('tx-busy', 'round|busy-b', 'h-other'), registryKey: 'studio-b', wallet });
+      const answered = await Promise.race([other, new Promise((resolve) => setTimeout(() => resolve('still waiting after 3 s'), 3000))]);
+      expect(answered).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, taken: true, entry: { contentHash: 'h-busy' } }, append: undefined });
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect(await store.readStream('round|busy-b')).toEqual([]);
+  });
+
+  it('records one of several claims made at the same moment on connections of their own: other registrants are told the id is taken, the same one that it is held', async () => {
+    const racers = await Promise.all(Array.from({ length: 6 }, () => {
+      const racerPool = createPool(env.db.url, 1);
+      const racerStore = new PostgresEventStore(racerPool, env.db.url);
+      return { pool: racerPool, store: racerStore, recorder: recorderOf(racerPool, racerStore) };
+    }));
+    try {
+      const wallet = { operatorId: 'op-1', playerRef: 'racing' };
+      // Six registrants, one new id for one player: one records it, five are told whose it is.
+      const others = await Promise.all(
+        racers.map((r, i) => r.recorder.record({ ...request('tx-race', `round|race-${i}`, `h-${i}`), registryKey: `studio-${i}`, wallet })),
+      );
+      const winners = others.filter((o) => o.kind === 'claimed' && o.claim.inserted);
+      expect(winners).toHaveLength(1);
+      const winner = winners[0]!;
+      if (winner.kind !== 'claimed') throw new Error('unreachable');
+      expect(winner).toMatchObject({ claim: { leased: true, taken: false }, append: { kind: 'appended' } });
+      for (const lost of others.filter((o) => o !== winner)) {
+        expect(lost).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, taken: true, entry: winner.claim.entry }, append: undefined });
+      }
+      const appended = await Promise.all(racers.map((_, i) => store.readStream(`round|race-${i}`)));
+      expect(appended.map((events) => events.length).sort()).toEqual([0, 0, 0, 0, 0, 1]);
+
+      // One registrant sending one id six times at once: one records it and holds the lease, the others find it held.
+      const same = request('tx-same', 'round|same', 'h-same', { wallet: { operatorId: 'op-1', playerRef: 'same' } });
+      const copies = await Promise.all(racers.map((r) => r.recorder.record({ ...same, token: randomUUID(), events: [{ id: randomUUID(), type: 'TransactionRecorded', data: {} }] })));
+      expect(copies.filter((o) => o.kind === 'claimed' && o.claim.inserted && o.claim.leased && o.append?.kind === 'appended')).toHaveLength(1);
+      expect(copies.filter((o) => o.kind === 'claimed' && !o.claim.inserted && !o.claim.leased && !o.claim.taken && o.append === undefined)).toHaveLength(5);
+      expect(await store.readStream('round|same')).toHaveLength(1);
+    } finally {
+      for (const r of racers) {
+        await r.recorder.close();
+        await r.store.close();
+        await r.pool.end();
+      }
+    }
   });
 });
 
