@@ -197,7 +197,9 @@ describe.each([
       await holder.query('BEGIN');
       await holder.query(`UPDATE tx_registry SET leased_until = clock_timestamp() WHERE provider_id = 'studio-a' AND transaction_id = 'tx-busy'`);
       const other = claimAndRecord(pool, { ...request('tx-busy', 'round|busy-b', 'h-other'), registryKey: 'studio-b', wallet });
-      const answered = await Promise.race([other, new Promise((resolve) => setTimeout(() => resolve('still waiting after 3 s'), 3000))]);
+      let timer: NodeJS.Timeout | undefined;
+      const answered = await Promise.race([other, new Promise((resolve) => (timer = setTimeout(() => resolve('still waiting after 3 s'), 3000)))]);
+      clearTimeout(timer);
       expect(answered).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, taken: true, entry: { contentHash: 'h-busy' } }, append: undefined });
     } finally {
       await holder.query('ROLLBACK');
