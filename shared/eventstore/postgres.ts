@@ -236,11 +236,12 @@ type EventRow = [globalPosition: string, transactionId: string, streamId: string
 // created_at as epoch milliseconds (what a Date holds; the microseconds are cut, as the driver's own
 // parse of the timestamp text cut them): a number is read from a row several times faster than the text
 // of a timestamp is parsed, and every read of the log (a read model's, a rebuild's) reads it for each event.
-// Cut to the millisecond first, in UTC, then rounded: exact where extract() answers in floating point
-// (Postgres 13) as where it answers in numeric. float8, not int8: an infinite time (a row edited by hand)
-// is read, as an invalid Date, instead of failing the whole read.
+// Cut to the millisecond first, in UTC, then rounded, so that the floating point of date_part() is exact.
+// date_part(), not extract(): since Postgres 14 extract() answers in numeric, whose arithmetic took three
+// times as long (0.45 s against 0.15 for a million rows, the same values). float8, not int8: an infinite
+// time (a row edited by hand) is read, as an invalid Date, instead of failing the whole read.
 const COLUMNS =
-  "global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type, data, metadata, round(extract(epoch FROM date_trunc('milliseconds', created_at AT TIME ZONE 'UTC')) * 1000)::float8 AS created_ms";
+  "global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type, data, metadata, round(date_part('epoch', date_trunc('milliseconds', created_at AT TIME ZONE 'UTC')) * 1000) AS created_ms";
 
 /** The event of a row whose COLUMNS begin at index `at`. */
 function toRecorded(row: unknown[], at = 0): RecordedEvent {
