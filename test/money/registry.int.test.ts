@@ -6,6 +6,7 @@ import type { EventStore, RecordRequest, RegistryEntry, TransactionRecorder, Wal
 import { claimTransaction, registryMigrations, releaseLease } from '../../shared/eventstore/registry.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 describe('transaction registry: claims made at the same moment', () => {
   let env: MigratedDatabase;
@@ -214,11 +215,31 @@ describe.each([
       const racerStore = new PostgresEventStore(racerPool, env.db.url);
       return { pool: racerPool, store: racerStore, recorder: recorderOf(racerPool, racerStore) };
     }));
+    /**
+     * The six statements of `race` write at the same moment: the registry is locked against writes until all
+     * six wait for it, so each has read it empty before any inserts (the race the wallet key's unique index
+     * decides, which a retry then answers as taken).
+     */
+    const atOnce = async <T,>(race: () => Promise<T>): Promise<T> => {
+      const gate = await pool.connect();
+      try {
+        await gate.query('BEGIN');
+        await gate.query('LOCK TABLE tx_registry IN SHARE ROW EXCLUSIVE MODE');
+        const raced = race();
+        const waiting = async () =>
+          (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)).rows[0]!.n;
+        expect(await eventually(waiting, (n) => n >= racers.length)).toBe(racers.length);
+        await gate.query('COMMIT');
+        return await raced;
+      } finally {
+        gate.release();
+      }
+    };
     try {
       const wallet = { operatorId: 'op-1', playerRef: 'racing' };
       // Six registrants, one new id for one player: one records it, five are told whose it is.
-      const others = await Promise.all(
-        racers.map((r, i) => r.recorder.record({ ...request('tx-race', `round|race-${i}`, `h-${i}`), registryKey: `studio-${i}`, wallet })),
+      const others = await atOnce(() =>
+        Promise.all(racers.map((r, i) => r.recorder.record({ ...request('tx-race', `round|race-${i}`, `h-${i}`), registryKey: `studio-${i}`, wallet }))),
       );
       const winners = others.filter((o) => o.kind === 'claimed' && o.claim.inserted);
       expect(winners).toHaveLength(1);
@@ -233,7 +254,9 @@ describe.each([
 
       // One registrant sending one id six times at once: one records it and holds the lease, the others find it held.
       const same = request('tx-same', 'round|same', 'h-same', { wallet: { operatorId: 'op-1', playerRef: 'same' } });
-      const copies = await Promise.all(racers.map((r) => r.recorder.record({ ...same, token: randomUUID(), events: [{ id: randomUUID(), type: 'TransactionRecorded', data: {} }] })));
+      const copies = await atOnce(() =>
+        Promise.all(racers.map((r) => r.recorder.record({ ...same, token: randomUUID(), events: [{ id: randomUUID(), type: 'TransactionRecorded', data: {} }] }))),
+      );
       expect(copies.filter((o) => o.kind === 'claimed' && o.claim.inserted && o.claim.leased && o.append?.kind === 'appended')).toHaveLength(1);
       expect(copies.filter((o) => o.kind === 'claimed' && !o.claim.inserted && !o.claim.leased && !o.claim.taken && o.append === undefined)).toHaveLength(5);
       expect(await store.readStream('round|same')).toHaveLength(1);
