@@ -225,7 +225,6 @@ export const eventStoreMigrations: Migration[] = [
   },
 ];
 
-
 /**
  * An event's row as every read of the log returns it: an array (rowMode 'array') in COLUMNS' order. The
  * driver makes each row an object otherwise, by copying a template object and setting each column by its
