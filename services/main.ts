@@ -21,9 +21,12 @@ async function main(): Promise<void> {
   // collection (an api process at a steady 300 tx/s on Node 20: 190 MB of heap for 45-65 MB live, 270 MB RSS).
   // Bounding the growth over the live data keeps the process near what it really holds, with no hard
   // limit that a burst of large wallet replies could run into (docs/operations.md, Memory).
+  // A process without the api is left to V8 unless told otherwise (defaultHeapGrowingPercent says why).
   if (config.heapGrowingPercent > 0) {
     v8.setFlagsFromString(`--heap-growing-percent=${config.heapGrowingPercent}`);
     logger.info({ heapGrowingPercent: config.heapGrowingPercent }, 'heap growth over live data bounded');
+  } else {
+    logger.info({ heapGrowingPercent: 0 }, 'heap growth left to V8');
   }
 
   // The handlers are in place before anything starts: without a listener Node dies of SIGTERM at once,

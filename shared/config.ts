@@ -86,9 +86,19 @@ const envSchema = z.object({
     .optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // How far above what survived its last full collection V8 lets the heap grow before the next one, in per
-  // cent; 0 leaves it to V8, which lets a busy process's heap grow to several times its live data.
-  HEAP_GROWING_PERCENT: z.coerce.number().int().min(0).max(400).default(20),
+  // cent; 0 leaves it to V8, which lets a busy process's heap grow to several times its live data. Unset:
+  // defaultHeapGrowingPercent of the process's roles.
+  HEAP_GROWING_PERCENT: z.coerce.number().int().min(0).max(400).optional(),
 });
+
+/**
+ * HEAP_GROWING_PERCENT when it is not set: 20 for a process that serves the api, whose memory operators
+ * size for (docs/operations.md, Memory); V8's own (0) for one that does not. Bounded, the worker and
+ * projector's heap was collected whole about every two seconds at 1000 tx/s, and each full collection's
+ * helper threads took the cores the api and Postgres answer on: the api's latency p99 at 1000 tx/s was a
+ * third higher than with that process left to V8 (docs/benchmarks.md, Measured design decisions).
+ */
+export const defaultHeapGrowingPercent = (roles: readonly Role[]): number => (roles.includes('api') ? 20 : 0);
 
 export interface Config {
   port: number;
@@ -115,7 +125,7 @@ export interface Config {
   /** PKCS#8 PEM; unset: a key generated once and kept in the database. */
   chainSigningKey: string | undefined;
   logLevel: string;
-  /** V8's heap growing factor over the live data, in per cent (0: V8's own). */
+  /** V8's heap growing factor over the live data, in per cent (0: V8's own); by default by the roles. */
   heapGrowingPercent: number;
 }
 
@@ -155,7 +165,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     chainCheckpointSeconds: e.CHAIN_CHECKPOINT_SECONDS,
     chainSigningKey: e.CHAIN_SIGNING_KEY,
     logLevel: e.LOG_LEVEL,
-    heapGrowingPercent: e.HEAP_GROWING_PERCENT,
+    heapGrowingPercent: e.HEAP_GROWING_PERCENT ?? defaultHeapGrowingPercent(e.ROLES),
   };
 }
 

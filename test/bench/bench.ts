@@ -57,7 +57,8 @@ commit cost on the machine, back to back and after 10 ms idle.
     --events N     history size, 1000..10000000 (default 1000000)
   --rebuild        instead: \`npm run audit -- rebuild\` on a large history (its rate, memory and lock time; --events as above)
   --soak           instead: the ledger alone at one offered rate (--rates, one value, default 1000) for
-                   --seconds (default 300), the api's memory (RSS) read every second
+                   --seconds (default 300), the api's memory (RSS) read every second (the worker and
+                   projector's printed beside it)
   --ab DIR         instead: this checkout (A) against another checkout of the project in DIR (B, its
                    dependencies installed; . for A against itself), each deployed as above from its own
                    tree's bundle with its own database, against one wallet: --repeat pairs (even, default 6),
@@ -143,30 +144,41 @@ const MB = 1_000_000;
 
 /**
  * --soak: the ledger at one offered rate for SECONDS, the api's RSS read every second and printed per
- * minute (its median, and the peak): it must level off, not climb with the transactions carried.
+ * minute (its median, and the peak): it must level off, not climb with the transactions carried. The
+ * worker and projector's process is read the same way and printed beside it (no target of its own).
  */
-async function soak(t: Target, apiPid: number, cpu: CpuMeter): Promise<number> {
+async function soak(t: Target, apiPid: number, backgroundPid: number | undefined, cpu: CpuMeter): Promise<number> {
   const rate = RATES[0]!;
   console.log(`\nsoak: ${rate} tx/s offered (open loop) for ${SECONDS} s, the api's RSS read every second`);
-  const samples: Array<{ at: number; rss: number }> = [];
+  const watched = [{ name: 'api', pid: apiPid }, ...(backgroundPid !== undefined ? [{ name: 'worker and projector', pid: backgroundPid }] : [])].map((p) => ({
+    ...p,
+    atStart: rssOf(p.pid),
+    samples: [] as Array<{ at: number; rss: number }>,
+  }));
   const begin = performance.now();
-  const atStart = rssOf(apiPid);
   const meter = setInterval(() => {
-    const rss = rssOf(apiPid);
-    if (rss !== undefined) samples.push({ at: (performance.now() - begin) / 1000, rss });
+    for (const p of watched) {
+      const rss = rssOf(p.pid);
+      if (rss !== undefined) p.samples.push({ at: (performance.now() - begin) / 1000, rss });
+    }
   }, 1000);
   cpu.start();
   const r = await fixedRate(t, rate, SECONDS);
   clearInterval(meter);
   console.log(`  ${t.name.padEnd(10)} ${fmt(r)}`);
   console.log(`  ${''.padEnd(10)} ${cpu.stop(r.throughput)}`);
-  const perMinute: string[] = [];
-  for (let m = 0; m * 60 < SECONDS; m++) {
-    const inMinute = samples.filter((x) => x.at >= m * 60 && x.at < (m + 1) * 60).map((x) => x.rss).sort((a, b) => a - b);
-    if (inMinute.length > 0) perMinute.push(`${(inMinute[Math.floor(inMinute.length / 2)]! / MB).toFixed(0)}`);
+  for (const { name, atStart, samples } of watched) {
+    if (samples.length === 0) continue;
+    const perMinute: string[] = [];
+    for (let m = 0; m * 60 < SECONDS; m++) {
+      const inMinute = samples.filter((x) => x.at >= m * 60 && x.at < (m + 1) * 60).map((x) => x.rss).sort((a, b) => a - b);
+      if (inMinute.length > 0) perMinute.push(`${(inMinute[Math.floor(inMinute.length / 2)]! / MB).toFixed(0)}`);
+    }
+    const peak = Math.max(...samples.map((x) => x.rss));
+    console.log(
+      `  ${name} RSS (MB): ${atStart !== undefined ? (atStart / MB).toFixed(0) : '?'} after the warm-up; median per minute ${perMinute.join(', ')}; peak ${(peak / MB).toFixed(0)}; at the end ${(samples.at(-1)!.rss / MB).toFixed(0)}${name === 'api' ? '   (target < 256 MB)' : ''}`,
+    );
   }
-  const peak = Math.max(...samples.map((x) => x.rss));
-  console.log(`  api RSS (MB): ${atStart !== undefined ? (atStart / MB).toFixed(0) : '?'} after the warm-up; median per minute ${perMinute.join(', ')}; peak ${(peak / MB).toFixed(0)}; at the end ${(samples.at(-1)!.rss / MB).toFixed(0)}   (target < 256 MB)`);
   return r.count - r.errors > 0 ? 0 : 1;
 }
 
@@ -296,7 +308,7 @@ async function main(): Promise<number> {
     console.log(machine);
     console.log(`warm-up (${WARM_UP_SECONDS} s per target at the saturation concurrency) ...`);
     await deployment.warmUp();
-    if (SOAK) return await soak(deployment.targets[0]!, deployment.ledgerPid, deployment.cpu);
+    if (SOAK) return await soak(deployment.targets[0]!, deployment.ledgerPid, deployment.background?.pid, deployment.cpu);
 
     // Pairs, one target right after the other: the machine's speed drifts over minutes, so a ratio is
     // only taken within a pair, and the median pair is the headline.

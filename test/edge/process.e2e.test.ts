@@ -21,6 +21,16 @@ describe('the service process', () => {
     expect(svc.output()).toContain('"msg":"stopped"');
   });
 
+  it('leaves the heap of a process without the api to V8, unless HEAP_GROWING_PERCENT is given', async () => {
+    const background = await spawnService({ ...env.env(), ROLES: 'worker,projector' });
+    expect(background.output()).toMatch(/"heapGrowingPercent":0,.*"msg":"heap growth left to V8"/);
+    expect(background.output()).not.toContain('heap growth over live data bounded');
+    expect(await background.stop()).toBe(0);
+    const bounded = await spawnService({ ...env.env(), ROLES: 'worker,projector', HEAP_GROWING_PERCENT: '35' });
+    expect(bounded.output()).toMatch(/"heapGrowingPercent":35,.*"msg":"heap growth over live data bounded"/);
+    expect(await bounded.stop()).toBe(0);
+  });
+
   it('applies CATALOG_FILE at start', async () => {
     const file = await writeCatalogFile(testCatalog());
     const svc = await spawnService({ ...env.env(), CATALOG_FILE: file, ROLES: 'api' });

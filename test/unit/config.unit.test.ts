@@ -29,6 +29,15 @@ describe('configuration (contract section 1)', () => {
     for (const bad of ['-1', '401', '12.5', 'small']) expect(() => loadConfig({ HEAP_GROWING_PERCENT: bad }), bad).toThrow(/\bHEAP_GROWING_PERCENT\b/);
   });
 
+  it('bounds the heap growth by default only in a process that serves the api; a value given applies to any', () => {
+    expect(loadConfig({ ROLES: 'api' }).heapGrowingPercent).toBe(20);
+    expect(loadConfig({ ROLES: 'api,worker,projector' }).heapGrowingPercent).toBe(20);
+    expect(loadConfig({ ROLES: 'worker,projector' }).heapGrowingPercent).toBe(0);
+    expect(loadConfig({ ROLES: 'worker,projector,reconciler' }).heapGrowingPercent).toBe(0);
+    expect(loadConfig({ ROLES: 'projector', HEAP_GROWING_PERCENT: '20' }).heapGrowingPercent).toBe(20);
+    expect(loadConfig({ ROLES: 'api', HEAP_GROWING_PERCENT: '0' }).heapGrowingPercent).toBe(0);
+  });
+
   it('takes the per-operator retry concurrency, a positive integer', () => {
     expect(loadConfig({ DISPATCH_CONCURRENCY_PER_OPERATOR: '4' }).dispatchConcurrencyPerOperator).toBe(4);
     expect(() => loadConfig({ DISPATCH_CONCURRENCY_PER_OPERATOR: '0' })).toThrow(/DISPATCH_CONCURRENCY_PER_OPERATOR/);
