@@ -94,9 +94,9 @@ const envSchema = z.object({
 /**
  * HEAP_GROWING_PERCENT when it is not set: 20 for a process that serves the api, whose memory operators
  * size for (docs/operations.md, Memory); V8's own (0) for one that does not. Bounded, the worker and
- * projector's heap was collected whole about every two seconds at 1000 tx/s, and each full collection's
- * helper threads took the cores the api and Postgres answer on: the api's latency p99 at 1000 tx/s was a
- * third higher than with that process left to V8 (docs/benchmarks.md, Measured design decisions).
+ * projector's heap was collected whole about every two seconds under load, and each full collection's
+ * helper threads took the cores the api and Postgres answer on: the ledger's p99 at 500 and 1000 tx/s was
+ * 6-7 ms higher than with that process left to V8 (docs/benchmarks.md, Measured design decisions).
  */
 export const defaultHeapGrowingPercent = (roles: readonly Role[]): number => (roles.includes('api') ? 20 : 0);
 
