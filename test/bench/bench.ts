@@ -149,7 +149,7 @@ const MB = 1_000_000;
  */
 async function soak(t: Target, apiPid: number, backgroundPid: number | undefined, cpu: CpuMeter): Promise<number> {
   const rate = RATES[0]!;
-  console.log(`\nsoak: ${rate} tx/s offered (open loop) for ${SECONDS} s, the api's RSS read every second`);
+  console.log(`\nsoak: ${rate} tx/s offered (open loop) for ${SECONDS} s, the api's RSS read every second (and the worker and projector's)`);
   const watched = [{ name: 'api', pid: apiPid }, ...(backgroundPid !== undefined ? [{ name: 'worker and projector', pid: backgroundPid }] : [])].map((p) => ({
     ...p,
     atStart: rssOf(p.pid),
@@ -168,7 +168,10 @@ async function soak(t: Target, apiPid: number, backgroundPid: number | undefined
   console.log(`  ${t.name.padEnd(10)} ${fmt(r)}`);
   console.log(`  ${''.padEnd(10)} ${cpu.stop(r.throughput)}`);
   for (const { name, atStart, samples } of watched) {
-    if (samples.length === 0) continue;
+    if (samples.length === 0) {
+      console.log(`  ${name} RSS: no reading (the process was gone)`);
+      continue;
+    }
     const perMinute: string[] = [];
     for (let m = 0; m * 60 < SECONDS; m++) {
       const inMinute = samples.filter((x) => x.at >= m * 60 && x.at < (m + 1) * 60).map((x) => x.rss).sort((a, b) => a - b);
@@ -239,7 +242,7 @@ async function main(): Promise<number> {
     const wallet = await start(children, 'test/bench/wallet-server.ts', { WALLET_SECRET: OP1.secret }, /(http:\/\/[\d.:]+)/);
     const catalog = testCatalog({ walletUrl: wallet.line, walletTimeoutMs: 5000, rateLimit: { limit: 1_000_000, windowSeconds: 1 } });
 
-    // As compose.yaml deploys it: the api in one process, the worker and the projector in another
+    // The api in one process, the worker and the projector in another (startLedger)
     // (--one-process: all three in one, the api then sharing its core with the projector). The forwarder
     // and the floor beside it. Each saturation pair gets a fresh deployment of all of them (the same
     // database and Redis): two deployments of the same code differ by themselves by up to a fifth for as
@@ -303,7 +306,7 @@ async function main(): Promise<number> {
         ? 'ledger: roles api,worker,projector in one process'
         : noBackground()
           ? 'ledger: the api alone (BENCH_NO_BACKGROUND=1, a diagnostic: no worker and projector, so no read models, hash chain or retries)'
-          : 'ledger: api in one process, worker and projector in another (as compose.yaml deploys it)',
+          : 'ledger: api in one process, worker and projector in another (compose.yaml gives each role a container)',
     );
     console.log(machine);
     console.log(`warm-up (${WARM_UP_SECONDS} s per target at the saturation concurrency) ...`);

@@ -2,7 +2,7 @@
  * npm run bench -- --isolation: contract section 8 rule 8 (tenants do not share their failures), measured.
  * Operator B's WIN fails once and is retried by the worker (due DISPATCH_BACKOFF_BASE_MS after the failure);
  * its retry delay (wallet-side: from the failed call to the call that applied it) is measured alone, then
- * with operator A's wallet hung and A's WINs awaiting retry. Services run as compose.yaml deploys them
+ * with operator A's wallet hung and A's WINs awaiting retry. Services run as the bench deploys them
  * (api in one process, worker and projector in another); both wallets are fakes in this process.
  *   --backlog N   A's WINs awaiting retry (default 300)
  *   --samples N   B's failed WINs per phase, one after the other (default 5)

@@ -243,9 +243,9 @@ export async function launchSessions(pool: HttpPool, players: number, as: { kind
 export const noBackground = (): boolean => process.env.BENCH_NO_BACKGROUND === '1';
 
 /**
- * The ledger as compose.yaml deploys it: the api in one process, the worker and the projector in another
- * (`oneProcess`: all three in one, the api then sharing its core with the projector), with the bench's
- * catalog put in.
+ * The ledger with its api apart: the api in one process, the worker and the projector in another
+ * (compose.yaml gives every role a container of its own; `oneProcess`: all three in one, the api then
+ * sharing its core with the projector), with the bench's catalog put in.
  */
 export async function startLedger(
   children: ChildProcess[],

@@ -15,7 +15,8 @@ describe('the service process', () => {
     expect(ready.status).toBe(200);
     expect(await ready.json()).toEqual({ status: 'ready' });
     expect((await fetch(`${svc.url}/healthz`)).status).toBe(200);
-    // The heap's growth over its live data is bounded by default (docs/operations.md, Memory).
+    // The heap's growth over its live data is bounded by default in a process with the api role, as this
+    // one (every role) is (docs/operations.md, Memory).
     expect(svc.output()).toMatch(/"heapGrowingPercent":20,.*"msg":"heap growth over live data bounded"/);
     expect(await svc.stop('SIGTERM')).toBe(0);
     expect(svc.output()).toContain('"msg":"stopped"');

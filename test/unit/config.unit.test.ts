@@ -34,6 +34,10 @@ describe('configuration (contract section 1)', () => {
     expect(loadConfig({ ROLES: 'api,worker,projector' }).heapGrowingPercent).toBe(20);
     expect(loadConfig({ ROLES: 'worker,projector' }).heapGrowingPercent).toBe(0);
     expect(loadConfig({ ROLES: 'worker,projector,reconciler' }).heapGrowingPercent).toBe(0);
+    // compose.yaml's containers: one role each.
+    for (const role of ['worker', 'projector', 'reconciler']) expect(loadConfig({ ROLES: role }).heapGrowingPercent, role).toBe(0);
+    // ROLES unset is every role, the api's included.
+    expect(loadConfig({}).heapGrowingPercent).toBe(20);
     expect(loadConfig({ ROLES: 'projector', HEAP_GROWING_PERCENT: '20' }).heapGrowingPercent).toBe(20);
     expect(loadConfig({ ROLES: 'api', HEAP_GROWING_PERCENT: '0' }).heapGrowingPercent).toBe(0);
   });
