@@ -11,3 +11,16 @@ export async function eventually<T>(read: () => Promise<T>, done: (v: T) => bool
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/**
+ * What `p` settles to, or "still waiting after N s" if it has not within `ms`: a liveness bound for an
+ * answer that must not wait on something (a lock, an offline server), asserted by the caller.
+ */
+export async function within<T>(p: Promise<T>, ms: number): Promise<T | string> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<string>((resolve) => (timer = setTimeout(() => resolve(`still waiting after ${ms / 1000} s`), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -6,7 +6,7 @@ import type { EventStore, RecordRequest, RegistryEntry, TransactionRecorder, Wal
 import { claimTransaction, registryMigrations, releaseLease } from '../../shared/eventstore/registry.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
-import { eventually } from '../helpers/eventually.ts';
+import { eventually, within } from '../helpers/eventually.ts';
 
 describe('transaction registry: claims made at the same moment', () => {
   let env: MigratedDatabase;
@@ -198,10 +198,7 @@ describe.each([
       await holder.query('BEGIN');
       await holder.query(`UPDATE tx_registry SET leased_until = clock_timestamp() WHERE provider_id = 'studio-a' AND transaction_id = 'tx-busy'`);
       const other = claimAndRecord(pool, { ...request('tx-busy', 'round|busy-b', 'h-other'), registryKey: 'studio-b', wallet });
-      let timer: NodeJS.Timeout | undefined;
-      const answered = await Promise.race([other, new Promise((resolve) => (timer = setTimeout(() => resolve('still waiting after 3 s'), 3000)))]);
-      clearTimeout(timer);
-      expect(answered).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, taken: true, entry: { contentHash: 'h-busy' } }, append: undefined });
+      expect(await within(other, 3000)).toMatchObject({ kind: 'claimed', claim: { inserted: false, leased: false, taken: true, entry: { contentHash: 'h-busy' } }, append: undefined });
     } finally {
       await holder.query('ROLLBACK');
       holder.release();

@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { bullConnection, DispatchQueues, enqueueRetry } from '../../services/rounds/queue.ts';
+import { within } from '../helpers/eventually.ts';
 
 /**
  * Review finding (services/rounds/queue.ts, DispatchQueues.of): a Queue is made on an operator's first
@@ -22,13 +23,13 @@ describe('dispatch queues while Redis is unreachable', () => {
     const connection = bullConnection(`redis://127.0.0.1:${port}`, false);
     const queues = new DispatchQueues(connection);
     try {
-      const outcome = await Promise.race([
+      const outcome = await within(
         enqueueRetry(queues, 'op-new', { roundStream: 'round|p|op-new|r1', transactionId: 'w1' }, 0).then(
           () => 'enqueued',
           () => 'failed',
         ),
-        new Promise<string>((r) => setTimeout(() => r('still waiting after 3 s'), 3000)),
-      ]);
+        3000,
+      );
       expect(outcome).toBe('failed');
     } finally {
       connection.disconnect();

@@ -9,6 +9,7 @@ import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
 import { signatureVerifier } from '../../shared/http/verify.ts';
 import { claimTestRedis, type TestRedis } from '../helpers/redis.ts';
 import { signRequest } from '../helpers/signing.ts';
+import { within } from '../helpers/eventually.ts';
 
 /**
  * ADR 7 (docs/architecture.md): while Redis is unreachable, a request is refused (503), never let through
@@ -25,13 +26,13 @@ describe("the request paths' Redis while Redis is unreachable", () => {
     });
   // A bound well past the client's command timeout (2 s), so a command held for Redis shows as waiting.
   const settled = <T>(p: Promise<T>) =>
-    Promise.race([
+    within(
       p.then(
         () => 'resolved',
         (err: { status?: number; message?: string }) => (err.status === undefined ? `failed: ${err.message}` : `failed ${err.status}`),
       ),
-      new Promise<string>((r) => setTimeout(() => r('still waiting after 3 s'), 3000)),
-    ]);
+      3000,
+    );
 
   it('refuses a nonce write without queueing it, and answers an operator rate-limit check 503', async () => {
     const redis = createRequestRedis(`redis://127.0.0.1:${await closedPort()}`, pino({ level: 'silent' }));
