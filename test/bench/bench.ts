@@ -45,7 +45,8 @@ commit cost on the machine, back to back and after 10 ms idle.
   --pause-read-models  a diagnostic: the ledger's worker and projector process is paused (SIGSTOP) from
                    the first fixed rate to the end of the run, so those rates show the ledger without the
                    read models' and the hash chain's work (nor retries: the bench's wallet never fails);
-                   not with --one-process
+                   not with --one-process. With --soak: paused for the soak, then resumed, and its
+                   memory read while its projections catch up on what the soak appended
   --isolation      instead: operator B's retry delay alone and beside operator A's hung wallet
     --backlog N    A's WINs awaiting retry, 1..100000 (default 300)
     --samples N    B's failed WINs per phase, 1..1000 (default 5)
@@ -107,7 +108,7 @@ for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only', 'fl
   if (CHAIN && opts[o] !== undefined) cli.fail(`--${o} does not apply to --chain`);
   if (REBUILD && opts[o] !== undefined) cli.fail(`--${o} does not apply to --rebuild`);
 }
-for (const o of ['repeat', 'ledger-only', 'floor', 'pause-read-models'] as const) if (SOAK && opts[o] !== undefined) cli.fail(`--${o} does not apply to --soak`);
+for (const o of ['repeat', 'ledger-only', 'floor'] as const) if (SOAK && opts[o] !== undefined) cli.fail(`--${o} does not apply to --soak`);
 for (const o of ['ledger-only', 'floor', 'pause-read-models'] as const) if (AB && opts[o] !== undefined) cli.fail(`--${o} does not apply to --ab (it compares two ledgers)`);
 if (!CHAIN && !REBUILD && opts.events !== undefined) cli.fail('--events applies only with --chain or --rebuild');
 if (!ISOLATION && opts.backlog !== undefined) cli.fail('--backlog applies only with --isolation');
@@ -122,6 +123,7 @@ const FLOOR = opts.floor === true;
 if (FLOOR && opts['ledger-only'] === true) cli.fail('--floor is measured against the forwarder: not with --ledger-only');
 const PAUSE_READ_MODELS = opts['pause-read-models'] === true;
 if (PAUSE_READ_MODELS && ONE_PROCESS) cli.fail('--pause-read-models pauses the worker and projector\'s own process: not with --one-process');
+if (PAUSE_READ_MODELS && noBackground()) cli.fail('--pause-read-models pauses the worker and projector\'s process: not with BENCH_NO_BACKGROUND=1, which starts none');
 if (SOAK && RATES.length !== 1) cli.fail('--soak runs at one offered rate: give --rates one value');
 const BACKLOG = opts.backlog !== undefined ? cli.whole('backlog', opts.backlog, 1, 100_000) : 300;
 const SAMPLES = opts.samples !== undefined ? cli.whole('samples', opts.samples, 1, RECONCILIATION ? 10_000 : 1000) : RECONCILIATION ? 200 : 5;
@@ -145,11 +147,16 @@ const MB = 1_000_000;
 /**
  * --soak: the ledger at one offered rate for SECONDS, the api's RSS read every second and printed per
  * minute (its median, and the peak): it must level off, not climb with the transactions carried. The
- * worker and projector's process is read the same way and printed beside it (no target of its own).
+ * worker and projector's process is read the same way and printed beside it (no target of its own);
+ * with --pause-read-models it is paused for the soak and then watched catching up (catchUp).
  */
-async function soak(t: Target, apiPid: number, backgroundPid: number | undefined, cpu: CpuMeter): Promise<number> {
+async function soak(t: Target, apiPid: number, backgroundPid: number | undefined, cpu: CpuMeter, databaseUrl: string): Promise<number> {
   const rate = RATES[0]!;
   console.log(`\nsoak: ${rate} tx/s offered (open loop) for ${SECONDS} s, the api's RSS read every second (and the worker and projector's)`);
+  if (PAUSE_READ_MODELS) {
+    process.kill(backgroundPid!, 'SIGSTOP');
+    console.log('  the worker and projector paused (SIGSTOP) for the soak, resumed after it to catch up');
+  }
   const watched = [{ name: 'api', pid: apiPid }, ...(backgroundPid !== undefined ? [{ name: 'worker and projector', pid: backgroundPid }] : [])].map((p) => ({
     ...p,
     atStart: rssOf(p.pid),
@@ -179,10 +186,77 @@ async function soak(t: Target, apiPid: number, backgroundPid: number | undefined
     }
     const peak = Math.max(...samples.map((x) => x.rss));
     console.log(
-      `  ${name} RSS (MB): ${atStart !== undefined ? (atStart / MB).toFixed(0) : '?'} after the warm-up; median per minute ${perMinute.join(', ')}; peak ${(peak / MB).toFixed(0)}; at the end ${(samples.at(-1)!.rss / MB).toFixed(0)}${name === 'api' ? '   (target < 256 MB)' : ''}`,
+      `  ${name} RSS (MB): ${atStart !== undefined ? (atStart / MB).toFixed(0) : '?'} after the warm-up; median per minute ${perMinute.join(', ')}; peak ${(peak / MB).toFixed(0)}; at the end ${(samples.at(-1)!.rss / MB).toFixed(0)}${name === 'api' ? '   (target < 256 MB)' : PAUSE_READ_MODELS ? ' (paused)' : ''}`,
     );
   }
-  return r.count - r.errors > 0 ? 0 : 1;
+  const carried = r.count - r.errors > 0;
+  if (!PAUSE_READ_MODELS) return carried ? 0 : 1;
+  return (await catchUp(backgroundPid!, databaseUrl)) && carried ? 0 : 1;
+}
+
+/** How long the projections may take to catch up after a soak before the run fails. */
+const CATCH_UP_LIMIT_S = 900;
+
+/**
+ * --soak --pause-read-models, after the soak: the worker and projector resumed (SIGCONT) with the soak's
+ * events to catch up on, their process's RSS read until every projection's checkpoint is
+ * the log's last event (read every 200 ms, and once at the end). Returns whether they caught up within
+ * CATCH_UP_LIMIT_S.
+ */
+async function catchUp(pid: number, databaseUrl: string): Promise<boolean> {
+  return withClient(databaseUrl, async (client) => {
+    const head = (
+      await client.query<{ position: string }>(`SELECT transaction_id::text || '.' || global_position AS position FROM es_events ORDER BY transaction_id DESC, global_position DESC LIMIT 1`)
+    ).rows[0]?.position;
+    if (head === undefined) {
+      process.kill(pid, 'SIGCONT');
+      console.log('  catch-up: nothing to catch up on (the log is empty)');
+      return false;
+    }
+    // Counted once, before the resume: a count of the log at every poll would load the Postgres measured.
+    const atResume = (
+      await client.query<{ name: string; events: number }>(
+        `SELECT c.name, (SELECT count(*)::int FROM es_events e
+           WHERE CASE WHEN c.position = 'start' THEN true
+             ELSE (e.transaction_id, e.global_position) > (split_part(c.position, '.', 1)::xid8, split_part(c.position, '.', 2)::bigint) END) AS events
+         FROM projection_checkpoints c WHERE c.position IS DISTINCT FROM $1 ORDER BY c.name`,
+        [head],
+      )
+    ).rows;
+    const behind = async () =>
+      (await client.query<{ name: string }>('SELECT name FROM projection_checkpoints WHERE position IS DISTINCT FROM $1 ORDER BY name', [head])).rows.map((p) => p.name);
+    const most = Math.max(0, ...atResume.map((p) => p.events));
+    const rss: number[] = [];
+    const before = rssOf(pid);
+    const begin = performance.now();
+    process.kill(pid, 'SIGCONT');
+    const sample = () => {
+      const b = rssOf(pid);
+      if (b !== undefined) rss.push(b);
+    };
+    const meter = setInterval(sample, 200);
+    let left = atResume.map((p) => p.name);
+    try {
+      while (left.length > 0 && performance.now() - begin < CATCH_UP_LIMIT_S * 1000) {
+        await new Promise((r) => setTimeout(r, 500));
+        left = await behind();
+      }
+    } finally {
+      clearInterval(meter);
+    }
+    sample();
+    const seconds = (performance.now() - begin) / 1000;
+    const memory = rss.length > 0 ? `; RSS (MB) ${before !== undefined ? (before / MB).toFixed(0) : '?'} when resumed, median ${(median(rss) / MB).toFixed(0)}, peak ${(Math.max(...rss) / MB).toFixed(0)}` : '';
+    if (left.length > 0) {
+      console.log(`  catch-up: not done in ${CATCH_UP_LIMIT_S} s (still behind: ${left.join(', ')})${memory}`);
+      return false;
+    }
+    console.log(
+      `  catch-up: the worker and projector resumed with ${atResume.length} projection(s) behind, up to ${most.toLocaleString('en-US')} events; all caught up in ${seconds.toFixed(1)} s` +
+        `${most > 0 ? ` (${Math.round(most / seconds).toLocaleString('en-US')} events/s)` : ''}${memory}`,
+    );
+    return true;
+  });
 }
 
 /**
@@ -311,7 +385,7 @@ async function main(): Promise<number> {
     console.log(machine);
     console.log(`warm-up (${WARM_UP_SECONDS} s per target at the saturation concurrency) ...`);
     await deployment.warmUp();
-    if (SOAK) return await soak(deployment.targets[0]!, deployment.ledgerPid, deployment.background?.pid, deployment.cpu);
+    if (SOAK) return await soak(deployment.targets[0]!, deployment.ledgerPid, deployment.background?.pid, deployment.cpu, db.url);
 
     // Pairs, one target right after the other: the machine's speed drifts over minutes, so a ratio is
     // only taken within a pair, and the median pair is the headline.

@@ -125,4 +125,16 @@ describe('npm run bench --pause-read-models', () => {
     // Every process it started gone (the paused one resumed to take its SIGTERM), and its database.
     await expectCleanedUp(run);
   }, 120_000);
+
+  it('with --soak: pauses them for the soak, then resumes them and reports their catch-up on what it appended', async () => {
+    const run = await startedBench(['--soak', '--rates', '100', '--seconds', '3', '--pause-read-models'], 'paused (SIGSTOP) for the soak');
+    await expect.poll(() => run.started.filter((pid) => stateOf(pid) === 'T').map(rolesOf)).toEqual(['worker,projector']);
+    expect(await run.exited).toBe(0);
+    const caughtUp = /catch-up: the worker and projector resumed with (\d+) projection\(s\) behind, up to ([\d,]+) events; all caught up in [\d.]+ s .*RSS \(MB\) \d+ when resumed, median \d+, peak \d+/.exec(run.output());
+    expect(caughtUp, run.output()).not.toBeNull();
+    expect(Number(caughtUp![1])).toBeGreaterThan(0);
+    // The soak's 300 transactions, each recorded and settled: at least two events each, none yet projected.
+    expect(Number(caughtUp![2]!.replace(/,/g, ''))).toBeGreaterThanOrEqual(600);
+    await expectCleanedUp(run);
+  }, 120_000);
 });

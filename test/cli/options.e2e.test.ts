@@ -121,7 +121,7 @@ const TOOLS: Tool[] = [
       [['--soak', '--repeat', '2'], '--repeat does not apply to --soak'],
       [['--floor', '--ledger-only'], '--floor is measured against the forwarder'],
       [['--pause-read-models', '--one-process'], '--pause-read-models pauses the worker and projector'],
-      [['--soak', '--pause-read-models'], '--pause-read-models does not apply to --soak'],
+      [['--soak', '--pause-read-models', '--one-process'], '--pause-read-models pauses the worker and projector'],
       [['--rebuild', '--pause-read-models'], '--pause-read-models does not apply to --rebuild'],
       [['--ab', '.', '--pause-read-models'], '--pause-read-models does not apply to --ab'],
       [['--soak', '--floor'], '--floor does not apply to --soak'],
