@@ -23,7 +23,7 @@ const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat
        npm run bench -- --reconciliation [--transactions N] [--samples N]
        npm run bench -- --chain [--events N]
        npm run bench -- --rebuild [--events N]
-       npm run bench -- --soak [--seconds N] [--rates R] [--one-process]
+       npm run bench -- --soak [--seconds N] [--rates R] [--one-process | --pause-read-models]
        npm run bench -- --ab DIR [--repeat N] [--rates A,B,...] [--seconds N] [--one-process]
 
 BET+WIN rounds through the ledger and through a bare forwarder (signature check and forward, no ledger)
@@ -46,7 +46,8 @@ commit cost on the machine, back to back and after 10 ms idle.
                    the first fixed rate to the end of the run, so those rates show the ledger without the
                    read models' and the hash chain's work (nor retries: the bench's wallet never fails);
                    not with --one-process. With --soak: paused for the soak, then resumed, and its
-                   memory read while its projections catch up on what the soak appended
+                   memory read while its projections catch up on what the soak appended (the run
+                   fails if they have not in 15 minutes, or longer for a log of over 900,000 events)
   --isolation      instead: operator B's retry delay alone and beside operator A's hung wallet
     --backlog N    A's WINs awaiting retry, 1..100000 (default 300)
     --samples N    B's failed WINs per phase, 1..1000 (default 5)
@@ -194,40 +195,57 @@ async function soak(t: Target, apiPid: number, backgroundPid: number | undefined
   return (await catchUp(backgroundPid!, databaseUrl)) && carried ? 0 : 1;
 }
 
-/** How long the projections may take to catch up after a soak before the run fails. */
-const CATCH_UP_LIMIT_S = 900;
+/**
+ * How long the projections may take to catch up after a soak before the run fails: 15 minutes, or longer
+ * for a log that would take longer at 1,000 events a second (they caught up at 7,000-9,000 here).
+ */
+const catchUpLimitS = (events: number): number => Math.max(900, Math.ceil(events / 1000));
 
 /**
  * --soak --pause-read-models, after the soak: the worker and projector resumed (SIGCONT) with the soak's
- * events to catch up on, their process's RSS read until every projection's checkpoint is
- * the log's last event (read every 200 ms, and once at the end). Returns whether they caught up within
- * CATCH_UP_LIMIT_S.
+ * events to catch up on, their process's RSS read (every 200 ms, and once at the end) until every
+ * projection's checkpoint has reached the log's last event. Returns whether they caught up in time.
  */
 async function catchUp(pid: number, databaseUrl: string): Promise<boolean> {
   return withClient(databaseUrl, async (client) => {
-    const head = (
-      await client.query<{ position: string }>(`SELECT transaction_id::text || '.' || global_position AS position FROM es_events ORDER BY transaction_id DESC, global_position DESC LIMIT 1`)
-    ).rows[0]?.position;
+    const last = async () =>
+      (
+        await client.query<{ xid: string; position: string }>(
+          'SELECT transaction_id::text AS xid, global_position::text AS position FROM es_events ORDER BY transaction_id DESC, global_position DESC LIMIT 1',
+        )
+      ).rows[0];
+    // The soak's outcomes are written behind their answers: the log's end is taken once it stops moving.
+    let head = await last();
+    for (let settled = false, waited = 0; !settled && waited < 30_000; waited += 500) {
+      await new Promise((r) => setTimeout(r, 500));
+      const now = await last();
+      settled = now?.xid === head?.xid && now?.position === head?.position;
+      head = now;
+    }
     if (head === undefined) {
       process.kill(pid, 'SIGCONT');
-      console.log('  catch-up: nothing to catch up on (the log is empty)');
+      console.log('  catch-up: the soak appended nothing to catch up on');
       return false;
     }
+    // Before the log's end in its order (transaction id, position); 'start' is before everything.
+    const before = `CASE WHEN c.position = 'start' THEN true
+      ELSE (split_part(c.position, '.', 1)::xid8, split_part(c.position, '.', 2)::bigint) < ($1::xid8, $2::bigint) END`;
     // Counted once, before the resume: a count of the log at every poll would load the Postgres measured.
     const atResume = (
       await client.query<{ name: string; events: number }>(
         `SELECT c.name, (SELECT count(*)::int FROM es_events e
            WHERE CASE WHEN c.position = 'start' THEN true
              ELSE (e.transaction_id, e.global_position) > (split_part(c.position, '.', 1)::xid8, split_part(c.position, '.', 2)::bigint) END) AS events
-         FROM projection_checkpoints c WHERE c.position IS DISTINCT FROM $1 ORDER BY c.name`,
-        [head],
+         FROM projection_checkpoints c WHERE ${before} ORDER BY c.name`,
+        [head.xid, head.position],
       )
     ).rows;
     const behind = async () =>
-      (await client.query<{ name: string }>('SELECT name FROM projection_checkpoints WHERE position IS DISTINCT FROM $1 ORDER BY name', [head])).rows.map((p) => p.name);
+      (await client.query<{ name: string }>(`SELECT c.name FROM projection_checkpoints c WHERE ${before} ORDER BY c.name`, [head.xid, head.position])).rows.map((p) => p.name);
     const most = Math.max(0, ...atResume.map((p) => p.events));
+    const limitS = catchUpLimitS(most);
     const rss: number[] = [];
-    const before = rssOf(pid);
+    const atStart = rssOf(pid);
     const begin = performance.now();
     process.kill(pid, 'SIGCONT');
     const sample = () => {
@@ -237,7 +255,7 @@ async function catchUp(pid: number, databaseUrl: string): Promise<boolean> {
     const meter = setInterval(sample, 200);
     let left = atResume.map((p) => p.name);
     try {
-      while (left.length > 0 && performance.now() - begin < CATCH_UP_LIMIT_S * 1000) {
+      while (left.length > 0 && performance.now() - begin < limitS * 1000) {
         await new Promise((r) => setTimeout(r, 500));
         left = await behind();
       }
@@ -246,9 +264,9 @@ async function catchUp(pid: number, databaseUrl: string): Promise<boolean> {
     }
     sample();
     const seconds = (performance.now() - begin) / 1000;
-    const memory = rss.length > 0 ? `; RSS (MB) ${before !== undefined ? (before / MB).toFixed(0) : '?'} when resumed, median ${(median(rss) / MB).toFixed(0)}, peak ${(Math.max(...rss) / MB).toFixed(0)}` : '';
+    const memory = rss.length > 0 ? `; RSS (MB) ${atStart !== undefined ? (atStart / MB).toFixed(0) : '?'} when resumed, median ${(median(rss) / MB).toFixed(0)}, peak ${(Math.max(...rss) / MB).toFixed(0)}` : '';
     if (left.length > 0) {
-      console.log(`  catch-up: not done in ${CATCH_UP_LIMIT_S} s (still behind: ${left.join(', ')})${memory}`);
+      console.log(`  catch-up: not done in ${limitS} s (still behind: ${left.join(', ')})${memory}`);
       return false;
     }
     console.log(

@@ -137,4 +137,12 @@ describe('npm run bench --pause-read-models', () => {
     expect(Number(caughtUp![2]!.replace(/,/g, ''))).toBeGreaterThanOrEqual(600);
     await expectCleanedUp(run);
   }, 120_000);
+
+  it('with --soak, interrupted while they are paused: resumes them to stop them, drops its database and exits 130', async () => {
+    const run = await startedBench(['--soak', '--rates', '100', '--seconds', '60', '--pause-read-models'], 'paused (SIGSTOP) for the soak');
+    await expect.poll(() => run.started.filter((pid) => stateOf(pid) === 'T').map(rolesOf)).toEqual(['worker,projector']);
+    run.child.kill('SIGINT');
+    expect(await run.exited).toBe(130);
+    await expectCleanedUp(run);
+  }, 120_000);
 });

@@ -156,6 +156,17 @@ describe.each(TOOLS)('npm run $name options', ({ file, usage, bad }) => {
   });
 });
 
+describe('npm run bench options beside its environment', () => {
+  it('refuses --pause-read-models with BENCH_NO_BACKGROUND=1 (no worker and projector to pause), exit 2, before doing anything', () => {
+    for (const args of [['--pause-read-models'], ['--soak', '--pause-read-models']]) {
+      const r = run('test/bench/bench.ts', args, { BENCH_NO_BACKGROUND: '1' });
+      expect(r.stderr, args.join(' ')).toContain('not with BENCH_NO_BACKGROUND=1');
+      expect(r.stdout).toBe('');
+      expect(r.code).toBe(2);
+    }
+  });
+});
+
 describe('npm run audit never creates a database, and never passes a history it did not check', () => {
   const exists = async (name: string) => {
     const admin = new pg.Client({ connectionString: TEST_PG_ADMIN_URL });
