@@ -7,6 +7,7 @@
 import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import { Cli } from '../../shared/cli.ts';
+import { comparePositions, positionParts, START, type Position } from '../../shared/eventstore/port.ts';
 import { CpuMeter } from './cpu.ts';
 import { rssOf } from './rss.ts';
 import { testCatalog, OP1 } from '../helpers/catalog.ts';
@@ -208,18 +209,15 @@ const catchUpLimitS = (events: number): number => Math.max(900, Math.ceil(events
  */
 async function catchUp(pid: number, databaseUrl: string): Promise<boolean> {
   return withClient(databaseUrl, async (client) => {
-    const last = async () =>
-      (
-        await client.query<{ xid: string; position: string }>(
-          'SELECT transaction_id::text AS xid, global_position::text AS position FROM es_events ORDER BY transaction_id DESC, global_position DESC LIMIT 1',
-        )
-      ).rows[0];
+    const last = async (): Promise<Position | undefined> =>
+      (await client.query<{ position: string }>(`SELECT transaction_id::text || '.' || global_position AS position FROM es_events ORDER BY transaction_id DESC, global_position DESC LIMIT 1`))
+        .rows[0]?.position;
     // The soak's outcomes are written behind their answers: the log's end is taken once it stops moving.
     let head = await last();
     for (let settled = false, waited = 0; !settled && waited < 30_000; waited += 500) {
       await new Promise((r) => setTimeout(r, 500));
       const now = await last();
-      settled = now?.xid === head?.xid && now?.position === head?.position;
+      settled = now === head;
       head = now;
     }
     if (head === undefined) {
@@ -227,22 +225,23 @@ async function catchUp(pid: number, databaseUrl: string): Promise<boolean> {
       console.log('  catch-up: the soak appended nothing to catch up on');
       return false;
     }
-    // Before the log's end in its order (transaction id, position); 'start' is before everything.
-    const before = `CASE WHEN c.position = 'start' THEN true
-      ELSE (split_part(c.position, '.', 1)::xid8, split_part(c.position, '.', 2)::bigint) < ($1::xid8, $2::bigint) END`;
-    // Counted once, before the resume: a count of the log at every poll would load the Postgres measured.
-    const atResume = (
-      await client.query<{ name: string; events: number }>(
-        `SELECT c.name, (SELECT count(*)::int FROM es_events e
-           WHERE CASE WHEN c.position = 'start' THEN true
-             ELSE (e.transaction_id, e.global_position) > (split_part(c.position, '.', 1)::xid8, split_part(c.position, '.', 2)::bigint) END) AS events
-         FROM projection_checkpoints c WHERE ${before} ORDER BY c.name`,
-        [head.xid, head.position],
-      )
-    ).rows;
+    const end = head;
+    // The projections whose checkpoint is before the log's end, in the log's order.
     const behind = async () =>
-      (await client.query<{ name: string }>(`SELECT c.name FROM projection_checkpoints c WHERE ${before} ORDER BY c.name`, [head.xid, head.position])).rows.map((p) => p.name);
-    const most = Math.max(0, ...atResume.map((p) => p.events));
+      (await client.query<{ name: string; position: Position }>('SELECT name, position FROM projection_checkpoints ORDER BY name')).rows.filter(
+        (c) => comparePositions(c.position, end) < 0,
+      );
+    const atResume = await behind();
+    // The events after the checkpoint furthest behind, counted once before the resume (a count at every
+    // poll would load the Postgres measured).
+    const eventsAfter = async (p: Position): Promise<number> =>
+      (
+        p === START
+          ? await client.query<{ n: number }>('SELECT count(*)::int AS n FROM es_events')
+          : await client.query<{ n: number }>('SELECT count(*)::int AS n FROM es_events WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)', positionParts(p).map(String))
+      ).rows[0]!.n;
+    const furthest = atResume.map((c) => c.position).sort(comparePositions)[0];
+    const most = furthest === undefined ? 0 : await eventsAfter(furthest);
     const limitS = catchUpLimitS(most);
     const rss: number[] = [];
     const atStart = rssOf(pid);
@@ -253,11 +252,11 @@ async function catchUp(pid: number, databaseUrl: string): Promise<boolean> {
       if (b !== undefined) rss.push(b);
     };
     const meter = setInterval(sample, 200);
-    let left = atResume.map((p) => p.name);
+    let left = atResume.map((c) => c.name);
     try {
       while (left.length > 0 && performance.now() - begin < limitS * 1000) {
         await new Promise((r) => setTimeout(r, 500));
-        left = await behind();
+        left = (await behind()).map((c) => c.name);
       }
     } finally {
       clearInterval(meter);
