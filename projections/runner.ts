@@ -187,9 +187,9 @@ export interface ProjectionLag {
 /** How far a projection's checkpoint is behind the log, from any process (no runner needed). */
 export async function projectionLag(pool: Pool, store: EventStore, name: string): Promise<ProjectionLag> {
   const position = await readCheckpoint(pool, name);
-  const pending = await store.readAll({ from: position, maxCount: LAG_COUNT_CAP });
-  const oldest = pending[0];
-  return { name, position, eventsBehind: pending.length, msBehind: oldest ? Math.max(0, Date.now() - oldest.createdAt.getTime()) : 0 };
+  const pending = await store.countAll({ from: position, limit: LAG_COUNT_CAP });
+  const oldest = pending.firstCreatedAt;
+  return { name, position, eventsBehind: pending.count, msBehind: oldest ? Math.max(0, Date.now() - oldest.getTime()) : 0 };
 }
 
 const LOCK_CLASS = 7281003;

@@ -27,9 +27,11 @@ import {
   WrongExpectedRevisionError,
   pollingSubscription,
   type AppendResult,
+  type CountAllOptions,
   type EventStore,
   type ExpectedRevision,
   type JsonObject,
+  type LogBacklog,
   type NewEvent,
   type Position,
   type ReadAllOptions,
@@ -140,12 +142,34 @@ class EsdbEventStore implements EventStore {
    * returning a short page that is not the end would let the caller park on a run of system events.
    */
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
-    const maxCount = options.maxCount ?? DEFAULT_PAGE_SIZE;
     const out: RecordedEvent[] = [];
-    if (maxCount <= 0) return out;
-    let last = parsePosition(options.from ?? START);
+    await this.forwardsAfter(options.from, options.maxCount ?? DEFAULT_PAGE_SIZE, (event) => out.push(toRecorded(event)));
+    return out;
+  }
+
+  /** Counted as the events stream in, none kept but the first's time. */
+  async countAll(options: CountAllOptions): Promise<LogBacklog> {
+    let count = 0;
+    let firstCreatedAt: Date | undefined;
+    await this.forwardsAfter(options.from, options.limit, (event) => {
+      if (count++ === 0) firstCreatedAt = event.created;
+    });
+    return firstCreatedAt ? { count, firstCreatedAt } : { count: 0 };
+  }
+
+  /**
+   * Hands `take` the events of $all after `from`, one at a time, until it has had `limit` of them or the
+   * log ends. $all is read forwards from `from`, which ESDB treats as inclusive, so anything at or before
+   * it is dropped. readAll of this client version takes no server-side filter, so system events are
+   * dropped here and the read goes on until `limit` events are found or the end of the log is reached:
+   * returning a short page that is not the end would let the caller park on a run of system events.
+   */
+  private async forwardsAfter(from: Position | undefined, limit: number, take: (event: AnyRecordedEvent) => void): Promise<void> {
+    if (limit <= 0) return;
+    let taken = 0;
+    let last = parsePosition(from ?? START);
     for (;;) {
-      const batch = Math.max(maxCount - out.length + 1, MIN_RAW_BATCH);
+      const batch = Math.max(limit - taken + 1, MIN_RAW_BATCH);
       const before = last;
       let raw = 0;
       const read = this.client.readAll({ direction: FORWARDS, fromPosition: last ?? ESDB_START, maxCount: batch });
@@ -155,9 +179,12 @@ class EsdbEventStore implements EventStore {
         if (!event) return;
         if (last && comparePositions(event.position, last) <= 0) return;
         last = event.position;
-        if (out.length < maxCount && !isSystemEvent(event)) out.push(toRecorded(event));
+        if (taken < limit && !isSystemEvent(event)) {
+          taken++;
+          take(event);
+        }
       });
-      if (out.length >= maxCount || raw < batch || last === before) return out;
+      if (taken >= limit || raw < batch || last === before) return;
     }
   }
 

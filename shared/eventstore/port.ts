@@ -91,6 +91,21 @@ export interface ReadAllOptions {
   maxCount?: number;
 }
 
+export interface CountAllOptions {
+  /** Exclusive, like ReadAllOptions.from. */
+  from?: Position;
+  /** Counted up to this many. */
+  limit: number;
+}
+
+/** What readAll after a position would return, counted (see EventStore.countAll). */
+export interface LogBacklog {
+  /** The events after the position, up to the limit asked for. */
+  count: number;
+  /** When the first of them was appended; undefined when there is none. */
+  firstCreatedAt?: Date;
+}
+
 export interface SubscribeOptions {
   /** Exclusive, like ReadAllOptions.from. */
   from?: Position;
@@ -121,6 +136,12 @@ export interface EventStore {
    * already returned: an event is returned only once every event that could sort before it is visible.
    */
   readAll(options?: ReadAllOptions): Promise<RecordedEvent[]>;
+  /**
+   * How many events readAll would return after `from` (up to `limit`), and when the first of them was
+   * appended, without handing them over: a lag report must not hold thousands of events (each may carry a
+   * wallet reply of up to 1 MiB) to count them.
+   */
+  countAll(options: CountAllOptions): Promise<LogBacklog>;
   /** Every event after `from`, one at a time, in readAll order, then live ones as they commit. */
   subscribeAll(options?: SubscribeOptions): AsyncIterable<RecordedEvent>;
   /**

@@ -9,9 +9,11 @@ import {
   START,
   WrongExpectedRevisionError,
   type AppendResult,
+  type CountAllOptions,
   type EventStore,
   type ExpectedRevision,
   type JsonObject,
+  type LogBacklog,
   type NewEvent,
   type Position,
   type ReadAllOptions,
@@ -239,8 +241,8 @@ type EventRow = [globalPosition: string, transactionId: string, streamId: string
 // date_part(), not extract(): since Postgres 14 extract() answers in numeric, whose arithmetic took three
 // times as long (0.45 s against 0.15 for a million rows, the same values). float8, not int8: an infinite
 // time (a row edited by hand) is read, as an invalid Date, instead of failing the whole read.
-const COLUMNS =
-  "global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type, data, metadata, round(date_part('epoch', date_trunc('milliseconds', created_at AT TIME ZONE 'UTC')) * 1000) AS created_ms";
+const CREATED_MS = "round(date_part('epoch', date_trunc('milliseconds', created_at AT TIME ZONE 'UTC')) * 1000)";
+const COLUMNS = `global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type, data, metadata, ${CREATED_MS} AS created_ms`;
 
 /** The event of a row whose COLUMNS begin at index `at`. */
 function toRecorded(row: unknown[], at = 0): RecordedEvent {
@@ -452,6 +454,25 @@ export class PostgresEventStore implements EventStore {
       events.push(toRecorded(row));
     }
     return events;
+  }
+
+  async countAll(options: CountAllOptions): Promise<LogBacklog> {
+    const { xid, pos } = parsePgPosition(options.from ?? START);
+    // The same rows as readAll's, in its order; only the index (transaction_id, global_position) is
+    // walked for the count, and the first row alone is read for its time.
+    const after = `FROM es_events e
+       WHERE (e.transaction_id, e.global_position) > ($1::xid8, $2::bigint)
+         AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY e.transaction_id, e.global_position`;
+    const { rows } = await this.pool.query<[count: number, firstMs: number | null]>({
+      name: 'es_count_all',
+      text: `SELECT (SELECT count(*)::int FROM (SELECT 1 ${after} LIMIT $3) n),
+        (SELECT ${CREATED_MS} ${after} LIMIT 1)`,
+      values: [xid, pos, Math.max(0, options.limit)],
+      rowMode: 'array',
+    });
+    const [count, firstMs] = rows[0]!;
+    return count > 0 && firstMs !== null ? { count, firstCreatedAt: new Date(firstMs) } : { count: 0 };
   }
 
   subscribeAll(options: SubscribeOptions = {}): AsyncIterable<RecordedEvent> {

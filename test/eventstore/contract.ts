@@ -200,6 +200,23 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
       expect(after.filter((e) => e.streamId === a || e.streamId === b)).toEqual([]);
     });
 
+    it('counts what readAll would return after a position, up to a limit, with the first one\'s time', async () => {
+      const before = await store.headPosition();
+      expect(await store.countAll({ from: before, limit: 10 })).toEqual({ count: 0 });
+      const stream = s('count');
+      await store.append(stream, [ev('1'), ev('2'), ev('3')], 'no_stream');
+      await store.append(stream, [ev('4'), ev('5')], 2);
+      const written = await eventually(
+        () => store.readAll({ from: before, maxCount: 100 }),
+        (page) => page.filter((e) => e.streamId === stream).length === 5,
+      );
+      expect(await store.countAll({ from: before, limit: 100 })).toEqual({ count: written.length, firstCreatedAt: written[0]!.createdAt });
+      expect(await store.countAll({ from: before, limit: 3 })).toEqual({ count: 3, firstCreatedAt: written[0]!.createdAt });
+      expect(await store.countAll({ from: written[1]!.position, limit: 100 })).toEqual({ count: written.length - 2, firstCreatedAt: written[2]!.createdAt });
+      expect(await store.countAll({ from: written[written.length - 1]!.position, limit: 100 })).toEqual({ count: 0 });
+      expect((await store.countAll({ limit: 1 })).count).toBe(1);
+    });
+
     it('subscribes from a position: history first, then live events, one at a time; abort ends it', async () => {
       const stream = s('sub');
       await store.append(stream, [ev('old')], 'no_stream');

@@ -3,8 +3,10 @@ import {
   WrongExpectedRevisionError,
   pollingSubscription,
   type AppendResult,
+  type CountAllOptions,
   type EventStore,
   type ExpectedRevision,
+  type LogBacklog,
   type NewEvent,
   type Position,
   type ReadAllOptions,
@@ -81,6 +83,22 @@ export class NamespacedEventStore implements EventStore {
       if (page.length < pageSize || !last) return out;
       cursor = last.position;
     }
+  }
+
+  /** Pages through the namespace's events, keeping none. */
+  async countAll(options: CountAllOptions): Promise<LogBacklog> {
+    let count = 0;
+    let firstCreatedAt: Date | undefined;
+    let from = options.from;
+    while (count < options.limit) {
+      const page = await this.readAll({ ...(from ? { from } : {}), maxCount: Math.min(INNER_PAGE, options.limit - count) });
+      firstCreatedAt ??= page[0]?.createdAt;
+      count += page.length;
+      const last = page[page.length - 1];
+      if (!last) break;
+      from = last.position;
+    }
+    return firstCreatedAt ? { count, firstCreatedAt } : { count: 0 };
   }
 
   subscribeAll(options: SubscribeOptions = {}): AsyncIterable<RecordedEvent> {
