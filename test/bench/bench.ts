@@ -24,7 +24,7 @@ const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat
        npm run bench -- --reconciliation [--transactions N] [--samples N]
        npm run bench -- --chain [--events N]
        npm run bench -- --rebuild [--events N]
-       npm run bench -- --soak [--seconds N] [--rates R] [--one-process | --pause-read-models]
+       npm run bench -- --soak [--seconds N] [--rates R] [--one-process | --pause-read-models] [--reply-bytes N]
        npm run bench -- --ab DIR [--repeat N] [--rates A,B,...] [--seconds N] [--one-process]
 
 BET+WIN rounds through the ledger and through a bare forwarder (signature check and forward, no ledger)
@@ -62,6 +62,8 @@ commit cost on the machine, back to back and after 10 ms idle.
   --soak           instead: the ledger alone at one offered rate (--rates, one value, default 1000) for
                    --seconds (default 300), the api's memory (RSS) read every second (the worker and
                    projector's printed beside it)
+    --reply-bytes N  every wallet reply padded to N bytes, 64..1048576 (the most a reply may hold, 1 MiB),
+                   with random text: a wallet that sends large replies, which every outcome event keeps
   --ab DIR         instead: this checkout (A) against another checkout of the project in DIR (B, its
                    dependencies installed; . for A against itself), each deployed as above from its own
                    tree's bundle with its own database, against one wallet: --repeat pairs (even, default 6),
@@ -92,6 +94,7 @@ const { values: opts } = cli.parse({
     chain: { type: 'boolean' },
     rebuild: { type: 'boolean' },
     soak: { type: 'boolean' },
+    'reply-bytes': { type: 'string' },
     events: { type: 'string' },
     ab: { type: 'string' },
     help: { type: 'boolean' },
@@ -114,6 +117,8 @@ for (const o of ['repeat', 'ledger-only', 'floor'] as const) if (SOAK && opts[o]
 for (const o of ['ledger-only', 'floor', 'pause-read-models'] as const) if (AB && opts[o] !== undefined) cli.fail(`--${o} does not apply to --ab (it compares two ledgers)`);
 if (!CHAIN && !REBUILD && opts.events !== undefined) cli.fail('--events applies only with --chain or --rebuild');
 if (!ISOLATION && opts.backlog !== undefined) cli.fail('--backlog applies only with --isolation');
+if (!SOAK && opts['reply-bytes'] !== undefined) cli.fail('--reply-bytes applies only with --soak');
+const REPLY_BYTES = opts['reply-bytes'] !== undefined ? cli.whole('reply-bytes', opts['reply-bytes'], 64, 1024 * 1024) : undefined;
 if (!RECONCILIATION && opts.transactions !== undefined) cli.fail('--transactions applies only with --reconciliation');
 if (!ISOLATION && !RECONCILIATION && opts.samples !== undefined) cli.fail('--samples applies only with --isolation or --reconciliation');
 const SECONDS = opts.seconds !== undefined ? cli.whole('seconds', opts.seconds, 1, 3600) : SOAK ? 300 : AB ? 5 : 10;
@@ -154,7 +159,7 @@ const MB = 1_000_000;
  */
 async function soak(t: Target, apiPid: number, backgroundPid: number | undefined, cpu: CpuMeter, databaseUrl: string): Promise<number> {
   const rate = RATES[0]!;
-  console.log(`\nsoak: ${rate} tx/s offered (open loop) for ${SECONDS} s, the api's RSS read every second (and the worker and projector's)`);
+  console.log(`\nsoak: ${rate} tx/s offered (open loop) for ${SECONDS} s, the api's RSS read every second (and the worker and projector's)${REPLY_BYTES ? `; every wallet reply ${REPLY_BYTES} bytes` : ''}`);
   if (PAUSE_READ_MODELS) {
     process.kill(backgroundPid!, 'SIGSTOP');
     console.log('  the worker and projector paused (SIGSTOP) for the soak, resumed after it to catch up');
@@ -330,7 +335,7 @@ async function main(): Promise<number> {
   return cleaningUp(cleanup, async () => {
     // Measured first, with nothing of the run started yet; printed with the header.
     const machine = await machineHop(db.url);
-    const wallet = await start(children, 'test/bench/wallet-server.ts', { WALLET_SECRET: OP1.secret }, /(http:\/\/[\d.:]+)/);
+    const wallet = await start(children, 'test/bench/wallet-server.ts', { WALLET_SECRET: OP1.secret, ...(REPLY_BYTES ? { WALLET_REPLY_BYTES: String(REPLY_BYTES) } : {}) }, /(http:\/\/[\d.:]+)/);
     const catalog = testCatalog({ walletUrl: wallet.line, walletTimeoutMs: 5000, rateLimit: { limit: 1_000_000, windowSeconds: 1 } });
 
     // The api in one process, the worker and the projector in another (startLedger)
