@@ -20,11 +20,19 @@ import { comparePositions, type EventStore, type Position, type ReadAllOptions, 
  *
  * The events are the same objects for every runner: apply() reads events and never changes them, as in
  * a rebuild, where every read model's queue applies the same pages.
+ *
+ * What is kept is bounded in events and in the text they hold (textBytes): an outcome event keeps its
+ * wallet's reply verbatim, up to 1 MiB, so 4,000 events of a wallet that sends large replies held
+ * gigabytes, for good (`npm run bench -- --soak --reply-bytes 262144` at 30 tx/s: the process grew to
+ * 907 MB in 90 s). Past either bound the oldest go; a runner behind them reads its own page from the store.
  */
 export class SharedLogReads {
   /** The position the first kept event follows (undefined: nothing kept yet). */
   private from: Position | undefined;
   private events: RecordedEvent[] = [];
+  /** textBytes of each kept event, and their sum. */
+  private sizes: number[] = [];
+  private bytes = 0;
   /** Where each kept event is, as `base` + its index in `events`. */
   private readonly at = new Map<Position, number>();
   private base = 0;
@@ -35,8 +43,13 @@ export class SharedLogReads {
 
   constructor(
     private readonly store: Pick<EventStore, 'readAll'>,
-    private readonly options: { keep: number } = { keep: KEEP },
+    private readonly options: { keep: number; keepBytes?: number } = { keep: KEEP },
   ) {}
+
+  /** How many events are kept, and the text they hold (textBytes). */
+  kept(): { events: number; bytes: number } {
+    return { events: this.events.length, bytes: this.bytes };
+  }
 
   async readAll(options: Required<ReadAllOptions>): Promise<RecordedEvent[]> {
     const { from, maxCount } = options;
@@ -73,6 +86,8 @@ export class SharedLogReads {
     if (this.from === undefined || (last && (!keptLast || comparePositions(last.position, keptLast.position) > 0))) {
       this.from = from;
       this.events = [];
+      this.sizes = [];
+      this.bytes = 0;
       this.at.clear();
       this.base = 0;
       this.append(page);
@@ -103,13 +118,24 @@ export class SharedLogReads {
   }
 
   private append(page: RecordedEvent[]): void {
-    for (const e of page) this.at.set(e.position, this.base + this.events.push(e) - 1);
-    const over = this.events.length - this.options.keep;
+    for (const e of page) {
+      this.at.set(e.position, this.base + this.events.push(e) - 1);
+      const size = textBytes(e);
+      this.sizes.push(size);
+      this.bytes += size;
+    }
+    // The oldest go while either bound is passed: the run then starts after the last of them.
+    let over = Math.max(0, this.events.length - this.options.keep);
+    let dropped = 0;
+    for (let i = 0; i < over; i++) dropped += this.sizes[i]!;
+    const keepBytes = this.options.keepBytes ?? KEEP_BYTES;
+    while (over < this.events.length && this.bytes - dropped > keepBytes) dropped += this.sizes[over++]!;
     if (over > 0) {
-      // The oldest go: the run then starts after the last of them.
       for (const e of this.events.slice(0, over)) this.at.delete(e.position);
       this.from = this.events[over - 1]!.position;
       this.events = this.events.slice(over);
+      this.sizes = this.sizes.slice(over);
+      this.bytes -= dropped;
       this.base += over;
     }
   }
@@ -124,3 +150,40 @@ const NO_EXTENSION: Extension = { began: 0, maxCount: 0 };
 
 /** Events kept at most: a few of the runners' batches (1,000 events), so memory does not follow the log. */
 const KEEP = 4000;
+/**
+ * The text kept at most (textBytes): 4,000 of the bench's events hold about 3 MB; 32 MiB is 32 of the
+ * largest events, an outcome with a 1 MiB reply, and as much as the api's round cache keeps.
+ */
+const KEEP_BYTES = 32 * 1024 * 1024;
+
+/**
+ * About how much text an event holds: its strings' lengths (in UTF-16 code units, a byte each for the
+ * text of JSON, which is mostly ASCII), its keys', and 8 for any other value. Walked without recursion,
+ * however deep a provider's metadata nests: 0.3-0.6 µs an event of the bench's history (about 350 bytes
+ * of JSON), a sixth to a tenth of its JSON parse (2026-11-30).
+ */
+export function textBytes(event: Pick<RecordedEvent, 'data' | 'metadata'>): number {
+  // Events are never changed once read, and the runners of a process share them: sized once each.
+  const known = sized.get(event);
+  if (known !== undefined) return known;
+  let bytes = 0;
+  const stack: unknown[] = [event.data, event.metadata];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value === 'string') bytes += value.length;
+    else if (Array.isArray(value)) {
+      bytes += 8;
+      for (const v of value) stack.push(v);
+    } else if (value !== null && typeof value === 'object') {
+      const object = value as Record<string, unknown>;
+      // A parsed JSON object has no inherited keys: for...in is its own, without Object.entries' arrays.
+      for (const k in object) {
+        bytes += k.length;
+        stack.push(object[k]);
+      }
+    } else bytes += 8;
+  }
+  sized.set(event, bytes);
+  return bytes;
+}
+const sized = new WeakMap<object, number>();

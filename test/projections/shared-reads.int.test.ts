@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMigrations } from '../../services/migrations.ts';
-import { SharedLogReads } from '../../projections/shared-reads.ts';
+import { SharedLogReads, textBytes } from '../../projections/shared-reads.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { START, type EventStore, type Position, type ReadAllOptions, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
@@ -131,6 +131,36 @@ describe('the log read once for all of a process\'s projection runners', () => {
     // How many events went to the store is not asserted here: while another test's transaction is open on the
     // server the log holds new events back, and the short pages it then gives are read again, so the count
     // depends on the other tests. The six runners above assert the sharing.
+  });
+
+  it('large events (a wallet padding its replies): what is kept stays within its bytes, and each runner still reads the log in order', async () => {
+    await appendShown(1);
+    const origin = (await after(START)).at(-1)!.position;
+    const reply = 'r'.repeat(50_000);
+    for (let i = 0; i < 24; i++) await store.append(`shared-large-${randomUUID()}`, [{ id: randomUUID(), type: 'TransactionSettled', data: { i, reply: { status: 'OK', balance: i, body: reply } } }], 'any');
+    total += 24;
+    await expect.poll(async () => (await after(START)).length, { timeout: 20_000 }).toBe(total);
+    const whole = await after(origin);
+    expect(textBytes(whole[0]!)).toBeGreaterThan(50_000);
+    const budget = 200_000; // four of these events
+    const shared = new SharedLogReads(store, { keep: 4000, keepBytes: budget });
+    const readers = [3, 5, 8].map((maxCount) => ({ maxCount, at: origin, got: [] as RecordedEvent[] }));
+    let peak = 0;
+    for (let moved = true; moved; ) {
+      moved = false;
+      for (const r of readers) {
+        const page = await shared.readAll({ from: r.at, maxCount: r.maxCount });
+        peak = Math.max(peak, shared.kept().bytes);
+        r.got.push(...page);
+        if (page.length > 0) {
+          r.at = page[page.length - 1]!.position;
+          moved = true;
+        }
+      }
+    }
+    for (const r of readers) expect(ids(r.got), `the reader of ${r.maxCount} at a time`).toEqual(ids(whole));
+    expect(peak, 'the text kept, at most').toBeLessThanOrEqual(budget);
+    expect(peak, 'something was kept to share').toBeGreaterThan(0);
   });
 
   it('a runner that comes while a read is under way, after an append, gets the appended events', async () => {

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { nextBatchSize } from '../../projections/runner.ts';
+import { textBytes } from '../../projections/shared-reads.ts';
+import type { RecordedEvent } from '../../shared/eventstore/port.ts';
+
+/**
+ * A read model's runner reads the log in batches of up to 1,000 events, fewer when the events are large
+ * (a wallet's replies are kept verbatim in its outcome events, up to 1 MiB each): the batch is meant to
+ * hold about 8 MiB of text, so a process catching up does not hold a thousand large replies at once.
+ */
+const event = (data: RecordedEvent['data'], metadata: RecordedEvent['metadata'] = {}): RecordedEvent => ({
+  id: 'e',
+  streamId: 's',
+  revision: 0,
+  type: 'TransactionSettled',
+  data,
+  metadata,
+  position: '1.1',
+  createdAt: new Date(0),
+});
+const settled = (replyBytes: number) => event({ transactionId: 't-1', outcome: 'applied', reply: { status: 'OK', balance: 5, body: 'x'.repeat(replyBytes) }, attempt: 1 });
+
+describe('how much text an event holds (textBytes)', () => {
+  it('counts its strings, keys and other values, however deep its metadata nests', () => {
+    expect(textBytes(event({ a: 'xyz', n: 1, t: true, z: null }, { k: ['ab', 2] }))).toBe(1 + 3 + 1 + 8 + 1 + 8 + 1 + 8 + 1 + 8 + 2 + 8);
+    let deep: unknown = 'leaf';
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    expect(textBytes(event({ deep } as RecordedEvent['data']))).toBe(4 + 4 + 100_000 * 8);
+    expect(textBytes(settled(1024 * 1024))).toBeGreaterThan(1024 * 1024);
+  });
+});
+
+describe('the next batch of a runner (nextBatchSize)', () => {
+  it('stays at the most for ordinary events, and after an empty read', () => {
+    expect(nextBatchSize(Array.from({ length: 1000 }, () => settled(30)), 1000)).toBe(1000);
+    expect(nextBatchSize([], 1000)).toBe(1000);
+  });
+
+  it('asks for about 8 MiB of text after large events, at least one', () => {
+    expect(nextBatchSize([settled(256 * 1024)], 1000)).toBe(31);
+    expect(nextBatchSize([settled(1024 * 1024)], 1000)).toBe(7);
+    expect(nextBatchSize([settled(16 * 1024 * 1024)], 1000)).toBe(1);
+  });
+
+  it('goes by the mean of the batch: half large, half ordinary', () => {
+    const mixed = Array.from({ length: 640 }, (_, i) => (i % 2 === 0 ? settled(256 * 1024) : settled(30)));
+    expect(nextBatchSize(mixed, 1000)).toBeGreaterThanOrEqual(60);
+    expect(nextBatchSize(mixed, 1000)).toBeLessThanOrEqual(66);
+  });
+});
