@@ -157,8 +157,9 @@ const BATCH_SIZE = 1000;
 /**
  * The text (textBytes) a batch is meant to hold: a runner that read large events (an outcome keeps its
  * wallet's reply verbatim, up to 1 MiB) asks for fewer next time, so that a read model catching up on a
- * wallet's large replies never reads 1,000 of them, a gigabyte, at once. The bench's ordinary events hold
- * about 300 bytes each: their batches stay at BATCH_SIZE.
+ * wallet's large replies does not read 1,000 of them, up to a gigabyte, at once: at most FIRST_BATCH of
+ * them before it knows their size (64 MiB of the largest), then about 8 MiB a batch. The bench's ordinary
+ * events hold about 300 bytes each: their batches reach BATCH_SIZE in three reads.
  */
 const BATCH_BYTES = 8 * 1024 * 1024;
 /** A runner's first read, before it has seen how large the events are (then nextBatchSize). */
@@ -166,15 +167,18 @@ const FIRST_BATCH = 64;
 
 /**
  * How many events to ask for after reading `events`: BATCH_BYTES over their mean size, between 1 and
- * `most`. Every event is sized (a sample would alias with the log's own alternation of small records
- * and large outcomes): under a microsecond each, against about 16 µs an event for reading and applying
- * it in the fastest way the read models are built (the rebuild, 61,000 events a second).
+ * `most`, and at most four times as many as were read (FIRST_BATCH after a short or empty read), so that
+ * a runner idling at the head on a few small events does not ask for 1,000 when a backlog of large ones
+ * comes. Every event is sized (a sample would alias with the log's own alternation of small records and
+ * large outcomes): under a microsecond each, against about 16 µs an event for reading and applying it in
+ * the fastest way the read models are built (the rebuild, 61,000 events a second).
  */
 export function nextBatchSize(events: RecordedEvent[], most: number): number {
-  if (events.length === 0) return most;
+  const growth = Math.max(FIRST_BATCH, 4 * events.length);
+  if (events.length === 0) return Math.min(most, growth);
   let bytes = 0;
   for (const e of events) bytes += textBytes(e);
-  return Math.max(1, Math.min(most, Math.floor(BATCH_BYTES / Math.max(1, bytes / events.length))));
+  return Math.max(1, Math.min(most, growth, Math.floor(BATCH_BYTES / Math.max(1, bytes / events.length))));
 }
 
 /** A projection whose events are handled one by one. */
@@ -459,12 +463,12 @@ export class ProjectionRunner {
     let position = stored; // how far this runner has read: ahead of `stored` only by events of no use to it
     let passed: { count: number; last: RecordedEvent | undefined; since: number } = { count: 0, last: undefined, since: Date.now() };
     // The first read is small: what the events hold is not known yet (64 of the largest are 64 MiB).
-    let maxCount = Math.min(this.batchSize, FIRST_BATCH);
+    let maxCount = nextBatchSize([], this.batchSize);
     while (!this.signal.aborted && this.owned) {
       const seq = this.store.appendSeq();
       const asked = maxCount;
       const events = await (this.options.reads ?? this.store).readAll({ from: position, maxCount: asked });
-      if (events.length > 0) maxCount = nextBatchSize(events, this.batchSize);
+      maxCount = nextBatchSize(events, this.batchSize);
       if (events.length > 0) {
         const useful = events.some((e) => handles(this.projection, e.type));
         if (useful || Date.now() - passed.since >= CHECKPOINT_EVERY_MS) {

@@ -58,7 +58,12 @@ export class SharedLogReads {
     let read: Extension = NO_EXTENSION;
     for (;;) {
       const page = this.keptAfter(from, maxCount);
-      if (page === undefined) return this.readOwn(from, maxCount);
+      if (page === undefined) {
+        // A shared read from this very position whose page the byte bound has already let go of: that page
+        // is the answer, by the same rule as below, not a read of its own.
+        if (read.from === from && (read.page.length >= maxCount || (read.began >= call && read.maxCount >= maxCount))) return read.page.slice(0, maxCount);
+        return this.readOwn(from, maxCount);
+      }
       // Short of what was asked, the page is the answer only if a store read that began during this call,
       // and asked for as many events, found nothing more: a read already under way when the call came may
       // have missed the newest events, and a smaller one may have stopped short of them.
@@ -97,7 +102,7 @@ export class SharedLogReads {
 
   /**
    * Reads the events after the kept ones (one read at a time, shared by whoever waits for it). Resolves
-   * to `calls` as the read began and the count it asked for, or to NO_EXTENSION if the kept run was
+   * to `calls` as the read began, the count it asked for, its position and its page, or to NO_EXTENSION if the kept run was
    * replaced meanwhile (readOwn) and the page, which no longer continues it, was dropped: the caller
    * then reads on from the new run's end.
    */
@@ -109,7 +114,7 @@ export class SharedLogReads {
         const page = await this.store.readAll({ from: end, maxCount });
         if ((this.events[this.events.length - 1]?.position ?? this.from) !== end) return NO_EXTENSION;
         this.append(page);
-        return { began, maxCount };
+        return { began, maxCount, from: end, page };
       } finally {
         this.extending = undefined;
       }
@@ -141,12 +146,14 @@ export class SharedLogReads {
   }
 }
 
-/** A store read continuing the kept events: `calls` as it began, and the count it asked for. */
+/** A store read continuing the kept events: `calls` as it began, the count it asked for, from where, and what it found. */
 interface Extension {
   began: number;
   maxCount: number;
+  from: Position | undefined;
+  page: RecordedEvent[];
 }
-const NO_EXTENSION: Extension = { began: 0, maxCount: 0 };
+const NO_EXTENSION: Extension = { began: 0, maxCount: 0, from: undefined, page: [] };
 
 /** Events kept at most: a few of the runners' batches (1,000 events), so memory does not follow the log. */
 const KEEP = 4000;

@@ -468,7 +468,7 @@ export class PostgresEventStore implements EventStore {
       name: 'es_count_all',
       text: `SELECT (SELECT count(*)::int FROM (SELECT 1 ${after} LIMIT $3) n),
         (SELECT ${CREATED_MS} ${after} LIMIT 1)`,
-      values: [xid, pos, Math.max(0, options.limit)],
+      values: [xid, pos, Math.max(0, Math.min(Math.floor(options.limit), 2 ** 31 - 1))],
       rowMode: 'array',
     });
     const [count, firstMs] = rows[0]!;

@@ -173,6 +173,45 @@ describe('projection runner', () => {
     await expectExactlyOnce([...first, ...second]);
   });
 
+  it('catching up, reads 64 events first, then up to four times more a batch, and waits for appends only after a short page', async () => {
+    const ids = await appendEvents(300);
+    await until(async () => (await store.readAll({ maxCount: 1000 })).length === 300);
+    const log: Array<{ kind: 'read'; asked: number; got: number } | { kind: 'wait' }> = [];
+    const spy = new Proxy(store, {
+      get(target, key) {
+        if (key === 'readAll') {
+          return async (o: { from?: string; maxCount?: number }) => {
+            const page = await target.readAll(o);
+            log.push({ kind: 'read', asked: o.maxCount ?? 0, got: page.length });
+            return page;
+          };
+        }
+        if (key === 'waitForAppend') {
+          return (seq: number, ms: number, signal?: AbortSignal) => {
+            log.push({ kind: 'wait' });
+            return target.waitForAppend(seq, ms, signal);
+          };
+        }
+        const value: unknown = Reflect.get(target, key);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const runner = new ProjectionRunner(pool, db.url, spy, tallyProjection(), { lockRetryMs: 20, gatherMs: 0 });
+    runner.start();
+    await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 300);
+    await runner.stop();
+    await expectExactlyOnce(ids);
+    const reads = log.filter((l) => l.kind === 'read');
+    expect(reads.slice(0, 2)).toEqual([
+      { kind: 'read', asked: 64, got: 64 },
+      { kind: 'read', asked: 256, got: 236 },
+    ]);
+    expect(log[2], 'the short page, then a wait').toEqual({ kind: 'wait' });
+    // Never a wait right after a full page: the backlog is read on at once.
+    for (const [i, l] of log.entries()) if (l.kind === 'wait') expect(log[i - 1], `entry ${i}`).toMatchObject({ kind: 'read' });
+    for (const [i, l] of log.entries()) if (l.kind === 'wait') expect((log[i - 1] as { got: number; asked: number }).got).toBeLessThan((log[i - 1] as { asked: number }).asked);
+  });
+
   it('reports its lag in events and milliseconds behind the head', async () => {
     await appendEvents(5);
     const runner = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 50, lockRetryMs: 20 });

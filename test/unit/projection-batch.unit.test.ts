@@ -6,7 +6,8 @@ import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 /**
  * A read model's runner reads the log in batches of up to 1,000 events, fewer when the events are large
  * (a wallet's replies are kept verbatim in its outcome events, up to 1 MiB each): the batch is meant to
- * hold about 8 MiB of text, so a process catching up does not hold a thousand large replies at once.
+ * hold about 8 MiB of text, and grows at most fourfold from one read to the next, so a process catching up
+ * does not hold a thousand large replies at once.
  */
 const event = (data: RecordedEvent['data'], metadata: RecordedEvent['metadata'] = {}): RecordedEvent => ({
   id: 'e',
@@ -31,9 +32,16 @@ describe('how much text an event holds (textBytes)', () => {
 });
 
 describe('the next batch of a runner (nextBatchSize)', () => {
-  it('stays at the most for ordinary events, and after an empty read', () => {
+  it('stays at the most after a full batch of ordinary events', () => {
     expect(nextBatchSize(Array.from({ length: 1000 }, () => settled(30)), 1000)).toBe(1000);
-    expect(nextBatchSize([], 1000)).toBe(1000);
+  });
+
+  it('grows at most fourfold, from 64 after an empty or short read: a runner idle at the head does not ask for 1,000 large events at once', () => {
+    expect(nextBatchSize([], 1000)).toBe(64);
+    expect(nextBatchSize([settled(30)], 1000)).toBe(64);
+    expect(nextBatchSize(Array.from({ length: 64 }, () => settled(30)), 1000)).toBe(256);
+    expect(nextBatchSize(Array.from({ length: 256 }, () => settled(30)), 1000)).toBe(1000);
+    expect(nextBatchSize([], 10)).toBe(10);
   });
 
   it('asks for about 8 MiB of text after large events, at least one', () => {
