@@ -135,12 +135,7 @@ class EsdbEventStore implements EventStore {
     return out;
   }
 
-  /**
-   * $all is read forwards from `from`, which ESDB treats as inclusive, so anything at or before it is
-   * dropped. readAll of this client version takes no server-side filter, so system events are dropped
-   * here and the read goes on until `maxCount` events are found or the end of the log is reached:
-   * returning a short page that is not the end would let the caller park on a run of system events.
-   */
+  /** Up to `maxCount` events of $all after `from`, system events left out (see forwardsAfter). */
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     const out: RecordedEvent[] = [];
     await this.forwardsAfter(options.from, options.maxCount ?? DEFAULT_PAGE_SIZE, (event) => out.push(toRecorded(event)));
