@@ -244,6 +244,17 @@ type EventRow = [globalPosition: string, transactionId: string, streamId: string
 const CREATED_MS = "round(date_part('epoch', date_trunc('milliseconds', created_at AT TIME ZONE 'UTC')) * 1000)";
 const COLUMNS = `global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type, data, metadata, ${CREATED_MS} AS created_ms`;
 
+/**
+ * The log after the position ($1 its transaction id, $2 its global position), in commit order: only the
+ * events of transactions older than every one still open, so none can later appear before one returned.
+ * e.transaction_id, not transaction_id: a bare ORDER BY name means COLUMNS' text alias, and ids ordered as
+ * text put 100000 before 99999 (a page would then pass over every shorter id).
+ */
+const LOG_AFTER = `FROM es_events e
+  WHERE (e.transaction_id, e.global_position) > ($1::xid8, $2::bigint)
+    AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+  ORDER BY e.transaction_id, e.global_position`;
+
 /** The event of a row whose COLUMNS begin at index `at`. */
 function toRecorded(row: unknown[], at = 0): RecordedEvent {
   const [globalPosition, transactionId, streamId, revision, eventId, type, data, metadata, createdMs] = (at === 0 ? row : row.slice(at)) as EventRow;
@@ -428,13 +439,7 @@ export class PostgresEventStore implements EventStore {
     const { xid, pos } = parsePgPosition(options.from ?? START);
     const { rows } = await this.pool.query<EventRow>({
       name: 'es_read_all',
-      // e.transaction_id, not transaction_id: a bare ORDER BY name means COLUMNS' text alias, and ids
-      // ordered as text put 100000 before 99999 (a page would then pass over every shorter id).
-      text: `SELECT ${COLUMNS} FROM es_events e
-       WHERE (e.transaction_id, e.global_position) > ($1::xid8, $2::bigint)
-         AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-       ORDER BY e.transaction_id, e.global_position
-       LIMIT $3`,
+      text: `SELECT ${COLUMNS} ${LOG_AFTER} LIMIT $3`,
       values: [xid, pos, options.maxCount ?? 1000],
       rowMode: 'array',
     });
@@ -458,16 +463,11 @@ export class PostgresEventStore implements EventStore {
 
   async countAll(options: CountAllOptions): Promise<LogBacklog> {
     const { xid, pos } = parsePgPosition(options.from ?? START);
-    // The same rows as readAll's, in its order; only the index (transaction_id, global_position) is
-    // walked for the count, and the first row alone is read for its time.
-    const after = `FROM es_events e
-       WHERE (e.transaction_id, e.global_position) > ($1::xid8, $2::bigint)
-         AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-       ORDER BY e.transaction_id, e.global_position`;
+    // readAll's rows, in its order; only the index (transaction_id, global_position) is walked for the
+    // count, and the first row alone is read for its time.
     const { rows } = await this.pool.query<[count: number, firstMs: number | null]>({
       name: 'es_count_all',
-      text: `SELECT (SELECT count(*)::int FROM (SELECT 1 ${after} LIMIT $3) n),
-        (SELECT ${CREATED_MS} ${after} LIMIT 1)`,
+      text: `SELECT (SELECT count(*)::int FROM (SELECT 1 ${LOG_AFTER} LIMIT $3) n), (SELECT ${CREATED_MS} ${LOG_AFTER} LIMIT 1)`,
       values: [xid, pos, Math.max(0, Math.min(Math.floor(options.limit), 2 ** 31 - 1))],
       rowMode: 'array',
     });
