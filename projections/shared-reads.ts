@@ -30,8 +30,7 @@ export class SharedLogReads {
   /** The position the first kept event follows (undefined: nothing kept yet). */
   private from: Position | undefined;
   private events: RecordedEvent[] = [];
-  /** textBytes of each kept event, and their sum. */
-  private sizes: number[] = [];
+  /** The kept events' textBytes, summed. */
   private bytes = 0;
   /** Where each kept event is, as `base` + its index in `events`. */
   private readonly at = new Map<Position, number>();
@@ -91,7 +90,6 @@ export class SharedLogReads {
     if (this.from === undefined || (last && (!keptLast || comparePositions(last.position, keptLast.position) > 0))) {
       this.from = from;
       this.events = [];
-      this.sizes = [];
       this.bytes = 0;
       this.at.clear();
       this.base = 0;
@@ -125,21 +123,19 @@ export class SharedLogReads {
   private append(page: RecordedEvent[]): void {
     for (const e of page) {
       this.at.set(e.position, this.base + this.events.push(e) - 1);
-      const size = textBytes(e);
-      this.sizes.push(size);
-      this.bytes += size;
+      this.bytes += textBytes(e);
     }
-    // The oldest go while either bound is passed: the run then starts after the last of them.
+    // The oldest go while either bound is passed: the run then starts after the last of them. (textBytes
+    // remembers each event's size: asking again costs a lookup.)
     let over = Math.max(0, this.events.length - this.options.keep);
     let dropped = 0;
-    for (let i = 0; i < over; i++) dropped += this.sizes[i]!;
+    for (let i = 0; i < over; i++) dropped += textBytes(this.events[i]!);
     const keepBytes = this.options.keepBytes ?? KEEP_BYTES;
-    while (over < this.events.length && this.bytes - dropped > keepBytes) dropped += this.sizes[over++]!;
+    while (over < this.events.length && this.bytes - dropped > keepBytes) dropped += textBytes(this.events[over++]!);
     if (over > 0) {
       for (const e of this.events.slice(0, over)) this.at.delete(e.position);
       this.from = this.events[over - 1]!.position;
       this.events = this.events.slice(over);
-      this.sizes = this.sizes.slice(over);
       this.bytes -= dropped;
       this.base += over;
     }
