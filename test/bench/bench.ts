@@ -214,6 +214,10 @@ const catchUpLimitS = (events: number): number => Math.max(900, Math.ceil(events
  */
 async function catchUp(pid: number, databaseUrl: string): Promise<boolean> {
   return withClient(databaseUrl, async (client) => {
+    // The table itself, not the event store's headPosition and countAll: those give the log as readers may
+    // read it now, and a process stopped inside its transaction holds that back (every event of a later
+    // transaction waits for it). Through them a 10 s soak at 200 tx/s counted 1,222 events to catch up
+    // on; read here, 5,265, all of which the projections then apply.
     const last = async (): Promise<Position | undefined> =>
       (await client.query<{ position: string }>(`SELECT transaction_id::text || '.' || global_position AS position FROM es_events ORDER BY transaction_id DESC, global_position DESC LIMIT 1`))
         .rows[0]?.position;
