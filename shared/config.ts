@@ -84,6 +84,9 @@ const envSchema = z.object({
       }
     })
     .optional(),
+  // api role: characters of wallet replies answered and not yet recorded (the outcomes' write-behind)
+  // above which new transactions wait, and after 5 s are refused with 503.
+  OUTCOME_BACKLOG_BYTES: z.coerce.number().int().min(1024).max(2 ** 31).default(16 * 1024 * 1024),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // How far above what survived its last full collection V8 lets the heap grow before the next one, in per
   // cent; 0 leaves it to V8, which lets a busy process's heap grow to several times its live data. Unset:
@@ -124,6 +127,8 @@ export interface Config {
   chainCheckpointSeconds: number;
   /** PKCS#8 PEM; unset: a key generated once and kept in the database. */
   chainSigningKey: string | undefined;
+  /** Characters of wallet replies the api holds answered and not yet recorded before new transactions wait. */
+  outcomeBacklogBytes: number;
   logLevel: string;
   /** V8's heap growing factor over the live data, in per cent (0: V8's own); by default by the roles. */
   heapGrowingPercent: number;
@@ -164,6 +169,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dispatchConcurrencyPerOperator: e.DISPATCH_CONCURRENCY_PER_OPERATOR,
     chainCheckpointSeconds: e.CHAIN_CHECKPOINT_SECONDS,
     chainSigningKey: e.CHAIN_SIGNING_KEY,
+    outcomeBacklogBytes: e.OUTCOME_BACKLOG_BYTES,
     logLevel: e.LOG_LEVEL,
     heapGrowingPercent: e.HEAP_GROWING_PERCENT ?? defaultHeapGrowingPercent(e.ROLES),
   };

@@ -22,34 +22,62 @@ export class OutcomeWriter {
   private readonly pending = new Map<string, Promise<void>>();
   /** Writes queued and not done, every round's. */
   private queued = 0;
-  /** Called when `queued` falls below the limit (room()). */
+  /** What the replies of those writes hold, in characters of their bodies. */
+  private queuedBytes = 0;
+  /** Called when a write is done, for room() to look again. */
   private waiters: Array<() => void> = [];
   /** Set by drain(): from then on a write that fails is tried again only until this time. */
   private giveUpAt: number | undefined;
 
+  private readonly retryMaxMs: number;
+  private readonly maxQueued: number;
+  private readonly maxQueuedBytes: number;
+
   constructor(
     private readonly logger: Logger,
-    private readonly retryMaxMs = 2000,
-    /** Writes queued at most before new transactions wait (room()): the answer no longer waits for the store, so this is its back-pressure. */
-    private readonly maxQueued = 2000,
-  ) {}
+    limits: {
+      /** Longest pause between two tries of a failing write. */
+      retryMaxMs?: number;
+      /** Writes queued at most before new transactions wait (room()): the answer no longer waits for the store, so this is its back-pressure. */
+      maxQueued?: number;
+      /**
+       * Characters of wallet replies queued at most before new transactions wait (room()). A reply is
+       * kept verbatim, up to 1 MiB (contract section 8 rule 7): 2,000 replies of 256 KiB would hold half
+       * a gigabyte (docs/benchmarks.md, Memory).
+       */
+      maxQueuedBytes?: number;
+    } = {},
+  ) {
+    this.retryMaxMs = limits.retryMaxMs ?? 2000;
+    this.maxQueued = limits.maxQueued ?? 2000;
+    this.maxQueuedBytes = limits.maxQueuedBytes ?? 16 * 1024 * 1024;
+  }
+
+  private full(): boolean {
+    return this.queued >= this.maxQueued || this.queuedBytes >= this.maxQueuedBytes;
+  }
 
   /**
-   * Resolves once fewer than maxQueued writes are queued, or after `timeoutMs` (a store that takes none
-   * will refuse the caller's record too). A store slower than the answers would otherwise let outcomes
-   * pile up in memory without bound, while every new transaction's own record still gets through; new
-   * transactions wait here instead, as they did when every answer waited.
+   * True once fewer than maxQueued writes, holding fewer than maxQueuedBytes of replies, are queued;
+   * false if that did not happen within `timeoutMs`, and the caller must not record a new transaction
+   * (the provider is answered 503, nothing recorded). A store slower than the answers would otherwise
+   * let outcomes pile up in memory without bound while every new transaction's own small record still
+   * gets through; new transactions wait here instead, as they did when every answer waited, and past
+   * the wait they are refused rather than let through.
    */
-  async room(timeoutMs: number): Promise<void> {
+  async room(timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
-    while (this.queued >= this.maxQueued && Date.now() < deadline) {
+    while (this.full()) {
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
       let timer: NodeJS.Timeout | undefined;
       await new Promise<void>((r) => {
         this.waiters.push(r);
-        timer = setTimeout(r, Math.max(0, deadline - Date.now())); // (Node 24 warns of a negative delay)
+        timer = setTimeout(r, left);
       });
       clearTimeout(timer);
     }
+    return true;
   }
 
   /** Resolves once no outcome write of this process is pending on the round, or after `timeoutMs`. */
@@ -65,13 +93,14 @@ export class OutcomeWriter {
   }
 
   /**
-   * Queues `write` (the outcome's append) after the round's pending writes, retried until it succeeds;
-   * then `after` (releasing the lease, handing a credit to the retry queue) runs, whether it succeeded or
-   * the process stopped first.
+   * Queues `write` (the outcome's append, of a reply of `bytes` characters) after the round's pending
+   * writes, retried until it succeeds; then `after` (releasing the lease, handing a credit to the retry
+   * queue) runs, whether it succeeded or the process stopped first.
    */
-  write(roundStream: string, transactionId: string, write: () => Promise<void>, after: () => Promise<void>): void {
+  write(roundStream: string, transactionId: string, bytes: number, write: () => Promise<void>, after: () => Promise<void>): void {
     const before = this.pending.get(roundStream);
     this.queued += 1;
+    this.queuedBytes += bytes;
     // Assigned before the body below first resumes (it always awaits before its finally).
     let done: Promise<void> | undefined;
     done = (async () => {
@@ -82,7 +111,8 @@ export class OutcomeWriter {
         await after().catch((err: unknown) => this.logger.warn({ err, transactionId }, 'after an outcome write'));
         if (this.pending.get(roundStream) === done) this.pending.delete(roundStream);
         this.queued -= 1;
-        if (this.queued < this.maxQueued) for (const wake of this.waiters.splice(0)) wake();
+        this.queuedBytes -= bytes;
+        if (!this.full()) for (const wake of this.waiters.splice(0)) wake();
       }
     })();
     this.pending.set(roundStream, done);
@@ -108,6 +138,11 @@ export class OutcomeWriter {
   /** Outcome writes still pending in this process. */
   get size(): number {
     return this.queued;
+  }
+
+  /** Characters of the wallet replies those writes hold. */
+  get bytes(): number {
+    return this.queuedBytes;
   }
 
   /**

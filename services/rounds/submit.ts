@@ -68,7 +68,12 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   // a while at most: a store that cannot take it cannot take this one either, and the lease and a fresh
   // read keep a decision made without it safe).
   await deps.outcomes?.idle(sub.roundStream, 1000);
-  await deps.outcomes?.room(5000);
+  if (deps.outcomes && !(await deps.outcomes.room(5000))) {
+    // The wallet replies faster than the store records them: refused before anything is recorded (the
+    // id stays free), rather than another reply held in memory behind its answer.
+    deps.logger.warn({ transactionId: txId, backlog: deps.outcomes.size, backlogBytes: deps.outcomes.bytes }, 'outcome backlog full: transaction refused (503), nothing recorded');
+    throw new AppError(503, 'service unavailable', { 'Retry-After': '1' });
+  }
   const fast = await recordInOneTrip(deps, sub, mine, token, ttlMs);
   if (fast) return fast.tx;
   // The kick is checked with the first claim only: one after that point comes after the claim, as a
@@ -218,6 +223,7 @@ async function underLease(
       deps.outcomes.write(
         sub.roundStream,
         txId,
+        attempt.tx.reply?.body.length ?? 0,
         async () => {
           recorded = await attempt.record();
         },

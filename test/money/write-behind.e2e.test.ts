@@ -300,4 +300,61 @@ describe('the outcome recorded behind the answer', () => {
     expect(await settledReply(stream, 'wb-win-2')).toEqual(['{"status":"OK","balance":10200}']);
     expect(wallet.effects.get('wb-win-2')).toBe(1);
   }, 60_000);
+  it('holds at most OUTCOME_BACKLOG_BYTES of replies answered and not yet recorded: past it a new transaction waits, then is refused 503 with nothing recorded, and goes through once the backlog is written', async () => {
+    // An api of its own whose write-behind holds replies of 4,096 characters at most.
+    const small = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api', OUTCOME_BACKLOG_BYTES: '4096' });
+    try {
+      const bet = async (n: number) => {
+        const token = await launch(small.url, `wb-${n}`);
+        return {
+          stream: roundStream(PROV_A.id, OP1.id, `wb-round-${n}`),
+          body: { sessionToken: token, roundId: `wb-round-${n}`, playerRef: `wb-${n}`, currency: 'EUR', gameId: 'fruit-1', transactionId: `wb-bet-${n}`, type: 'BET', roundComplete: false, amount: 100 },
+        };
+      };
+      // An ordinary reply held behind its answer leaves room: the next transaction goes straight through.
+      const [held, next] = [await bet(40), await bet(41)];
+      let hold = holdAppendsDuring(held.stream, held.body.transactionId);
+      try {
+        expect((await post(small.url, held.body)).status).toBe(200);
+        await until(lockWaiter);
+        expect((await post(small.url, next.body)).status).toBe(200);
+        expect(await types(held.stream)).toEqual(['TransactionRecorded']);
+      } finally {
+        await hold.release();
+      }
+      // A reply of 8,000 characters held behind its answer fills the backlog.
+      const [large, refused] = [await bet(42), await bet(43)];
+      const padded = { status: 'OK', balance: 9900, padding: 'x'.repeat(8000) };
+      wallet.script(large.body.transactionId, { status: 200, body: padded });
+      hold = holdAppendsDuring(large.stream, large.body.transactionId);
+      try {
+        const answered = await post(small.url, large.body);
+        expect(answered.status).toBe(200);
+        expect(answered.text).toBe(JSON.stringify(padded));
+        await until(lockWaiter);
+        const started = Date.now();
+        const res = await post(small.url, refused.body);
+        expect(res.status).toBe(503);
+        expect(res.json).toEqual({ error: 'service unavailable' });
+        expect(res.headers.get('retry-after')).toBe('1');
+        expect(Date.now() - started).toBeGreaterThanOrEqual(4500); // it waited for room first
+        // Refused before anything was recorded: the wallet never saw it, its id is free.
+        expect(callsFor(refused.body.transactionId)).toBe(0);
+        expect(await types(refused.stream)).toEqual([]);
+        expect((await db.query('SELECT 1 FROM tx_registry WHERE transaction_id = $1', [refused.body.transactionId])).rowCount).toBe(0);
+      } finally {
+        await hold.release();
+      }
+      // Once the held reply is recorded, the resubmission goes through, and the wallet moves its money once.
+      await until(async () => (await types(large.stream)).length === 2);
+      expect(await settledReply(large.stream, large.body.transactionId)).toEqual([JSON.stringify(padded)]);
+      const again = await post(small.url, refused.body);
+      expect(again.status).toBe(200);
+      expect(again.text).toBe('{"status":"OK","balance":9900}');
+      await until(async () => (await types(refused.stream)).length === 2);
+      expect(wallet.effects.get(refused.body.transactionId)).toBe(1);
+    } finally {
+      await small.stop();
+    }
+  }, 60_000);
 });

@@ -18,9 +18,16 @@ describe('configuration (contract section 1)', () => {
       signatureWindowSeconds: 300,
       adminToken: undefined,
       dispatchConcurrencyPerOperator: 32,
+      outcomeBacklogBytes: 16 * 1024 * 1024,
       logLevel: 'info',
       heapGrowingPercent: 20,
     });
+  });
+
+  it('takes the outcome backlog in characters, a whole number from 1,024', () => {
+    expect(loadConfig({ OUTCOME_BACKLOG_BYTES: '1024' }).outcomeBacklogBytes).toBe(1024);
+    expect(loadConfig({ OUTCOME_BACKLOG_BYTES: '268435456' }).outcomeBacklogBytes).toBe(268_435_456);
+    for (const bad of ['0', '1023', '12.5', '16MB', '4294967296']) expect(() => loadConfig({ OUTCOME_BACKLOG_BYTES: bad }), bad).toThrow(/\bOUTCOME_BACKLOG_BYTES\b/);
   });
 
   it('takes the heap growing percent, a whole number 0..400 (0: V8 decides)', () => {
