@@ -194,6 +194,7 @@ export async function startService(config: Config, logger: Logger = createLogger
   const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recorder: eventStore.transactionRecorder(pool) };
   // Providers are answered as soon as the wallet replies; the outcome is recorded behind the answer.
   const outcomes = new OutcomeWriter(logger, { maxQueuedBytes: config.outcomeBacklogBytes });
+  ctx.metrics.watchOutcomeBacklog(outcomes);
 
   let worker: RunningWorker | undefined;
   if (config.roles.includes('worker')) {

@@ -55,6 +55,7 @@ export class Metrics {
   private readonly projectionFailures: Counter<'projection'>;
   private readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
   private readModels: (() => Promise<ReadModelSnapshot | undefined>) | undefined;
+  private outcomeBacklog: (() => { writes: number; bytes: number; waiting: number }) | undefined;
 
   constructor() {
     const registers = [this.registry];
@@ -95,6 +96,31 @@ export class Metrics {
       labelNames: ['method', 'route', 'status'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
+    });
+    const backlog = () => this.outcomeBacklog?.();
+    new Gauge({
+      name: 'outcome_backlog_writes',
+      help: 'Wallet outcomes this api process answered and has not recorded yet (the write-behind; at 2,000 new transactions wait)',
+      registers,
+      collect() {
+        this.set(backlog()?.writes ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'outcome_backlog_bytes',
+      help: 'Characters of the wallet replies those outcomes hold (at OUTCOME_BACKLOG_BYTES new transactions wait; after 5 s they are refused with 503)',
+      registers,
+      collect() {
+        this.set(backlog()?.bytes ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'outcome_backlog_waiting',
+      help: 'New transactions waiting for room in the outcomes\' write-behind',
+      registers,
+      collect() {
+        this.set(backlog()?.waiting ?? 0);
+      },
     });
     const snapshot = () => this.readModels?.();
     new Gauge({
@@ -164,6 +190,11 @@ export class Metrics {
 
   projectionApplyFailed(projection: string): void {
     this.projectionFailures.inc({ projection });
+  }
+
+  /** The api's outcome write-behind, read at scrape time (services/rounds/outcome-writer.ts). */
+  watchOutcomeBacklog(source: { readonly size: number; readonly bytes: number; readonly waiting: number }): void {
+    this.outcomeBacklog = () => ({ writes: source.size, bytes: source.bytes, waiting: source.waiting });
   }
 
   rateLimitRefused(operatorId: string): void {

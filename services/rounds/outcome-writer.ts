@@ -24,8 +24,8 @@ export class OutcomeWriter {
   private queued = 0;
   /** What the replies of those writes hold, in characters of their bodies. */
   private queuedBytes = 0;
-  /** Called when a write is done, for room() to look again. */
-  private waiters: Array<() => void> = [];
+  /** Called when a write is done, for room() to look again (each removes itself when its wait ends). */
+  private readonly waiters = new Set<() => void>();
   /** Set by drain(): from then on a write that fails is tried again only until this time. */
   private giveUpAt: number | undefined;
 
@@ -71,11 +71,14 @@ export class OutcomeWriter {
       const left = deadline - Date.now();
       if (left <= 0) return false;
       let timer: NodeJS.Timeout | undefined;
+      let wake: (() => void) | undefined;
       await new Promise<void>((r) => {
-        this.waiters.push(r);
+        wake = r;
+        this.waiters.add(r);
         timer = setTimeout(r, left);
       });
       clearTimeout(timer);
+      this.waiters.delete(wake!);
     }
     return true;
   }
@@ -104,7 +107,8 @@ export class OutcomeWriter {
     // Assigned before the body below first resumes (it always awaits before its finally).
     let done: Promise<void> | undefined;
     done = (async () => {
-      if (before) await before;
+      // (The write before settles, never rejects: its failures end in its own finally.)
+      if (before) await before.catch(() => undefined);
       try {
         await this.untilWritten(transactionId, write);
       } finally {
@@ -112,7 +116,7 @@ export class OutcomeWriter {
         if (this.pending.get(roundStream) === done) this.pending.delete(roundStream);
         this.queued -= 1;
         this.queuedBytes -= bytes;
-        if (!this.full()) for (const wake of this.waiters.splice(0)) wake();
+        if (!this.full()) for (const wake of this.waiters) wake();
       }
     })();
     this.pending.set(roundStream, done);
@@ -143,6 +147,11 @@ export class OutcomeWriter {
   /** Characters of the wallet replies those writes hold. */
   get bytes(): number {
     return this.queuedBytes;
+  }
+
+  /** New transactions waiting in room(). */
+  get waiting(): number {
+    return this.waiters.size;
   }
 
   /**

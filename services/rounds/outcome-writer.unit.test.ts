@@ -73,13 +73,15 @@ describe('OutcomeWriter', () => {
     const started = Date.now();
     expect(await writer.room(30)).toBe(false);
     expect(Date.now() - started).toBeGreaterThanOrEqual(25);
+    expect(writer.waiting).toBe(0); // a wait that ended leaves nothing behind
     let roomy: boolean | undefined;
     const waiting = writer.room(5000).then((r) => (roomy = r));
     await new Promise((r) => setTimeout(r, 20));
     expect(roomy).toBeUndefined();
+    expect(writer.waiting).toBe(1);
     small.land(); // 500 left: under the bound again
     expect(await waiting).toBe(true);
-    expect(writer.bytes).toBe(500);
+    expect([writer.bytes, writer.waiting]).toEqual([500, 0]);
     large.land();
     await writer.drain();
     expect([writer.size, writer.bytes]).toEqual([0, 0]);

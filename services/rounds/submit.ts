@@ -5,7 +5,7 @@ import { isRefusal, Refused } from '../../shared/decider.ts';
 import { AppError } from '../../shared/errors.ts';
 import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
 import type { Claim, RecordRequest, RegistryEntry, StreamGuard, TransactionRecorder } from '../../shared/eventstore/port.ts';
-import { claimIsOwn, releaseClaim, releaseLease } from '../../shared/eventstore/registry.ts';
+import { claimIsOwn, isClaimed, releaseClaim, releaseLease } from '../../shared/eventstore/registry.ts';
 import { isCredit, isFinal, roundDecider, type RoundCommand, type RoundRefusal, type RoundState, type SessionStanding, type TxState } from './decider.ts';
 import { callWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease } from './dispatch.ts';
 import type { Origin, TransactionRequest } from './events.ts';
@@ -68,9 +68,10 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   // a while at most: a store that cannot take it cannot take this one either, and the lease and a fresh
   // read keep a decision made without it safe).
   await deps.outcomes?.idle(sub.roundStream, 1000);
-  if (deps.outcomes && !(await deps.outcomes.room(5000))) {
-    // The wallet replies faster than the store records them: refused before anything is recorded (the
-    // id stays free), rather than another reply held in memory behind its answer.
+  if (deps.outcomes && !(await deps.outcomes.room(0)) && !(await isClaimed(deps.pool, sub.registryKey, txId)) && !(await deps.outcomes.room(5000))) {
+    // The wallet replies faster than the store records them: a new transaction is refused before anything
+    // is recorded (the id stays free), rather than another reply held in memory behind its answer. One
+    // already claimed goes on at once: its resubmission is answered from what was recorded (section 8.4).
     deps.logger.warn({ transactionId: txId, backlog: deps.outcomes.size, backlogBytes: deps.outcomes.bytes }, 'outcome backlog full: transaction refused (503), nothing recorded');
     throw new AppError(503, 'service unavailable', { 'Retry-After': '1' });
   }

@@ -166,6 +166,12 @@ export async function renewLease(pool: Pool, registryKey: string, transactionId:
   return rowCount === 1;
 }
 
+/** Whether this registrant has claimed the transaction id (it was recorded, or is being recorded). */
+export async function isClaimed(pool: Pool, registryKey: string, transactionId: string): Promise<boolean> {
+  const { rowCount } = await pool.query('SELECT 1 FROM tx_registry WHERE provider_id = $1 AND transaction_id = $2', [registryKey, transactionId]);
+  return rowCount === 1;
+}
+
 /** Whether someone is attempting this transaction right now (its lease is taken and unexpired). */
 export async function leaseHeld(pool: Pool, registryKey: string, transactionId: string): Promise<boolean> {
   const { rows } = await pool.query<{ held: boolean }>(

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roundStream } from '../../services/rounds/events.ts';
 import { OP1, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { startFakeWallet, type FakeWallet } from '../helpers/fakes.ts';
-import { createTestEnv, spawnService, writeCatalogFile, type SpawnedService, type TestEnv } from '../helpers/service.ts';
+import { ADMIN_TOKEN, createTestEnv, spawnService, writeCatalogFile, type SpawnedService, type TestEnv } from '../helpers/service.ts';
+import { parseExposition } from '../metrics/exposition.ts';
 import { signedRequest } from '../helpers/signing.ts';
 
 /**
@@ -60,6 +61,12 @@ describe('the outcome recorded behind the answer', () => {
       )
     ).rows.map((r) => r.body);
 
+  /** The api's outcome backlog gauges, from /metrics. */
+  const backlog = async (url: string) => {
+    const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
+    const value = (name: string) => parseExposition(text).samples.find((x) => x.name === name)?.value;
+    return { writes: value('outcome_backlog_writes'), bytes: value('outcome_backlog_bytes'), waiting: value('outcome_backlog_waiting') };
+  };
   const lockWaiter = async () => (await db.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)).rowCount! > 0;
   /** Ends the connections waiting for an advisory lock in this database (an append waiting for the held round). */
   const terminateLockWaiters = async () => {
@@ -332,8 +339,18 @@ describe('the outcome recorded behind the answer', () => {
         expect(answered.status).toBe(200);
         expect(answered.text).toBe(JSON.stringify(padded));
         await until(lockWaiter);
+        // A transaction recorded before is answered from its record at once, the backlog full or not.
+        const before = Date.now();
+        const resubmitted = await post(small.url, next.body);
+        expect(resubmitted.status).toBe(200);
+        expect(resubmitted.text).toBe('{"status":"OK","balance":9900}');
+        expect(Date.now() - before).toBeLessThan(4000);
         const started = Date.now();
-        const res = await post(small.url, refused.body);
+        const refusing = post(small.url, refused.body);
+        // The platform team sees the backlog and the transaction waiting for room.
+        await until(async () => (await backlog(small.url)).waiting === 1);
+        expect(await backlog(small.url)).toEqual({ writes: 1, bytes: JSON.stringify(padded).length, waiting: 1 });
+        const res = await refusing;
         expect(res.status).toBe(503);
         expect(res.json).toEqual({ error: 'service unavailable' });
         expect(res.headers.get('retry-after')).toBe('1');
@@ -353,6 +370,8 @@ describe('the outcome recorded behind the answer', () => {
       expect(again.text).toBe('{"status":"OK","balance":9900}');
       await until(async () => (await types(refused.stream)).length === 2);
       expect(wallet.effects.get(refused.body.transactionId)).toBe(1);
+      await until(async () => (await backlog(small.url)).writes === 0);
+      expect(await backlog(small.url)).toEqual({ writes: 0, bytes: 0, waiting: 0 });
     } finally {
       await small.stop();
     }
