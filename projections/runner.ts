@@ -3,7 +3,8 @@ import type { Migration } from '../shared/db/migrations.ts';
 import { withTransaction, type Pool, type PoolClient } from '../shared/db/pool.ts';
 import { comparePositions, START, type EventStore, type Position, type RecordedEvent } from '../shared/eventstore/port.ts';
 import type { Logger } from '../shared/logger.ts';
-import { textBytes, type SharedLogReads } from './shared-reads.ts';
+import type { SharedLogReads } from './shared-reads.ts';
+import { nextBatchSize } from '../shared/eventstore/text-size.ts';
 
 export const projectionMigrations: Migration[] = [
   {
@@ -154,32 +155,6 @@ const GATHER_MS = 100;
  */
 const BATCH_SIZE = 1000;
 
-/**
- * The text (textBytes) a batch is meant to hold: a runner that read large events (an outcome keeps its
- * wallet's reply verbatim, up to 1 MiB) asks for fewer next time, so that a read model catching up on a
- * wallet's large replies does not read 1,000 of them, up to a gigabyte, at once: at most FIRST_BATCH of
- * them before it knows their size (64 MiB of the largest), then about 8 MiB a batch. The bench's ordinary
- * events hold about 300 bytes each: their batches reach BATCH_SIZE in three reads.
- */
-const BATCH_BYTES = 8 * 1024 * 1024;
-/** A runner's first read, before it has seen how large the events are (then nextBatchSize). */
-const FIRST_BATCH = 64;
-
-/**
- * How many events to ask for after reading `events`: BATCH_BYTES over their mean size, between 1 and
- * `most`, and at most four times as many as were read (FIRST_BATCH after a short or empty read), so that
- * a runner idling at the head on a few small events does not ask for 1,000 when a backlog of large ones
- * comes. Every event is sized (a sample would alias with the log's own alternation of small records and
- * large outcomes): under a microsecond each, against about 16 µs an event for reading and applying it in
- * the fastest way the read models are built (the rebuild, 61,000 events a second).
- */
-export function nextBatchSize(events: RecordedEvent[], most: number): number {
-  const growth = Math.max(FIRST_BATCH, 4 * events.length);
-  if (events.length === 0) return Math.min(most, growth);
-  let bytes = 0;
-  for (const e of events) bytes += textBytes(e);
-  return Math.max(1, Math.min(most, growth, Math.floor(BATCH_BYTES / Math.max(1, bytes / events.length))));
-}
 
 /** A projection whose events are handled one by one. */
 export function perEvent(

@@ -1,4 +1,5 @@
 import { comparePositions, type EventStore, type Position, type ReadAllOptions, type RecordedEvent } from '../shared/eventstore/port.ts';
+import { textBytes } from '../shared/eventstore/text-size.ts';
 
 /**
  * The log's newest events, read once for the read models' runners of a process.
@@ -159,34 +160,3 @@ const KEEP = 4000;
  */
 const KEEP_BYTES = 32 * 1024 * 1024;
 
-/**
- * About how much text an event holds: its strings' lengths (in UTF-16 code units, a byte each for the
- * text of JSON, which is mostly ASCII), its keys', and 8 for any other value. Walked without recursion,
- * however deep a provider's metadata nests: 0.3-0.6 µs an event of the bench's history (about 350 bytes
- * of JSON), a sixth to a tenth of its JSON parse (2026-11-30).
- */
-export function textBytes(event: Pick<RecordedEvent, 'data' | 'metadata'>): number {
-  // Events are never changed once read, and the runners of a process share them: sized once each.
-  const known = sized.get(event);
-  if (known !== undefined) return known;
-  let bytes = 0;
-  const stack: unknown[] = [event.data, event.metadata];
-  while (stack.length > 0) {
-    const value = stack.pop();
-    if (typeof value === 'string') bytes += value.length;
-    else if (Array.isArray(value)) {
-      bytes += 8;
-      for (const v of value) stack.push(v);
-    } else if (value !== null && typeof value === 'object') {
-      const object = value as Record<string, unknown>;
-      // A parsed JSON object has no inherited keys: for...in is its own, without Object.entries' arrays.
-      for (const k in object) {
-        bytes += k.length;
-        stack.push(object[k]);
-      }
-    } else bytes += 8;
-  }
-  sized.set(event, bytes);
-  return bytes;
-}
-const sized = new WeakMap<object, number>();

@@ -88,6 +88,35 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
     expect((await audit('/events?limit=5000')).status).toBe(400);
   });
 
+  it('pages the log by text as well as by count: events holding large wallet replies come in pages of about 8 MiB, each exactly once', async () => {
+    const store = h.svc.ctx.eventStore;
+    const from = await store.headPosition();
+    const stream = `audit-large-${randomUUID()}`;
+    // Twelve events of 1.5 million characters each (an outcome keeps a wallet reply of up to 1 MiB, its
+    // body and parsed fields besides): 18 MB in all, appended one at a time.
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const id = randomUUID();
+      ids.push(id);
+      await store.append(stream, [{ id, type: 'LargeForTest', data: { n: i, body: String(i % 10).repeat(1_500_000) } }], i === 0 ? 'no_stream' : i - 1);
+    }
+    const seen: string[] = [];
+    const pages: number[] = [];
+    let at = from;
+    for (let page = 0; page < 100 && seen.length < 12; page++) {
+      const res = await audit<{ events: Array<{ id: string; streamId: string; data: { body?: string } }>; next: string }>(`/events?limit=1000&from=${encodeURIComponent(at)}`);
+      expect(res.status).toBe(200);
+      const ours = res.json.events.filter((e) => e.streamId === stream);
+      seen.push(...ours.map((e) => e.id));
+      if (ours.length > 0) pages.push(ours.length);
+      // At most 8 MiB of text, or one event however large.
+      expect(ours.length === 1 || ours.reduce((n, e) => n + (e.data.body?.length ?? 0), 0) <= 8 * 1024 * 1024).toBe(true);
+      at = res.json.next;
+    }
+    expect(seen).toEqual(ids);
+    expect(pages.length).toBeGreaterThanOrEqual(3);
+  }, 60_000);
+
   it("shows one stream, a player's session history and a grant's history", async () => {
     const all = await audit<{ error: string }>('/transactions?status=all');
     expect(all.status).toBe(400);

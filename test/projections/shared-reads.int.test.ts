@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMigrations } from '../../services/migrations.ts';
-import { SharedLogReads, textBytes } from '../../projections/shared-reads.ts';
+import { SharedLogReads } from '../../projections/shared-reads.ts';
+import { textBytes } from '../../shared/eventstore/text-size.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { START, type EventStore, type Position, type ReadAllOptions, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';

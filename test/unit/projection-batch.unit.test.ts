@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { nextBatchSize } from '../../projections/runner.ts';
-import { textBytes } from '../../projections/shared-reads.ts';
+import { nextBatchSize, readLogPage, textBytes } from '../../shared/eventstore/text-size.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 
 /**
@@ -54,5 +53,42 @@ describe('the next batch of a runner (nextBatchSize)', () => {
     const mixed = Array.from({ length: 640 }, (_, i) => (i % 2 === 0 ? settled(256 * 1024) : settled(30)));
     expect(nextBatchSize(mixed, 1000)).toBeGreaterThanOrEqual(60);
     expect(nextBatchSize(mixed, 1000)).toBeLessThanOrEqual(66);
+  });
+});
+
+describe('a page of the log bounded in text (readLogPage)', () => {
+  /** A log of `sizes` (reply characters), read as the store reads it: after a position, up to maxCount. */
+  const logOf = (sizes: number[]) => {
+    const log = sizes.map((n, i) => ({ ...settled(n), id: `e${i}`, position: String(i + 1) }));
+    const reads: number[] = [];
+    return {
+      reads,
+      log,
+      async readAll({ from, maxCount }: { from?: string; maxCount?: number }) {
+        const after = from === undefined || from === '' ? 0 : Number(from);
+        reads.push(maxCount!);
+        return log.slice(after, after + maxCount!);
+      },
+    };
+  };
+
+  it('gives `limit` ordinary events, read 64 first and then in growing batches', async () => {
+    const store = logOf(Array.from({ length: 2000 }, () => 30));
+    const page = await readLogPage(store, '', 1000, 8 * 1024 * 1024);
+    expect(page.map((e) => e.id)).toEqual(store.log.slice(0, 1000).map((e) => e.id));
+    expect(store.reads).toEqual([64, 256, 680]);
+  });
+
+  it('stops at the bound in text, always with one event however large, and the next page goes on from its last', async () => {
+    const store = logOf([300_000, 300_000, 300_000, 2_000_000, 10]);
+    const first = await readLogPage(store, '', 1000, 700_000);
+    expect(first.map((e) => e.id)).toEqual(['e0', 'e1']);
+    const second = await readLogPage(store, first.at(-1)!.position, 1000, 700_000);
+    expect(second.map((e) => e.id)).toEqual(['e2']);
+    const third = await readLogPage(store, second.at(-1)!.position, 1000, 700_000);
+    expect(third.map((e) => e.id)).toEqual(['e3']); // larger than the bound alone
+    const fourth = await readLogPage(store, third.at(-1)!.position, 1000, 700_000);
+    expect(fourth.map((e) => e.id)).toEqual(['e4']);
+    expect(await readLogPage(store, fourth.at(-1)!.position, 1000, 700_000)).toEqual([]);
   });
 });

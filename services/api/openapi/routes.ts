@@ -804,7 +804,7 @@ const auditRoutes: RouteSpec[] = [
     operationId: 'readEventLog',
     tag: 'Audit',
     summary: 'Read the global event log in order',
-    description: `The log in commit order, strictly after \`from\` (omit it to start at the beginning). It is complete but eventually consistent: an event appears once every older transaction on the server has ended, so a short page means "nothing more yet"; page again from \`next\`. ${eventLink}`,
+    description: `The log in commit order, strictly after \`from\` (omit it to start at the beginning). It is complete but eventually consistent: an event appears once every older transaction on the server has ended, and a page holds at most \`limit\` events and about 8 MiB of their text (always one event, however large: an outcome keeps its wallet's reply, up to 1 MiB), so a short page means "nothing more yet" or "the rest did not fit"; page again from \`next\` (an empty page: nothing more yet). ${eventLink}`,
     query: eventsQuery,
     paramDescriptions: { from: 'A position from an earlier page (`next`, or an event\'s `position`).', limit: 'Events per page.' },
     responses: { 200: json(eventsPage, 'A page of the log.'), 400: error('`limit` out of range, or `from: not a position of this log`.', 'limit: Too big: expected number to be <=1000'), ...auditErrors },
