@@ -3,6 +3,7 @@ import pg from 'pg';
 import { handles, type Projection } from '../../projections/runner.ts';
 import { isSerializationFailure, withTransaction, type Pool, type PoolClient } from '../../shared/db/pool.ts';
 import { comparePositions, START, type EventStore, type Position, type RecordedEvent } from '../../shared/eventstore/port.ts';
+import { BATCH_BYTES, nextBatchSize, textBytes } from '../../shared/eventstore/text-size.ts';
 
 /** Events a replay reads and applies at a time (one transaction per page of the scratch tables). */
 const BATCH = 2000;
@@ -209,6 +210,8 @@ interface Lane {
   client: PoolClient;
   chain: Chain;
   gathered: RecordedEvent[];
+  /** The text they hold (textBytes): applied at BATCH_BYTES, as at `pageSize` events. */
+  gatheredBytes: number;
   /** Transactions it committed (its scratch tables are analyzed as that count doubles). */
   applied: number;
   /** Events of the log it is done with (applied, or of no concern to it): what progress reports. */
@@ -245,8 +248,11 @@ export async function replayInto(
 ): Promise<Position> {
   const pageSize = options.pageSize ?? BATCH;
   if (until !== undefined && comparePositions(from, until) >= 0) return from;
+  // Pages of `pageSize` events, fewer when they are large (an outcome keeps its wallet's reply, up to 1
+  // MiB): 64 first, then about BATCH_BYTES of text each (nextBatchSize), so LEAD pages ahead stay small.
+  let ask = nextBatchSize([], pageSize);
   const read = (after: Position) => {
-    const page = store.readAll({ from: after, maxCount: pageSize });
+    const page = store.readAll({ from: after, maxCount: ask });
     page.catch(() => undefined); // awaited below; not unhandled while a page is applied
     return page;
   };
@@ -261,7 +267,7 @@ export async function replayInto(
       const parts = own && projection.streamLocal ? REPLAY_PARTS : 1;
       for (let part = 0; part < parts; part++) {
         const client = own ? await (pool as Pool).connect() : (pool as PoolClient);
-        lanes.push({ projection, part, parts, client, chain: own ? newChain() : shared, gathered: [], applied: 0, through: 0 });
+        lanes.push({ projection, part, parts, client, chain: own ? newChain() : shared, gathered: [], gatheredBytes: 0, applied: 0, through: 0 });
       }
     }
     const chains = [...new Set(lanes.map((l) => l.chain))];
@@ -273,6 +279,7 @@ export async function replayInto(
     const flush = async (lane: Lane) => {
       const events = lane.gathered;
       lane.gathered = [];
+      lane.gatheredBytes = 0;
       if (events.length === 0) return;
       const { client, projection } = lane;
       // The scratch tables are new, so the planner knows nothing of their size: analyzed as the lane's
@@ -327,9 +334,12 @@ export async function replayInto(
       const cut = until === undefined ? page : page.slice(0, page.findIndex((e) => e.position === until) + 1 || page.length);
       if (cut.length === 0) break;
       const last = cut[cut.length - 1]!.position;
-      const more = page.length === pageSize && !(until !== undefined && last === until);
+      const more = page.length === ask && !(until !== undefined && last === until);
       // The next page is read while this one is applied: the store and the scratch tables work at once.
-      if (more) next = read(last);
+      if (more) {
+        ask = nextBatchSize(page, pageSize);
+        next = read(last);
+      }
       const through = (replayed += cut.length);
       // Each event's part, worked out once for every lane of a split read model (they all have REPLAY_PARTS).
       const parts = split ? cut.map((e) => partOf(e.streamId, REPLAY_PARTS)) : [];
@@ -340,7 +350,8 @@ export async function replayInto(
             if (!handles(lane.projection, e.type)) continue;
             if (lane.parts > 1 && parts[i] !== lane.part) continue;
             lane.gathered.push(e);
-            if (lane.gathered.length >= pageSize) await flush(lane);
+            lane.gatheredBytes += textBytes(e);
+            if (lane.gathered.length >= pageSize || lane.gatheredBytes >= BATCH_BYTES) await flush(lane);
           }
           if (lane.gathered.length === 0) lane.through = through;
           report();

@@ -39,7 +39,7 @@ const sized = new WeakMap<object, number>();
  * them before it knows their size (64 MiB of the largest), then about 8 MiB a batch. The bench's ordinary
  * events hold about 300 bytes each: their batches reach 1,000 in three reads.
  */
-const BATCH_BYTES = 8 * 1024 * 1024;
+export const BATCH_BYTES = 8 * 1024 * 1024;
 /** A runner's first read, before it has seen how large the events are (then nextBatchSize). */
 const FIRST_BATCH = 64;
 
