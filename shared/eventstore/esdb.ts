@@ -330,7 +330,8 @@ async function drain<E>(read: StreamingRead<E>, timeoutMs: number, what: string,
 }
 
 function toEsdbExpected(expected: ExpectedRevision): AppendExpectedRevision {
-  if (expected === 'no_stream') return NO_STREAM;
+  // -1 is the revision a missing stream reports (WrongExpectedRevisionError.actual): expecting it is no_stream.
+  if (expected === 'no_stream' || expected === -1) return NO_STREAM;
   if (expected === 'any') return ANY;
   return BigInt(expected);
 }

@@ -58,7 +58,7 @@ export interface RecordedEvent<T extends string = string, D extends JsonObject =
   createdAt: Date;
 }
 
-/** 'no_stream': the stream must not exist; 'any': no check; a number: the stream's last revision must equal it. */
+/** 'no_stream': the stream must not exist; 'any': no check; a number: the stream's last revision must equal it (-1: none, as no_stream). */
 export type ExpectedRevision = 'no_stream' | 'any' | number;
 
 export interface AppendResult {

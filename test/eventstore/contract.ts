@@ -85,6 +85,15 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
       expect((await store.readStream(stream)).map((e) => e.id)).not.toContain(rejected.id);
     });
 
+    it('takes -1, the revision a missing stream reports, as no_stream: appends to a new stream, refuses an existing one', async () => {
+      const stream = s('minus-one');
+      expect((await store.append(stream, [ev('A')], -1)).nextRevision).toBe(0);
+      const err = await store.append(stream, [ev('B')], -1).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(WrongExpectedRevisionError);
+      expect((err as WrongExpectedRevisionError).actual).toBe(0);
+      expect((await store.readStream(stream)).map((e) => e.type)).toEqual(['A']);
+    });
+
     it('appends at the exact expected revision and refuses a stale one, all-or-nothing', async () => {
       const stream = s('exact');
       await store.append(stream, [ev('A')], 'no_stream');
