@@ -11,7 +11,7 @@ import { playerSessionsStream, type SessionEvent } from '../sessions/events.ts';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import type { Decider, DomainEvent, Refusal } from '../../shared/decider.ts';
 import { START, type RecordedEvent } from '../../shared/eventstore/port.ts';
-import { readLogPage } from '../../shared/eventstore/text-size.ts';
+import { BATCH_BYTES, readLogPage } from '../../shared/eventstore/text-size.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 
@@ -122,7 +122,7 @@ function sessionRowsOf(events: RecordedEvent[]) {
  * outcome keeps its wallet's reply verbatim, up to 1 MiB, and 1,000 of them would be a gigabyte of JSON,
  * more than one answer can hold (V8's strings end at 512 MiB).
  */
-export const PAGE_TEXT_BYTES = 8 * 1024 * 1024;
+export const PAGE_TEXT_BYTES = BATCH_BYTES;
 
 export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) });
 /**

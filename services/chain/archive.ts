@@ -1,6 +1,6 @@
 import { withTransaction, type Pool, type PoolClient } from '../../shared/db/pool.ts';
 import { START, type EventStore } from '../../shared/eventstore/port.ts';
-import { readLogPage } from '../../shared/eventstore/text-size.ts';
+import { BATCH_BYTES, readLogPage } from '../../shared/eventstore/text-size.ts';
 import { applyBatch, readCheckpoint } from '../../projections/runner.ts';
 import { chainProjection } from './projection.ts';
 
@@ -13,7 +13,7 @@ export async function catchUpChain(pool: Pool, store: EventStore): Promise<numbe
   let linked = 0;
   for (;;) {
     // Pages of up to 1,000 events and about 8 MiB of their text (an outcome keeps a reply of up to 1 MiB).
-    const page = await readLogPage(store, from, 1000, 8 * 1024 * 1024);
+    const page = await readLogPage(store, from, 1000, BATCH_BYTES);
     if (page.length === 0) return linked;
     from = await applyBatch(pool, chainProjection, from, page);
     linked += page.length;

@@ -178,6 +178,8 @@ class EsdbEventStore implements EventStore {
           taken++;
           take(event);
         }
+        // The read asks for at least MIN_RAW_BATCH: the rest is not needed (and may be large events).
+        if (taken >= limit) return 'stop';
       });
       if (taken >= limit || raw < batch || last === before) return;
     }

@@ -81,6 +81,10 @@ export async function readLogPage(store: Pick<EventStore, 'readAll'>, from: Posi
     }
     if (batch.length < ask || events.length >= limit) return events;
     at = batch[batch.length - 1]!.position;
-    ask = nextBatchSize(batch, limit - events.length);
+    // No more than the text left in the page would hold at the last batch's mean size (and one more).
+    let batchBytes = 0;
+    for (const e of batch) batchBytes += textBytes(e);
+    const fit = Math.floor((maxBytes - bytes) / Math.max(1, batchBytes / batch.length)) + 1;
+    ask = Math.max(1, Math.min(nextBatchSize(batch, limit - events.length), fit));
   }
 }

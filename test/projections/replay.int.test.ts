@@ -83,8 +83,8 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
   };
 
   it('ends with the rows of one pass, in pages of 1, 3, 50 events and of the whole log, each read model at its own pace', async () => {
-    // The whole log as one page: it is full, so the replay reads once more, finds nothing, and must still
-    // apply what each read model gathered.
+    // Pages of one event are all full, so the replay reads once more at the end, finds nothing, and must
+    // still apply what each read model gathered; the log's length as the page size ends on a short page.
     for (const pageSize of [1, 3, 50, log.length]) {
       const schema = await createScratch(env.pool, projections);
       try {

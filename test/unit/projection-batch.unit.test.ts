@@ -79,6 +79,19 @@ describe('a page of the log bounded in text (readLogPage)', () => {
     expect(store.reads).toEqual([64, 256, 680]);
   });
 
+  it('asks a later batch for no more than the text left in the page would hold, and stops there', async () => {
+    const store = logOf(Array.from({ length: 1000 }, () => 50_000));
+    const page = await readLogPage(store, '', 1000, 10_000_000);
+    // 64 of about 50 KB each, then what the 6.8 MB left would hold (about 137), not nextBatchSize's 167.
+    expect(store.reads[0]).toBe(64);
+    expect(store.reads[1]).toBeLessThan(140);
+    expect(store.reads[1]).toBeGreaterThan(125);
+    expect(store.reads).toHaveLength(2);
+    expect(page.reduce((n, e) => n + textBytes(e), 0)).toBeLessThanOrEqual(10_000_000);
+    expect(page.map((e) => e.id)).toEqual(store.log.slice(0, page.length).map((e) => e.id));
+    expect(page.length).toBeGreaterThan(190);
+  });
+
   it('stops at the bound in text, always with one event however large, and the next page goes on from its last', async () => {
     const store = logOf([300_000, 300_000, 300_000, 2_000_000, 10]);
     const first = await readLogPage(store, '', 1000, 700_000);
