@@ -1,4 +1,5 @@
 import { START, type EventStore, type Position, type RecordedEvent } from './port.ts';
+import { nextBatchSize } from './text-size.ts';
 
 /** How long a log may hold back its committed tail before the move gives up (see wholeLog). */
 export const SETTLE_TIMEOUT_MS = 60_000;
@@ -10,18 +11,23 @@ export const SETTLE_TIMEOUT_MS = 60_000;
  * move must not stop at that tail: when the log ends short of the events the store holds, it waits for
  * the tail and goes on from where it was, and gives up (throws) after `SETTLE_TIMEOUT_MS`.
  */
-export async function* wholeLog(store: EventStore, settleTimeoutMs = SETTLE_TIMEOUT_MS, pageSize = 500): AsyncGenerator<RecordedEvent[]> {
+export async function* wholeLog(store: Pick<EventStore, 'readAll' | 'eventCount' | 'kind'>, settleTimeoutMs = SETTLE_TIMEOUT_MS, pageSize = 500): AsyncGenerator<RecordedEvent[]> {
   let from: Position = START;
   let read = 0;
   let waitingSince: number | undefined;
+  // Pages of up to `pageSize` events, fewer when they are large (nextBatchSize: 64 first, then about 8 MiB
+  // of text): an outcome keeps its wallet's reply, up to 1 MiB.
+  let ask = nextBatchSize([], pageSize);
   for (;;) {
-    const page = await store.readAll({ from, maxCount: pageSize });
+    const asked = ask;
+    const page = await store.readAll({ from, maxCount: asked });
     if (page.length > 0) {
       waitingSince = undefined;
       read += page.length;
       from = page[page.length - 1]!.position;
+      ask = nextBatchSize(page, pageSize);
       yield page;
-      if (page.length === pageSize) continue;
+      if (page.length === asked) continue;
     }
     const held = await store.eventCount();
     if (held === undefined || read >= held) return;

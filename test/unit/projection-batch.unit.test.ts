@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { nextBatchSize, readLogPage, textBytes } from '../../shared/eventstore/text-size.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
+import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 
 /**
  * A read model's runner reads the log in batches of up to 1,000 events, fewer when the events are large
@@ -103,5 +104,28 @@ describe('a page of the log bounded in text (readLogPage)', () => {
     const fourth = await readLogPage(store, third.at(-1)!.position, 1000, 700_000);
     expect(fourth.map((e) => e.id)).toEqual(['e4']);
     expect(await readLogPage(store, fourth.at(-1)!.position, 1000, 700_000)).toEqual([]);
+  });
+});
+
+describe('the whole log, page by page (wholeLog: verify-chain, the move between stores)', () => {
+  it('reads large events a few at a time, every one exactly once, to the end of the log', async () => {
+    const body = 'x'.repeat(1024 * 1024);
+    const log = Array.from({ length: 100 }, (_, i) => ({ ...event({ i, reply: { body } }), id: `e${i}`, position: String(i + 1) }));
+    const reads: number[] = [];
+    const store = {
+      kind: 'postgres' as const,
+      async readAll({ from, maxCount }: { from?: string; maxCount?: number }) {
+        reads.push(maxCount!);
+        const after = from === undefined || from === 'start' ? 0 : Number(from);
+        return log.slice(after, after + maxCount!);
+      },
+      eventCount: async () => log.length,
+    };
+    const seen: string[] = [];
+    for await (const page of wholeLog(store, 1000, 2000)) seen.push(...page.map((e) => e.id));
+    expect(seen).toEqual(log.map((e) => e.id));
+    // 64 first, then about 8 MiB a page: not 2,000 events, two gigabytes, a page.
+    expect(reads[0]).toBe(64);
+    expect(Math.max(...reads.slice(1))).toBeLessThanOrEqual(8);
   });
 });
