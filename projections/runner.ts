@@ -155,7 +155,6 @@ const GATHER_MS = 100;
  */
 const BATCH_SIZE = 1000;
 
-
 /** A projection whose events are handled one by one. */
 export function perEvent(
   name: string,

@@ -159,4 +159,3 @@ const KEEP = 4000;
  * largest events, an outcome with a 1 MiB reply, and as much as the api's round cache keeps.
  */
 const KEEP_BYTES = 32 * 1024 * 1024;
-

@@ -122,7 +122,7 @@ function sessionRowsOf(events: RecordedEvent[]) {
  * outcome keeps its wallet's reply verbatim, up to 1 MiB, and 1,000 of them would be a gigabyte of JSON,
  * more than one answer can hold (V8's strings end at 512 MiB).
  */
-export const PAGE_TEXT_BYTES = BATCH_BYTES;
+const PAGE_TEXT_BYTES = BATCH_BYTES;
 
 export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) });
 /**
