@@ -193,7 +193,7 @@ export async function startService(config: Config, logger: Logger = createLogger
   const queues = new DispatchQueues(queueConnection, (err, operatorId) => logger.warn({ err: err.message, operatorId }, 'dispatch queue error'));
   const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recorder: eventStore.transactionRecorder(pool) };
   // Providers are answered as soon as the wallet replies; the outcome is recorded behind the answer.
-  const outcomes = new OutcomeWriter(logger, { maxQueuedBytes: config.outcomeBacklogBytes });
+  const outcomes = new OutcomeWriter(logger, { maxQueuedBytes: config.outcomeBacklogBytes, maxOperatorBytes: config.outcomeBacklogOperatorBytes });
   ctx.metrics.watchOutcomeBacklog(outcomes);
 
   let worker: RunningWorker | undefined;

@@ -87,6 +87,9 @@ const envSchema = z.object({
   // api role: characters of wallet replies answered and not yet recorded (the outcomes' write-behind)
   // above which new transactions wait, and after 5 s are refused with 503.
   OUTCOME_BACKLOG_BYTES: z.coerce.number().int().min(1024).max(2 ** 31).default(16 * 1024 * 1024),
+  // api role: the same for one operator's wallet replies, above which that operator's new transactions
+  // wait while the others' go on. Unset: a quarter of OUTCOME_BACKLOG_BYTES, at least 1,024.
+  OUTCOME_BACKLOG_OPERATOR_BYTES: z.coerce.number().int().min(1024).max(2 ** 31).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // How far above what survived its last full collection V8 lets the heap grow before the next one, in per
   // cent; 0 leaves it to V8, which lets a busy process's heap grow to several times its live data. Unset:
@@ -129,6 +132,8 @@ export interface Config {
   chainSigningKey: string | undefined;
   /** Characters of wallet replies the api holds answered and not yet recorded before new transactions wait. */
   outcomeBacklogBytes: number;
+  /** The same for one operator's replies, above which that operator's new transactions wait. */
+  outcomeBacklogOperatorBytes: number;
   logLevel: string;
   /** V8's heap growing factor over the live data, in per cent (0: V8's own); by default by the roles. */
   heapGrowingPercent: number;
@@ -147,6 +152,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
   }
   const e = parsed.data;
+  const operatorShare = e.OUTCOME_BACKLOG_OPERATOR_BYTES ?? Math.max(1024, Math.floor(e.OUTCOME_BACKLOG_BYTES / 4));
+  if (operatorShare > e.OUTCOME_BACKLOG_BYTES) {
+    throw new ConfigError(`invalid configuration:\n  OUTCOME_BACKLOG_OPERATOR_BYTES: must be at most OUTCOME_BACKLOG_BYTES (${e.OUTCOME_BACKLOG_BYTES})`);
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -170,6 +179,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     chainCheckpointSeconds: e.CHAIN_CHECKPOINT_SECONDS,
     chainSigningKey: e.CHAIN_SIGNING_KEY,
     outcomeBacklogBytes: e.OUTCOME_BACKLOG_BYTES,
+    outcomeBacklogOperatorBytes: operatorShare,
     logLevel: e.LOG_LEVEL,
     heapGrowingPercent: e.HEAP_GROWING_PERCENT ?? defaultHeapGrowingPercent(e.ROLES),
   };

@@ -52,10 +52,11 @@ export class Metrics {
   private readonly walletRetries: Counter<'operator'>;
   private readonly deadLetters: Counter<'operator'>;
   private readonly refusals: Counter<'operator'>;
+  private readonly backlogRefusals: Counter<'operator'>;
   private readonly projectionFailures: Counter<'projection'>;
   private readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
   private readModels: (() => Promise<ReadModelSnapshot | undefined>) | undefined;
-  private outcomeBacklog: (() => { writes: number; bytes: number; waiting: number }) | undefined;
+  private outcomeBacklog: (() => { writes: number; bytes: number; waiting: number; byOperator: ReadonlyMap<string, number> }) | undefined;
 
   constructor() {
     const registers = [this.registry];
@@ -84,6 +85,12 @@ export class Metrics {
       labelNames: ['operator'],
       registers,
     });
+    this.backlogRefusals = new Counter({
+      name: 'outcome_backlog_refusals_total',
+      help: 'New provider transactions refused with 503 after 5 s without room in the outcomes\' write-behind, by the player\'s operator (nothing recorded)',
+      labelNames: ['operator'],
+      registers,
+    });
     this.projectionFailures = new Counter({
       name: 'projection_apply_failures_total',
       help: 'Attempts of a projection run by this process at an event it could not apply (each names the event in the log)',
@@ -108,10 +115,20 @@ export class Metrics {
     });
     new Gauge({
       name: 'outcome_backlog_bytes',
-      help: 'Characters of the wallet replies those outcomes hold (at OUTCOME_BACKLOG_BYTES new transactions wait; after 5 s they are refused with 503)',
+      help: 'Characters of the wallet replies those outcomes hold, and expected from the wallet calls under way at their operator\'s usual reply size (at OUTCOME_BACKLOG_BYTES new transactions wait; after 5 s they are refused with 503)',
       registers,
       collect() {
         this.set(backlog()?.bytes ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'outcome_backlog_operator_bytes',
+      help: 'The same by operator, whose wallet replied (at OUTCOME_BACKLOG_OPERATOR_BYTES that operator\'s new transactions wait, the others\' go on)',
+      labelNames: ['operator'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [operator, bytes] of backlog()?.byOperator ?? []) this.set({ operator }, bytes);
       },
     });
     new Gauge({
@@ -193,8 +210,12 @@ export class Metrics {
   }
 
   /** The api's outcome write-behind, read at scrape time (services/rounds/outcome-writer.ts). */
-  watchOutcomeBacklog(source: { readonly size: number; readonly bytes: number; readonly waiting: number }): void {
-    this.outcomeBacklog = () => ({ writes: source.size, bytes: source.bytes, waiting: source.waiting });
+  watchOutcomeBacklog(source: { readonly size: number; readonly bytes: number; readonly waiting: number; readonly byOperator: ReadonlyMap<string, number> }): void {
+    this.outcomeBacklog = () => ({ writes: source.size, bytes: source.bytes, waiting: source.waiting, byOperator: source.byOperator });
+  }
+
+  outcomeBacklogRefused(operatorId: string): void {
+    this.backlogRefusals.inc({ operator: operatorId });
   }
 
   rateLimitRefused(operatorId: string): void {

@@ -12,6 +12,11 @@ import type { Logger } from '../../shared/logger.ts';
  * does so for a credit (`unsettledCredits`) and for a BET whose provider went on with the round
  * (`unansweredBets`, workerAttempts), and an identical resubmission does so once the lease has lapsed.
  *
+ * Its back-pressure (admit()) counts the replies waiting to be written and those expected from the
+ * wallet calls under way, at their operator's usual size, and is shared between operators: a reply is
+ * its wallet's, so one operator's wallet of large replies holds back that operator's new transactions
+ * once it fills its share of the bytes, while the other operators' go on.
+ *
  * The writer keeps the order of one round's writes in this process: a transaction of a round waits
  * (`idle`) until this process's outcome write on that round is done, so it is decided on a round that
  * holds it and appends after it. A write that fails (Postgres unreachable, connections killed) is tried
@@ -24,63 +29,110 @@ export class OutcomeWriter {
   private queued = 0;
   /** What the replies of those writes hold, in characters of their bodies. */
   private queuedBytes = 0;
-  /** Called when a write is done, for room() to look again (each removes itself when its wait ends). */
-  private readonly waiters = new Set<() => void>();
+  /** Characters expected from the wallet calls of the transactions admitted and not yet written or ended. */
+  private reservedBytes = 0;
+  /** The same by operator, with its replies' usual size (an operator seen once stays: as many entries as the catalog's operators). */
+  private readonly operators = new Map<string, OperatorShare>();
+  /** Each waiting admit() call's wake-up, and the operator it waits for (each removes itself when its wait ends). */
+  private readonly waiters = new Map<() => void, string>();
   /** Set by drain(): from then on a write that fails is tried again only until this time. */
   private giveUpAt: number | undefined;
 
   private readonly retryMaxMs: number;
   private readonly maxQueued: number;
   private readonly maxQueuedBytes: number;
+  private readonly maxOperatorBytes: number;
 
   constructor(
     private readonly logger: Logger,
     limits: {
       /** Longest pause between two tries of a failing write. */
       retryMaxMs?: number;
-      /** Writes queued at most before new transactions wait (room()): the answer no longer waits for the store, so this is its back-pressure. */
+      /** Writes queued at most before new transactions wait (admit()): the answer no longer waits for the store, so this is its back-pressure. */
       maxQueued?: number;
       /**
-       * Characters of wallet replies queued at most before new transactions wait (room()). A reply is
+       * Characters of wallet replies queued and expected at most before new transactions wait (admit()). A reply is
        * kept verbatim, up to 1 MiB (contract section 8 rule 7): 2,000 replies of 256 KiB would hold half
        * a gigabyte (docs/benchmarks.md, Memory).
        */
       maxQueuedBytes?: number;
+      /**
+       * Characters of one operator's wallet replies queued and expected at most before that operator's new
+       * transactions wait (admit()), the others' going on; a quarter of maxQueuedBytes unless given.
+       */
+      maxOperatorBytes?: number;
     } = {},
   ) {
     this.retryMaxMs = limits.retryMaxMs ?? 2000;
     this.maxQueued = limits.maxQueued ?? 2000;
     this.maxQueuedBytes = limits.maxQueuedBytes ?? 16 * 1024 * 1024;
+    this.maxOperatorBytes = limits.maxOperatorBytes ?? Math.max(1, Math.floor(this.maxQueuedBytes / 4));
   }
 
-  private full(): boolean {
-    return this.queued >= this.maxQueued || this.queuedBytes >= this.maxQueuedBytes;
+  private share(operatorId: string): OperatorShare {
+    let share = this.operators.get(operatorId);
+    if (!share) this.operators.set(operatorId, (share = { queued: 0, reserved: 0, usual: 0 }));
+    return share;
+  }
+
+  /** Full for the whole process: no operator's transaction is admitted. */
+  private fullForAll(): boolean {
+    return this.queued >= this.maxQueued || this.queuedBytes + this.reservedBytes >= this.maxQueuedBytes;
+  }
+
+  private full(operatorId: string): boolean {
+    const share = this.operators.get(operatorId);
+    return this.fullForAll() || (share !== undefined && share.queued + share.reserved >= this.maxOperatorBytes);
   }
 
   /**
-   * True once fewer than maxQueued writes, holding fewer than maxQueuedBytes of replies, are queued;
-   * false if that did not happen within `timeoutMs`, and the caller must not record a new transaction
+   * Admits a new transaction of `operatorId` once fewer than maxQueued writes are queued and the replies
+   * queued and expected hold fewer than maxQueuedBytes characters, fewer than maxOperatorBytes of them
+   * that operator's; then reserves the operator's usual reply size for its wallet call, until the
+   * returned release() (the transaction ended, its reply queued or not; idempotent).
+   * Undefined if that did not happen within `timeoutMs`, and the caller must not record the transaction
    * (the provider is answered 503, nothing recorded). A store slower than the answers would otherwise
    * let outcomes pile up in memory without bound while every new transaction's own small record still
    * gets through; new transactions wait here instead, as they did when every answer waited, and past
-   * the wait they are refused rather than let through.
+   * the wait they are refused rather than let through. Counting the calls under way, at their
+   * operator's usual size, keeps the waiters woken together from bringing more replies than there is
+   * room for.
    */
-  async room(timeoutMs: number): Promise<boolean> {
+  async admit(operatorId: string, timeoutMs: number): Promise<Admission | undefined> {
     const deadline = Date.now() + timeoutMs;
-    while (this.full()) {
+    while (this.full(operatorId)) {
       const left = deadline - Date.now();
-      if (left <= 0) return false;
+      if (left <= 0) return undefined;
       let timer: NodeJS.Timeout | undefined;
       let wake: (() => void) | undefined;
       await new Promise<void>((r) => {
         wake = r;
-        this.waiters.add(r);
+        this.waiters.set(r, operatorId);
         timer = setTimeout(r, left);
       });
       clearTimeout(timer);
       this.waiters.delete(wake!);
     }
-    return true;
+    // Checked and reserved in one turn: the next waiter woken sees this reservation.
+    const share = this.share(operatorId);
+    let reserved = share.usual;
+    share.reserved += reserved;
+    this.reservedBytes += reserved;
+    return {
+      release: () => {
+        if (reserved === 0) return;
+        share.reserved -= reserved;
+        this.reservedBytes -= reserved;
+        reserved = 0;
+        this.wakeWaiters();
+      },
+    };
+  }
+
+  /** Wakes the waiters that now have room (none while the whole process is full). */
+  private wakeWaiters(): void {
+    if (this.waiters.size === 0 || this.fullForAll()) return;
+    for (const [wake, waitsFor] of this.waiters) if (!this.full(waitsFor)) wake();
   }
 
   /** Resolves once no outcome write of this process is pending on the round, or after `timeoutMs`. */
@@ -96,14 +148,25 @@ export class OutcomeWriter {
   }
 
   /**
-   * Queues `write` (the outcome's append, of a reply of `bytes` characters) after the round's pending
-   * writes, retried until it succeeds; then `after` (releasing the lease, handing a credit to the retry
-   * queue) runs, whether it succeeded or the process stopped first.
+   * Queues `write` (the outcome's append, of `operatorId`'s wallet reply of `bytes` characters) after
+   * the round's pending writes, retried until it succeeds; then `after` (releasing the lease, handing a
+   * credit to the retry queue) runs, whether it succeeded or the process stopped first. The reply's size
+   * counts from here (the transaction's admission, released as it ends, expected its operator's usual
+   * size), and updates that usual size.
    */
-  write(roundStream: string, transactionId: string, bytes: number, write: () => Promise<void>, after: () => Promise<void>): void {
+  write(
+    outcome: { roundStream: string; transactionId: string; operatorId: string; bytes: number },
+    write: () => Promise<void>,
+    after: () => Promise<void>,
+  ): void {
+    const { roundStream, transactionId, operatorId, bytes } = outcome;
     const before = this.pending.get(roundStream);
+    const share = this.share(operatorId);
     this.queued += 1;
     this.queuedBytes += bytes;
+    share.queued += bytes;
+    // A mean weighted towards the newest replies (a quarter each), rounded up: what the next call expects.
+    share.usual = share.usual === 0 ? bytes : Math.ceil(share.usual + (bytes - share.usual) / 4);
     // Assigned before the body below first resumes (it always awaits before its finally).
     let done: Promise<void> | undefined;
     done = (async () => {
@@ -116,7 +179,8 @@ export class OutcomeWriter {
         if (this.pending.get(roundStream) === done) this.pending.delete(roundStream);
         this.queued -= 1;
         this.queuedBytes -= bytes;
-        if (!this.full()) for (const wake of this.waiters) wake();
+        share.queued -= bytes;
+        this.wakeWaiters();
       }
     })();
     this.pending.set(roundStream, done);
@@ -144,12 +208,23 @@ export class OutcomeWriter {
     return this.queued;
   }
 
-  /** Characters of the wallet replies those writes hold. */
+  /** Characters of the wallet replies those writes hold, and expected from the wallet calls under way. */
   get bytes(): number {
-    return this.queuedBytes;
+    return this.queuedBytes + this.reservedBytes;
   }
 
-  /** New transactions waiting in room(). */
+  /** The same for one operator's: what its share (maxOperatorBytes) is compared with. */
+  bytesOf(operatorId: string): number {
+    const share = this.operators.get(operatorId);
+    return share ? share.queued + share.reserved : 0;
+  }
+
+  /** The same for every operator this process has admitted a transaction of (0 when none waits). */
+  get byOperator(): ReadonlyMap<string, number> {
+    return new Map([...this.operators.keys()].map((operatorId) => [operatorId, this.bytesOf(operatorId)]));
+  }
+
+  /** New transactions waiting in admit(). */
   get waiting(): number {
     return this.waiters.size;
   }
@@ -163,4 +238,18 @@ export class OutcomeWriter {
     this.giveUpAt ??= Date.now() + giveUpAfterMs;
     while (this.pending.size > 0) await Promise.all([...this.pending.values()]);
   }
+}
+
+/** A transaction admitted by OutcomeWriter.admit(), holding room for its wallet's reply until released. */
+export interface Admission {
+  release(): void;
+}
+
+interface OperatorShare {
+  /** Characters of this operator's replies queued. */
+  queued: number;
+  /** Characters expected from its transactions admitted, not yet written or ended. */
+  reserved: number;
+  /** Its replies' usual size, in characters (0 until its first reply). */
+  usual: number;
 }

@@ -11,7 +11,7 @@ import { callWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type Disp
 import type { Origin, TransactionRequest } from './events.ts';
 import { enqueueRetry, type DispatchQueues } from './queue.ts';
 import type { RoundCache, RoundSnapshot } from './round-cache.ts';
-import type { OutcomeWriter } from './outcome-writer.ts';
+import type { Admission, OutcomeWriter } from './outcome-writer.ts';
 
 export interface LedgerDeps extends DispatchDeps {
   pool: Pool;
@@ -59,7 +59,6 @@ const transactionIdReused = () => new Refused<RoundRefusal>({ kind: 'transaction
  * used transactionId (by this registrant, or by anyone for the same operator's player) is 409.
  */
 export async function submitTransaction(deps: LedgerDeps, sub: Submission): Promise<TxState> {
-  const txId = sub.request.transactionId;
   const mine: RegistryEntry = { contentHash: contentHash(sub.request), roundStream: sub.roundStream };
   const ttlMs = leaseTtl(walletTimeoutOf(deps, sub.operatorId));
   const token = leaseToken();
@@ -68,13 +67,37 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   // a while at most: a store that cannot take it cannot take this one either, and the lease and a fresh
   // read keep a decision made without it safe).
   await deps.outcomes?.idle(sub.roundStream, 1000);
-  if (deps.outcomes && !(await deps.outcomes.room(0)) && !(await isClaimed(deps.pool, sub.registryKey, txId)) && !(await deps.outcomes.room(5000))) {
-    // The wallet replies faster than the store records them: a new transaction is refused before anything
-    // is recorded (the id stays free), rather than another reply held in memory behind its answer. One
-    // already claimed goes on at once: its resubmission is answered from what was recorded (section 8.4).
-    deps.logger.warn({ transactionId: txId, backlog: deps.outcomes.size, backlogBytes: deps.outcomes.bytes }, 'outcome backlog full: transaction refused (503), nothing recorded');
-    throw new AppError(503, 'service unavailable', { 'Retry-After': '1' });
+  const admission = await admit(deps, sub);
+  try {
+    return await recordAndAttempt(deps, sub, mine, token, ttlMs, deadline);
+  } finally {
+    admission?.release();
   }
+}
+
+/**
+ * Room for a new transaction's wallet reply in the outcomes' write-behind (OutcomeWriter.admit), held
+ * until the transaction ends. The wallet replies faster than the store records them: a new transaction
+ * is refused before anything is recorded (503, the id stays free), rather than another reply held in
+ * memory behind its answer. One already claimed goes on at once, holding no room: its resubmission is
+ * answered from what was recorded (section 8.4).
+ */
+async function admit(deps: LedgerDeps, sub: Submission): Promise<Admission | undefined> {
+  const outcomes = deps.outcomes;
+  if (!outcomes) return undefined;
+  const txId = sub.request.transactionId;
+  const now = await outcomes.admit(sub.operatorId, 0);
+  if (now || (await isClaimed(deps.pool, sub.registryKey, txId))) return now;
+  const later = await outcomes.admit(sub.operatorId, 5000);
+  if (later) return later;
+  const backlog = { backlog: outcomes.size, backlogBytes: outcomes.bytes, operatorBytes: outcomes.bytesOf(sub.operatorId) };
+  deps.logger.warn({ transactionId: txId, operatorId: sub.operatorId, ...backlog }, 'outcome backlog full: transaction refused (503), nothing recorded');
+  deps.metrics?.outcomeBacklogRefused(sub.operatorId);
+  throw new AppError(503, 'service unavailable', { 'Retry-After': '1' });
+}
+
+async function recordAndAttempt(deps: LedgerDeps, sub: Submission, mine: RegistryEntry, token: string, ttlMs: number, deadline: number): Promise<TxState> {
+  const txId = sub.request.transactionId;
   const fast = await recordInOneTrip(deps, sub, mine, token, ttlMs);
   if (fast) return fast.tx;
   // The kick is checked with the first claim only: one after that point comes after the claim, as a
@@ -222,9 +245,7 @@ async function underLease(
       let recorded: TxState | undefined;
       settled = true;
       deps.outcomes.write(
-        sub.roundStream,
-        txId,
-        attempt.tx.reply?.body.length ?? 0,
+        { roundStream: sub.roundStream, transactionId: txId, operatorId: sub.operatorId, bytes: attempt.tx.reply?.body.length ?? 0 },
         async () => {
           recorded = await attempt.record();
         },

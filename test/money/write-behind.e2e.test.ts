@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roundStream } from '../../services/rounds/events.ts';
-import { OP1, PROV_A, testCatalog } from '../helpers/catalog.ts';
+import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { startFakeWallet, type FakeWallet } from '../helpers/fakes.ts';
 import { ADMIN_TOKEN, createTestEnv, spawnService, writeCatalogFile, type SpawnedService, type TestEnv } from '../helpers/service.ts';
 import { parseExposition } from '../metrics/exposition.ts';
@@ -67,6 +67,13 @@ describe('the outcome recorded behind the answer', () => {
     const value = (name: string) => parseExposition(text).samples.find((x) => x.name === name)?.value;
     return { writes: value('outcome_backlog_writes'), bytes: value('outcome_backlog_bytes'), waiting: value('outcome_backlog_waiting') };
   };
+  /** One of the api's by-operator series of the backlog, from /metrics. */
+  const byOperator = async (url: string, name: string, operatorId: string) => {
+    const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
+    return parseExposition(text).samples.find((x) => x.name === name && x.labels.operator === operatorId)?.value;
+  };
+  const backlogOf = (url: string, operatorId: string) => byOperator(url, 'outcome_backlog_operator_bytes', operatorId);
+  const refusals = (url: string, operatorId: string) => byOperator(url, 'outcome_backlog_refusals_total', operatorId);
   const lockWaiter = async () => (await db.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)).rowCount! > 0;
   /** Ends the connections waiting for an advisory lock in this database (an append waiting for the held round). */
   const terminateLockWaiters = async () => {
@@ -308,8 +315,8 @@ describe('the outcome recorded behind the answer', () => {
     expect(wallet.effects.get('wb-win-2')).toBe(1);
   }, 60_000);
   it('holds at most OUTCOME_BACKLOG_BYTES of replies answered and not yet recorded: past it a new transaction waits, then is refused 503 with nothing recorded, and goes through once the backlog is written', async () => {
-    // An api of its own whose write-behind holds replies of 4,096 characters at most.
-    const small = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api', OUTCOME_BACKLOG_BYTES: '4096' });
+    // An api of its own whose write-behind holds replies of 4,096 characters at most, all of them one operator's if need be.
+    const small = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api', OUTCOME_BACKLOG_BYTES: '4096', OUTCOME_BACKLOG_OPERATOR_BYTES: '4096' });
     try {
       const bet = async (n: number) => {
         const token = await launch(small.url, `wb-${n}`);
@@ -355,6 +362,7 @@ describe('the outcome recorded behind the answer', () => {
         expect(res.json).toEqual({ error: 'service unavailable' });
         expect(res.headers.get('retry-after')).toBe('1');
         expect(Date.now() - started).toBeGreaterThanOrEqual(4500); // it waited for room first
+        expect(await refusals(small.url, OP1.id)).toBe(1);
         // Refused before anything was recorded: the wallet never saw it, its id is free.
         expect(callsFor(refused.body.transactionId)).toBe(0);
         expect(await types(refused.stream)).toEqual([]);
@@ -374,6 +382,61 @@ describe('the outcome recorded behind the answer', () => {
       expect(await backlog(small.url)).toEqual({ writes: 0, bytes: 0, waiting: 0 });
     } finally {
       await small.stop();
+    }
+  }, 60_000);
+  it('gives each operator a share of the backlog: one wallet of large replies holds back its own operator’s new transactions, not another operator’s', async () => {
+    // Another operator with a wallet of its own; an api whose backlog holds 16,384 characters, 4,096 of one operator's.
+    const wallet2 = await startFakeWallet(OP2.secret);
+    const shared = await writeCatalogFile(testCatalog({ walletUrl: wallet.url, wallet2Url: wallet2.url, walletTimeoutMs: 500 }));
+    const small = await spawnService({ ...common(), CATALOG_FILE: shared, ROLES: 'api', OUTCOME_BACKLOG_BYTES: '16384', OUTCOME_BACKLOG_OPERATOR_BYTES: '4096' });
+    try {
+      const bet = async (as: typeof OP1, n: number) => {
+        const token = (await signedRequest<{ sessionToken: string }>(small.url, { path: '/v1/operator/games/launch', body: { playerRef: `share-${n}`, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, as })).json
+          .sessionToken;
+        return {
+          stream: roundStream(PROV_A.id, as.id, `share-round-${n}`),
+          body: { sessionToken: token, roundId: `share-round-${n}`, playerRef: `share-${n}`, currency: 'EUR', gameId: 'fruit-1', transactionId: `share-bet-${n}`, type: 'BET', roundComplete: false, amount: 100 },
+        };
+      };
+      // Operator one's wallet answers 8,000 characters, held behind the answer: its share is full, the whole is not.
+      const [large, waits, other] = [await bet(OP1, 50), await bet(OP1, 51), await bet(OP2, 52)];
+      const padded = { status: 'OK', balance: 9900, padding: 'x'.repeat(8000) };
+      wallet.script(large.body.transactionId, { status: 200, body: padded });
+      const hold = holdAppendsDuring(large.stream, large.body.transactionId);
+      let waiting: Promise<Awaited<ReturnType<typeof post>>> | undefined;
+      try {
+        expect((await post(small.url, large.body)).status).toBe(200);
+        await until(lockWaiter);
+        expect(await backlogOf(small.url, OP1.id)).toBe(JSON.stringify(padded).length);
+        // Operator one's next transaction waits for room in its share.
+        waiting = post(small.url, waits.body);
+        await until(async () => (await backlog(small.url)).waiting === 1);
+        // Operator two's goes straight through, answered and recorded.
+        const started = Date.now();
+        const answered = await post(small.url, other.body);
+        expect(answered.status).toBe(200);
+        expect(answered.text).toBe('{"status":"OK","balance":9900}');
+        expect(Date.now() - started).toBeLessThan(2000);
+        // Operator one's is still waiting, and its wallet has not seen it.
+        expect((await backlog(small.url)).waiting).toBe(1);
+        expect(callsFor(waits.body.transactionId)).toBe(0);
+        expect(await types(waits.stream)).toEqual([]);
+      } finally {
+        await hold.release();
+      }
+      await until(async () => (await types(other.stream)).length === 2);
+      expect(wallet2.effects.get(other.body.transactionId)).toBe(1);
+      // The held reply recorded, operator one's transaction goes on within its wait: answered, not refused.
+      const res = await waiting!;
+      expect(res.status).toBe(200);
+      expect(res.text).toBe('{"status":"OK","balance":9900}');
+      await until(async () => (await types(waits.stream)).length === 2);
+      expect(wallet.effects.get(waits.body.transactionId)).toBe(1);
+      await until(async () => (await backlog(small.url)).writes === 0);
+      expect([await backlogOf(small.url, OP1.id), await backlogOf(small.url, OP2.id)]).toEqual([0, 0]);
+    } finally {
+      await small.stop();
+      await wallet2.close();
     }
   }, 60_000);
 });

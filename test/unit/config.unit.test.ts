@@ -19,6 +19,7 @@ describe('configuration (contract section 1)', () => {
       adminToken: undefined,
       dispatchConcurrencyPerOperator: 32,
       outcomeBacklogBytes: 16 * 1024 * 1024,
+      outcomeBacklogOperatorBytes: 4 * 1024 * 1024,
       logLevel: 'info',
       heapGrowingPercent: 20,
     });
@@ -28,6 +29,16 @@ describe('configuration (contract section 1)', () => {
     expect(loadConfig({ OUTCOME_BACKLOG_BYTES: '1024' }).outcomeBacklogBytes).toBe(1024);
     expect(loadConfig({ OUTCOME_BACKLOG_BYTES: '268435456' }).outcomeBacklogBytes).toBe(268_435_456);
     for (const bad of ['0', '1023', '12.5', '16MB', '4294967296']) expect(() => loadConfig({ OUTCOME_BACKLOG_BYTES: bad }), bad).toThrow(/\bOUTCOME_BACKLOG_BYTES\b/);
+  });
+
+  it('takes one operator’s share of the outcome backlog, a quarter of the whole (at least 1,024) unless set, and never more than the whole', () => {
+    expect(loadConfig({ OUTCOME_BACKLOG_BYTES: '1000000' }).outcomeBacklogOperatorBytes).toBe(250_000);
+    expect(loadConfig({ OUTCOME_BACKLOG_BYTES: '2048' }).outcomeBacklogOperatorBytes).toBe(1024);
+    expect(loadConfig({ OUTCOME_BACKLOG_OPERATOR_BYTES: '16777216' }).outcomeBacklogOperatorBytes).toBe(16 * 1024 * 1024);
+    expect(loadConfig({ OUTCOME_BACKLOG_BYTES: '4096', OUTCOME_BACKLOG_OPERATOR_BYTES: '1024' }).outcomeBacklogOperatorBytes).toBe(1024);
+    expect(() => loadConfig({ OUTCOME_BACKLOG_OPERATOR_BYTES: '16777217' })).toThrow(/OUTCOME_BACKLOG_OPERATOR_BYTES: must be at most OUTCOME_BACKLOG_BYTES \(16777216\)/);
+    expect(() => loadConfig({ OUTCOME_BACKLOG_BYTES: '4096', OUTCOME_BACKLOG_OPERATOR_BYTES: '8192' })).toThrow(ConfigError);
+    for (const bad of ['0', '1023', '12.5', '4MB']) expect(() => loadConfig({ OUTCOME_BACKLOG_OPERATOR_BYTES: bad }), bad).toThrow(/\bOUTCOME_BACKLOG_OPERATOR_BYTES\b/);
   });
 
   it('takes the heap growing percent, a whole number 0..400 (0: V8 decides)', () => {

@@ -286,7 +286,7 @@ export const sharedResponses: Record<string, ResponseSpec> = {
   },
   Unavailable: {
     description:
-      '`{"error":"service unavailable"}`: Redis could not record the nonce, confirm it (the connection dropped before its reply) or count the request, and the ledger did nothing with it; or, with `Retry-After: 1`, the database connection was lost under the request (what it recorded stays recorded and is answered on resubmission), or a provider\'s new transaction found no room for 5 s behind the wallet replies still waiting to be recorded (nothing recorded, the id stays free; a transaction recorded before is answered from its record instead). Retry identically with a fresh nonce.',
+      '`{"error":"service unavailable"}`: Redis could not record the nonce, confirm it (the connection dropped before its reply) or count the request, and the ledger did nothing with it; or, with `Retry-After: 1`, the database connection was lost under the request (what it recorded stays recorded and is answered on resubmission), or a provider\'s new transaction found no room for 5 s behind the wallet replies still waiting to be recorded, its operator\'s share of them or all (nothing recorded, the id stays free; a transaction recorded before is answered from its record instead). Retry identically with a fresh nonce.',
     content: errorJson,
     examples: { 'application/json': { error: 'service unavailable' } },
   },
