@@ -19,6 +19,9 @@ export const WARM_UP_SECONDS = 5;
 /** Players with a launched session; each round picks one. */
 export const PLAYERS = 200;
 
+/** The service's settings a bench passes on to the processes it starts, when they are set. */
+const PASSED_SETTINGS = ['HEAP_GROWING_PERCENT', 'DATABASE_POOL_SIZE', 'OUTCOME_BACKLOG_BYTES', 'OUTCOME_BACKLOG_OPERATOR_BYTES'];
+
 /** Node's options for a process the bench starts: a V8 CPU profile of it into BENCH_PROFILE, when set. */
 export const profiled = (): string[] => (process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []);
 
@@ -188,7 +191,7 @@ export async function waitHealthy(url: string): Promise<void> {
  * Starts the service's processes of `roles` from `main` (Node's arguments that run its entry point: this
  * tree's bundle, or another tree's for an A/B run) against its own database and Redis, and waits until it
  * answers. The settings are the bench's: quiet logs, and Node's or the heap's options when the bench is
- * given them (BENCH_SERVICE_NODE_OPTIONS, HEAP_GROWING_PERCENT).
+ * given them (BENCH_SERVICE_NODE_OPTIONS and PASSED_SETTINGS).
  */
 export async function startService(
   children: ChildProcess[],
@@ -205,10 +208,10 @@ export async function startService(
       // Node's own options for the service's processes (say a heap limit), from BENCH_SERVICE_NODE_OPTIONS
       // (the flags of `main` win over the same flag here; one side of an A/B run has its own, on its command line).
       ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}),
-      // The service's own heap setting (docs/operations.md, Memory), to compare it with V8's (0).
-      ...(process.env.HEAP_GROWING_PERCENT ? { HEAP_GROWING_PERCENT: process.env.HEAP_GROWING_PERCENT } : {}),
-      // The size of each process's query pool (the suite runs a bench beside other tests: a small one).
-      ...(process.env.DATABASE_POOL_SIZE ? { DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE } : {}),
+      // The service's own settings, when set: its heap setting (docs/operations.md, Memory), to compare it
+      // with V8's (0); the size of each process's query pool (the suite runs a bench beside other tests: a
+      // small one); the outcomes' backlog, whole and one operator's share.
+      ...Object.fromEntries(PASSED_SETTINGS.flatMap((name) => (process.env[name] ? [[name, process.env[name]]] : []))),
     },
     stdio: 'ignore',
   });
