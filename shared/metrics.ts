@@ -115,7 +115,7 @@ export class Metrics {
     });
     new Gauge({
       name: 'outcome_backlog_bytes',
-      help: 'Characters of the wallet replies those outcomes hold, and expected from the wallet calls under way at their operator\'s usual reply size (at OUTCOME_BACKLOG_BYTES new transactions wait; after 5 s they are refused with 503)',
+      help: 'Characters of the wallet replies those outcomes hold, and expected from the transactions let in after a wait, at their operator\'s usual reply size (at OUTCOME_BACKLOG_BYTES new transactions wait; after 5 s they are refused with 503)',
       registers,
       collect() {
         this.set(backlog()?.bytes ?? 0);

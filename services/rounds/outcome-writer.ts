@@ -29,12 +29,14 @@ export class OutcomeWriter {
   private queued = 0;
   /** What the replies of those writes hold, in characters of their bodies. */
   private queuedBytes = 0;
-  /** Characters expected from the wallet calls of the transactions admitted and not yet written or ended. */
+  /** Characters expected from the wallet calls of the transactions let in after a wait, not yet ended. */
   private reservedBytes = 0;
+  /** Writes expected from them. */
+  private reservedWrites = 0;
   /** The same by operator, with its replies' usual size (an operator seen once stays: as many entries as the catalog's operators). */
   private readonly operators = new Map<string, OperatorShare>();
-  /** Each waiting admit() call's wake-up, and the operator it waits for (each removes itself when its wait ends). */
-  private readonly waiters = new Map<() => void, string>();
+  /** The admit() calls waiting for room, in the order they came (each removed when let in or when its wait ends). */
+  private readonly waiters = new Set<Waiter>();
   /** Set by drain(): from then on a write that fails is tried again only until this time. */
   private giveUpAt: number | undefined;
 
@@ -77,7 +79,7 @@ export class OutcomeWriter {
 
   /** Full for the whole process: no operator's transaction is admitted. */
   private fullForAll(): boolean {
-    return this.queued >= this.maxQueued || this.queuedBytes + this.reservedBytes >= this.maxQueuedBytes;
+    return this.queued + this.reservedWrites >= this.maxQueued || this.queuedBytes + this.reservedBytes >= this.maxQueuedBytes;
   }
 
   private full(operatorId: string): boolean {
@@ -86,53 +88,73 @@ export class OutcomeWriter {
   }
 
   /**
-   * Admits a new transaction of `operatorId` once fewer than maxQueued writes are queued and the replies
-   * queued and expected hold fewer than maxQueuedBytes characters, fewer than maxOperatorBytes of them
-   * that operator's; then reserves the operator's usual reply size for its wallet call, until the
-   * returned release() (the transaction ended, its reply queued or not; idempotent).
-   * Undefined if that did not happen within `timeoutMs`, and the caller must not record the transaction
-   * (the provider is answered 503, nothing recorded). A store slower than the answers would otherwise
-   * let outcomes pile up in memory without bound while every new transaction's own small record still
-   * gets through; new transactions wait here instead, as they did when every answer waited, and past
-   * the wait they are refused rather than let through. Counting the calls under way, at their
-   * operator's usual size, keeps the waiters woken together from bringing more replies than there is
-   * room for.
+   * Admits a new transaction of `operatorId` once fewer than maxQueued writes are queued or expected and
+   * the replies queued or expected hold fewer than maxQueuedBytes characters, fewer than maxOperatorBytes
+   * of them that operator's. Undefined if that did not happen within `timeoutMs`, and the caller must not
+   * record the transaction (the provider is answered 503, nothing recorded). A store slower than the
+   * answers would otherwise let outcomes pile up in memory without bound while every new transaction's
+   * own small record still gets through; new transactions wait here instead, as they did when every
+   * answer waited, and past the wait they are refused rather than let through.
+   *
+   * A transaction that had to wait is expected to bring a write and a reply of its operator's usual size:
+   * both are reserved as it is let in, until the returned release() (the transaction ended, its reply
+   * queued or not; idempotent), and the waiters are let in in the order they came, each measured with
+   * the room taken by those before it. So a write that lands lets in only as many waiters as there is
+   * room for, not all of them. One let in at once, while there is room, reserves
+   * nothing: counting every call under way would cap an operator's calls in flight whatever the store's
+   * speed (a slow wallet of large replies at a few dozen a second), for a bound that holds without it.
    */
   async admit(operatorId: string, timeoutMs: number): Promise<Admission | undefined> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.full(operatorId)) {
-      const left = deadline - Date.now();
-      if (left <= 0) return undefined;
-      let timer: NodeJS.Timeout | undefined;
-      let wake: (() => void) | undefined;
-      await new Promise<void>((r) => {
-        wake = r;
-        this.waiters.set(r, operatorId);
-        timer = setTimeout(r, left);
-      });
-      clearTimeout(timer);
-      this.waiters.delete(wake!);
-    }
-    // Checked and reserved in one turn: the next waiter woken sees this reservation.
+    if (!this.full(operatorId)) return NOTHING_RESERVED;
+    if (timeoutMs <= 0) return undefined;
+    return new Promise<Admission | undefined>((resolve) => {
+      const waiter: Waiter = {
+        operatorId,
+        admit: (admission) => {
+          clearTimeout(timer);
+          resolve(admission);
+        },
+      };
+      const timer = setTimeout(() => {
+        this.waiters.delete(waiter);
+        resolve(undefined);
+      }, timeoutMs);
+      this.waiters.add(waiter);
+    });
+  }
+
+  /** Room for a waiter's write and its operator's usual reply, held until release(). */
+  private reserve(operatorId: string): Admission {
     const share = this.share(operatorId);
-    let reserved = share.usual;
-    share.reserved += reserved;
-    this.reservedBytes += reserved;
+    const bytes = share.usual;
+    share.reserved += bytes;
+    this.reservedBytes += bytes;
+    this.reservedWrites += 1;
+    let held = true;
     return {
       release: () => {
-        if (reserved === 0) return;
-        share.reserved -= reserved;
-        this.reservedBytes -= reserved;
-        reserved = 0;
-        this.wakeWaiters();
+        if (!held) return;
+        held = false;
+        share.reserved -= bytes;
+        this.reservedBytes -= bytes;
+        this.reservedWrites -= 1;
+        this.admitWaiters();
       },
     };
   }
 
-  /** Wakes the waiters that now have room (none while the whole process is full). */
-  private wakeWaiters(): void {
-    if (this.waiters.size === 0 || this.fullForAll()) return;
-    for (const [wake, waitsFor] of this.waiters) if (!this.full(waitsFor)) wake();
+  /**
+   * Lets in the waiters, in the order they came, while there is room for them: each one's room taken
+   * as it is let in, so the next is measured with it. A waiter whose operator's share is full is passed
+   * over, keeping its place.
+   */
+  private admitWaiters(): void {
+    for (const waiter of this.waiters) {
+      if (this.fullForAll()) return;
+      if (this.full(waiter.operatorId)) continue;
+      this.waiters.delete(waiter);
+      waiter.admit(this.reserve(waiter.operatorId));
+    }
   }
 
   /** Resolves once no outcome write of this process is pending on the round, or after `timeoutMs`. */
@@ -180,7 +202,7 @@ export class OutcomeWriter {
         this.queued -= 1;
         this.queuedBytes -= bytes;
         share.queued -= bytes;
-        this.wakeWaiters();
+        this.admitWaiters();
       }
     })();
     this.pending.set(roundStream, done);
@@ -243,6 +265,14 @@ export class OutcomeWriter {
 /** A transaction admitted by OutcomeWriter.admit(), holding room for its wallet's reply until released. */
 export interface Admission {
   release(): void;
+}
+
+const NOTHING_RESERVED: Admission = { release: () => undefined };
+
+interface Waiter {
+  operatorId: string;
+  /** Lets it in, with the room reserved for it. */
+  admit(admission: Admission): void;
 }
 
 interface OperatorShare {

@@ -50,20 +50,26 @@ describe('OutcomeWriter', () => {
   const MINUTE = 60_000;
   const tick = () => new Promise((r) => setTimeout(r, 20));
 
-  it('makes new transactions wait while too many writes are queued (back-pressure), and lets them go as writes land', async () => {
+  it('makes new transactions wait while too many writes are queued (back-pressure), and lets them go as writes land, one for each', async () => {
     const writer = new OutcomeWriter(logger, { retryMaxMs: 5, maxQueued: 2 });
     const gates = [gate(), gate()];
     writer.write(out('r1', 't1', 0), gates[0]!.write, async () => undefined);
     writer.write(out('r2', 't2', 0), gates[1]!.write, async () => undefined);
     expect(writer.size).toBe(2);
-    let admitted = false;
-    const waiting = writer.admit('op-1', MINUTE).then((a) => (admitted = a !== undefined));
+    const admitted: number[] = [];
+    const waits = [0, 1, 2].map((n) => writer.admit('op-1', MINUTE).then((a) => (admitted.push(n), a!)));
     await tick();
-    expect(admitted).toBe(false);
+    expect(admitted).toEqual([]);
     gates[0]!.land();
-    expect(await waiting).toBe(true);
-    expect(writer.size).toBe(1);
+    await tick();
+    // One write landed: room for one more write, taken by the first waiter, who expects one.
+    expect([admitted, writer.size, writer.waiting]).toEqual([[0], 1, 2]);
     gates[1]!.land();
+    await tick();
+    expect([admitted, writer.waiting]).toEqual([[0, 1], 1]);
+    (await waits[0]!).release();
+    expect(await waits[2]).toBeDefined();
+    expect(admitted).toEqual([0, 1, 2]);
     await writer.drain();
     expect(writer.size).toBe(0);
   });
@@ -72,12 +78,8 @@ describe('OutcomeWriter', () => {
     const writer = new OutcomeWriter(logger, { retryMaxMs: 5, maxQueuedBytes: 1000, maxOperatorBytes: 1000 });
     const small = gate();
     writer.write(out('r1', 't1', 600), small.write, async () => undefined);
-    const first = await writer.admit('op-1', 0); // 600 of 1,000: room for more
-    expect(first).toBeDefined();
-    // Admitted, it holds room for a reply of its operator's usual size until it ends.
-    expect(writer.bytes).toBe(1200);
-    first!.release();
-    first!.release(); // released once, however often it is called
+    // 600 of 1,000: room for more. Let in at once, it holds no room of its own.
+    (await writer.admit('op-1', 0))!.release();
     expect(writer.bytes).toBe(600);
     const large = gate();
     writer.write(out('r2', 't2', 500), large.write, async () => undefined);
@@ -88,49 +90,75 @@ describe('OutcomeWriter', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(25);
     expect(writer.waiting).toBe(0); // a wait that ended leaves nothing behind
     let admitted: boolean | undefined;
-    const waiting = writer.admit('op-1', MINUTE).then((a) => (admitted = a !== undefined));
+    const waiting = writer.admit('op-1', MINUTE).then((a) => ((admitted = a !== undefined), a!));
     await tick();
     expect(admitted).toBeUndefined();
     expect(writer.waiting).toBe(1);
     small.land(); // 500 left: under the bound again
-    expect(await waiting).toBe(true);
-    expect(writer.waiting).toBe(0);
+    const admission = await waiting;
+    // Let in after a wait, it expects a reply of its operator's usual size (a mean of 600 and 500), until it ends.
+    expect([writer.bytes, writer.waiting]).toEqual([500 + 575, 0]);
+    admission.release();
+    admission.release(); // released once, however often it is called
+    expect(writer.bytes).toBe(500);
     large.land();
     await writer.drain();
-    expect(writer.size).toBe(0);
+    expect([writer.size, writer.bytes]).toEqual([0, 0]);
   });
 
-  it('lets in no more waiters than the replies they expect leave room for, and the next as each one ends', async () => {
+  it('lets in, of the waiters, only as many as the replies they expect leave room for, in the order they came, and the next as each one ends', async () => {
     const writer = new OutcomeWriter(logger, { retryMaxMs: 5, maxQueuedBytes: 10_000, maxOperatorBytes: 1000 });
-    // op-1's replies are 300 characters; one waits to be written and fills 300 of its 1,000.
-    const written = gate();
-    writer.write(out('r1', 't1', 300), written.write, async () => undefined);
-    // Three are let in (each while under the share), so three replies of 300 are expected.
-    const inFlight = [(await writer.admit('op-1', 0))!, (await writer.admit('op-1', 0))!, (await writer.admit('op-1', 0))!];
+    // op-1's replies are 300 characters; four wait to be written, over its 1,000.
+    const writes = [gate(), gate(), gate(), gate()];
+    writes.forEach((g, n) => writer.write(out(`r${n}`, `t${n}`, 300), g.write, async () => undefined));
     expect(writer.bytesOf('op-1')).toBe(1200);
-    expect(await writer.admit('op-1', 0)).toBeUndefined();
-    // Ten more wait; the write landing makes room for one of them, not all ten.
-    const admissions: Array<{ release(): void }> = [];
-    const waits = Array.from({ length: 10 }, () => writer.admit('op-1', MINUTE).then((a) => admissions.push(a!)));
+    const admitted: number[] = [];
+    const waits = Array.from({ length: 10 }, (_, n) => writer.admit('op-1', MINUTE).then((a) => (admitted.push(n), a!)));
     await tick();
     expect(writer.waiting).toBe(10);
-    written.land();
-    await writer.idle('r1', MINUTE);
+    // A write lands (900): one waiter is let in, expecting 300, and the share is full again.
+    writes[0]!.land();
     await tick();
-    expect([admissions.length, writer.waiting, writer.bytesOf('op-1')]).toEqual([1, 9, 1200]);
-    // Each transaction that ends lets the next in.
-    inFlight[0]!.release();
+    expect([admitted, writer.waiting, writer.bytesOf('op-1')]).toEqual([[0], 9, 1200]);
+    writes[1]!.land();
     await tick();
-    expect([admissions.length, writer.waiting]).toEqual([2, 8]);
-    inFlight[1]!.release();
-    inFlight[2]!.release();
-    for (let ended = 0; admissions.length < 10; ended++) {
+    expect([admitted, writer.waiting]).toEqual([[0, 1], 8]);
+    // One let in ends without a reply (refused, or its wallet failed): the next goes in its place.
+    (await waits[0]!).release();
+    await tick();
+    expect(admitted).toEqual([0, 1, 2]);
+    writes[2]!.land();
+    writes[3]!.land();
+    for (let ended = 1; admitted.length < 10; ended++) {
       await tick();
-      admissions[ended]!.release();
+      (await waits[ended]!).release();
     }
-    await Promise.all(waits);
-    for (const a of admissions) a.release();
+    for (const w of waits) (await w).release();
+    expect(admitted).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     expect([writer.bytesOf('op-1'), writer.bytes, writer.waiting]).toEqual([0, 0, 0]);
+  });
+
+  it('counts what the waiters let in expect against the whole backlog too, whichever operator they are of', async () => {
+    const writer = new OutcomeWriter(logger, { retryMaxMs: 5, maxQueuedBytes: 1000, maxOperatorBytes: 1000 });
+    const writes = [gate(), gate(), gate()];
+    writer.write(out('r1', 't1', 400, 'op-1'), writes[0]!.write, async () => undefined);
+    writer.write(out('r2', 't2', 400, 'op-2'), writes[1]!.write, async () => undefined);
+    writer.write(out('r3', 't3', 300, 'op-3'), writes[2]!.write, async () => undefined);
+    const admitted: string[] = [];
+    const op1 = writer.admit('op-1', MINUTE).then((a) => (admitted.push('op-1'), a!));
+    const op2 = writer.admit('op-2', MINUTE).then((a) => (admitted.push('op-2'), a!));
+    await tick();
+    // op-3's write lands (800 of 1,000): op-1's waiter expects 400 more, so op-2's waits on.
+    writes[2]!.land();
+    await tick();
+    expect([admitted, writer.bytes, writer.waiting]).toEqual([['op-1'], 1200, 1]);
+    (await op1).release();
+    (await op2).release();
+    expect(admitted).toEqual(['op-1', 'op-2']);
+    writes[0]!.land();
+    writes[1]!.land();
+    await writer.drain();
+    expect(writer.bytes).toBe(0);
   });
 
   it('shares the characters between operators: one operator’s large replies hold back its own new transactions, not another’s, until the whole backlog is full', async () => {

@@ -62,14 +62,13 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
   const mine: RegistryEntry = { contentHash: contentHash(sub.request), roundStream: sub.roundStream };
   const ttlMs = leaseTtl(walletTimeoutOf(deps, sub.operatorId));
   const token = leaseToken();
-  const deadline = Date.now() + ttlMs + 1000;
   // This process's outcome write on the round goes first: the round is then decided with it (waited for
   // a while at most: a store that cannot take it cannot take this one either, and the lease and a fresh
   // read keep a decision made without it safe).
   await deps.outcomes?.idle(sub.roundStream, 1000);
   const admission = await admit(deps, sub);
   try {
-    return await recordAndAttempt(deps, sub, mine, token, ttlMs, deadline);
+    return await recordAndAttempt(deps, sub, mine, token, ttlMs);
   } finally {
     admission?.release();
   }
@@ -79,25 +78,27 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
  * Room for a new transaction's wallet reply in the outcomes' write-behind (OutcomeWriter.admit), held
  * until the transaction ends. The wallet replies faster than the store records them: a new transaction
  * is refused before anything is recorded (503, the id stays free), rather than another reply held in
- * memory behind its answer. One already claimed goes on at once, holding no room: its resubmission is
- * answered from what was recorded (section 8.4).
+ * memory behind its answer. One already claimed, before its wait or during it, goes on without room: its
+ * resubmission is answered from what was recorded (section 8.4).
  */
 async function admit(deps: LedgerDeps, sub: Submission): Promise<Admission | undefined> {
   const outcomes = deps.outcomes;
   if (!outcomes) return undefined;
   const txId = sub.request.transactionId;
+  const claimed = () => isClaimed(deps.pool, sub.registryKey, txId);
   const now = await outcomes.admit(sub.operatorId, 0);
-  if (now || (await isClaimed(deps.pool, sub.registryKey, txId))) return now;
+  if (now || (await claimed())) return now;
   const later = await outcomes.admit(sub.operatorId, 5000);
-  if (later) return later;
+  if (later || (await claimed())) return later;
   const backlog = { backlog: outcomes.size, backlogBytes: outcomes.bytes, operatorBytes: outcomes.bytesOf(sub.operatorId) };
   deps.logger.warn({ transactionId: txId, operatorId: sub.operatorId, ...backlog }, 'outcome backlog full: transaction refused (503), nothing recorded');
   deps.metrics?.outcomeBacklogRefused(sub.operatorId);
   throw new AppError(503, 'service unavailable', { 'Retry-After': '1' });
 }
 
-async function recordAndAttempt(deps: LedgerDeps, sub: Submission, mine: RegistryEntry, token: string, ttlMs: number, deadline: number): Promise<TxState> {
+async function recordAndAttempt(deps: LedgerDeps, sub: Submission, mine: RegistryEntry, token: string, ttlMs: number): Promise<TxState> {
   const txId = sub.request.transactionId;
+  const deadline = Date.now() + ttlMs + 1000;
   const fast = await recordInOneTrip(deps, sub, mine, token, ttlMs);
   if (fast) return fast.tx;
   // The kick is checked with the first claim only: one after that point comes after the claim, as a

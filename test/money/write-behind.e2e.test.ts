@@ -404,36 +404,45 @@ describe('the outcome recorded behind the answer', () => {
       wallet.script(large.body.transactionId, { status: 200, body: padded });
       const hold = holdAppendsDuring(large.stream, large.body.transactionId);
       let waiting: Promise<Awaited<ReturnType<typeof post>>> | undefined;
+      let refusing: Promise<Awaited<ReturnType<typeof post>>> | undefined;
       try {
         expect((await post(small.url, large.body)).status).toBe(200);
         await until(lockWaiter);
         expect(await backlogOf(small.url, OP1.id)).toBe(JSON.stringify(padded).length);
-        // Operator one's next transaction waits for room in its share.
+        // Operator one's next transactions wait for room in its share: one to be answered, then one the
+        // round will refuse (another player's), which holds room while it is decided.
         waiting = post(small.url, waits.body);
         await until(async () => (await backlog(small.url)).waiting === 1);
-        // Operator two's goes straight through, answered and recorded.
+        refusing = post(small.url, { ...waits.body, roundId: 'share-round-50', transactionId: 'share-bet-53' });
+        await until(async () => (await backlog(small.url)).waiting === 2);
+        // Operator two's goes straight through.
         const started = Date.now();
         const answered = await post(small.url, other.body);
         expect(answered.status).toBe(200);
         expect(answered.text).toBe('{"status":"OK","balance":9900}');
         expect(Date.now() - started).toBeLessThan(2000);
-        // Operator one's is still waiting, and its wallet has not seen it.
-        expect((await backlog(small.url)).waiting).toBe(1);
+        // Operator one's still wait, and its wallet has not seen them.
+        expect((await backlog(small.url)).waiting).toBe(2);
         expect(callsFor(waits.body.transactionId)).toBe(0);
-        expect(await types(waits.stream)).toEqual([]);
       } finally {
         await hold.release();
       }
       await until(async () => (await types(other.stream)).length === 2);
       expect(wallet2.effects.get(other.body.transactionId)).toBe(1);
-      // The held reply recorded, operator one's transaction goes on within its wait: answered, not refused.
+      // The held reply recorded, operator one's transactions go on, in turn, within their wait: the first
+      // answered, the second refused by its round, neither for want of room.
       const res = await waiting!;
       expect(res.status).toBe(200);
       expect(res.text).toBe('{"status":"OK","balance":9900}');
+      const refused = await refusing!;
+      expect([refused.status, refused.json]).toEqual([409, { error: 'round belongs to another player' }]);
       await until(async () => (await types(waits.stream)).length === 2);
       expect(wallet.effects.get(waits.body.transactionId)).toBe(1);
+      expect(await refusals(small.url, OP1.id)).toBeUndefined();
+      // Nothing is left held: the refused one gave back the room it took, as the answered one did.
       await until(async () => (await backlog(small.url)).writes === 0);
       expect([await backlogOf(small.url, OP1.id), await backlogOf(small.url, OP2.id)]).toEqual([0, 0]);
+      expect(await backlog(small.url)).toEqual({ writes: 0, bytes: 0, waiting: 0 });
     } finally {
       await small.stop();
       await wallet2.close();
