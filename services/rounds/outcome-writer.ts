@@ -13,9 +13,9 @@ import type { Logger } from '../../shared/logger.ts';
  * (`unansweredBets`, workerAttempts), and an identical resubmission does so once the lease has lapsed.
  *
  * Its back-pressure (admit()) counts the replies waiting to be written and those expected from the
- * wallet calls under way, at their operator's usual size, and is shared between operators: a reply is
- * its wallet's, so one operator's wallet of large replies holds back that operator's new transactions
- * once it fills its share of the bytes, while the other operators' go on.
+ * transactions it let in after a wait, at their operator's usual size, and is shared between
+ * operators: a reply is its wallet's, so one operator's wallet of large replies holds back that
+ * operator's new transactions once it fills its share of the bytes, while the other operators' go on.
  *
  * The writer keeps the order of one round's writes in this process: a transaction of a round waits
  * (`idle`) until this process's outcome write on that round is done, so it is decided on a round that
@@ -100,9 +100,9 @@ export class OutcomeWriter {
    * both are reserved as it is let in, until the returned release() (the transaction ended, its reply
    * queued or not; idempotent), and the waiters are let in in the order they came, each measured with
    * the room taken by those before it. So a write that lands lets in only as many waiters as there is
-   * room for, not all of them. One let in at once, while there is room, reserves
-   * nothing: counting every call under way would cap an operator's calls in flight whatever the store's
-   * speed (a slow wallet of large replies at a few dozen a second), for a bound that holds without it.
+   * room for, not all of them. One let in at once, while there is room, reserves nothing: counting
+   * every call under way would cap an operator's calls in flight whatever the store's speed (a slow
+   * wallet of large replies at a few dozen a second), and it is the waiters that come in a crowd.
    */
   async admit(operatorId: string, timeoutMs: number): Promise<Admission | undefined> {
     if (!this.full(operatorId)) return NOTHING_RESERVED;
@@ -173,8 +173,8 @@ export class OutcomeWriter {
    * Queues `write` (the outcome's append, of `operatorId`'s wallet reply of `bytes` characters) after
    * the round's pending writes, retried until it succeeds; then `after` (releasing the lease, handing a
    * credit to the retry queue) runs, whether it succeeded or the process stopped first. The reply's size
-   * counts from here (the transaction's admission, released as it ends, expected its operator's usual
-   * size), and updates that usual size.
+   * counts from here (a transaction let in after a wait also holds its reservation until it ends), and
+   * updates its operator's usual size.
    */
   write(
     outcome: { roundStream: string; transactionId: string; operatorId: string; bytes: number },
@@ -230,7 +230,7 @@ export class OutcomeWriter {
     return this.queued;
   }
 
-  /** Characters of the wallet replies those writes hold, and expected from the wallet calls under way. */
+  /** Characters of the wallet replies those writes hold, and expected from the transactions let in after a wait. */
   get bytes(): number {
     return this.queuedBytes + this.reservedBytes;
   }
@@ -241,7 +241,7 @@ export class OutcomeWriter {
     return share ? share.queued + share.reserved : 0;
   }
 
-  /** The same for every operator this process has admitted a transaction of (0 when none waits). */
+  /** The same for every operator this process has queued or reserved replies of (0 once none is held). */
   get byOperator(): ReadonlyMap<string, number> {
     return new Map([...this.operators.keys()].map((operatorId) => [operatorId, this.bytesOf(operatorId)]));
   }
@@ -278,7 +278,7 @@ interface Waiter {
 interface OperatorShare {
   /** Characters of this operator's replies queued. */
   queued: number;
-  /** Characters expected from its transactions admitted, not yet written or ended. */
+  /** Characters expected from its transactions let in after a wait, not yet ended. */
   reserved: number;
   /** Its replies' usual size, in characters (0 until its first reply). */
   usual: number;
