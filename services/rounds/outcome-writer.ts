@@ -123,10 +123,14 @@ export class OutcomeWriter {
     });
   }
 
-  /** Room for a waiter's write and its operator's usual reply, held until release(). */
+  /**
+   * Room for a waiter's write and its operator's usual reply, held until release(). An operator with no
+   * reply written yet in this process is taken to reply as large as the largest usual size here: its
+   * waiters, let in together with nothing reserved, would bring replies of any size.
+   */
   private reserve(operatorId: string): Admission {
     const share = this.share(operatorId);
-    const bytes = share.usual;
+    const bytes = share.usual || Math.max(0, ...[...this.operators.values()].map((other) => other.usual));
     share.reserved += bytes;
     this.reservedBytes += bytes;
     this.reservedWrites += 1;
@@ -280,6 +284,6 @@ interface OperatorShare {
   queued: number;
   /** Characters expected from its transactions let in after a wait, not yet ended. */
   reserved: number;
-  /** Its replies' usual size, in characters (0 until its first reply). */
+  /** Its replies' usual size, in characters (0 until its first reply is written). */
   usual: number;
 }

@@ -161,6 +161,28 @@ describe('OutcomeWriter', () => {
     expect(writer.bytes).toBe(0);
   });
 
+  it('takes an operator with no reply written yet to reply as large as the largest usual reply here, so its waiters too go in only as room comes', async () => {
+    const writer = new OutcomeWriter(logger, { retryMaxMs: 5, maxQueuedBytes: 1000, maxOperatorBytes: 1000 });
+    // op-1's replies of 300 fill the whole backlog; op-2 has sent none yet.
+    const writes = [gate(), gate(), gate(), gate()];
+    writes.forEach((g, n) => writer.write(out(`r${n}`, `t${n}`, 300, 'op-1'), g.write, async () => undefined));
+    const admitted: number[] = [];
+    const waits = Array.from({ length: 5 }, (_, n) => writer.admit('op-2', MINUTE).then((a) => (admitted.push(n), a!)));
+    await tick();
+    writes[0]!.land();
+    await tick();
+    // 900 queued: one of op-2's is let in, taken to bring 300.
+    expect([admitted, writer.bytesOf('op-2'), writer.waiting]).toEqual([[0], 300, 4]);
+    for (const g of writes.slice(1)) g.land();
+    for (let ended = 0; admitted.length < 5; ended++) {
+      await tick();
+      (await waits[ended]!).release();
+    }
+    for (const w of waits) (await w).release();
+    await writer.drain();
+    expect([writer.bytes, writer.waiting]).toEqual([0, 0]);
+  });
+
   it('shares the characters between operators: one operator’s large replies hold back its own new transactions, not another’s, until the whole backlog is full', async () => {
     const writer = new OutcomeWriter(logger, { retryMaxMs: 5, maxQueuedBytes: 1000, maxOperatorBytes: 400 });
     const large = gate();
@@ -190,8 +212,9 @@ describe('OutcomeWriter', () => {
     expect(await op1Waits).toBe(true);
     others[1]!.land();
     await writer.drain();
-    // What the admitted ones still hold: op-1's usual 450 (op-4 has no reply yet, so expects none).
-    expect(Object.fromEntries(writer.byOperator)).toEqual({ 'op-1': 450, 'op-2': 0, 'op-3': 0, 'op-4': 0 });
+    // What the two let in after waiting still hold: op-1's usual 450, and as much for op-4, which has no
+    // reply yet and is taken to reply as large as the largest usual here.
+    expect(Object.fromEntries(writer.byOperator)).toEqual({ 'op-1': 450, 'op-2': 0, 'op-3': 0, 'op-4': 450 });
   });
 
   it('gives up a write that still fails a while after the process began to stop, instead of hanging the stop', async () => {
