@@ -56,7 +56,7 @@ export class Metrics {
   private readonly projectionFailures: Counter<'projection'>;
   private readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
   private readModels: (() => Promise<ReadModelSnapshot | undefined>) | undefined;
-  private outcomeBacklog: (() => { writes: number; bytes: number; waiting: number; byOperator: ReadonlyMap<string, number> }) | undefined;
+  private outcomeBacklog: OutcomeBacklog | undefined;
 
   constructor() {
     const registers = [this.registry];
@@ -104,13 +104,13 @@ export class Metrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
     });
-    const backlog = () => this.outcomeBacklog?.();
+    const backlog = () => this.outcomeBacklog;
     new Gauge({
       name: 'outcome_backlog_writes',
       help: 'Wallet outcomes this api process answered and has not recorded yet (the write-behind; at 2,000 new transactions wait)',
       registers,
       collect() {
-        this.set(backlog()?.writes ?? 0);
+        this.set(backlog()?.size ?? 0);
       },
     });
     new Gauge({
@@ -210,8 +210,8 @@ export class Metrics {
   }
 
   /** The api's outcome write-behind, read at scrape time (services/rounds/outcome-writer.ts). */
-  watchOutcomeBacklog(source: { readonly size: number; readonly bytes: number; readonly waiting: number; readonly byOperator: ReadonlyMap<string, number> }): void {
-    this.outcomeBacklog = () => ({ writes: source.size, bytes: source.bytes, waiting: source.waiting, byOperator: source.byOperator });
+  watchOutcomeBacklog(source: OutcomeBacklog): void {
+    this.outcomeBacklog = source;
   }
 
   outcomeBacklogRefused(operatorId: string): void {
@@ -334,4 +334,13 @@ export function metricsEndpoint(metrics: Metrics): RequestHandler {
     const body = await metrics.exposition();
     res.set('Content-Type', metrics.contentType).send(body);
   };
+}
+
+/** What the outcome backlog's gauges read (OutcomeWriter), at scrape time. */
+interface OutcomeBacklog {
+  /** Outcomes answered and not yet recorded. */
+  readonly size: number;
+  readonly bytes: number;
+  readonly waiting: number;
+  readonly byOperator: ReadonlyMap<string, number>;
 }

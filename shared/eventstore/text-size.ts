@@ -33,14 +33,15 @@ export function textBytes(event: Pick<RecordedEvent, 'data' | 'metadata'>): numb
 const sized = new WeakMap<object, number>();
 
 /**
- * The text (textBytes) a batch is meant to hold: a reader of the log (a read model's runner, the audit route) that read large events (an outcome keeps its
- * wallet's reply verbatim, up to 1 MiB) asks for fewer next time, so that a read model catching up on a
- * wallet's large replies does not read 1,000 of them, up to a gigabyte, at once: at most FIRST_BATCH of
- * them before it knows their size (64 MiB of the largest), then about 8 MiB a batch. The bench's ordinary
- * events hold about 300 bytes each: their batches reach 1,000 in three reads.
+ * The text (textBytes) a batch is meant to hold: every bulk reader of the log (the read models' runners,
+ * the rebuild, the audit route, the chain's catch-up, wholeLog) that read large events (an outcome keeps
+ * its wallet's reply verbatim, up to 1 MiB) asks for fewer next time, so that catching up on a wallet's
+ * large replies does not read 1,000 of them, up to a gigabyte, at once: at most FIRST_BATCH of them before
+ * it knows their size (64 MiB of the largest), then about 8 MiB a batch. The bench's ordinary events hold
+ * about 300 bytes each: their batches reach 1,000 in three reads.
  */
 export const BATCH_BYTES = 8 * 1024 * 1024;
-/** A runner's first read, before it has seen how large the events are (then nextBatchSize). */
+/** A reader's first read, before it has seen how large the events are (then nextBatchSize). */
 const FIRST_BATCH = 64;
 
 /**
