@@ -61,17 +61,18 @@ describe('the outcome recorded behind the answer', () => {
       )
     ).rows.map((r) => r.body);
 
-  /** The api's outcome backlog gauges, from /metrics. */
+  /** The api's /metrics samples. */
+  const samples = async (url: string) =>
+    parseExposition(await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text()).samples;
+  /** The api's outcome backlog gauges. */
   const backlog = async (url: string) => {
-    const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
-    const value = (name: string) => parseExposition(text).samples.find((x) => x.name === name)?.value;
+    const all = await samples(url);
+    const value = (name: string) => all.find((x) => x.name === name)?.value;
     return { writes: value('outcome_backlog_writes'), bytes: value('outcome_backlog_bytes'), waiting: value('outcome_backlog_waiting') };
   };
-  /** One of the api's by-operator series of the backlog, from /metrics. */
-  const byOperator = async (url: string, name: string, operatorId: string) => {
-    const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
-    return parseExposition(text).samples.find((x) => x.name === name && x.labels.operator === operatorId)?.value;
-  };
+  /** One of the api's by-operator series of the backlog. */
+  const byOperator = async (url: string, name: string, operatorId: string) =>
+    (await samples(url)).find((x) => x.name === name && x.labels.operator === operatorId)?.value;
   const backlogOf = (url: string, operatorId: string) => byOperator(url, 'outcome_backlog_operator_bytes', operatorId);
   const refusals = (url: string, operatorId: string) => byOperator(url, 'outcome_backlog_refusals_total', operatorId);
   const lockWaiter = async () => (await db.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)).rowCount! > 0;
@@ -367,6 +368,23 @@ describe('the outcome recorded behind the answer', () => {
         expect(callsFor(refused.body.transactionId)).toBe(0);
         expect(await types(refused.stream)).toEqual([]);
         expect((await db.query('SELECT 1 FROM tx_registry WHERE transaction_id = $1', [refused.body.transactionId])).rowCount).toBe(0);
+        // A transaction waiting for room that another api records meanwhile is answered from that record
+        // when its wait ends, not refused: the provider already has its answer, and the wallet moved once.
+        const meanwhile = await bet(44);
+        const waiting = post(small.url, meanwhile.body);
+        await until(async () => (await backlog(small.url)).waiting === 1);
+        const elsewhere = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api' });
+        try {
+          const first = await post(elsewhere.url, meanwhile.body);
+          expect([first.status, first.text]).toEqual([200, '{"status":"OK","balance":9900}']);
+        } finally {
+          await elsewhere.stop();
+        }
+        const late = await waiting;
+        expect([late.status, late.text]).toEqual([200, '{"status":"OK","balance":9900}']);
+        expect(callsFor(meanwhile.body.transactionId)).toBe(1);
+        expect(wallet.effects.get(meanwhile.body.transactionId)).toBe(1);
+        expect(await refusals(small.url, OP1.id)).toBe(1);
       } finally {
         await hold.release();
       }
