@@ -4,7 +4,7 @@ import { withTransaction, type Pool, type PoolClient } from '../shared/db/pool.t
 import { comparePositions, START, type EventStore, type Position, type RecordedEvent } from '../shared/eventstore/port.ts';
 import type { Logger } from '../shared/logger.ts';
 import type { SharedLogReads } from './shared-reads.ts';
-import { nextBatchSize } from '../shared/eventstore/text-size.ts';
+import { BATCH_BYTES } from '../shared/eventstore/text-size.ts';
 
 export const projectionMigrations: Migration[] = [
   {
@@ -436,13 +436,10 @@ export class ProjectionRunner {
     let stored = await readCheckpoint(this.pool, name); // what the checkpoint row holds
     let position = stored; // how far this runner has read: ahead of `stored` only by events of no use to it
     let passed: { count: number; last: RecordedEvent | undefined; since: number } = { count: 0, last: undefined, since: Date.now() };
-    // The first read is small: what the events hold is not known yet (64 of the largest are 64 MiB).
-    let maxCount = nextBatchSize([], this.batchSize);
     while (!this.signal.aborted && this.owned) {
       const seq = this.store.appendSeq();
-      const asked = maxCount;
-      const events = await (this.options.reads ?? this.store).readAll({ from: position, maxCount: asked });
-      maxCount = nextBatchSize(events, this.batchSize);
+      // At most BATCH_BYTES of events however large they are (an outcome keeps its wallet's reply, up to 1 MiB).
+      const { events, more } = await (this.options.reads ?? this.store).readPage({ from: position, maxCount: this.batchSize, maxBytes: BATCH_BYTES });
       if (events.length > 0) {
         const useful = events.some((e) => handles(this.projection, e.type));
         if (useful || Date.now() - passed.since >= CHECKPOINT_EVERY_MS) {
@@ -464,7 +461,7 @@ export class ProjectionRunner {
           stored = position = await readCheckpoint(this.pool, name);
         }
       }
-      if (events.length < asked) {
+      if (!more) {
         await this.store.waitForAppend(seq, events.length === 0 ? 100 : 10, this.signal);
         if (this.gatherMs > 0) await sleep(this.gatherMs, this.signal);
       }

@@ -1,4 +1,4 @@
-import { comparePositions, type EventStore, type Position, type ReadAllOptions, type RecordedEvent } from '../shared/eventstore/port.ts';
+import { comparePositions, type EventStore, type LogPage, type Position, type ReadPageOptions, type RecordedEvent } from '../shared/eventstore/port.ts';
 import { textBytes } from '../shared/eventstore/text-size.ts';
 
 /**
@@ -38,11 +38,11 @@ export class SharedLogReads {
   private base = 0;
   /** The read continuing the kept events, shared by whoever needs it meanwhile (see extend). */
   private extending: Promise<Extension> | undefined;
-  /** readAll calls so far: tells whether a shared read began before or after a given call. */
+  /** readPage calls so far: tells whether a shared read began before or after a given call. */
   private calls = 0;
 
   constructor(
-    private readonly store: Pick<EventStore, 'readAll'>,
+    private readonly store: Pick<EventStore, 'readPage'>,
     private readonly options: { keep: number; keepBytes?: number } = { keep: KEEP },
   ) {}
 
@@ -51,69 +51,88 @@ export class SharedLogReads {
     return { events: this.events.length, bytes: this.bytes };
   }
 
-  async readAll(options: Required<ReadAllOptions>): Promise<RecordedEvent[]> {
-    const { from, maxCount } = options;
+  async readPage(options: Required<ReadPageOptions>): Promise<LogPage> {
+    const { from, maxCount, maxBytes } = options;
     const call = ++this.calls;
     /** The last store read this call waited on. */
     let read: Extension = NO_EXTENSION;
+    /** Whether `read` began during this call and asked for at least as much: what it found is the store's answer to this call too. */
+    const answers = () => read.began >= call && read.maxCount >= maxCount && read.maxBytes >= maxBytes;
     for (;;) {
-      const page = this.keptAfter(from, maxCount);
+      const page = this.keptAfter(from, maxCount, maxBytes);
       if (page === undefined) {
         // A shared read from this very position whose page the byte bound has already let go of: that page
         // is the answer, by the same rule as below, not a read of its own.
-        if (read.from === from && (read.page.length >= maxCount || (read.began >= call && read.maxCount >= maxCount))) return read.page.slice(0, maxCount);
-        return this.readOwn(from, maxCount);
+        if (read.from === from && (read.page.length >= maxCount || answers())) {
+          return { events: read.page.slice(0, maxCount), more: read.more || read.page.length > maxCount };
+        }
+        return this.readOwn(options);
       }
+      if (page.more) return page;
       // Short of what was asked, the page is the answer only if a store read that began during this call,
-      // and asked for as many events, found nothing more: a read already under way when the call came may
-      // have missed the newest events, and a smaller one may have stopped short of them.
-      if (page.length === maxCount || (read.began >= call && read.maxCount >= maxCount)) return page;
-      read = await this.extend(maxCount);
+      // and asked for as much, came back: a read already under way when the call came may have missed the
+      // newest events, and a smaller one may have stopped short of them. The log goes on after the page
+      // if that read stopped at a bound (the store's measure of bytes is not textBytes).
+      if (answers()) return { events: page.events, more: read.more };
+      read = await this.extend(maxCount, maxBytes);
     }
   }
 
-  /** The kept events after `from`, or undefined if `from` is not among them (nor where they start). */
-  private keptAfter(from: Position, maxCount: number): RecordedEvent[] | undefined {
+  /**
+   * The kept events after `from`, up to `maxCount` of them and `maxBytes` of their text (textBytes; the
+   * first always), `more` if a bound stopped it; undefined if `from` is not among them (nor where they start).
+   */
+  private keptAfter(from: Position, maxCount: number, maxBytes: number): LogPage | undefined {
     if (this.from === undefined) return undefined;
-    if (from === this.from) return this.events.slice(0, maxCount);
-    const at = this.at.get(from);
-    if (at === undefined) return undefined;
-    const i = at - this.base + 1;
-    return this.events.slice(i, i + maxCount);
+    let i = 0;
+    if (from !== this.from) {
+      const at = this.at.get(from);
+      if (at === undefined) return undefined;
+      i = at - this.base + 1;
+    }
+    const events: RecordedEvent[] = [];
+    let bytes = 0;
+    for (; i < this.events.length && events.length < maxCount; i++) {
+      const e = this.events[i]!;
+      bytes += textBytes(e);
+      if (events.length > 0 && bytes > maxBytes) return { events, more: true };
+      events.push(e);
+    }
+    return { events, more: events.length === maxCount };
   }
 
   /** A read from a position the kept events do not cover (a runner behind them, or the first read). */
-  private async readOwn(from: Position, maxCount: number): Promise<RecordedEvent[]> {
-    const page = await this.store.readAll({ from, maxCount });
+  private async readOwn(options: Required<ReadPageOptions>): Promise<LogPage> {
+    const page = await this.store.readPage(options);
     // It becomes the kept run if it reaches further than that one: the runners at the head read on from it.
-    const last = page[page.length - 1];
+    const last = page.events[page.events.length - 1];
     const keptLast = this.events[this.events.length - 1];
     if (this.from === undefined || (last && (!keptLast || comparePositions(last.position, keptLast.position) > 0))) {
-      this.from = from;
+      this.from = options.from;
       this.events = [];
       this.bytes = 0;
       this.at.clear();
       this.base = 0;
-      this.append(page);
+      this.append(page.events);
     }
     return page;
   }
 
   /**
    * Reads the events after the kept ones (one read at a time, shared by whoever waits for it). Resolves
-   * to `calls` as the read began, the count it asked for, its position and its page, or to NO_EXTENSION if the kept run was
-   * replaced meanwhile (readOwn) and the page, which no longer continues it, was dropped: the caller
-   * then reads on from the new run's end.
+   * to `calls` as the read began, what it asked for, its position and its page, or to NO_EXTENSION if the
+   * kept run was replaced meanwhile (readOwn) and the page, which no longer continues it, was dropped: the
+   * caller then reads on from the new run's end.
    */
-  private extend(maxCount: number): Promise<Extension> {
+  private extend(maxCount: number, maxBytes: number): Promise<Extension> {
     this.extending ??= (async () => {
       const began = this.calls;
       try {
         const end = this.events[this.events.length - 1]?.position ?? this.from!;
-        const page = await this.store.readAll({ from: end, maxCount });
+        const { events: page, more } = await this.store.readPage({ from: end, maxCount, maxBytes });
         if ((this.events[this.events.length - 1]?.position ?? this.from) !== end) return NO_EXTENSION;
         this.append(page);
-        return { began, maxCount, from: end, page };
+        return { began, maxCount, maxBytes, from: end, page, more };
       } finally {
         this.extending = undefined;
       }
@@ -143,14 +162,16 @@ export class SharedLogReads {
   }
 }
 
-/** A store read continuing the kept events: `calls` as it began, the count it asked for, from where, and what it found. */
+/** A store read continuing the kept events: `calls` as it began, what it asked for, from where, what it found, and whether it stopped at a bound. */
 interface Extension {
   began: number;
   maxCount: number;
+  maxBytes: number;
   from: Position | undefined;
   page: RecordedEvent[];
+  more: boolean;
 }
-const NO_EXTENSION: Extension = { began: 0, maxCount: 0, from: undefined, page: [] };
+const NO_EXTENSION: Extension = { began: 0, maxCount: 0, maxBytes: 0, from: undefined, page: [], more: false };
 
 /** Events kept at most: a few of the runners' batches (1,000 events), so memory does not follow the log. */
 const KEEP = 4000;

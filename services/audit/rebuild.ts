@@ -3,7 +3,7 @@ import pg from 'pg';
 import { handles, type Projection } from '../../projections/runner.ts';
 import { isSerializationFailure, withTransaction, type Pool, type PoolClient } from '../../shared/db/pool.ts';
 import { comparePositions, START, type EventStore, type Position, type RecordedEvent } from '../../shared/eventstore/port.ts';
-import { BATCH_BYTES, nextBatchSize, textBytes } from '../../shared/eventstore/text-size.ts';
+import { BATCH_BYTES, textBytes } from '../../shared/eventstore/text-size.ts';
 
 /** Events a replay reads and applies at a time (one transaction per page of the scratch tables). */
 const BATCH = 2000;
@@ -248,11 +248,10 @@ export async function replayInto(
 ): Promise<Position> {
   const pageSize = options.pageSize ?? BATCH;
   if (until !== undefined && comparePositions(from, until) >= 0) return from;
-  // Pages of `pageSize` events, fewer when they are large (an outcome keeps its wallet's reply, up to 1
-  // MiB): 64 first, then about BATCH_BYTES of text each (nextBatchSize), so LEAD pages ahead stay small.
-  let ask = nextBatchSize([], pageSize);
+  // Pages of `pageSize` events and at most BATCH_BYTES (an outcome keeps its wallet's reply, up to 1 MiB),
+  // so LEAD pages ahead stay small.
   const read = (after: Position) => {
-    const page = store.readAll({ from: after, maxCount: ask });
+    const page = store.readPage({ from: after, maxCount: pageSize, maxBytes: BATCH_BYTES });
     page.catch(() => undefined); // awaited below; not unhandled while a page is applied
     return page;
   };
@@ -330,16 +329,13 @@ export async function replayInto(
     let replayed = 0;
     let next = read(position);
     for (;;) {
-      const page = await next;
+      const { events: page, more: goesOn } = await next;
       const cut = until === undefined ? page : page.slice(0, page.findIndex((e) => e.position === until) + 1 || page.length);
       if (cut.length === 0) break;
       const last = cut[cut.length - 1]!.position;
-      const more = page.length === ask && !(until !== undefined && last === until);
+      const more = goesOn && !(until !== undefined && last === until);
       // The next page is read while this one is applied: the store and the scratch tables work at once.
-      if (more) {
-        ask = nextBatchSize(page, pageSize);
-        next = read(last);
-      }
+      if (more) next = read(last);
       const through = (replayed += cut.length);
       // Each event's part, worked out once for every lane of a split read model (they all have REPLAY_PARTS).
       const parts = split ? cut.map((e) => partOf(e.streamId, REPLAY_PARTS)) : [];

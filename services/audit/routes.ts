@@ -11,7 +11,7 @@ import { playerSessionsStream, type SessionEvent } from '../sessions/events.ts';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import type { Decider, DomainEvent, Refusal } from '../../shared/decider.ts';
 import { START, type RecordedEvent } from '../../shared/eventstore/port.ts';
-import { BATCH_BYTES, readLogPage } from '../../shared/eventstore/text-size.ts';
+import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 
@@ -117,13 +117,6 @@ function sessionRowsOf(events: RecordedEvent[]) {
   return rows;
 }
 
-/**
- * The text a page of the log holds at most besides its `limit` (always one event, however large): an
- * outcome keeps its wallet's reply verbatim, up to 1 MiB, and 1,000 of them would be a gigabyte of JSON,
- * more than one answer can hold (V8's strings end at 512 MiB).
- */
-const PAGE_TEXT_BYTES = BATCH_BYTES;
-
 export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) });
 /**
  * `unresolved` (dead or unsettled) was called `all` until issue #24, though it never listed a settled
@@ -148,7 +141,10 @@ export function auditRoutes(ctx: ServiceContext): Router {
     const { from, limit } = parseOr400(eventsQuery, req.query, 'query');
     let events: RecordedEvent[];
     try {
-      events = await readLogPage(ctx.eventStore, from ?? START, limit, PAGE_TEXT_BYTES);
+      // At most `limit` events and BATCH_BYTES (always one event, however large): an outcome keeps its
+      // wallet's reply verbatim, up to 1 MiB, and 1,000 of them would be a gigabyte of JSON, more than one
+      // answer can hold (V8's strings end at 512 MiB).
+      ({ events } = await ctx.eventStore.readPage({ from: from ?? START, maxCount: limit, maxBytes: BATCH_BYTES }));
     } catch (err) {
       if (err instanceof Error && /position/.test(err.message)) throw badRequest('from: not a position of this log');
       throw err;

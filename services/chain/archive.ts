@@ -1,6 +1,6 @@
 import { withTransaction, type Pool, type PoolClient } from '../../shared/db/pool.ts';
 import { START, type EventStore } from '../../shared/eventstore/port.ts';
-import { BATCH_BYTES, readLogPage } from '../../shared/eventstore/text-size.ts';
+import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
 import { applyBatch, readCheckpoint } from '../../projections/runner.ts';
 import { chainProjection } from './projection.ts';
 
@@ -12,8 +12,8 @@ export async function catchUpChain(pool: Pool, store: EventStore): Promise<numbe
   let from = await readCheckpoint(pool, chainProjection.name);
   let linked = 0;
   for (;;) {
-    // Pages of up to 1,000 events and about 8 MiB of their text (an outcome keeps a reply of up to 1 MiB).
-    const page = await readLogPage(store, from, 1000, BATCH_BYTES);
+    // Pages of up to 1,000 events and BATCH_BYTES (an outcome keeps a reply of up to 1 MiB).
+    const { events: page } = await store.readPage({ from, maxCount: 1000, maxBytes: BATCH_BYTES });
     if (page.length === 0) return linked;
     from = await applyBatch(pool, chainProjection, from, page);
     linked += page.length;

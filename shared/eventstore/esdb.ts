@@ -22,6 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../logger.ts';
 import type { Pool } from '../db/pool.ts';
 import { claimThenAppend } from './claim-then-append.ts';
+import { textBytes } from './text-size.ts';
 import {
   START,
   WrongExpectedRevisionError,
@@ -34,7 +35,9 @@ import {
   type LogBacklog,
   type NewEvent,
   type Position,
+  type LogPage,
   type ReadAllOptions,
+  type ReadPageOptions,
   type ReadStreamOptions,
   type RecordedEvent,
   type SubscribeOptions,
@@ -138,8 +141,31 @@ class EsdbEventStore implements EventStore {
   /** Up to `maxCount` events of $all after `from`, system events left out (see forwardsAfter). */
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     const out: RecordedEvent[] = [];
-    await this.forwardsAfter(options.from, options.maxCount ?? DEFAULT_PAGE_SIZE, (event) => out.push(toRecorded(event)));
+    await this.forwardsAfter(options.from, options.maxCount ?? DEFAULT_PAGE_SIZE, (event) => void out.push(toRecorded(event)));
     return out;
+  }
+
+  /**
+   * readAll that also stops before the event that would take the page's text (textBytes) past maxBytes,
+   * the first event excepted: that event is read and let go (read again by the next page), and the read is
+   * cancelled, so the server sends little more than the page.
+   */
+  async readPage(options: ReadPageOptions): Promise<LogPage> {
+    const maxCount = options.maxCount ?? DEFAULT_PAGE_SIZE;
+    const events: RecordedEvent[] = [];
+    let bytes = 0;
+    let cut = false;
+    await this.forwardsAfter(options.from, maxCount, (event) => {
+      const recorded = toRecorded(event);
+      const size = textBytes(recorded);
+      if (events.length > 0 && bytes + size > options.maxBytes) {
+        cut = true;
+        return 'stop';
+      }
+      events.push(recorded);
+      bytes += size;
+    });
+    return { events, more: cut || events.length === maxCount };
   }
 
   /** Counted as the events stream in, none kept but the first's time. */
@@ -158,10 +184,12 @@ class EsdbEventStore implements EventStore {
    * it is dropped. readAll of this client version takes no server-side filter, so system events are
    * dropped here and the read goes on until `limit` events are found or the end of the log is reached:
    * returning a short page that is not the end would let the caller park on a run of system events.
+   * `take` may say 'stop' instead of taking an event: the read then ends there.
    */
-  private async forwardsAfter(from: Position | undefined, limit: number, take: (event: AnyRecordedEvent) => void): Promise<void> {
+  private async forwardsAfter(from: Position | undefined, limit: number, take: (event: AnyRecordedEvent) => 'stop' | void): Promise<void> {
     if (limit <= 0) return;
     let taken = 0;
+    let stopped = false;
     let last = parsePosition(from ?? START);
     for (;;) {
       const batch = Math.max(limit - taken + 1, MIN_RAW_BATCH);
@@ -175,13 +203,16 @@ class EsdbEventStore implements EventStore {
         if (last && comparePositions(event.position, last) <= 0) return;
         last = event.position;
         if (taken < limit && !isSystemEvent(event)) {
+          if (take(event) === 'stop') {
+            stopped = true;
+            return 'stop';
+          }
           taken++;
-          take(event);
         }
         // The read asks for at least MIN_RAW_BATCH: the rest is not needed (and may be large events).
         if (taken >= limit) return 'stop';
       });
-      if (taken >= limit || raw < batch || last === before) return;
+      if (stopped || taken >= limit || raw < batch || last === before) return;
     }
   }
 

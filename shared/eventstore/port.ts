@@ -1,4 +1,5 @@
 import type { Pool } from '../db/pool.ts';
+import { BATCH_BYTES } from './text-size.ts';
 
 /**
  * The event store port. Two adapters implement it (Postgres, EventStoreDB) and both must pass
@@ -91,6 +92,26 @@ export interface ReadAllOptions {
   maxCount?: number;
 }
 
+export interface ReadPageOptions extends ReadAllOptions {
+  /**
+   * At most this much of the events, measured as the store holds them (Postgres: the stored size of their
+   * data and metadata, compressed where Postgres compressed them; EventStoreDB: their text, textBytes), and
+   * always the first event however large: an outcome keeps its wallet's reply verbatim, up to 1 MiB, so a
+   * page of 1,000 events may otherwise hold a gigabyte.
+   */
+  maxBytes: number;
+}
+
+/** A page of the global log (EventStore.readPage). */
+export interface LogPage {
+  events: RecordedEvent[];
+  /**
+   * True when the page stopped at maxCount or maxBytes, so the log may go on right after its last event
+   * (read on from there at once); false when the log, as readable now, ends after it.
+   */
+  more: boolean;
+}
+
 export interface CountAllOptions {
   /** Exclusive, like ReadAllOptions.from. */
   from?: Position;
@@ -137,6 +158,13 @@ export interface EventStore {
    */
   readAll(options?: ReadAllOptions): Promise<RecordedEvent[]>;
   /**
+   * readAll bounded in bytes as well as in events, saying whether it stopped at a bound or at the log's
+   * end: the bulk readers of the log (the read models' runners, the rebuild, the audit route, the chain's
+   * catch-up, the move between stores) read with it, so the store, not an estimate of the events to come,
+   * keeps what one read holds.
+   */
+  readPage(options: ReadPageOptions): Promise<LogPage>;
+  /**
    * How many events readAll would return after `from` (up to `limit`), and when the first of them was
    * appended, without handing them over: a lag report must not hold thousands of events (each may carry a
    * wallet reply of up to 1 MiB) to count them.
@@ -162,12 +190,12 @@ export interface EventStore {
 }
 
 /**
- * subscribeAll built from readAll + waitForAppend, shared by the adapters: pages through the log,
- * yielding one event at a time (the consumer's await is the back-pressure), and sleeps on the
- * adapter's wake-up when caught up.
+ * subscribeAll built from readPage + waitForAppend, shared by the adapters: pages through the log
+ * (pages of at most BATCH_BYTES), yielding one event at a time (the consumer's await is the
+ * back-pressure), and sleeps on the adapter's wake-up when caught up.
  */
 export async function* pollingSubscription(
-  store: Pick<EventStore, 'readAll' | 'appendSeq' | 'waitForAppend'>,
+  store: Pick<EventStore, 'readPage' | 'appendSeq' | 'waitForAppend'>,
   options: SubscribeOptions = {},
   pageSize = 500,
 ): AsyncGenerator<RecordedEvent> {
@@ -175,13 +203,13 @@ export async function* pollingSubscription(
   const signal = options.signal;
   while (!signal?.aborted) {
     const seq = store.appendSeq();
-    const page = await store.readAll({ from, maxCount: pageSize });
-    for (const event of page) {
+    const { events, more } = await store.readPage({ from, maxCount: pageSize, maxBytes: BATCH_BYTES });
+    for (const event of events) {
       if (signal?.aborted) return;
       yield event;
       from = event.position;
     }
-    if (page.length < pageSize) await waitForMore(store, seq, page.length === 0, signal);
+    if (!more) await waitForMore(store, seq, events.length === 0, signal);
   }
 }
 

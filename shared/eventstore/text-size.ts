@@ -1,4 +1,4 @@
-import type { EventStore, Position, RecordedEvent } from './port.ts';
+import type { RecordedEvent } from './port.ts';
 
 /**
  * About how much text an event holds: its strings' lengths (in UTF-16 code units, a byte each for the
@@ -33,56 +33,10 @@ export function textBytes(event: Pick<RecordedEvent, 'data' | 'metadata'>): numb
 const sized = new WeakMap<object, number>();
 
 /**
- * The text (textBytes) a batch is meant to hold: every bulk reader of the log (the read models' runners,
- * the rebuild, the audit route, the chain's catch-up, wholeLog) that read large events (an outcome keeps
- * its wallet's reply verbatim, up to 1 MiB) asks for fewer next time, so that catching up on a wallet's
- * large replies does not read 1,000 of them, up to a gigabyte, at once: at most FIRST_BATCH of them before
- * it knows their size (64 MiB of the largest), then about 8 MiB a batch. The bench's ordinary events hold
- * about 300 bytes each: their batches reach 1,000 in three reads.
+ * What one read of the log holds at most (EventStore.readPage's maxBytes) for every bulk reader of it (the
+ * read models' runners, the rebuild, the audit route, the chain's catch-up, wholeLog), so that catching up
+ * on a wallet's large replies (an outcome keeps its reply verbatim, up to 1 MiB) does not read 1,000 of
+ * them, up to a gigabyte, at once. The bench's ordinary events hold about 300 bytes each: their pages
+ * stop at 1,000 events long before this.
  */
 export const BATCH_BYTES = 8 * 1024 * 1024;
-/** A reader's first read, before it has seen how large the events are (then nextBatchSize). */
-const FIRST_BATCH = 64;
-
-/**
- * How many events to ask for after reading `events`: `budget` (BATCH_BYTES) over their mean size, between
- * 1 and `most`, and at most four times as many as were read (FIRST_BATCH after a short or empty read), so that
- * a runner idling at the head on a few small events does not ask for 1,000 when a backlog of large ones
- * comes. Every event is sized (a sample would alias with the log's own alternation of small records and
- * large outcomes): under a microsecond each, against about 16 µs an event for reading and applying it in
- * the fastest way the read models are built (the rebuild, 61,000 events a second).
- */
-export function nextBatchSize(events: RecordedEvent[], most: number, budget = BATCH_BYTES): number {
-  const growth = Math.max(FIRST_BATCH, 4 * events.length);
-  if (events.length === 0) return Math.min(most, growth);
-  let bytes = 0;
-  for (const e of events) bytes += textBytes(e);
-  return Math.max(1, Math.min(most, growth, Math.floor(budget / Math.max(1, bytes / events.length))));
-}
-
-/**
- * A page of the log after `from`: at most `limit` events and about `maxBytes` of their text (textBytes;
- * always at least one event, however large), read in batches sized by nextBatchSize so that a page of
- * events holding large wallet replies is not read 1,000 at a time. Fewer events than `limit` do not mean
- * the log ends there: read on from the last one. Events read past the bound are read again by the next
- * page.
- */
-export async function readLogPage(store: Pick<EventStore, 'readAll'>, from: Position, limit: number, maxBytes: number): Promise<RecordedEvent[]> {
-  const events: RecordedEvent[] = [];
-  let bytes = 0;
-  let at = from;
-  let ask = nextBatchSize([], limit);
-  for (;;) {
-    const batch = await store.readAll({ from: at, maxCount: ask });
-    for (const e of batch) {
-      const size = textBytes(e);
-      if (events.length > 0 && bytes + size > maxBytes) return events;
-      events.push(e);
-      bytes += size;
-    }
-    if (batch.length < ask || events.length >= limit) return events;
-    at = batch[batch.length - 1]!.position;
-    // No more than the text left in the page would hold at the last batch's mean size.
-    ask = nextBatchSize(batch, limit - events.length, Math.min(BATCH_BYTES, maxBytes - bytes));
-  }
-}

@@ -1,5 +1,5 @@
 import { START, type EventStore, type Position, type RecordedEvent } from './port.ts';
-import { nextBatchSize } from './text-size.ts';
+import { BATCH_BYTES } from './text-size.ts';
 
 /** How long a log may hold back its committed tail before the move gives up (see wholeLog). */
 export const SETTLE_TIMEOUT_MS = 60_000;
@@ -11,23 +11,19 @@ export const SETTLE_TIMEOUT_MS = 60_000;
  * move must not stop at that tail: when the log ends short of the events the store holds, it waits for
  * the tail and goes on from where it was, and gives up (throws) after `SETTLE_TIMEOUT_MS`.
  */
-export async function* wholeLog(store: Pick<EventStore, 'readAll' | 'eventCount' | 'kind'>, settleTimeoutMs = SETTLE_TIMEOUT_MS, pageSize = 500): AsyncGenerator<RecordedEvent[]> {
+export async function* wholeLog(store: Pick<EventStore, 'readPage' | 'eventCount' | 'kind'>, settleTimeoutMs = SETTLE_TIMEOUT_MS, pageSize = 500): AsyncGenerator<RecordedEvent[]> {
   let from: Position = START;
   let read = 0;
   let waitingSince: number | undefined;
-  // Pages of up to `pageSize` events, fewer when they are large (nextBatchSize: 64 first, then about 8 MiB
-  // of text): an outcome keeps its wallet's reply, up to 1 MiB.
-  let ask = nextBatchSize([], pageSize);
   for (;;) {
-    const asked = ask;
-    const page = await store.readAll({ from, maxCount: asked });
+    // Pages of up to `pageSize` events and BATCH_BYTES: an outcome keeps its wallet's reply, up to 1 MiB.
+    const { events: page, more } = await store.readPage({ from, maxCount: pageSize, maxBytes: BATCH_BYTES });
     if (page.length > 0) {
       waitingSince = undefined;
       read += page.length;
       from = page[page.length - 1]!.position;
-      ask = nextBatchSize(page, pageSize);
       yield page;
-      if (page.length === asked) continue;
+      if (more) continue;
     }
     const held = await store.eventCount();
     if (held === undefined || read >= held) return;

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   START,
@@ -207,6 +207,45 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
       const head = await store.headPosition();
       const after = await store.readAll({ from: head, maxCount: 10 });
       expect(after.filter((e) => e.streamId === a || e.streamId === b)).toEqual([]);
+    });
+
+    it('reads pages bounded in bytes: a run of large events right after small ones stops at the bound, never short of one event, and says whether the log goes on', async () => {
+      const before = await store.headPosition();
+      const stream = s('large');
+      // About 100 kB of text each: random, and repetitive (which Postgres would compress by default; a page
+      // holds what the reader will hold, whatever the store makes of it).
+      let n = 0;
+      const large = () => ev('Large', { pad: n++ % 2 === 0 ? randomBytes(75_000).toString('base64') : 'x'.repeat(100_000) });
+      const written = [ev('1'), ev('2'), ev('3'), large(), large(), large(), large(), large()];
+      await store.append(stream, written.slice(0, 3), 'no_stream');
+      for (let i = 3; i < written.length; i++) await store.append(stream, [written[i]!], i - 1);
+      const all = await eventually(
+        () => store.readAll({ from: before, maxCount: 100 }),
+        (page) => page.filter((e) => e.streamId === stream).length === written.length,
+      );
+      const pages: Array<{ ids: string[]; more: boolean }> = [];
+      let from = before;
+      for (let i = 0; i < 10; i++) {
+        const page = await store.readPage({ from, maxCount: 1000, maxBytes: 250_000 });
+        pages.push({ ids: page.events.map((e) => e.id), more: page.more });
+        if (!page.more) break;
+        from = page.events[page.events.length - 1]!.position;
+      }
+      const ids = written.map((e) => e.id);
+      // The three small ones and two large ones, then two large a page, then the last alone: the log ends.
+      expect(pages).toEqual([
+        { ids: ids.slice(0, 5), more: true },
+        { ids: ids.slice(5, 7), more: true },
+        { ids: ids.slice(7), more: false },
+      ]);
+      // At least one event, however large; the count bound still holds; nothing after the head.
+      expect(all.map((e) => e.id)).toEqual(ids);
+      expect(await store.readPage({ from: all[3]!.position, maxCount: 1000, maxBytes: 10 })).toMatchObject({ events: [{ id: ids[4] }], more: true });
+      expect(await store.readPage({ from: all[2]!.position, maxCount: 1000, maxBytes: 10 })).toMatchObject({ events: [{ id: ids[3] }], more: true });
+      expect(await store.readPage({ from: before, maxCount: 2, maxBytes: 100_000_000 })).toMatchObject({ events: [{ id: ids[0] }, { id: ids[1] }], more: true });
+      expect(await store.readPage({ from: all.at(-1)!.position, maxCount: 1000, maxBytes: 250_000 })).toEqual({ events: [], more: false });
+      // What a page holds is what readAll holds, data and metadata included.
+      expect((await store.readPage({ from: before, maxCount: 4, maxBytes: 100_000_000 })).events).toEqual(all.slice(0, 4));
     });
 
     it('counts what readAll would return after a position, up to a limit, with the first one\'s time', async () => {

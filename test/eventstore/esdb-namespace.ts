@@ -7,9 +7,11 @@ import {
   type EventStore,
   type ExpectedRevision,
   type LogBacklog,
+  type LogPage,
   type NewEvent,
   type Position,
   type ReadAllOptions,
+  type ReadPageOptions,
   type ReadStreamOptions,
   type RecordedEvent,
   type SubscribeOptions,
@@ -17,6 +19,7 @@ import {
 } from '../../shared/eventstore/port.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { claimThenAppend } from '../../shared/eventstore/claim-then-append.ts';
+import { textBytes } from '../../shared/eventstore/text-size.ts';
 
 const INNER_PAGE = 500;
 
@@ -81,6 +84,29 @@ export class NamespacedEventStore implements EventStore {
       }
       const last = page[page.length - 1];
       if (page.length < pageSize || !last) return out;
+      cursor = last.position;
+    }
+  }
+
+  /** readAll bounded in text as the EventStoreDB adapter bounds it (textBytes of this namespace's events). */
+  async readPage(options: ReadPageOptions): Promise<LogPage> {
+    const maxCount = options.maxCount ?? INNER_PAGE;
+    const events: RecordedEvent[] = [];
+    let bytes = 0;
+    let cursor = !options.from || options.from === START ? this.baseline : options.from;
+    const pageSize = Math.max(maxCount, INNER_PAGE);
+    for (;;) {
+      const page = await this.inner.readAll({ from: cursor, maxCount: pageSize });
+      for (const event of page) {
+        if (!event.streamId.startsWith(this.prefix)) continue;
+        const size = textBytes(event);
+        if (events.length > 0 && bytes + size > options.maxBytes) return { events, more: true };
+        events.push(this.strip(event));
+        bytes += size;
+        if (events.length === maxCount) return { events, more: true };
+      }
+      const last = page[page.length - 1];
+      if (page.length < pageSize || !last) return { events, more: false };
       cursor = last.position;
     }
   }

@@ -6,7 +6,7 @@ import { applyBatch, CheckpointMovedError, ProjectionApplyError, projectionFailu
 import { createLogger } from '../../shared/logger.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool, type Pool } from '../../shared/db/pool.ts';
-import { START } from '../../shared/eventstore/port.ts';
+import { START, type ReadPageOptions } from '../../shared/eventstore/port.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { TALLY_TABLE_SQL, tallyProjection } from '../fixtures/tally-projection.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -173,16 +173,20 @@ describe('projection runner', () => {
     await expectExactlyOnce([...first, ...second]);
   });
 
-  it('catching up, reads 64 events first, then up to four times more a batch, and waits for appends only after a short page', async () => {
+  it('catching up, reads pages of up to its batch and 8 MiB, reads on at once while a page says the log goes on (a short one cut by its bytes too), and waits for appends only at the end', async () => {
     const ids = await appendEvents(300);
     await until(async () => (await store.readAll({ maxCount: 1000 })).length === 300);
-    const log: Array<{ kind: 'read'; asked: number; got: number } | { kind: 'wait' }> = [];
+    const log: Array<{ kind: 'read'; asked: number; maxBytes: number; got: number; more: boolean } | { kind: 'wait' }> = [];
+    // Once 150 events are read, the store is asked for pages of 1 byte, as if each event were larger than the
+    // bound: every page is one event, and says the log goes on.
+    let read = 0;
     const spy = new Proxy(store, {
       get(target, key) {
-        if (key === 'readAll') {
-          return async (o: { from?: string; maxCount?: number }) => {
-            const page = await target.readAll(o);
-            log.push({ kind: 'read', asked: o.maxCount ?? 0, got: page.length });
+        if (key === 'readPage') {
+          return async (o: ReadPageOptions) => {
+            const page = await target.readPage(read >= 150 ? { ...o, maxBytes: 1 } : o);
+            read += page.events.length;
+            log.push({ kind: 'read', asked: o.maxCount ?? 0, maxBytes: o.maxBytes, got: page.events.length, more: page.more });
             return page;
           };
         }
@@ -196,20 +200,21 @@ describe('projection runner', () => {
         return typeof value === 'function' ? value.bind(target) : value;
       },
     });
-    const runner = new ProjectionRunner(pool, db.url, spy, tallyProjection(), { lockRetryMs: 20, gatherMs: 0 });
+    const runner = new ProjectionRunner(pool, db.url, spy, tallyProjection(), { batchSize: 100, lockRetryMs: 20, gatherMs: 0 });
     runner.start();
     await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 300);
     await runner.stop();
     await expectExactlyOnce(ids);
     const reads = log.filter((l) => l.kind === 'read');
-    expect(reads.slice(0, 2)).toEqual([
-      { kind: 'read', asked: 64, got: 64 },
-      { kind: 'read', asked: 256, got: 236 },
+    expect(reads.slice(0, 3)).toEqual([
+      { kind: 'read', asked: 100, maxBytes: 8 * 1024 * 1024, got: 100, more: true },
+      { kind: 'read', asked: 100, maxBytes: 8 * 1024 * 1024, got: 100, more: true },
+      { kind: 'read', asked: 100, maxBytes: 8 * 1024 * 1024, got: 1, more: true },
     ]);
-    expect(log[2], 'the short page, then a wait').toEqual({ kind: 'wait' });
-    // Never a wait right after a full page: the backlog is read on at once.
-    for (const [i, l] of log.entries()) if (l.kind === 'wait') expect(log[i - 1], `entry ${i}`).toMatchObject({ kind: 'read' });
-    for (const [i, l] of log.entries()) if (l.kind === 'wait') expect((log[i - 1] as { got: number; asked: number }).got).toBeLessThan((log[i - 1] as { asked: number }).asked);
+    // The other 100 one at a time; the last of them says the log ends there.
+    expect(reads.slice(2, 102).map((r) => [r.got, r.more])).toEqual([...Array.from({ length: 99 }, () => [1, true]), [1, false]]);
+    // Never a wait right after a page that said the log goes on: the backlog is read on at once.
+    for (const [i, l] of log.entries()) if (l.kind === 'wait') expect(log[i - 1], `entry ${i}`).toMatchObject({ kind: 'read', more: false });
   });
 
   it('reports its lag in events and milliseconds behind the head', async () => {

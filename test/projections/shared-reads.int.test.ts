@@ -1,10 +1,10 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMigrations } from '../../services/migrations.ts';
 import { SharedLogReads } from '../../projections/shared-reads.ts';
 import { textBytes } from '../../shared/eventstore/text-size.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
-import { START, type EventStore, type Position, type ReadAllOptions, type RecordedEvent } from '../../shared/eventstore/port.ts';
+import { START, type EventStore, type Position, type ReadPageOptions, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
 import { prng } from '../helpers/prng.ts';
 
@@ -28,13 +28,13 @@ describe('the log read once for all of a process\'s projection runners', () => {
 
   /** The real store, its reads and the events they returned counted. */
   const counted = () => {
-    const reads: Array<{ options: Required<ReadAllOptions>; events: number }> = [];
+    const reads: Array<{ options: Required<ReadPageOptions>; events: number }> = [];
     return {
       reads,
       store: {
-        readAll: async (options: Required<ReadAllOptions>) => {
-          const page = await store.readAll(options);
-          reads.push({ options, events: page.length });
+        readPage: async (options: Required<ReadPageOptions>) => {
+          const page = await store.readPage(options);
+          reads.push({ options, events: page.events.length });
           return page;
         },
       },
@@ -67,16 +67,18 @@ describe('the log read once for all of a process\'s projection runners', () => {
     }
   };
   const ids = (events: RecordedEvent[]) => events.map((e) => e.id);
+  /** A runner's read, bounded in bytes as the runners' are (far above these events' text unless given). */
+  const read = async (shared: SharedLogReads, o: { from: Position; maxCount: number; maxBytes?: number }) => (await shared.readPage({ maxBytes: 8 << 20, ...o })).events;
 
   it('six runners at the head: the new events read from the store once, and each runner gets all of them', async () => {
     await appendShown(5);
     const start = (await after(START)).at(-1)!.position;
     const { reads, store: spy } = counted();
     const shared = new SharedLogReads(spy);
-    expect(await shared.readAll({ from: start, maxCount: 1000 })).toEqual([]);
+    expect(await read(shared, { from: start, maxCount: 1000 })).toEqual([]);
     await appendShown(40);
     reads.length = 0;
-    const pages = await Promise.all(Array.from({ length: 6 }, () => shared.readAll({ from: start, maxCount: 1000 })));
+    const pages = await Promise.all(Array.from({ length: 6 }, () => read(shared, { from: start, maxCount: 1000 })));
     const expected = await after(start);
     expect(expected).toHaveLength(40);
     for (const page of pages) expect(ids(page)).toEqual(ids(expected));
@@ -86,7 +88,7 @@ describe('the log read once for all of a process\'s projection runners', () => {
     // Caught up, all six find nothing new: each such answer comes from the store, never from memory.
     reads.length = 0;
     const end = expected.at(-1)!.position;
-    for (const page of await Promise.all(Array.from({ length: 6 }, () => shared.readAll({ from: end, maxCount: 1000 })))) expect(page).toEqual([]);
+    for (const page of await Promise.all(Array.from({ length: 6 }, () => read(shared, { from: end, maxCount: 1000 })))) expect(page).toEqual([]);
     expect(reads.length).toBeGreaterThanOrEqual(1);
   });
 
@@ -111,7 +113,7 @@ describe('the log read once for all of a process\'s projection runners', () => {
       const who = (rnd() < 0.3 ? readers : [readers[Math.floor(rnd() * readers.length)]!]).map((r) => ({ r, maxCount: 1 + Math.floor(rnd() * 30) }));
       const before = await Promise.all(who.map(({ r, maxCount }) => store.readAll({ from: r.at, maxCount })));
       const during = rnd() < 0.2 ? 1 + Math.floor(rnd() * 5) : 0;
-      const [pages] = await Promise.all([Promise.all(who.map(({ r, maxCount }) => shared.readAll({ from: r.at, maxCount }))), append(during)]);
+      const [pages] = await Promise.all([Promise.all(who.map(({ r, maxCount }) => read(shared, { from: r.at, maxCount }))), append(during)]);
       appended += during;
       for (const [i, { r, maxCount }] of who.entries()) {
         const page = pages[i]!;
@@ -127,7 +129,7 @@ describe('the log read once for all of a process\'s projection runners', () => {
     const whole = await after(origin);
     for (const r of readers) {
       // Each reads on to the end.
-      for (let page; (page = await shared.readAll({ from: r.at, maxCount: 30 })).length > 0; ) {
+      for (let page; (page = await read(shared, { from: r.at, maxCount: 30 })).length > 0; ) {
         r.got.push(...page);
         r.at = page[page.length - 1]!.position;
       }
@@ -159,7 +161,7 @@ describe('the log read once for all of a process\'s projection runners', () => {
     for (let done = false; !done || !slow.done; ) {
       if (!done) {
         rounds++;
-        const pages = await Promise.all(inStep.map((r) => shared.readAll({ from: r.at, maxCount: 3 })));
+        const pages = await Promise.all(inStep.map((r) => read(shared, { from: r.at, maxCount: 3 })));
         peak = Math.max(peak, shared.kept().bytes);
         for (const [i, page] of pages.entries()) {
           inStep[i]!.got.push(...page);
@@ -168,7 +170,7 @@ describe('the log read once for all of a process\'s projection runners', () => {
         done = pages.every((p) => p.length === 0);
       }
       if (!slow.done) {
-        const page = await shared.readAll({ from: slow.at, maxCount: 1 });
+        const page = await read(shared, { from: slow.at, maxCount: 1 });
         slow.calls++;
         peak = Math.max(peak, shared.kept().bytes);
         slow.got.push(...page);
@@ -183,6 +185,42 @@ describe('the log read once for all of a process\'s projection runners', () => {
     expect(reads.length, `store reads for ${rounds} rounds of three calls in step and ${slow.calls} calls alone`).toBeLessThanOrEqual(rounds + 2 + slow.calls);
   });
 
+  it('a run of large events right after small ones: each page stops at the runners\' byte bound, says the log goes on, and the pages together are the log', async () => {
+    await appendShown(1);
+    const origin = (await after(START)).at(-1)!.position;
+    // About 50 kB of text each, random so that Postgres does not compress it: the store's measure and textBytes agree.
+    const large = () => ({ status: 'OK', body: randomBytes(37_500).toString('base64') });
+    for (let i = 0; i < 5; i++) await append(1);
+    for (let i = 0; i < 12; i++) await store.append(`shared-large-${randomUUID()}`, [{ id: randomUUID(), type: 'TransactionSettled', data: { i, reply: large() } }], 'any');
+    total += 12;
+    await appendShown(3);
+    const whole = await after(origin);
+    expect(whole).toHaveLength(20);
+    const { reads, store: spy } = counted();
+    const shared = new SharedLogReads(spy);
+    const maxBytes = 120_000;
+    // Three runners in step, as at the head, each reading on at once while its page says the log goes on.
+    const runners = [0, 1, 2].map(() => ({ at: origin, pages: [] as Array<{ events: RecordedEvent[]; more: boolean }> }));
+    for (let done = false; !done; ) {
+      const pages = await Promise.all(runners.map((r) => shared.readPage({ from: r.at, maxCount: 1000, maxBytes })));
+      for (const [i, page] of pages.entries()) {
+        runners[i]!.pages.push(page);
+        if (page.events.length > 0) runners[i]!.at = page.events.at(-1)!.position;
+      }
+      done = pages.every((p) => !p.more);
+    }
+    for (const r of runners) {
+      expect(ids(r.pages.flatMap((p) => p.events))).toEqual(ids(whole));
+      // The five small ones and two large, then two large a page, the last two with the three small ones;
+      // every page but the last says more.
+      expect(r.pages.map((p) => p.events.length)).toEqual([7, 2, 2, 2, 2, 5]);
+      expect(r.pages.map((p) => p.more)).toEqual([true, true, true, true, true, false]);
+      for (const p of r.pages) expect(p.events.reduce((n, e) => n + textBytes(e), 0)).toBeLessThanOrEqual(maxBytes);
+    }
+    // Read from the store once for the three (the first round's three calls each read: nothing was kept yet).
+    expect(eventsRead(reads)).toBeLessThanOrEqual(whole.length + 2 * 7);
+  });
+
   it('a runner that comes while a read is under way, after an append, gets the appended events', async () => {
     await appendShown(2);
     const start = (await after(START)).at(-1)!.position;
@@ -190,19 +228,19 @@ describe('the log read once for all of a process\'s projection runners', () => {
     let release: (() => void) | undefined;
     let hold = false;
     const shared = new SharedLogReads({
-      readAll: async (o) => {
-        const page = await store.readAll(o);
+      readPage: async (o) => {
+        const page = await store.readPage(o);
         if (hold) await new Promise<void>((r) => (release = r));
         return page;
       },
     });
-    expect(await shared.readAll({ from: start, maxCount: 100 })).toEqual([]);
+    expect(await read(shared, { from: start, maxCount: 100 })).toEqual([]);
     hold = true;
-    const first = shared.readAll({ from: start, maxCount: 100 });
+    const first = read(shared, { from: start, maxCount: 100 });
     await expect.poll(() => release !== undefined).toBe(true); // the store has answered
     await appendShown(5);
     hold = false;
-    const second = shared.readAll({ from: start, maxCount: 100 });
+    const second = read(shared, { from: start, maxCount: 100 });
     release!();
     expect(await first).toEqual([]);
     expect(ids(await second), 'the events appended before it asked').toEqual(ids(await after(start)));
@@ -216,19 +254,19 @@ describe('the log read once for all of a process\'s projection runners', () => {
     const gates: Array<() => void> = [];
     let hold = false;
     const shared = new SharedLogReads({
-      readAll: async (o) => {
-        const page = await store.readAll(o);
+      readPage: async (o) => {
+        const page = await store.readPage(o);
         if (hold) await new Promise<void>((r) => gates.push(r));
         return page;
       },
     });
-    const first = await shared.readAll({ from: origin, maxCount: 100 });
+    const first = await read(shared, { from: origin, maxCount: 100 });
     expect(first).toHaveLength(3);
     await appendShown(17);
     hold = true;
     const at = first.at(-1)!.position;
     // The first asks for 1 and starts a read of 1; the others come while it is under way.
-    const calls = [shared.readAll({ from: at, maxCount: 1 }), shared.readAll({ from: at, maxCount: 2 }), shared.readAll({ from: at, maxCount: 10 })];
+    const calls = [read(shared, { from: at, maxCount: 1 }), read(shared, { from: at, maxCount: 2 }), read(shared, { from: at, maxCount: 10 })];
     let settled = false;
     const all = Promise.all(calls).finally(() => (settled = true));
     while (!settled) {
@@ -247,13 +285,13 @@ describe('the log read once for all of a process\'s projection runners', () => {
     await appendShown(3);
     const start = (await after(START)).at(-1)!.position;
     let fail = false;
-    const shared = new SharedLogReads({ readAll: (o) => (fail ? Promise.reject(new Error('connection reset')) : store.readAll(o)) });
-    await shared.readAll({ from: start, maxCount: 100 });
+    const shared = new SharedLogReads({ readPage: (o) => (fail ? Promise.reject(new Error('connection reset')) : store.readPage(o)) });
+    await read(shared, { from: start, maxCount: 100 });
     await appendShown(4);
     fail = true;
-    const results = await Promise.allSettled(Array.from({ length: 3 }, () => shared.readAll({ from: start, maxCount: 100 })));
+    const results = await Promise.allSettled(Array.from({ length: 3 }, () => read(shared, { from: start, maxCount: 100 })));
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
     fail = false;
-    expect(ids(await shared.readAll({ from: start, maxCount: 100 }))).toEqual(ids(await after(start)));
+    expect(ids(await read(shared, { from: start, maxCount: 100 }))).toEqual(ids(await after(start)));
   });
 });
