@@ -64,7 +64,8 @@ export class SharedLogReads {
         // A shared read from this very position whose page the byte bound has already let go of: that page
         // is the answer, by the same rule as below, not a read of its own.
         if (read.from === from && (read.page.length >= maxCount || answers())) {
-          return { events: read.page.slice(0, maxCount), more: read.more || read.page.length > maxCount };
+          const answer = within(read.page, 0, maxCount, maxBytes);
+          return answer.more ? answer : { events: answer.events, more: read.more };
         }
         return this.readOwn(options);
       }
@@ -84,21 +85,9 @@ export class SharedLogReads {
    */
   private keptAfter(from: Position, maxCount: number, maxBytes: number): LogPage | undefined {
     if (this.from === undefined) return undefined;
-    let i = 0;
-    if (from !== this.from) {
-      const at = this.at.get(from);
-      if (at === undefined) return undefined;
-      i = at - this.base + 1;
-    }
-    const events: RecordedEvent[] = [];
-    let bytes = 0;
-    for (; i < this.events.length && events.length < maxCount; i++) {
-      const e = this.events[i]!;
-      bytes += textBytes(e);
-      if (events.length > 0 && bytes > maxBytes) return { events, more: true };
-      events.push(e);
-    }
-    return { events, more: events.length === maxCount };
+    if (from === this.from) return within(this.events, 0, maxCount, maxBytes);
+    const at = this.at.get(from);
+    return at === undefined ? undefined : within(this.events, at - this.base + 1, maxCount, maxBytes);
   }
 
   /** A read from a position the kept events do not cover (a runner behind them, or the first read). */
@@ -160,6 +149,21 @@ export class SharedLogReads {
       this.base += over;
     }
   }
+}
+
+/**
+ * `events` from index `start`, up to `maxCount` of them and `maxBytes` of their text (textBytes; the first
+ * always), `more` if either bound stopped it.
+ */
+function within(events: RecordedEvent[], start: number, maxCount: number, maxBytes: number): LogPage {
+  const page: RecordedEvent[] = [];
+  let bytes = 0;
+  for (let i = start; i < events.length && page.length < maxCount; i++) {
+    bytes += textBytes(events[i]!);
+    if (page.length > 0 && bytes > maxBytes) return { events: page, more: true };
+    page.push(events[i]!);
+  }
+  return { events: page, more: page.length === maxCount };
 }
 
 /** A store read continuing the kept events: `calls` as it began, what it asked for, from where, what it found, and whether it stopped at a bound. */

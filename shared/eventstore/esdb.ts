@@ -148,7 +148,8 @@ class EsdbEventStore implements EventStore {
   /**
    * readAll that also stops before the event that would take the page's text (textBytes) past maxBytes,
    * the first event excepted: that event is read and let go (read again by the next page), and the read is
-   * cancelled, so the server sends little more than the page.
+   * cancelled. What the server sent past it is only what gRPC's flow control let it send ahead of the
+   * adapter's reading, dropped with the read.
    */
   async readPage(options: ReadPageOptions): Promise<LogPage> {
     const maxCount = options.maxCount ?? DEFAULT_PAGE_SIZE;
@@ -317,7 +318,7 @@ class EsdbEventStore implements EventStore {
     void this.runLive();
   }
 
-  /** One live subscription per store, only to count appends; readers re-read with readAll. */
+  /** One live subscription per store, only to count appends; readers re-read with readAll or readPage. */
   private async runLive(): Promise<void> {
     const closed = this.closing.signal;
     while (!closed.aborted) {

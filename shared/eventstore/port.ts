@@ -179,10 +179,10 @@ export interface EventStore {
   appendSeq(): number;
   /**
    * Resolves once appendSeq() > afterSeq, after timeoutMs, or on abort. A wake-up hint only:
-   * callers re-read with readAll.
+   * callers re-read with readAll or readPage.
    */
   waitForAppend(afterSeq: number, timeoutMs: number, signal?: AbortSignal): Promise<void>;
-  /** Position of the newest event readAll can return now, or START when the log is empty. */
+  /** Position of the newest event readAll (or readPage) can return now, or START when the log is empty. */
   headPosition(): Promise<Position>;
   /** Throws if the store cannot be reached (used by /readyz). */
   ping(): Promise<void>;

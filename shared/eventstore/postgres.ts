@@ -234,10 +234,21 @@ export const eventStoreMigrations: Migration[] = [
     // then about the size of its text, as the process that reads it holds it. Compressed, a wallet reply
     // of 1 MiB of repetitive JSON measured a few kB, and a page of 1,000 such events held a gigabyte. The
     // bench's events (about 350 bytes) were never compressed; EventStoreDB does not compress either.
-    // Applies to the values written from now on: an event Postgres compressed before is measured at its
-    // compressed size. A catalog change only: nothing is rewritten.
+    // Applies to the values written from now on (eventstore-010 rewrites those compressed before). A
+    // catalog change, in a transaction of its own so that its lock on the log is held only for it.
     id: 'eventstore-009-uncompressed-data',
     sql: `ALTER TABLE es_events ALTER COLUMN data SET STORAGE EXTERNAL, ALTER COLUMN metadata SET STORAGE EXTERNAL;`,
+  },
+  {
+    // The events Postgres compressed before eventstore-009 (values over about 2 kB: large wallet replies)
+    // stored again uncompressed, the same JSON (a round trip through its text makes a new value; the
+    // same value would keep its compressed form), so that readPage measures them as it measures the
+    // rest. Their content, position, transaction id and time are unchanged, so every read of the log and
+    // the hash chain's links stay the same. One pass over the log that writes only those rows: it takes
+    // no lock that appends wait for (their rows are new, never these).
+    id: 'eventstore-010-uncompressed-before',
+    sql: `UPDATE es_events SET data = data::text::jsonb, metadata = metadata::text::jsonb
+          WHERE pg_column_compression(data) IS NOT NULL OR pg_column_compression(metadata) IS NOT NULL;`,
   },
 ];
 
@@ -324,7 +335,7 @@ export class PostgresEventStore implements EventStore {
   private seq = 0;
   private waiters = new Set<() => void>();
   private readonly listener: PgListener;
-  /** Rows readAll dropped because they did not sort after the cursor (see readAll); should stay 0. */
+  /** Rows readAll and readPage dropped because they did not sort after the cursor (see inOrder); should stay 0. */
   outOfOrderRowsDropped = 0;
 
   /** Concurrent appends and stream reads share round trips (see Coalescer): two batches of each in flight. */
@@ -485,12 +496,13 @@ export class PostgresEventStore implements EventStore {
         ) e
         WHERE n <= 2 OR upto - size <= $4
         ORDER BY e.transaction_id, e.global_position`,
-      values: [xid, pos, maxCount, options.maxBytes],
+      values: [xid, pos, maxCount, Number.isFinite(options.maxBytes) ? Math.max(0, Math.floor(options.maxBytes)) : Number.MAX_SAFE_INTEGER],
       rowMode: 'array',
     });
     const kept = rows.filter((r) => r[0]);
     const events = this.inOrder(kept, xid, pos, 1);
-    return { events, more: kept.length < rows.length || rows.length === maxCount };
+    // An empty page never says more (were rows ever dropped as out of order, its reader would otherwise read again at once, for ever).
+    return { events, more: events.length > 0 && (kept.length < rows.length || rows.length === maxCount) };
   }
 
   /**

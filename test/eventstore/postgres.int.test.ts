@@ -322,6 +322,42 @@ describe('Postgres event store: a position written with leading zeros', () => {
   afterAll(async () => fx.cleanup());
 
   // Postgres reads '042'::xid8 as octal (34): the position must reach it as the decimal the guard compares.
+  it('stores large events uncompressed, and stores again those a release before compressed, the same JSON, so a page of them stays within its bytes', async () => {
+    const db = await createTestDatabase('esuncompressed');
+    const pool = createPool(db.url, 5);
+    const upTo = (id: string) => eventStoreMigrations.slice(0, eventStoreMigrations.findIndex((m) => m.id === id));
+    try {
+      // A log written by the release before: repetitive replies of a million characters, which Postgres compressed.
+      await migrate(pool, upTo('eventstore-009-uncompressed-data'));
+      const before = new PostgresEventStore(pool, db.url);
+      const body = (i: number) => String(i).repeat(1_000_000);
+      for (let i = 0; i < 12; i++) await before.append(`old-${i}`, [{ id: randomUUID(), type: 'Settled', data: { i, reply: { body: body(i % 10) } }, metadata: { note: 'n'.repeat(5_000) } }], 'no_stream');
+      await before.close();
+      const compressed = async () => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM es_events WHERE pg_column_compression(data) IS NOT NULL OR pg_column_compression(metadata) IS NOT NULL')).rows[0]!.n;
+      expect(await compressed()).toBe(12);
+      const rows = async () => (await pool.query<{ p: string; x: string; c: string; d: string; m: string }>('SELECT global_position AS p, transaction_id::text AS x, created_at::text AS c, md5(data::text) AS d, md5(metadata::text) AS m FROM es_events ORDER BY 1')).rows;
+      const stored = await rows();
+      await migrate(pool, eventStoreMigrations);
+      expect(await compressed()).toBe(0);
+      expect(await rows(), 'content, position, transaction and time unchanged').toEqual(stored);
+      const store = new PostgresEventStore(pool, db.url);
+      try {
+        // New ones are not compressed either.
+        await store.append('new', [{ id: randomUUID(), type: 'Settled', data: { reply: { body: body(7) } } }], 'no_stream');
+        expect(await compressed()).toBe(0);
+        // About a million characters each: eight to a page of 8 MiB, not all thirteen.
+        const page = await store.readPage({ from: START, maxCount: 1000, maxBytes: 8 * 1024 * 1024 });
+        expect(page.events.map((e) => (e.data as { i?: number }).i)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+        expect(page.more).toBe(true);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await pool.end();
+      await db.drop();
+    }
+  });
+
   it('reads after the same position as without them, dropping nothing as out of order', async () => {
     const { store } = fx;
     for (let i = 0; i < 12; i++) await store.append(`zeros-${i}`, [{ id: randomUUID(), type: 'T', data: {} }], 'no_stream');
