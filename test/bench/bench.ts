@@ -23,7 +23,7 @@ const USAGE = `usage: npm run bench -- [--seconds N] [--rates A,B,...] [--repeat
        npm run bench -- --isolation [--backlog N] [--samples N]
        npm run bench -- --reconciliation [--transactions N] [--samples N]
        npm run bench -- --chain [--events N]
-       npm run bench -- --rebuild [--events N]
+       npm run bench -- --rebuild [--events N] [--reply-bytes N]
        npm run bench -- --soak [--seconds N] [--rates R] [--one-process | --pause-read-models] [--reply-bytes N]
        npm run bench -- --ab DIR [--repeat N] [--rates A,B,...] [--seconds N] [--one-process]
 
@@ -58,7 +58,8 @@ commit cost on the machine, back to back and after 10 ms idle.
     --samples N    requests per measured kind, 1..10000 (default 200)
   --chain          instead: the hash chain on a large history (linking rate; verify-chain's rate and memory)
     --events N     history size, 1000..10000000 (default 1000000)
-  --rebuild        instead: \`npm run audit -- rebuild\` on a large history (its rate, memory and lock time; --events as above)
+  --rebuild        instead: \`npm run audit -- rebuild\` on a large history (its rate, memory and lock time; --events as above;
+                   --reply-bytes below pads every outcome's reply in the history)
   --soak           instead: the ledger alone at one offered rate (--rates, one value, default 1000) for
                    --seconds (default 300), the api's memory (RSS) read every second (the worker and
                    projector's printed beside it)
@@ -117,7 +118,7 @@ for (const o of ['repeat', 'ledger-only', 'floor'] as const) if (SOAK && opts[o]
 for (const o of ['ledger-only', 'floor', 'pause-read-models'] as const) if (AB && opts[o] !== undefined) cli.fail(`--${o} does not apply to --ab (it compares two ledgers)`);
 if (!CHAIN && !REBUILD && opts.events !== undefined) cli.fail('--events applies only with --chain or --rebuild');
 if (!ISOLATION && opts.backlog !== undefined) cli.fail('--backlog applies only with --isolation');
-if (!SOAK && opts['reply-bytes'] !== undefined) cli.fail('--reply-bytes applies only with --soak');
+if (!SOAK && !REBUILD && opts['reply-bytes'] !== undefined) cli.fail('--reply-bytes applies only with --soak or --rebuild');
 const REPLY_BYTES = opts['reply-bytes'] !== undefined ? cli.whole('reply-bytes', opts['reply-bytes'], 64, 1024 * 1024) : undefined;
 if (!RECONCILIATION && opts.transactions !== undefined) cli.fail('--transactions applies only with --reconciliation');
 if (!ISOLATION && !RECONCILIATION && opts.samples !== undefined) cli.fail('--samples applies only with --isolation or --reconciliation');
@@ -517,7 +518,7 @@ async function main(): Promise<number> {
     : CHAIN
       ? import('./chain.ts').then((m) => m.chainMain({ events: EVENTS }))
       : REBUILD
-        ? import('./rebuild.ts').then((m) => m.rebuildMain({ events: EVENTS }))
+        ? import('./rebuild.ts').then((m) => m.rebuildMain({ events: EVENTS, ...(REPLY_BYTES ? { replyBytes: REPLY_BYTES } : {}) }))
         : AB
           ? import('./ab.ts').then((m) => m.abMain({ other: opts.ab!, repeat: REPEAT, rates: RATES, seconds: SECONDS, oneProcess: ONE_PROCESS }))
           : main()).then(

@@ -28,7 +28,7 @@ interface RoundPlan {
 }
 
 /** One round: a BET and (unless declined) its WIN, with their outcomes, recorded at `at`. */
-export function plan(i: number, rnd: () => number, at: number): RoundPlan & { operatorId: string; roundId: string; gameId: string; playerRef: string } {
+export function plan(i: number, rnd: () => number, at: number, replyBody = '{}'): RoundPlan & { operatorId: string; roundId: string; gameId: string; playerRef: string } {
   const operatorId = rnd() < 0.9 ? OP1.id : OP2.id;
   const g = GAMES[Math.floor(rnd() * GAMES.length)]!;
   const playerRef = `bp-${Math.floor(rnd() * PLAYERS)}`;
@@ -42,7 +42,7 @@ export function plan(i: number, rnd: () => number, at: number): RoundPlan & { op
   };
   const settled = (transactionId: string, outcome: 'applied' | 'declined', offset: number): RoundEvent => ({
     type: 'TransactionSettled',
-    data: { transactionId, outcome, reply: { status: outcome === 'applied' ? 'OK' : 'DECLINED', balance: 10_000, body: '{}' }, attempt: 1, settledAt: iso(offset) },
+    data: { transactionId, outcome, reply: { status: outcome === 'applied' ? 'OK' : 'DECLINED', balance: 10_000, body: replyBody }, attempt: 1, settledAt: iso(offset) },
   });
   const bet = `${roundId}-b`;
   const win = `${roundId}-w`;
@@ -71,9 +71,14 @@ export interface History {
   seconds: number;
 }
 
-/** Appends rounds until `wanted` transactions are recorded, `concurrency` appends at a time. */
-export async function appendHistory(store: EventStore, wanted: number, concurrency: number): Promise<History> {
+/**
+ * Appends rounds until `wanted` transactions are recorded, `concurrency` appends at a time; with
+ * `replyBytes`, every outcome's reply body is that many characters of random text (one text for all, from
+ * the seed: a wallet of large replies).
+ */
+export async function appendHistory(store: EventStore, wanted: number, concurrency: number, replyBytes?: number): Promise<History> {
   const rnd = prng(20261125);
+  const replyBody = replyBytes === undefined ? '{}' : Array.from({ length: replyBytes }, () => String.fromCharCode(97 + Math.floor(rnd() * 26))).join('');
   const rounds: History['rounds'] = [];
   let made = 0;
   let events = 0;
@@ -82,7 +87,7 @@ export async function appendHistory(store: EventStore, wanted: number, concurren
   const next = (): RoundPlan | undefined => {
     if (made >= wanted) return undefined;
     const at = START + Math.floor((made / wanted) * (SPAN - DAY)) + Math.floor(rnd() * 1000);
-    const p = plan(i++, rnd, at);
+    const p = plan(i++, rnd, at, replyBody);
     made += p.transactions;
     events += p.events.length;
     if (rounds.length < 100_000 || rnd() < 0.01) rounds.push(p);

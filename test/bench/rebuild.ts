@@ -4,7 +4,8 @@
  * rebuild` as the command it is, in a process of its own, and prints its rate (events of the history a
  * second, every read model rebuilt) with that process's memory read from /proc every 200 ms: it must not
  * grow with the history.
- *   --events N   history size in events (default 1,000,000)
+ *   --events N        history size in events (default 1,000,000)
+ *   --reply-bytes N   every outcome's wallet reply padded to N bytes of random text (a wallet of large replies)
  */
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
@@ -16,7 +17,7 @@ import { cleaningUp } from './interrupt.ts';
 import { appendHistory } from './history.ts';
 import { auditSampled, rssThirds } from './rss.ts';
 
-export async function rebuildMain({ events: WANTED }: { events: number }): Promise<void> {
+export async function rebuildMain({ events: WANTED, replyBytes }: { events: number; replyBytes?: number }): Promise<void> {
   const db = await createTestDatabase('rebuildbench');
   const pool = createPool(db.url, 52);
   const cleanup = async () => {
@@ -27,9 +28,9 @@ export async function rebuildMain({ events: WANTED }: { events: number }): Promi
     await migrate(pool, allMigrations);
     const store = await createEventStore('postgres', pool, db.url);
     // About two events a transaction (a record and its outcome).
-    const history = await appendHistory(store, Math.ceil(WANTED / 2), 48);
+    const history = await appendHistory(store, Math.ceil(WANTED / 2), 48, replyBytes);
     await store.close();
-    console.log(`history: ${history.events.toLocaleString('en')} events (${history.roundCount.toLocaleString('en')} rounds) appended in ${history.seconds.toFixed(0)} s`);
+    console.log(`history: ${history.events.toLocaleString('en')} events (${history.roundCount.toLocaleString('en')} rounds) appended in ${history.seconds.toFixed(0)} s${replyBytes ? `, every outcome's reply ${replyBytes} bytes` : ''}`);
     // At rest, as a production history is by the time it is rebuilt: autovacuum has visited it (its rows'
     // commit status is recorded on their pages, which the first read of fresh rows would otherwise write).
     await pool.query('VACUUM ANALYZE');
