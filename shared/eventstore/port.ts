@@ -95,8 +95,8 @@ export interface ReadAllOptions {
 export interface ReadPageOptions extends ReadAllOptions {
   /**
    * At most this much of the events, measured as the store holds them (Postgres: the stored size of their
-   * data and metadata, compressed where Postgres compressed them; EventStoreDB: their text, textBytes), and
-   * always the first event however large: an outcome keeps its wallet's reply verbatim, up to 1 MiB, so a
+   * data and metadata, which the log keeps uncompressed, about their text; EventStoreDB: their text,
+   * textBytes), and always the first event however large: an outcome keeps its wallet's reply verbatim, up to 1 MiB, so a
    * page of 1,000 events may otherwise hold a gigabyte.
    */
   maxBytes: number;
