@@ -1,5 +1,5 @@
 import { comparePositions, type EventStore, type LogPage, type Position, type ReadPageOptions, type RecordedEvent } from '../shared/eventstore/port.ts';
-import { textBytes } from '../shared/eventstore/text-size.ts';
+import { PageFill, textBytes } from '../shared/eventstore/text-size.ts';
 
 /**
  * The log's newest events, read once for the read models' runners of a process.
@@ -151,19 +151,11 @@ export class SharedLogReads {
   }
 }
 
-/**
- * `events` from index `start`, up to `maxCount` of them and `maxBytes` of their text (textBytes; the first
- * always), `more` if either bound stopped it.
- */
+/** `events` from index `start`, as a page of at most `maxCount` of them and `maxBytes` of their text (PageFill). */
 function within(events: RecordedEvent[], start: number, maxCount: number, maxBytes: number): LogPage {
-  const page: RecordedEvent[] = [];
-  let bytes = 0;
-  for (let i = start; i < events.length && page.length < maxCount; i++) {
-    bytes += textBytes(events[i]!);
-    if (page.length > 0 && bytes > maxBytes) return { events: page, more: true };
-    page.push(events[i]!);
-  }
-  return { events: page, more: page.length === maxCount };
+  const fill = new PageFill(maxCount, maxBytes);
+  for (let i = start; i < events.length && !fill.full; i++) fill.add(events[i]!);
+  return fill.page();
 }
 
 /** A store read continuing the kept events: `calls` as it began, what it asked for, from where, what it found, and whether it stopped at a bound. */

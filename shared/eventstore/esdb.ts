@@ -22,7 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../logger.ts';
 import type { Pool } from '../db/pool.ts';
 import { claimThenAppend } from './claim-then-append.ts';
-import { textBytes } from './text-size.ts';
+import { PageFill } from './text-size.ts';
 import {
   START,
   WrongExpectedRevisionError,
@@ -153,20 +153,9 @@ class EsdbEventStore implements EventStore {
    */
   async readPage(options: ReadPageOptions): Promise<LogPage> {
     const maxCount = options.maxCount ?? DEFAULT_PAGE_SIZE;
-    const events: RecordedEvent[] = [];
-    let bytes = 0;
-    let cut = false;
-    await this.forwardsAfter(options.from, maxCount, (event) => {
-      const recorded = toRecorded(event);
-      const size = textBytes(recorded);
-      if (events.length > 0 && bytes + size > options.maxBytes) {
-        cut = true;
-        return 'stop';
-      }
-      events.push(recorded);
-      bytes += size;
-    });
-    return { events, more: cut || events.length === maxCount };
+    const fill = new PageFill(maxCount, options.maxBytes);
+    await this.forwardsAfter(options.from, maxCount, (event) => (fill.add(toRecorded(event)) ? undefined : 'stop'));
+    return fill.page();
   }
 
   /** Counted as the events stream in, none kept but the first's time. */

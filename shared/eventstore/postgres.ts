@@ -268,7 +268,7 @@ type EventRow = [globalPosition: string, transactionId: string, streamId: string
 // time (a row edited by hand) is read, as an invalid Date, instead of failing the whole read.
 const CREATED_MS = "round(date_part('epoch', date_trunc('milliseconds', created_at AT TIME ZONE 'UTC')) * 1000)";
 const COLUMNS = `global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type, data, metadata, ${CREATED_MS} AS created_ms`;
-/** COLUMNS of readPage, whose data and metadata are sent only for the rows inside the page. */
+/** COLUMNS of readPage, whose data and metadata are sent only for the rows inside the page (`inside`, after them). */
 const PAGE_COLUMNS = `global_position, transaction_id::text AS transaction_id, stream_id, revision, event_id, type,
   CASE WHEN inside THEN data END AS data, CASE WHEN inside THEN metadata END AS metadata, ${CREATED_MS} AS created_ms`;
 
@@ -485,9 +485,9 @@ export class PostgresEventStore implements EventStore {
   async readPage(options: ReadPageOptions): Promise<LogPage> {
     const { xid, pos } = parsePgPosition(options.from ?? START);
     const maxCount = options.maxCount ?? 1000;
-    const { rows } = await this.pool.query<[inside: boolean, ...EventRow]>({
+    const { rows } = await this.pool.query<[...EventRow, inside: boolean]>({
       name: 'es_read_page',
-      text: `SELECT inside, ${PAGE_COLUMNS} FROM (
+      text: `SELECT ${PAGE_COLUMNS}, inside FROM (
           SELECT e.*, n = 1 OR upto <= $4 AS inside FROM (
             SELECT e.*, row_number() OVER (${IN_ORDER}) AS n, sum(pg_column_size(e.data) + pg_column_size(e.metadata)) OVER (${IN_ORDER}) AS upto,
               pg_column_size(e.data) + pg_column_size(e.metadata) AS size
@@ -499,8 +499,9 @@ export class PostgresEventStore implements EventStore {
       values: [xid, pos, maxCount, Number.isFinite(options.maxBytes) ? Math.max(0, Math.floor(options.maxBytes)) : Number.MAX_SAFE_INTEGER],
       rowMode: 'array',
     });
-    const kept = rows.filter((r) => r[0]);
-    const events = this.inOrder(kept, xid, pos, 1);
+    // `inside` last, after COLUMNS, so that toRecorded reads each row as it is.
+    const kept = rows.filter((r) => r[r.length - 1] === true);
+    const events = this.inOrder(kept, xid, pos);
     // An empty page never says more (were rows ever dropped as out of order, its reader would otherwise read again at once, for ever).
     return { events, more: events.length > 0 && (kept.length < rows.length || rows.length === maxCount) };
   }
@@ -508,20 +509,20 @@ export class PostgresEventStore implements EventStore {
   /**
    * The query already returns only rows after the cursor, in order. This guard makes "never twice"
    * independent of the query plan: a row that does not sort strictly after the previous one can only be a
-   * repeat, so it is dropped and counted rather than delivered again. `at`: where COLUMNS begin in a row.
+   * repeat, so it is dropped and counted rather than delivered again.
    */
-  private inOrder(rows: unknown[][], xid: string, pos: string, at = 0): RecordedEvent[] {
+  private inOrder(rows: unknown[][], xid: string, pos: string): RecordedEvent[] {
     const events: RecordedEvent[] = [];
     let last: [string, string] = [xid, pos]; // the cursor, as sent: decimal, no leading zero
     for (const row of rows) {
       // Postgres writes both as canonical decimal text (no sign, no leading zero), so they compare as texts.
-      const key: [string, string] = [row[at + 1] as string, row[at] as string];
+      const key: [string, string] = [row[1] as string, row[0] as string];
       if (!after(key, last)) {
         this.outOfOrderRowsDropped += 1;
         continue;
       }
       last = key;
-      events.push(toRecorded(row, at));
+      events.push(toRecorded(row));
     }
     return events;
   }

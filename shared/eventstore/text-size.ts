@@ -1,4 +1,4 @@
-import type { RecordedEvent } from './port.ts';
+import type { LogPage, RecordedEvent } from './port.ts';
 
 /**
  * About how much text an event holds: its strings' lengths (in UTF-16 code units, a byte each for the
@@ -40,3 +40,39 @@ const sized = new WeakMap<object, number>();
  * stop at 1,000 events long before this.
  */
 export const BATCH_BYTES = 8 * 1024 * 1024;
+
+/**
+ * A page filled one event at a time, up to `maxCount` events and `maxBytes` of their text (textBytes), its
+ * first event always taken however large: the rule of every page bounded in text (the EventStoreDB
+ * adapter's readPage, the projector's shared reads). Postgres keeps the same rule in its query, by stored
+ * size.
+ */
+export class PageFill {
+  readonly events: RecordedEvent[] = [];
+  private bytes = 0;
+  /** Whether a bound stopped the page: no event is taken after this. */
+  full = false;
+
+  constructor(
+    private readonly maxCount: number,
+    private readonly maxBytes: number,
+  ) {}
+
+  /** Takes `event` unless the page is full or it would take the page past maxBytes (which fills it). */
+  add(event: RecordedEvent): boolean {
+    if (this.full) return false;
+    const size = textBytes(event);
+    if (this.events.length > 0 && this.bytes + size > this.maxBytes) {
+      this.full = true;
+      return false;
+    }
+    this.events.push(event);
+    this.bytes += size;
+    if (this.events.length >= this.maxCount) this.full = true;
+    return true;
+  }
+
+  page(): LogPage {
+    return { events: this.events, more: this.full };
+  }
+}

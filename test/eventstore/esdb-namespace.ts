@@ -19,7 +19,7 @@ import {
 } from '../../shared/eventstore/port.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { claimThenAppend } from '../../shared/eventstore/claim-then-append.ts';
-import { textBytes } from '../../shared/eventstore/text-size.ts';
+import { PageFill } from '../../shared/eventstore/text-size.ts';
 
 const INNER_PAGE = 500;
 
@@ -69,44 +69,25 @@ export class NamespacedEventStore implements EventStore {
 
   /** Pages through the shared log until `maxCount` events of this namespace are found or the log ends. */
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
-    const maxCount = options.maxCount ?? INNER_PAGE;
-    const out: RecordedEvent[] = [];
-    if (maxCount <= 0) return out;
-    let cursor = !options.from || options.from === START ? this.baseline : options.from;
-    const pageSize = Math.max(maxCount, INNER_PAGE);
-    for (;;) {
-      const page = await this.inner.readAll({ from: cursor, maxCount: pageSize });
-      for (const event of page) {
-        if (event.streamId.startsWith(this.prefix)) {
-          out.push(this.strip(event));
-          if (out.length === maxCount) return out;
-        }
-      }
-      const last = page[page.length - 1];
-      if (page.length < pageSize || !last) return out;
-      cursor = last.position;
-    }
+    return (await this.readPage({ ...options, maxBytes: Infinity })).events;
   }
 
-  /** readAll bounded in text as the EventStoreDB adapter bounds it (textBytes of this namespace's events). */
+  /** readAll bounded in text as the EventStoreDB adapter bounds it (PageFill over this namespace's events). */
   async readPage(options: ReadPageOptions): Promise<LogPage> {
     const maxCount = options.maxCount ?? INNER_PAGE;
-    const events: RecordedEvent[] = [];
-    let bytes = 0;
+    const fill = new PageFill(maxCount, options.maxBytes);
+    if (maxCount <= 0) return fill.page();
     let cursor = !options.from || options.from === START ? this.baseline : options.from;
     const pageSize = Math.max(maxCount, INNER_PAGE);
     for (;;) {
       const page = await this.inner.readAll({ from: cursor, maxCount: pageSize });
       for (const event of page) {
         if (!event.streamId.startsWith(this.prefix)) continue;
-        const size = textBytes(event);
-        if (events.length > 0 && bytes + size > options.maxBytes) return { events, more: true };
-        events.push(this.strip(event));
-        bytes += size;
-        if (events.length === maxCount) return { events, more: true };
+        fill.add(this.strip(event));
+        if (fill.full) return fill.page();
       }
       const last = page[page.length - 1];
-      if (page.length < pageSize || !last) return { events, more: false };
+      if (page.length < pageSize || !last) return fill.page();
       cursor = last.position;
     }
   }

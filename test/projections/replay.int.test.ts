@@ -6,7 +6,7 @@ import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { START, type EventStore, type JsonObject, type ReadPageOptions, type RecordedEvent } from '../../shared/eventstore/port.ts';
-import { textBytes } from '../../shared/eventstore/text-size.ts';
+import { PageFill } from '../../shared/eventstore/text-size.ts';
 import { handles, type Projection } from '../../projections/runner.ts';
 import { playerSessionsStream } from '../../services/sessions/events.ts';
 import { OP1 } from '../helpers/catalog.ts';
@@ -141,15 +141,9 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       /** The store's page, padded, and bounded as the stores bound it (at most maxBytes, the first event always). */
       async readPage(options: ReadPageOptions) {
         asked.push({ maxCount: options.maxCount, maxBytes: options.maxBytes });
-        const whole = (await store.readAll(options)).map((e) => ({ ...e, data: { ...e.data, padding } }));
-        const events: RecordedEvent[] = [];
-        let bytes = 0;
-        for (const e of whole) {
-          if (events.length > 0 && bytes + textBytes(e) > options.maxBytes) return { events, more: true };
-          events.push(e);
-          bytes += textBytes(e);
-        }
-        return { events, more: events.length === options.maxCount };
+        const fill = new PageFill(options.maxCount ?? 1000, options.maxBytes);
+        for (const e of await store.readAll(options)) if (!fill.add({ ...e, data: { ...e.data, padding } })) break;
+        return fill.page();
       },
     } as unknown as EventStore;
     const rounds = projections.find((p) => p.name === 'rounds')!;

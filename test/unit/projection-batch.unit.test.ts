@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { textBytes } from '../../shared/eventstore/text-size.ts';
+import { PageFill, textBytes } from '../../shared/eventstore/text-size.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 
@@ -31,6 +31,32 @@ describe('how much text an event holds (textBytes)', () => {
   });
 });
 
+describe('a page bounded in text (PageFill: the EventStoreDB adapter, the shared reads)', () => {
+  it('takes the first event however large, stops before the one that would pass the bound, and takes none after', () => {
+    const big = settled(300_000);
+    const fill = new PageFill(1000, 500_000);
+    expect(fill.add(big)).toBe(true);
+    expect(fill.full).toBe(false);
+    expect(fill.add(settled(300_000))).toBe(false);
+    expect(fill.full).toBe(true);
+    expect(fill.add(settled(10)), 'nothing after the page is full, however small').toBe(false);
+    expect(fill.page()).toEqual({ events: [big], more: true });
+    const alone = new PageFill(1000, 10);
+    expect(alone.add(big)).toBe(true);
+    expect(alone.page()).toEqual({ events: [big], more: false });
+  });
+
+  it('is full at maxCount, and says more only when a bound stopped it', () => {
+    const fill = new PageFill(2, 1_000_000);
+    expect([fill.add(settled(10)), fill.add(settled(10)), fill.add(settled(10))]).toEqual([true, true, false]);
+    expect(fill.page().events).toHaveLength(2);
+    expect(fill.page().more).toBe(true);
+    const short = new PageFill(5, 1_000_000);
+    short.add(settled(10));
+    expect(short.page().more, 'the log ended before either bound').toBe(false);
+  });
+});
+
 describe('the whole log, page by page (wholeLog: verify-chain, the move between stores)', () => {
   it('reads large events a few at a time, every one exactly once, going on at once after a page cut by its bytes, to the end of the log', async () => {
     const body = 'x'.repeat(1024 * 1024);
@@ -43,14 +69,9 @@ describe('the whole log, page by page (wholeLog: verify-chain, the move between 
       async readPage({ from, maxCount, maxBytes }: { from?: string; maxCount?: number; maxBytes: number }) {
         asked.push({ maxCount, maxBytes });
         const after = from === undefined || from === 'start' ? 0 : Number(from);
-        const events: RecordedEvent[] = [];
-        let bytes = 0;
-        for (const e of log.slice(after, after + maxCount!)) {
-          if (events.length > 0 && bytes + textBytes(e) > maxBytes) return { events, more: true };
-          events.push(e);
-          bytes += textBytes(e);
-        }
-        return { events, more: events.length === maxCount };
+        const fill = new PageFill(maxCount!, maxBytes);
+        for (const e of log.slice(after)) if (!fill.add(e)) break;
+        return fill.page();
       },
       eventCount: async () => {
         counts++;
