@@ -139,6 +139,9 @@ export interface Config {
   heapGrowingPercent: number;
 }
 
+/** One operator's share of the outcomes' backlog when OUTCOME_BACKLOG_OPERATOR_BYTES is unset: a quarter of the whole, at least 1,024 (never more than the whole). */
+export const defaultOperatorShare = (wholeBytes: number): number => Math.min(wholeBytes, Math.max(1024, Math.floor(wholeBytes / 4)));
+
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
@@ -152,7 +155,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
   }
   const e = parsed.data;
-  const operatorShare = e.OUTCOME_BACKLOG_OPERATOR_BYTES ?? Math.max(1024, Math.floor(e.OUTCOME_BACKLOG_BYTES / 4));
+  const operatorShare = e.OUTCOME_BACKLOG_OPERATOR_BYTES ?? defaultOperatorShare(e.OUTCOME_BACKLOG_BYTES);
   if (operatorShare > e.OUTCOME_BACKLOG_BYTES) {
     throw new ConfigError(`invalid configuration:\n  OUTCOME_BACKLOG_OPERATOR_BYTES: must be at most OUTCOME_BACKLOG_BYTES (${e.OUTCOME_BACKLOG_BYTES})`);
   }

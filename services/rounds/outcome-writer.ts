@@ -1,3 +1,4 @@
+import { defaultOperatorShare } from '../../shared/config.ts';
 import type { Logger } from '../../shared/logger.ts';
 
 /**
@@ -68,7 +69,7 @@ export class OutcomeWriter {
     this.retryMaxMs = limits.retryMaxMs ?? 2000;
     this.maxQueued = limits.maxQueued ?? 2000;
     this.maxQueuedBytes = limits.maxQueuedBytes ?? 16 * 1024 * 1024;
-    this.maxOperatorBytes = limits.maxOperatorBytes ?? Math.max(1, Math.floor(this.maxQueuedBytes / 4));
+    this.maxOperatorBytes = limits.maxOperatorBytes ?? defaultOperatorShare(this.maxQueuedBytes);
   }
 
   private share(operatorId: string): OperatorShare {
@@ -85,6 +86,11 @@ export class OutcomeWriter {
   private full(operatorId: string): boolean {
     const share = this.operators.get(operatorId);
     return this.fullForAll() || (share !== undefined && share.queued + share.reserved >= this.maxOperatorBytes);
+  }
+
+  /** admit() without waiting: admitted at once (reserving nothing) if there is room, else undefined. */
+  tryAdmit(operatorId: string): Admission | undefined {
+    return this.full(operatorId) ? undefined : NOTHING_RESERVED;
   }
 
   /**
@@ -104,9 +110,9 @@ export class OutcomeWriter {
    * every call under way would cap an operator's calls in flight whatever the store's speed (a slow
    * wallet of large replies at a few dozen a second), and it is the waiters that come in a crowd.
    */
-  async admit(operatorId: string, timeoutMs: number): Promise<Admission | undefined> {
-    if (!this.full(operatorId)) return NOTHING_RESERVED;
-    if (timeoutMs <= 0) return undefined;
+  admit(operatorId: string, timeoutMs: number): Promise<Admission | undefined> {
+    const now = this.tryAdmit(operatorId);
+    if (now) return Promise.resolve(now);
     return new Promise<Admission | undefined>((resolve) => {
       const waiter: Waiter = {
         operatorId,

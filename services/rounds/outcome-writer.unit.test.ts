@@ -79,7 +79,7 @@ describe('OutcomeWriter', () => {
     const small = gate();
     writer.write(out('r1', 't1', 600), small.write, async () => undefined);
     // 600 of 1,000: room for more. Let in at once, it holds no room of its own.
-    (await writer.admit('op-1', 0))!.release();
+    writer.tryAdmit('op-1')!.release();
     expect(writer.bytes).toBe(600);
     const large = gate();
     writer.write(out('r2', 't2', 500), large.write, async () => undefined);
@@ -189,8 +189,8 @@ describe('OutcomeWriter', () => {
     writer.write(out('r1', 't1', 450, 'op-1'), large.write, async () => undefined);
     expect([writer.bytesOf('op-1'), writer.bytesOf('op-2'), writer.bytes]).toEqual([450, 0, 450]);
     // op-1 is over its share: its new transactions wait; op-2's go on.
-    expect(await writer.admit('op-1', 0)).toBeUndefined();
-    (await writer.admit('op-2', 0))!.release();
+    expect(writer.tryAdmit('op-1')).toBeUndefined();
+    writer.tryAdmit('op-2')!.release();
     let op1: boolean | undefined;
     const op1Waits = writer.admit('op-1', MINUTE).then((a) => (op1 = a !== undefined));
     // Other operators' replies fill the whole backlog: now everyone waits.
@@ -198,7 +198,7 @@ describe('OutcomeWriter', () => {
     writer.write(out('r2', 't2', 300, 'op-2'), others[0]!.write, async () => undefined);
     writer.write(out('r3', 't3', 300, 'op-3'), others[1]!.write, async () => undefined);
     expect(writer.bytes).toBe(1050);
-    expect(await writer.admit('op-4', 0)).toBeUndefined();
+    expect(writer.tryAdmit('op-4')).toBeUndefined();
     let op4: boolean | undefined;
     const op4Waits = writer.admit('op-4', MINUTE).then((a) => (op4 = a !== undefined));
     await tick();

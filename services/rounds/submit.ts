@@ -84,10 +84,11 @@ export async function submitTransaction(deps: LedgerDeps, sub: Submission): Prom
 async function admit(deps: LedgerDeps, sub: Submission): Promise<Admission | undefined> {
   const outcomes = deps.outcomes;
   if (!outcomes) return undefined;
+  const now = outcomes.tryAdmit(sub.operatorId);
+  if (now) return now;
   const txId = sub.request.transactionId;
   const claimed = () => isClaimed(deps.pool, sub.registryKey, txId);
-  const now = await outcomes.admit(sub.operatorId, 0);
-  if (now || (await claimed())) return now;
+  if (await claimed()) return undefined;
   const later = await outcomes.admit(sub.operatorId, 5000);
   if (later || (await claimed())) return later;
   const backlog = { backlog: outcomes.size, backlogBytes: outcomes.bytes, operatorBytes: outcomes.bytesOf(sub.operatorId) };
