@@ -111,6 +111,8 @@ export interface EsdbTestServer {
   activeReads(): number;
   /** How many times a subscription fell behind its live buffer and went back to catch-up. */
   fellBehind(): number;
+  /** Events of the users' streams (not `$`) handed to gRPC by reads and subscriptions so far, read by the client or not. */
+  eventsSent(): number;
   /** Holds every read that arrives from now on (as a stuck node would) until the returned function is called. */
   holdReads(): () => void;
   /** Ends every running subscription with UNAVAILABLE, as a node going down does to its subscribers. */
@@ -559,6 +561,7 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
   const reads = new Set<AbortController>();
   let held: Promise<void> | undefined;
   let fellBehind = 0;
+  let eventsSent = 0;
   /** Every call in progress, with how to end it when the server goes away. */
   const calls = new Map<AbortController, () => void>();
   let closed = false;
@@ -935,7 +938,10 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
     const filtered = o.getFilterOptionCase() === O.FilterOptionCase.FILTER;
     const noFilter = o.getFilterOptionCase() === O.FilterOptionCase.NO_FILTER;
     const resolveLinks = o.getResolveLinks();
-    const out = (e: StoredEvent) => send(call, eventResp(log, e, uuidOption, resolveLinks), signal);
+    const out = (e: StoredEvent) => {
+      if (!signal.aborted && !e.streamId.startsWith('$')) eventsSent++; // send writes it, or throws Cancelled before writing anything
+      return send(call, eventResp(log, e, uuidOption, resolveLinks), signal);
+    };
 
     if (onStream && isCount && noFilter) return readStream(o, forwards, out, call, signal);
     if (onAll && isCount && (noFilter || filtered)) {
@@ -1211,6 +1217,7 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
     activeSubscriptions: () => subscriptions.size,
     activeReads: () => reads.size,
     fellBehind: () => fellBehind,
+    eventsSent: () => eventsSent,
     holdReads() {
       let release!: () => void;
       const hold = new Promise<void>((resolve) => (release = resolve));

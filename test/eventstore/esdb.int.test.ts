@@ -78,6 +78,32 @@ describe('EventStoreDB adapter against the test server', () => {
       await server.close();
     }
   });
+  it('lets go of a page bounded in bytes at its cut: the server sends only what flow control let it send ahead', async () => {
+    const server = await startEsdbTestServer();
+    const store = createEsdbEventStore(server.connectionString);
+    try {
+      // 60 replies of 200,000 characters: five fit a page of about 1 MB.
+      const reply = 'r'.repeat(200_000);
+      for (let i = 0; i < 60; i++) await store.append(`large-${i}`, [{ id: randomUUID(), type: 'Outcome', data: { reply } }], 'no_stream');
+      const sentBefore = server.eventsSent();
+      const pages: number[] = [];
+      let from: string | undefined;
+      for (;;) {
+        const page = await store.readPage({ ...(from ? { from } : {}), maxCount: 1000, maxBytes: 1_000_100 });
+        pages.push(page.events.length);
+        from = page.events.at(-1)?.position ?? from;
+        if (!page.more) break;
+      }
+      expect(pages).toEqual(Array.from({ length: 12 }, () => 5));
+      // Each page asks for 1,000 events and cancels the read at its cut: the server has then sent about a
+      // megabyte past it (125 events for these 60, 2026-11-30). Read to the end, each page would be sent
+      // every large event after it: some 400 in all.
+      expect(server.eventsSent() - sentBefore).toBeLessThanOrEqual(60 + pages.length * 10);
+    } finally {
+      await store.close();
+      await server.close();
+    }
+  });
 
   it('logs a dropped live subscription, subscribes again, and lets go of it on close', async () => {
     const server = await startEsdbTestServer();
