@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { roundsProjection, roundsReadModelMigrations } from '../../services/rounds/projection.ts';
 import { createScratch, dropScratch } from '../../services/audit/rebuild.ts';
 import type { Pool } from '../../shared/db/pool.ts';
-import type { RoundEvent } from '../../services/rounds/events.ts';
+import type { RoundEvent, TransactionRequest } from '../../services/rounds/events.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
 
@@ -72,8 +72,11 @@ describe('rounds projection: the same rows whatever the batch size', () => {
         }
         const rounds = await client.query('SELECT * FROM rm_rounds ORDER BY round_stream');
         const txs = await client.query('SELECT * FROM rm_transactions ORDER BY round_stream, transaction_id');
+        const quarters = await client.query(
+          'SELECT * FROM rm_settlement_quarters WHERE count <> 0 ORDER BY operator_id, quarter, provider_id, game_id, currency, type, direction, status',
+        );
         await client.query('SET search_path TO public');
-        return { rounds: rounds.rows, txs: txs.rows };
+        return { rounds: rounds.rows, txs: txs.rows, quarters: quarters.rows };
       } finally {
         client.release();
       }
@@ -126,19 +129,32 @@ describe('rounds projection: the same rows whatever the batch size', () => {
     }
   });
 
-  it('a record repeated in a later batch with its outcome: the row is settled, though its insert found the row there', async () => {
+  it('a record repeated in a later batch with its outcome: the row is settled, though its insert found the row there, and the batch\'s new rows are inserted', async () => {
     const stream = 'round|studio-a|op-1|again';
     const request = { transactionId: 'tx-again', sessionToken: 's', type: 'BET', roundId: 'again', roundComplete: false, playerRef: 'p1', amount: 250, currency: 'EUR', gameId: 'fruit-1' } as const;
+    const win = { ...request, transactionId: 'tx-win', type: 'WIN', amount: 400 } as const;
     const event = (n: number, e: RoundEvent): RecordedEvent => ({ id: randomUUID(), streamId: stream, revision: n, type: e.type, data: e.data, metadata: {}, position: `1.${n + 1}`, createdAt: new Date() });
-    const recorded = (n: number) => event(n, { type: 'TransactionRecorded', data: { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request, walletBody: '{}', contentHash: 'h', recordedAt: '2026-11-21T12:00:00.000Z' } });
+    const recorded = (n: number, r: TransactionRequest = request) =>
+      event(n, { type: 'TransactionRecorded', data: { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request: r, walletBody: '{}', contentHash: 'h', recordedAt: '2026-11-21T12:00:00.000Z' } });
     const settled = event(2, { type: 'TransactionSettled', data: { transactionId: 'tx-again', outcome: 'applied', reply: { status: 'OK', balance: 750, body: '{}' }, attempt: 1, settledAt: '2026-11-21T12:00:01.000Z' } });
-    const { txs, rounds } = (await rowsAfter([recorded(0), recorded(1), settled], (e) => [[e[0]!], [e[1]!, e[2]!]])) as {
+    // The second batch repeats the BET's record beside a new WIN: the repeat inserts nothing, the WIN is inserted.
+    const events = [recorded(0), recorded(1), settled, recorded(3, win)];
+    const twoBatches = (await rowsAfter(events, (e) => [[e[0]!], e.slice(1)])) as {
       txs: Array<Record<string, unknown>>;
       rounds: Array<Record<string, unknown>>;
+      quarters: Array<Record<string, unknown>>;
     };
-    expect(txs).toHaveLength(1);
+    const { txs, rounds, quarters } = twoBatches;
+    expect(txs.map((t) => t.transaction_id)).toEqual(['tx-again', 'tx-win']);
     expect(txs[0]).toMatchObject({ status: 'applied', attempts: 1, reply: { status: 'OK', balance: 750 }, settled_at: new Date('2026-11-21T12:00:01.000Z') });
-    expect(rounds[0]).toMatchObject({ bets: 1, bet_amount: '250', outstanding_bets: 1 });
+    expect(txs[1]).toMatchObject({ type: 'WIN', status: 'recorded', amount: '400' });
+    expect(rounds[0]).toMatchObject({ bets: 1, bet_amount: '250', wins: 1, outstanding_bets: 1 });
+    // Each transaction counted once in the operators' quarters, in the cell of its status as it stands.
+    expect(quarters.map((q) => [q.type, q.status, q.count, q.amount])).toEqual([
+      ['BET', 'applied', '1', '250'],
+      ['WIN', 'pending', '1', '400'],
+    ]);
+    expect(await rowsAfter(events, (e) => e.map((x) => [x]))).toEqual(twoBatches);
   });
   it('totals a round whose applied amounts sum past a bigint (1100 BETs and WINs of 2^53-1 each) exactly (#18 part 8)', async () => {
     const max = Number.MAX_SAFE_INTEGER;
