@@ -292,9 +292,11 @@ export async function replayInto(
         // a schema that does not exist: were the scratch schema dropped (by hand, or as left by a dead run,
         // see dropLeftScratch), they would be the live tables. Its tables are locked first, by their full
         // names: that fails if they are gone, and holds off their drop until this transaction ends. (Sent
-        // with the transaction's BEGIN: one round trip.)
+        // with the transaction's BEGIN: one round trip.) A lane's own transaction commits without waiting
+        // for the log's flush: it writes only scratch tables, which a crash leaves to be dropped (see
+        // dropLeftScratch) and the swap's commit, flushed, makes durable with everything logged before it.
         await client.query(
-          `${own ? 'BEGIN; ' : ''}SET LOCAL search_path TO ${schema}, public; LOCK TABLE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')} IN ROW EXCLUSIVE MODE`,
+          `${own ? 'BEGIN; SET LOCAL synchronous_commit = off; ' : ''}SET LOCAL search_path TO ${schema}, public; LOCK TABLE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')} IN ROW EXCLUSIVE MODE`,
         );
         await projection.apply(events, client);
         if (analyze) {
