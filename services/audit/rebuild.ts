@@ -293,8 +293,9 @@ export async function replayInto(
         // see dropLeftScratch), they would be the live tables. Its tables are locked first, by their full
         // names: that fails if they are gone, and holds off their drop until this transaction ends. (Sent
         // with the transaction's BEGIN: one round trip.) A lane's own transaction commits without waiting
-        // for the log's flush: it writes only scratch tables, which a crash leaves to be dropped (see
-        // dropLeftScratch) and the swap's commit, flushed, makes durable with everything logged before it.
+        // for the log's flush: it writes only scratch tables; a crash of the server, which could lose its
+        // last commits, ends the session that holds them, and the swap then swaps nothing in
+        // (scratchStillHeld); the swap's commit, flushed, makes durable everything logged before it.
         await client.query(
           `${own ? 'BEGIN; SET LOCAL synchronous_commit = off; ' : ''}SET LOCAL search_path TO ${schema}, public; LOCK TABLE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')} IN ROW EXCLUSIVE MODE`,
         );
@@ -485,6 +486,32 @@ async function holders(pool: Pool, tables: string[]): Promise<string[]> {
 /** A rebuild that ended without swapping anything in, for a reason its message gives (the live read models are as they were). */
 export class NothingSwapped extends Error {}
 
+/**
+ * The session that created the scratch schema (and holds its lock) ended during the run. A server that
+ * crashed and restarted ends every session, and may have lost what the replay's last commits wrote (they
+ * do not wait for the log's flush, see replayInto) or, for a copy, every row of the unlogged scratch
+ * tables; the pool's other connections are opened again without a word. So nothing is swapped in.
+ */
+export class ScratchLost extends NothingSwapped {
+  constructor() {
+    super(
+      'the session that held the rebuilt tables ended during the run (the database server restarted, or the connection broke), ' +
+        'so they may miss rows and nothing was swapped in; run the rebuild again',
+    );
+  }
+}
+
+/** Throws ScratchLost unless the session that created `schema` still answers (checked under the swap's lock, before the last catch-up). */
+async function scratchStillHeld(schema: string): Promise<void> {
+  const owner = scratchOwners.get(schema);
+  try {
+    if (!owner) throw new Error(`no session holds ${schema}`);
+    await owner.query('SELECT 1');
+  } catch {
+    throw new ScratchLost();
+  }
+}
+
 /** The live tables stayed locked by others through every try: nothing was swapped in. */
 export class LockNotTaken extends NothingSwapped {
   constructor(
@@ -598,6 +625,7 @@ export async function rebuildProjections(
         throw code === '57014' || code === '55P03' ? new LockWait() : err;
       }
       await client.query('SET LOCAL statement_timeout = 0');
+      await scratchStillHeld(schema);
       const built = await replayInto(client, store, schema, projections, from, undefined, next());
       // Under the lock nothing can change them any more: what was attached, or changed, since they were
       // looked at is found now. An attachment turns the swap into a copy (as one found before the replay

@@ -281,10 +281,13 @@ interface CurrentRow {
  * Inserts the batch's new transaction rows (jsonbRows of INSERT_ROW) and tells which it inserted: 'all',
  * or the keys (`round_stream\ntransaction_id`) of those inserted where a row was there already (a record
  * repeated in the log: the first stays). Nearly every batch repeats none, so a plain insert is tried
- * first, under a savepoint; only when it fails on the key is it undone and made again with ON CONFLICT DO
+ * first, under a savepoint; only when it fails on a unique index (the key; another unique index fails the
+ * retry as it failed the single statement before) is it undone and made again with ON CONFLICT DO
  * NOTHING. That insertion is speculative: it looks into the key before and after writing each row and
  * confirms each in the log, a quarter of the insert (30 µs a row against 23 with the savepoint, into a
- * table of 300,000 rows: docs/benchmarks.md, "Measured design decisions").
+ * table of 300,000 rows: docs/benchmarks.md, "Measured design decisions"). The savepoint is a
+ * subtransaction, held until the transaction ends: the runners and the rebuild's lanes apply one batch a
+ * transaction; the swap's catch-up under its lock applies the few pages appended since the last try.
  */
 async function insertTransactions(tx: PoolClient, rows: string): Promise<'all' | Set<string>> {
   const insert = jsonbRowsInsert('rm_transactions', INSERT_ROW, '$1');
@@ -301,6 +304,7 @@ async function insertTransactions(tx: PoolClient, rows: string): Promise<'all' |
     `${insert} ON CONFLICT (round_stream, transaction_id) DO NOTHING RETURNING round_stream, transaction_id`,
     [rows],
   );
+  await tx.query('RELEASE SAVEPOINT rm_transactions_insert');
   return new Set(created.map((r) => `${r.round_stream}\n${r.transaction_id}`));
 }
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attachments, compareTables, createScratch, dropLeftScratch, dropScratch, LockNotTaken, rebuildProjections, replayInto, REPLAY_PARTS, verifyProjection } from '../../services/audit/rebuild.ts';
+import { attachments, compareTables, createScratch, dropLeftScratch, dropScratch, LockNotTaken, NothingSwapped, rebuildProjections, replayInto, REPLAY_PARTS, verifyProjection } from '../../services/audit/rebuild.ts';
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
@@ -675,6 +675,38 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       await late.query('ROLLBACK').catch(() => undefined);
       late.release();
     }
+    await matchesOnePass();
+  });
+
+  it('swaps nothing in when the session holding its scratch tables ended during the run (a server that restarted may have lost their last rows)', async () => {
+    await removedSession();
+    const rows = (await env.pool.query('SELECT * FROM rm_sessions ORDER BY token')).rows;
+    const holder = await env.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM rm_sessions LIMIT 1');
+      const rebuilt = rebuildProjections(env.pool, store, projections, undefined, { waitMs: 100, attempts: 20, pauseMs: 200 });
+      rebuilt.catch(() => undefined);
+      await untilWaiters((n) => n > 0, 'the first try asks for the lock');
+      // As a crash and restart of the server would end it (and every other session): the scratch tables'
+      // own session, which holds their advisory lock.
+      const { rows: owners } = await env.pool.query<{ pid: number }>(
+        `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 7281020 AND granted`,
+      );
+      expect(owners).toHaveLength(1);
+      await env.pool.query('SELECT pg_terminate_backend($1)', [owners[0]!.pid]);
+      await holder.query('COMMIT');
+      const err = await rebuilt.then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(NothingSwapped);
+      expect((err as Error).message).toMatch(/the session that held the rebuilt tables ended during the run .*nothing was swapped in; run the rebuild again/);
+      expect((await env.pool.query('SELECT * FROM rm_sessions ORDER BY token')).rows).toEqual(rows);
+      expect(await scratchLeft()).toEqual([]);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+    }
+    // Run again, it mends the live read model.
+    expect((await rebuildProjections(env.pool, store, projections)).swap).toBe('renamed');
     await matchesOnePass();
   });
 

@@ -156,6 +156,31 @@ describe('rounds projection: the same rows whatever the batch size', () => {
     ]);
     expect(await rowsAfter(events, (e) => e.map((x) => [x]))).toEqual(twoBatches);
   });
+  it('leaves no savepoint of its own open in the batch\'s transaction, whichever way its rows went in', async () => {
+    const stream = 'round|studio-a|op-1|savepoints';
+    const request = { transactionId: 'tx-sp', sessionToken: 's', type: 'BET', roundId: 'savepoints', roundComplete: false, playerRef: 'p1', amount: 5, currency: 'EUR', gameId: 'fruit-1' } as const;
+    const recorded = (n: number): RecordedEvent => ({
+      id: randomUUID(), streamId: stream, revision: n, type: 'TransactionRecorded', metadata: {}, position: `1.${n + 1}`, createdAt: new Date(),
+      data: { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request, walletBody: '{}', contentHash: 'h', recordedAt: '2026-11-21T12:00:00.000Z' },
+    });
+    const schema = await createScratch(pool, [roundsProjection]);
+    const client = await pool.connect();
+    try {
+      await client.query(`BEGIN; SET LOCAL search_path TO ${schema}, public`);
+      // The first inserts plainly; the second repeats the record, so its plain insert fails and is made again.
+      for (const batch of [[recorded(0)], [recorded(1)]]) {
+        await roundsProjection.apply(batch, client);
+        await expect(client.query('SAVEPOINT probe; RELEASE SAVEPOINT rm_transactions_insert')).rejects.toThrow(/savepoint "rm_transactions_insert" does not exist/);
+        await client.query('ROLLBACK TO SAVEPOINT probe');
+      }
+      await client.query('COMMIT');
+    } finally {
+      await client.query('ROLLBACK').catch(() => undefined);
+      client.release();
+      await dropScratch(pool, schema);
+    }
+  });
+
   it('totals a round whose applied amounts sum past a bigint (1100 BETs and WINs of 2^53-1 each) exactly (#18 part 8)', async () => {
     const max = Number.MAX_SAFE_INTEGER;
     const stream = 'round|studio-a|op-1|r-huge';
