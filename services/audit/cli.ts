@@ -17,7 +17,7 @@ import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
 import { verifyChain } from '../chain/verify.ts';
 import { archiveChain, catchUpChain } from '../chain/archive.ts';
-import { dropLeftScratch, NothingSwapped, rebuildProjections, REPLAY_PARTS, SWAP_LOCK, verifyProjection, type Difference, type Rebuilt } from './rebuild.ts';
+import { dropLeftScratch, NothingSwapped, rebuildProjections, REPLAY_PARTS, SWAP_LOCK, verifyProjection, VerifyInterrupted, type Difference, type Rebuilt } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 /** Read models that were folded into another: their name still selects the one that keeps their tables. */
@@ -288,7 +288,14 @@ async function main(): Promise<number> {
     }
     for (const p of command === 'verify' ? projections : []) {
       const bar = progressBar(p.name, total);
-      const result = await verifyProjection(pool, store, p, bar.update);
+      let result: Awaited<ReturnType<typeof verifyProjection>>;
+      try {
+        result = await verifyProjection(pool, store, p, bar.update);
+      } catch (err) {
+        bar.done();
+        if (!(err instanceof VerifyInterrupted)) throw err;
+        return fail(err.message);
+      }
       bar.done();
       if (result.differences.length === 0) {
         process.stdout.write(`${p.name}: matches a rebuild from the history (at ${result.position})\n`);

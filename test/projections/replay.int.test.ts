@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attachments, compareTables, createScratch, dropLeftScratch, dropScratch, LockNotTaken, NothingSwapped, rebuildProjections, replayInto, REPLAY_PARTS, verifyProjection } from '../../services/audit/rebuild.ts';
+import { attachments, compareTables, createScratch, dropLeftScratch, dropScratch, LockNotTaken, NothingSwapped, rebuildProjections, VerifyInterrupted, replayInto, REPLAY_PARTS, verifyProjection } from '../../services/audit/rebuild.ts';
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
@@ -732,6 +732,37 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       const result = await verifying;
       expect(result.differences).toEqual([]);
       expect(result.position).toBe(end);
+    } finally {
+      await projector.query('ROLLBACK').catch(() => undefined);
+      projector.release();
+      await env.pool.query(`DELETE FROM projection_checkpoints WHERE name = 'sessions'`);
+    }
+  });
+
+  it('verify compares nothing when the session holding its scratch tables ended during the run (unlogged, a restarted server empties them)', async () => {
+    const sessions = projections.find((p) => p.name === 'sessions')!;
+    const all = await store.readAll({ from: START, maxCount: 10_000 });
+    const end = all[all.length - 1]!.position;
+    await env.pool.query(`INSERT INTO projection_checkpoints (name, position) VALUES ('sessions', $1) ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position`, [end]);
+    const projector = await env.pool.connect();
+    try {
+      // verify waits for the checkpoint's row while the projector's batch holds it, as in the test above.
+      await projector.query('BEGIN');
+      await projector.query(`UPDATE projection_checkpoints SET updated_at = now() WHERE name = 'sessions'`);
+      const verifying = verifyProjection(env.pool, store, sessions);
+      verifying.catch(() => undefined);
+      const waiting = async () =>
+        (await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'SELECT position FROM projection_checkpoints%FOR SHARE'`)).rows[0]!.n;
+      expect(await eventually(waiting, (n) => n > 0, 20_000)).toBeGreaterThan(0);
+      // As a crash and restart of the server would end it: the scratch tables' own session.
+      const { rows: owners } = await env.pool.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 7281020 AND granted`);
+      expect(owners).toHaveLength(1);
+      await env.pool.query('SELECT pg_terminate_backend($1)', [owners[0]!.pid]);
+      await projector.query('COMMIT');
+      const err = await verifying.then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(VerifyInterrupted);
+      expect((err as Error).message).toMatch(/the session that held the replayed tables ended during the run .*nothing was compared; run verify again/);
+      expect(await scratchLeft()).toEqual([]);
     } finally {
       await projector.query('ROLLBACK').catch(() => undefined);
       projector.release();
