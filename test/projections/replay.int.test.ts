@@ -710,63 +710,52 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     await matchesOnePass();
   });
 
-  it("verify asks again when the projector commits its checkpoint just as verify asks for it (Postgres's serialization failure), and matches", async () => {
+  /**
+   * verify of the sessions read model (whose live rows hold the whole log: the tests above leave it so),
+   * with the projector in the middle of a batch: its transaction has written the checkpoint's row and not
+   * committed yet (a batch of events the read model does not read moves only the checkpoint). Once verify
+   * has replayed the log and waits for that row, `meanwhile` runs; then the projector commits.
+   */
+  const verifyBehindTheProjector = async (meanwhile: () => Promise<void>) => {
     const sessions = projections.find((p) => p.name === 'sessions')!;
-    // The live sessions read model holds the whole log (the tests above leave it so); its checkpoint says so.
     const all = await store.readAll({ from: START, maxCount: 10_000 });
     const end = all[all.length - 1]!.position;
     await env.pool.query(`INSERT INTO projection_checkpoints (name, position) VALUES ('sessions', $1) ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position`, [end]);
-    // The projector in the middle of a batch: its transaction has written the checkpoint's row and not
-    // committed yet (a batch of events the read model does not read moves only the checkpoint).
     const projector = await env.pool.connect();
     try {
       await projector.query('BEGIN');
       await projector.query(`UPDATE projection_checkpoints SET updated_at = now() WHERE name = 'sessions'`);
       const verifying = verifyProjection(env.pool, store, sessions);
       verifying.catch(() => undefined);
-      // verify has replayed the log and waits for the checkpoint's row; then the projector commits.
       const waiting = async () =>
         (await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'SELECT position FROM projection_checkpoints%FOR SHARE'`)).rows[0]!.n;
       expect(await eventually(waiting, (n) => n > 0, 20_000)).toBeGreaterThan(0);
+      await meanwhile();
       await projector.query('COMMIT');
-      const result = await verifying;
-      expect(result.differences).toEqual([]);
-      expect(result.position).toBe(end);
+      return { end, outcome: await verifying.then((result) => ({ result }), (err: unknown) => ({ err })) };
     } finally {
       await projector.query('ROLLBACK').catch(() => undefined);
       projector.release();
       await env.pool.query(`DELETE FROM projection_checkpoints WHERE name = 'sessions'`);
     }
+  };
+
+  it("verify asks again when the projector commits its checkpoint just as verify asks for it (Postgres's serialization failure), and matches", async () => {
+    const { end, outcome } = await verifyBehindTheProjector(async () => undefined);
+    expect('result' in outcome && outcome.result.differences).toEqual([]);
+    expect('result' in outcome && outcome.result.position).toBe(end);
   });
 
   it('verify compares nothing when the session holding its scratch tables ended during the run (unlogged, a restarted server empties them)', async () => {
-    const sessions = projections.find((p) => p.name === 'sessions')!;
-    const all = await store.readAll({ from: START, maxCount: 10_000 });
-    const end = all[all.length - 1]!.position;
-    await env.pool.query(`INSERT INTO projection_checkpoints (name, position) VALUES ('sessions', $1) ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position`, [end]);
-    const projector = await env.pool.connect();
-    try {
-      // verify waits for the checkpoint's row while the projector's batch holds it, as in the test above.
-      await projector.query('BEGIN');
-      await projector.query(`UPDATE projection_checkpoints SET updated_at = now() WHERE name = 'sessions'`);
-      const verifying = verifyProjection(env.pool, store, sessions);
-      verifying.catch(() => undefined);
-      const waiting = async () =>
-        (await env.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'SELECT position FROM projection_checkpoints%FOR SHARE'`)).rows[0]!.n;
-      expect(await eventually(waiting, (n) => n > 0, 20_000)).toBeGreaterThan(0);
+    const { outcome } = await verifyBehindTheProjector(async () => {
       // As a crash and restart of the server would end it: the scratch tables' own session.
       const { rows: owners } = await env.pool.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 7281020 AND granted`);
       expect(owners).toHaveLength(1);
       await env.pool.query('SELECT pg_terminate_backend($1)', [owners[0]!.pid]);
-      await projector.query('COMMIT');
-      const err = await verifying.then(() => undefined, (e: unknown) => e);
-      expect(err).toBeInstanceOf(VerifyInterrupted);
-      expect((err as Error).message).toMatch(/the session that held the replayed tables ended during the run .*nothing was compared; run verify again/);
-      expect(await scratchLeft()).toEqual([]);
-    } finally {
-      await projector.query('ROLLBACK').catch(() => undefined);
-      projector.release();
-      await env.pool.query(`DELETE FROM projection_checkpoints WHERE name = 'sessions'`);
-    }
+    });
+    const err = 'err' in outcome ? outcome.err : undefined;
+    expect(err).toBeInstanceOf(VerifyInterrupted);
+    expect((err as Error).message).toMatch(/the session that held the replayed tables ended during the run .*nothing was compared; run verify again/);
+    expect(await scratchLeft()).toEqual([]);
   });
 });
