@@ -46,8 +46,9 @@ and whose event store EVENT_STORE names (default postgres).
   --help             this text
 
 Exit status: 0 everything matches (or was rebuilt, or moved, or the chain holds), 1 verify or the copy check
-found a difference, rebuild found the live tables changed while it ran or could not lock them (nothing swapped in), or verify-chain a break (it names the first position that breaks), 2 nothing was done: bad usage, a database that does not exist or holds no ledger (audit never creates one),
-an empty history, a target that is the store already in use.`;
+found a difference, rebuild found the live tables changed while it ran, could not lock them, or lost the
+session that held its tables (the server restarted: nothing swapped in), or verify-chain a break (it names the first position that breaks), 2 nothing was done: bad usage, a database that does not exist or holds no ledger (audit never creates one),
+an empty history, a target that is the store already in use, a verify whose tables' session was lost (the server restarted).`;
 
 function progressBar(label: string, total: number | undefined): { update(n: number): void; done(): void } {
   const tty = process.stderr.isTTY;
@@ -294,7 +295,10 @@ async function main(): Promise<number> {
       } catch (err) {
         bar.done();
         if (!(err instanceof VerifyInterrupted)) throw err;
-        return fail(err.message);
+        const rest = projections.slice(projections.indexOf(p) + 1).map((q) => q.name);
+        process.stderr.write(`audit: ${p.name}: ${err.message}${rest.length > 0 ? ` (not verified either: ${rest.join(', ')})` : ''}\n`);
+        // A difference found before is still a difference (1); else nothing was audited to the end (2).
+        return failed ? 1 : 2;
       }
       bar.done();
       if (result.differences.length === 0) {

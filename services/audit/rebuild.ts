@@ -38,16 +38,24 @@ export async function createScratch(pool: Pool, projections: Projection[], { log
   // Held until dropScratch, on a connection of its own: a schema whose lock nobody holds was left by a
   // run that died (see dropLeftScratch). Taken before the schema exists, so there is no moment between.
   const owner = await pool.connect();
+  let pid: number;
   try {
-    await owner.query('SELECT pg_advisory_lock($1, hashtext($2))', [SCRATCH_LOCK, schema]);
+    // Its session must outlive the run (see scratchHeld): not ended for being idle, where a role or
+    // database sets idle_session_timeout (Postgres 14 and later).
+    const { rows } = await owner.query<{ pid: number }>(
+      `SELECT pg_backend_pid() AS pid, pg_advisory_lock($1, hashtext($2)),
+              (SELECT set_config('idle_session_timeout', '0', false) WHERE current_setting('server_version_num')::int >= 140000)`,
+      [SCRATCH_LOCK, schema],
+    );
+    pid = rows[0]!.pid;
   } catch (err) {
     owner.release(err instanceof Error ? err : true);
     throw err;
   }
-  // Its loss (the server ended the session; the pool's clients ignore it, see createPool) only loses the
-  // lock: the replay's own locks on the scratch tables keep it from writing anywhere else (see
-  // replayInto), and dropScratch closes it.
-  scratchOwners.set(schema, owner);
+  // Its loss (the server ended the session: a crash and restart, or someone) loses the lock, found by
+  // scratchHeld before anything is swapped in or compared; the replay's own locks on the scratch tables
+  // keep it from writing anywhere else meanwhile (see replayInto), and dropScratch closes it.
+  scratchOwners.set(schema, { client: owner, pid });
   try {
     await createTables(pool, schema, projections, logged);
   } catch (err) {
@@ -60,8 +68,8 @@ export async function createScratch(pool: Pool, projections: Projection[], { log
 /** The advisory lock class of the scratch schemas (the second key: hashtext of the schema's name). */
 const SCRATCH_LOCK = 7281020;
 
-/** The connection that holds each scratch schema of this process's lock. */
-const scratchOwners = new Map<string, PoolClient>();
+/** The connection that holds each scratch schema of this process's lock, and its backend's pid. */
+const scratchOwners = new Map<string, { client: PoolClient; pid: number }>();
 
 /** The comment that marks a schema as a scratch schema of this command: only such schemas are ever dropped as left behind. */
 const SCRATCH_MARK = 'scratch tables of npm run audit (rebuild or verify), dropped when it ends';
@@ -114,7 +122,7 @@ export async function dropScratch(pool: Pool, schema: string): Promise<void> {
     scratchOwners.delete(schema);
     if (owner) {
       // Released with its session: the lock goes with the connection, which is closed rather than reused.
-      owner.release(true);
+      owner.client.release(true);
     }
   }
 }
@@ -295,7 +303,7 @@ export async function replayInto(
         // with the transaction's BEGIN: one round trip.) A lane's own transaction commits without waiting
         // for the log's flush: it writes only scratch tables; a crash of the server, which could lose its
         // last commits, ends the session that holds them, and the swap then swaps nothing in
-        // (scratchStillHeld); the swap's commit, flushed, makes durable everything logged before it.
+        // (scratchHeld); the swap's commit, flushed, makes durable everything logged before it.
         await client.query(
           `${own ? 'BEGIN; SET LOCAL synchronous_commit = off; ' : ''}SET LOCAL search_path TO ${schema}, public; LOCK TABLE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')} IN ROW EXCLUSIVE MODE`,
         );
@@ -443,7 +451,7 @@ export async function verifyProjection(pool: Pool, store: EventStore, projection
             const live = rows[0]?.position ?? START;
             if (live !== built) return undefined;
             // Unlogged, the scratch tables of a server that restarted meanwhile are empty: they would differ in every row.
-            if (!(await scratchAnswers(schema))) throw new VerifyInterrupted();
+            if (!(await scratchHeld(client, schema))) throw new VerifyInterrupted();
             return { projection: projection.name, position: live, differences: await compareTables(client, schema, projection) };
           },
           { isolation: 'REPEATABLE READ' },
@@ -514,21 +522,20 @@ export class VerifyInterrupted extends Error {
   }
 }
 
-/** Whether the session that created `schema` (and holds its lock) still answers: it lived through the run, and so did the server. */
-async function scratchAnswers(schema: string): Promise<boolean> {
+/**
+ * Whether the session that created `schema` still holds its lock, asked on `db`'s own connection (in
+ * pg_locks: no round trip to that session, which could hang on a connection the network dropped): if so,
+ * it lived through the run, and so did the server, whose restart ends every session.
+ */
+async function scratchHeld(db: PoolClient, schema: string): Promise<boolean> {
   const owner = scratchOwners.get(schema);
   if (!owner) return false;
-  try {
-    await owner.query('SELECT 1');
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Throws ScratchLost unless the scratch schema's session still answers (checked under the swap's lock, before the last catch-up). */
-async function scratchStillHeld(schema: string): Promise<void> {
-  if (!(await scratchAnswers(schema))) throw new ScratchLost();
+  const { rows } = await db.query<{ held: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                      AND classid = $2::bigint::oid AND objid = (hashtext($3)::bigint & 4294967295)::oid AND objsubid = 2) AS held`,
+    [owner.pid, SCRATCH_LOCK, schema],
+  );
+  return rows[0]!.held;
 }
 
 /** The live tables stayed locked by others through every try: nothing was swapped in. */
@@ -644,7 +651,7 @@ export async function rebuildProjections(
         throw code === '57014' || code === '55P03' ? new LockWait() : err;
       }
       await client.query('SET LOCAL statement_timeout = 0');
-      await scratchStillHeld(schema);
+      if (!(await scratchHeld(client, schema))) throw new ScratchLost();
       const built = await replayInto(client, store, schema, projections, from, undefined, next());
       // Under the lock nothing can change them any more: what was attached, or changed, since they were
       // looked at is found now. An attachment turns the swap into a copy (as one found before the replay
