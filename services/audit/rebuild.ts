@@ -522,6 +522,16 @@ export class VerifyInterrupted extends Error {
   }
 }
 
+/** The backend whose session holds scratch schema `schema`'s lock (the one that created it), if any. */
+export async function scratchHolder(db: Pool | PoolClient, schema: string): Promise<number | undefined> {
+  const { rows } = await db.query<{ pid: number }>(
+    `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND classid = $1::bigint::oid AND objid = (hashtext($2)::bigint & 4294967295)::oid AND objsubid = 2`,
+    [SCRATCH_LOCK, schema],
+  );
+  return rows[0]?.pid;
+}
+
 /**
  * Whether the session that created `schema` still holds its lock, asked on `db`'s own connection (in
  * pg_locks: no round trip to that session, which could hang on a connection the network dropped): if so,
@@ -529,13 +539,7 @@ export class VerifyInterrupted extends Error {
  */
 async function scratchHeld(db: PoolClient, schema: string): Promise<boolean> {
   const owner = scratchOwners.get(schema);
-  if (!owner) return false;
-  const { rows } = await db.query<{ held: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                      AND classid = $2::bigint::oid AND objid = (hashtext($3)::bigint & 4294967295)::oid AND objsubid = 2) AS held`,
-    [owner.pid, SCRATCH_LOCK, schema],
-  );
-  return rows[0]!.held;
+  return owner !== undefined && (await scratchHolder(db, schema)) === owner.pid;
 }
 
 /** The live tables stayed locked by others through every try: nothing was swapped in. */

@@ -290,10 +290,9 @@ interface CurrentRow {
  * transaction; the swap's catch-up under its lock applies the few pages appended since the last try.
  */
 async function insertTransactions(tx: PoolClient, rows: string): Promise<'all' | Set<string>> {
-  const insert = jsonbRowsInsert('rm_transactions', INSERT_ROW, '$1');
   await tx.query('SAVEPOINT rm_transactions_insert');
   try {
-    await tx.query(insert, [rows]);
+    await tx.query(INSERT_TRANSACTIONS, [rows]);
     await tx.query('RELEASE SAVEPOINT rm_transactions_insert');
     return 'all';
   } catch (err) {
@@ -301,7 +300,7 @@ async function insertTransactions(tx: PoolClient, rows: string): Promise<'all' |
     await tx.query('ROLLBACK TO SAVEPOINT rm_transactions_insert');
   }
   const { rows: created } = await tx.query<{ round_stream: string; transaction_id: string }>(
-    `${insert} ON CONFLICT (round_stream, transaction_id) DO NOTHING RETURNING round_stream, transaction_id`,
+    `${INSERT_TRANSACTIONS} ON CONFLICT (round_stream, transaction_id) DO NOTHING RETURNING round_stream, transaction_id`,
     [rows],
   );
   await tx.query('RELEASE SAVEPOINT rm_transactions_insert');
@@ -315,6 +314,8 @@ const INSERT_ROW: RowColumn[] = [
   ['original_transaction_id', 'text'], ['round_complete', 'boolean'], ['recorded_at', 'timestamptz'], ['log_major', 'bigint'], ['log_minor', 'bigint'],
   ['status', 'text'], ['operator_status', 'text'], ['attempts', 'int'], ['reply', 'jsonb'], ['settled_at', 'timestamptz'], ['last_error', 'text'], ['dead_lettered_at', 'timestamptz'], ['updated_at', 'timestamptz'],
 ];
+/** The transaction rows of jsonbRows (INSERT_ROW's cells) as $1, inserted (insertTransactions). */
+const INSERT_TRANSACTIONS = jsonbRowsInsert('rm_transactions', INSERT_ROW, '$1');
 
 /** Row objects as one array per column, in the given order (the parameters of an unnest). */
 function columns<T extends Record<K, Cell>, K extends keyof T>(rows: T[], keys: K[]): Cell[][] {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attachments, compareTables, createScratch, dropLeftScratch, dropScratch, LockNotTaken, NothingSwapped, rebuildProjections, VerifyInterrupted, replayInto, REPLAY_PARTS, verifyProjection } from '../../services/audit/rebuild.ts';
+import { attachments, compareTables, createScratch, dropLeftScratch, dropScratch, LockNotTaken, NothingSwapped, rebuildProjections, replayInto, REPLAY_PARTS, scratchHolder, verifyProjection, VerifyInterrupted } from '../../services/audit/rebuild.ts';
 import { allMigrations } from '../../services/migrations.ts';
 import { allProjections } from '../../services/read-models.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
@@ -319,6 +319,18 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     }
   };
   const scratchLeft = async () => (await env.pool.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'audit\\_%'`)).rows;
+  /** Ends the session that holds scratch schema `schema`'s lock (the one that created it), as a kill would. */
+  const endScratchSession = async (schema: string) => {
+    const pid = await scratchHolder(env.pool, schema);
+    expect(pid, `no session holds ${schema}`).toBeDefined();
+    await env.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+  };
+  /** endScratchSession of the one scratch schema a running rebuild or verify holds. */
+  const endRunningScratchSession = async () => {
+    const running = (await scratchLeft()) as Array<{ nspname: string }>;
+    expect(running).toHaveLength(1);
+    await endScratchSession(running[0]!.nspname);
+  };
   const matchesOnePass = async () => {
     const schema = await createScratch(env.pool, projections);
     try {
@@ -568,13 +580,7 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
     const running = await createScratch(env.pool, projections);
     // A run killed midway: its schema is there, the session that held its lock is gone.
     const killed = await createScratch(env.pool, projections);
-    const { rows: owner } = await env.pool.query<{ pid: number }>(
-      `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 7281020 AND objid::int8 = (hashtext($1)::int8 & 4294967295)
-         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-      [killed],
-    );
-    expect(owner).toHaveLength(1);
-    await env.pool.query('SELECT pg_terminate_backend($1)', [owner[0]!.pid]);
+    await endScratchSession(killed);
     // Named like one, but not made by a rebuild or verify: never touched.
     await env.pool.query('CREATE SCHEMA audit_2026112701');
     try {
@@ -688,13 +694,8 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       const rebuilt = rebuildProjections(env.pool, store, projections, undefined, { waitMs: 100, attempts: 20, pauseMs: 200 });
       rebuilt.catch(() => undefined);
       await untilWaiters((n) => n > 0, 'the first try asks for the lock');
-      // As a crash and restart of the server would end it (and every other session): the scratch tables'
-      // own session, which holds their advisory lock.
-      const { rows: owners } = await env.pool.query<{ pid: number }>(
-        `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 7281020 AND granted`,
-      );
-      expect(owners).toHaveLength(1);
-      await env.pool.query('SELECT pg_terminate_backend($1)', [owners[0]!.pid]);
+      // As a crash and restart of the server would end it (and every other session).
+      await endRunningScratchSession();
       await holder.query('COMMIT');
       const err = await rebuilt.then(() => undefined, (e: unknown) => e);
       expect(err).toBeInstanceOf(NothingSwapped);
@@ -747,10 +748,8 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
 
   it('verify compares nothing when the session holding its scratch tables ended during the run (unlogged, a restarted server empties them)', async () => {
     const { outcome } = await verifyBehindTheProjector(async () => {
-      // As a crash and restart of the server would end it: the scratch tables' own session.
-      const { rows: owners } = await env.pool.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 7281020 AND granted`);
-      expect(owners).toHaveLength(1);
-      await env.pool.query('SELECT pg_terminate_backend($1)', [owners[0]!.pid]);
+      // As a crash and restart of the server would end it (and every other session).
+      await endRunningScratchSession();
     });
     const err = 'err' in outcome ? outcome.err : undefined;
     expect(err).toBeInstanceOf(VerifyInterrupted);
