@@ -35,8 +35,9 @@ commit cost on the machine, back to back and after 10 ms idle.
   --seconds N      length of each fixed-rate phase, 1..3600 (default 10)
   --rates A,B,...  offered transactions per second, each 1..1000000 (default 100,500,1000)
   --repeat N       saturation pairs (forwarder, then ledger; with --floor, triples: floor, forwarder,
-                   ledger), 1..100 (default 3), each on a fresh deployment of every target; the ratio is
-                   taken per pair, and the median pair is the headline
+                   ledger), 0..100 (default 3), each on a fresh deployment of every target; the ratio is
+                   taken per pair, and the median pair is the headline; 0: no saturation, only the
+                   fixed rates (after the warm-up)
   --one-process    run the ledger's api, worker and projector roles in one process
   --ledger-only    skip the forwarder
   --floor          also run the floor, a reference: the forwarder plus the two writes the ledger's crash
@@ -124,7 +125,7 @@ if (!RECONCILIATION && opts.transactions !== undefined) cli.fail('--transactions
 if (!ISOLATION && !RECONCILIATION && opts.samples !== undefined) cli.fail('--samples applies only with --isolation or --reconciliation');
 const SECONDS = opts.seconds !== undefined ? cli.whole('seconds', opts.seconds, 1, 3600) : SOAK ? 300 : AB ? 5 : 10;
 const RATES = (opts.rates ?? (SOAK ? '1000' : AB ? '100' : '100,500,1000')).split(',').map((r) => (/^\d{1,7}$/.test(r) && Number(r) >= 1 && Number(r) <= 1_000_000 ? Number(r) : cli.fail(`--rates must be whole numbers 1..1000000 separated by commas, not "${opts.rates}"`)));
-const REPEAT = opts.repeat !== undefined ? cli.whole('repeat', opts.repeat, 1, 100) : AB ? 6 : 3;
+const REPEAT = opts.repeat !== undefined ? cli.whole('repeat', opts.repeat, AB ? 2 : 0, 100) : AB ? 6 : 3;
 const ONE_PROCESS = opts['one-process'] === true;
 const LEDGER_ONLY = opts['ledger-only'] === true || SOAK;
 const FLOOR = opts.floor === true;
@@ -416,7 +417,7 @@ async function main(): Promise<number> {
 
     // Pairs, one target right after the other: the machine's speed drifts over minutes, so a ratio is
     // only taken within a pair, and the median pair is the headline.
-    console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} ${FLOOR ? 'triple' : 'pair'}(s), each on a fresh deployment warmed up ${WARM_UP_SECONDS} s)`);
+    if (REPEAT > 0) console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} ${FLOOR ? 'triple' : 'pair'}(s), each on a fresh deployment warmed up ${WARM_UP_SECONDS} s)`);
     const ratios: number[] = [];
     const floorRatios: number[] = [];
     const ledgerFloorRatios: number[] = [];

@@ -108,7 +108,7 @@ const TOOLS: Tool[] = [
       [['--seconds', '0'], '--seconds must be a whole number'],
       [['--rates', '100,x'], '--rates must be'],
       [['--repeat', '-1'], "Option '--repeat' argument is ambiguous"],
-      [['--repeat=-1'], '--repeat must be a whole number from 1 to 100'],
+      [['--repeat=-1'], '--repeat must be a whole number from 0 to 100'],
       [['--samples', '3'], '--samples applies only with --isolation'],
       [['--isolation', '--backlog', '1.5'], '--backlog must be a whole number'],
       [['--isolation', '--seconds', '3'], '--seconds does not apply to --isolation'],
@@ -140,6 +140,7 @@ const TOOLS: Tool[] = [
       [['--ab', '.', '--floor'], '--floor does not apply to --ab'],
       [['--ab', '.', '--soak'], 'one at a time'],
       [['--ab', '.', '--repeat', '3'], '--repeat must be even with --ab'],
+      [['--ab', '.', '--repeat', '0'], '--repeat must be a whole number from 2 to 100'],
     ],
   },
 ];
