@@ -18,6 +18,12 @@ export default defineConfig({
     globalSetup: ['test/helpers/global-setup.ts'],
     pool: 'forks',
     maxWorkers: 2,
+    // Each worker process runs its files one after another without loading every module again for each
+    // file: the suite took 4 min 57 s against 5 min 52 s (2026-11-30, the same hour), most of the
+    // difference the import of the services' modules. It holds because a test file leaves nothing behind
+    // that another reads: the services and tools under test run as processes of their own, and each
+    // file makes its own database, Redis database, wallets and servers (test/helpers).
+    isolate: false,
     // The longest files first, so none runs alone at the end (test/helpers/sequencer.ts).
     sequence: { sequencer: LongestFirst },
     projects: [
