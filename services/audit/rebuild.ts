@@ -196,6 +196,14 @@ const SCRATCH_STATISTICS = 10;
 const LEAD = 4;
 
 /**
+ * Pages a read model few events concern may gather its events over before it applies them. Its gathered
+ * events are not done, and the progress a replay reports counts only what every read model is done with:
+ * without this bound, a read model that gathers a page's worth once in the whole log (the sessions one on
+ * a busy history) held the progress at its first event until the end.
+ */
+export const GATHER_PAGES = 8;
+
+/**
  * Connections a stream-local projection's replay is split over (Projection.streamLocal): the rounds read
  * model, the replay's largest by far, would otherwise be one connection's statements one after the other
  * while the second core waits.
@@ -224,6 +232,8 @@ interface Lane {
   applied: number;
   /** Events of the log it is done with (applied, or of no concern to it): what progress reports. */
   through: number;
+  /** While it holds gathered events: the events of the log before the first of them (all done). */
+  gatheredFrom: number;
 }
 
 /** Steps that run one after the other: a lane's own, or (in a caller's transaction) every lane's. */
@@ -242,8 +252,8 @@ interface Chain {
  * at its own pace, while the log is read further (up to LEAD pages ahead of the slowest), so a slow read
  * model does not hold the others at every page and both cores stay busy. A stream-local read model
  * (Projection.streamLocal) has REPLAY_PARTS of them, each applying the events of its share of the
- * streams. A read model few events concern gathers them over pages into transactions of up to a page's
- * size. In the caller's transaction (a client), everything runs one step after the other on it.
+ * streams. A read model few events concern gathers them over pages (GATHER_PAGES at most) into
+ * transactions of up to a page's size. In the caller's transaction (a client), everything runs one step after the other on it.
  */
 export async function replayInto(
   pool: Pool | PoolClient,
@@ -274,7 +284,7 @@ export async function replayInto(
       const parts = own && projection.streamLocal ? REPLAY_PARTS : 1;
       for (let part = 0; part < parts; part++) {
         const client = own ? await (pool as Pool).connect() : (pool as PoolClient);
-        lanes.push({ projection, part, parts, client, chain: own ? newChain() : shared, gathered: [], gatheredBytes: 0, applied: 0, through: 0 });
+        lanes.push({ projection, part, parts, client, chain: own ? newChain() : shared, gathered: [], gatheredBytes: 0, applied: 0, through: 0, gatheredFrom: 0 });
       }
     }
     const chains = [...new Set(lanes.map((l) => l.chain))];
@@ -356,11 +366,13 @@ export async function replayInto(
             const e = cut[i]!;
             if (!handles(lane.projection, e.type)) continue;
             if (lane.parts > 1 && parts[i] !== lane.part) continue;
+            if (lane.gathered.length === 0) lane.gatheredFrom = through - cut.length + i;
             lane.gathered.push(e);
             lane.gatheredBytes += textBytes(e);
             if (lane.gathered.length >= pageSize || lane.gatheredBytes >= BATCH_BYTES) await flush(lane);
           }
-          if (lane.gathered.length === 0) lane.through = through;
+          if (lane.gathered.length > 0 && through - lane.gatheredFrom >= pageSize * GATHER_PAGES) await flush(lane);
+          lane.through = lane.gathered.length === 0 ? through : lane.gatheredFrom;
           report();
         });
       }
