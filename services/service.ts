@@ -13,6 +13,7 @@ import { migrate } from '../shared/db/migrations.ts';
 import { createPool, ensureDatabase } from '../shared/db/pool.ts';
 import { AppError } from '../shared/errors.ts';
 import { createEventStore } from '../shared/eventstore/index.ts';
+import type { EventStore, TransactionRecorder } from '../shared/eventstore/port.ts';
 import { createLogger, type Logger } from '../shared/logger.ts';
 import { createMetrics } from '../shared/metrics.ts';
 import { createApp } from './api/app.ts';
@@ -111,167 +112,189 @@ function refusedForGood(err: unknown): boolean {
   return code === '28000' || code === '28P01' || code === '42501';
 }
 
-/** Builds everything the configured roles need and starts them. */
+/**
+ * Builds everything the configured roles need and starts them. A start that fails partway closes what it
+ * had opened, as `stop` would (one shutdown order, each part closed only if it was opened): in a process
+ * that goes on (the sandbox, a test, a host embedding the service), its connections would otherwise live
+ * on, and its catalog listener would reconnect for ever.
+ */
 export async function startService(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<RunningService> {
-  const pool = createPool(config.databaseUrl, config.databasePoolSize);
-  await retry('database migration', logger, async () => {
-    await ensureDatabase(config.databaseUrl);
-    await migrate(pool, allMigrations);
-  });
-  const eventStore = await createEventStore(config.eventStore, pool, config.databaseUrl, logger);
-  try {
-    await checkCheckpointStore(pool, eventStore.kind);
-  } catch (err) {
-    await eventStore.close();
-    await pool.end();
-    if (err instanceof CheckpointStoreMismatch) throw new StartupError(err.message);
-    throw err;
-  }
-  const catalog = new CatalogStore(pool, config.databaseUrl, (err) => logger.error({ err }, 'catalog reload failed'));
-  await catalog.start();
-  if (config.catalogFile) {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(await readFile(config.catalogFile, 'utf8'));
-    } catch (err) {
-      throw new StartupError(`CATALOG_FILE ${config.catalogFile}: ${(err as Error).message}`);
-    }
-    try {
-      await catalog.apply(raw);
-    } catch (err) {
-      if (err instanceof AppError || err instanceof CatalogError) throw new StartupError(`CATALOG_FILE ${config.catalogFile}: ${err.message}`);
-      throw err;
-    }
-    logger.info({ file: config.catalogFile }, 'catalog applied');
-  }
-  const redis = createRequestRedis(config.redisUrl, logger);
-  // Requests fail fast while Redis is unreachable; do not open the doors before the first connection is
-  // up (or has failed: then /readyz says so and requests get 503 until it is back).
-  await new Promise<void>((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      redis.off('ready', done);
-      redis.off('error', done);
-      resolve();
-    };
-    const timer = setTimeout(done, 3000);
-    if (redis.status === 'ready') done();
-    redis.once('ready', done);
-    redis.once('error', done);
-  });
-  const ctx: ServiceContext = { config, logger, pool, redis, eventStore, catalog, background: new BackgroundTasks(), now: () => new Date(), metrics: createMetrics() };
-
+  const background = new BackgroundTasks();
   const runners: ProjectionRunner[] = [];
+  let eventStore: EventStore | undefined;
+  let catalog: CatalogStore | undefined;
+  let redis: Redis | undefined;
   let signer: { stop(): Promise<void> } | undefined;
   let lagSampler: { stop(): Promise<void> } | undefined;
-  if (config.roles.includes('projector')) {
-    // The chain's signing key first: a process that may not sign starts nothing.
-    let key;
-    try {
-      key = await signingKey(pool, config.chainSigningKey);
-    } catch (err) {
-      if (err instanceof RetiredKeyError) throw new StartupError(err.message);
-      throw err;
-    }
-    // The read models, reading the log once for all of them, and the hash chain beside them (run the same
-    // way, but never rebuilt). The chain reads the store itself: it links what the store holds when it
-    // reads, never what this process read of it earlier (docs/auditors.md: a history rewritten in the
-    // database and linked again is what an operator's kept checkpoints expose).
-    const reads = new SharedLogReads(eventStore);
-    for (const projection of allRunners()) {
-      const shared = projection === chainProjection ? {} : { reads };
-      const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, ...shared, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
-      runner.start();
-      runners.push(runner);
-    }
-    signer = startCheckpointSigner(pool, key, config.chainCheckpointSeconds, logger);
-    lagSampler = startLagSampler(pool, runners, logger);
-    ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool, runnerNames()), logger });
-  }
-
-  const queueConnection = bullConnection(config.redisUrl, false);
-  const queues = new DispatchQueues(queueConnection, (err, operatorId) => logger.warn({ err: err.message, operatorId }, 'dispatch queue error'));
-  const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recorder: eventStore.transactionRecorder(pool) };
-  // Providers are answered as soon as the wallet replies; the outcome is recorded behind the answer.
-  const outcomes = new OutcomeWriter(logger, { maxQueuedBytes: config.outcomeBacklogBytes, maxOperatorBytes: config.outcomeBacklogOperatorBytes });
-  ctx.metrics.watchOutcomeBacklog(outcomes);
-
+  let queueConnection: Redis | undefined;
+  let queues: DispatchQueues | undefined;
+  let recorder: TransactionRecorder | undefined;
+  let outcomes: OutcomeWriter | undefined;
   let worker: RunningWorker | undefined;
-  if (config.roles.includes('worker')) {
-    worker = startWorkerRole(
-      {
-        ...ctx,
-        queues,
-        redisUrl: config.redisUrl,
-        retryWindowSeconds: config.dispatchRetryWindowSeconds,
-        backoffBaseMs: config.dispatchBackoffBaseMs,
-        backoffMaxMs: config.dispatchBackoffMaxMs,
-        sweepSeconds: config.recoverySweepSeconds,
-        concurrencyPerOperator: config.dispatchConcurrencyPerOperator,
-      },
-      logger,
-    );
-  }
-
-  const reconciler = config.roles.includes('reconciler')
-    ? startReconcilerRole({ ...ledger, staleAfterSeconds: config.staleRoundAfterSeconds, intervalSeconds: config.reconcileIntervalSeconds }, logger)
-    : undefined;
-
-  // Without the api role the port serves only /healthz, /readyz and /metrics (probes and scraping).
-  const server = http.createServer(
-    config.roles.includes('api')
-      ? createApp(ctx, {
-          operator: [sessionRoutes(ctx, ledger.recorder), replayRoutes(ctx), grantRoutes(ctx), reconciliationRoutes(ctx), historyRoutes(ctx)],
-          provider: [balanceRoutes(ctx), transactionRoutes(ctx, { ...ledger, outcomes })],
-          admin: [adjustmentRoutes(ctx, ledger), redriveRoutes(ledger), consoleRoutes(ctx)],
-          audit: [auditRoutes(ctx), chainAuditRoutes(ctx)],
-        })
-      : createOpsApp(ctx),
-  );
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err) => reject(new StartupError(`HOST ${config.host} PORT ${config.port}: ${err.message}`)));
-    server.listen(config.port, config.host, () => resolve());
-  });
-  const local = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
-  const httpUrl = `http://${local}:${(server.address() as AddressInfo).port}`;
-  const url = config.roles.includes('api') ? httpUrl : undefined;
-  logger.info({ roles: config.roles, url: httpUrl, host: config.host, eventStore: eventStore.kind, postgresConnections: postgresConnections(config) }, 'service started');
-  warnAboutFirstRun(config, catalog, logger);
+  let reconciler: RunningReconciler | undefined;
+  let server: http.Server | undefined;
+  const pool = createPool(config.databaseUrl, config.databasePoolSize);
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
       logger.info('stopping: no new requests, finishing those in flight');
-      if (server) {
-        const closed = new Promise<void>((resolve) => server!.close(() => resolve()));
+      if (server?.listening) {
+        const listening = server;
+        const closed = new Promise<void>((resolve) => listening.close(() => resolve()));
         // close() ends the connections idle now; a keep-alive connection whose request finishes later
         // would hold shutdown open until its idle timeout, so keep ending them while requests drain.
-        const sweeper = setInterval(() => server!.closeIdleConnections(), 50);
-        const force = setTimeout(() => server!.closeAllConnections(), 20_000);
-        server.closeIdleConnections();
+        const sweeper = setInterval(() => listening.closeIdleConnections(), 50);
+        const force = setTimeout(() => listening.closeAllConnections(), 20_000);
+        listening.closeIdleConnections();
         await closed;
         clearInterval(sweeper);
         clearTimeout(force);
       }
-      await outcomes.drain();
+      await outcomes?.drain();
       await reconciler?.close();
       await worker?.close();
       await signer?.stop();
       await lagSampler?.stop();
       await Promise.all(runners.map((r) => r.stop()));
-      await ctx.background.drain();
+      await background.drain();
       // Again: a request that outlived the connections' forced close may have answered since.
-      await outcomes.drain();
-      await ledger.recorder.close();
-      await queues.close();
-      queueConnection.disconnect();
-      await catalog.close();
-      await eventStore.close();
-      redis.disconnect();
+      await outcomes?.drain();
+      await recorder?.close();
+      await queues?.close();
+      queueConnection?.disconnect();
+      await catalog?.close();
+      await eventStore?.close();
+      redis?.disconnect();
       await pool.end();
       logger.info('stopped');
     })());
 
-  return { ctx, url, httpUrl, runners, worker, reconciler, stop };
+  try {
+    await retry('database migration', logger, async () => {
+      await ensureDatabase(config.databaseUrl);
+      await migrate(pool, allMigrations);
+    });
+    eventStore = await createEventStore(config.eventStore, pool, config.databaseUrl, logger);
+    try {
+      await checkCheckpointStore(pool, eventStore.kind);
+    } catch (err) {
+      if (err instanceof CheckpointStoreMismatch) throw new StartupError(err.message);
+      throw err;
+    }
+    catalog = new CatalogStore(pool, config.databaseUrl, (err) => logger.error({ err }, 'catalog reload failed'));
+    await catalog.start();
+    if (config.catalogFile) {
+      let raw: unknown;
+      try {
+        raw = JSON.parse(await readFile(config.catalogFile, 'utf8'));
+      } catch (err) {
+        throw new StartupError(`CATALOG_FILE ${config.catalogFile}: ${(err as Error).message}`);
+      }
+      try {
+        await catalog.apply(raw);
+      } catch (err) {
+        if (err instanceof AppError || err instanceof CatalogError) throw new StartupError(`CATALOG_FILE ${config.catalogFile}: ${err.message}`);
+        throw err;
+      }
+      logger.info({ file: config.catalogFile }, 'catalog applied');
+    }
+    const requests = createRequestRedis(config.redisUrl, logger);
+    redis = requests;
+    // Requests fail fast while Redis is unreachable; do not open the doors before the first connection is
+    // up (or has failed: then /readyz says so and requests get 503 until it is back).
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        requests.off('ready', done);
+        requests.off('error', done);
+        resolve();
+      };
+      const timer = setTimeout(done, 3000);
+      if (requests.status === 'ready') done();
+      requests.once('ready', done);
+      requests.once('error', done);
+    });
+    const ctx: ServiceContext = { config, logger, pool, redis: requests, eventStore, catalog, background, now: () => new Date(), metrics: createMetrics() };
+
+    if (config.roles.includes('projector')) {
+      // The chain's signing key first: a process that may not sign starts nothing.
+      let key;
+      try {
+        key = await signingKey(pool, config.chainSigningKey);
+      } catch (err) {
+        if (err instanceof RetiredKeyError) throw new StartupError(err.message);
+        throw err;
+      }
+      // The read models, reading the log once for all of them, and the hash chain beside them (run the same
+      // way, but never rebuilt). The chain reads the store itself: it links what the store holds when it
+      // reads, never what this process read of it earlier (docs/auditors.md: a history rewritten in the
+      // database and linked again is what an operator's kept checkpoints expose).
+      const reads = new SharedLogReads(eventStore);
+      for (const projection of allRunners()) {
+        const shared = projection === chainProjection ? {} : { reads };
+        const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, ...shared, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
+        runner.start();
+        runners.push(runner);
+      }
+      signer = startCheckpointSigner(pool, key, config.chainCheckpointSeconds, logger);
+      lagSampler = startLagSampler(pool, runners, logger);
+      ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => ctx.catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool, runnerNames()), logger });
+    }
+
+    queueConnection = bullConnection(config.redisUrl, false);
+    queues = new DispatchQueues(queueConnection, (err, operatorId) => logger.warn({ err: err.message, operatorId }, 'dispatch queue error'));
+    recorder = eventStore.transactionRecorder(pool);
+    const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recorder };
+    // Providers are answered as soon as the wallet replies; the outcome is recorded behind the answer.
+    outcomes = new OutcomeWriter(logger, { maxQueuedBytes: config.outcomeBacklogBytes, maxOperatorBytes: config.outcomeBacklogOperatorBytes });
+    ctx.metrics.watchOutcomeBacklog(outcomes);
+
+    if (config.roles.includes('worker')) {
+      worker = startWorkerRole(
+        {
+          ...ctx,
+          queues,
+          redisUrl: config.redisUrl,
+          retryWindowSeconds: config.dispatchRetryWindowSeconds,
+          backoffBaseMs: config.dispatchBackoffBaseMs,
+          backoffMaxMs: config.dispatchBackoffMaxMs,
+          sweepSeconds: config.recoverySweepSeconds,
+          concurrencyPerOperator: config.dispatchConcurrencyPerOperator,
+        },
+        logger,
+      );
+    }
+
+    reconciler = config.roles.includes('reconciler')
+      ? startReconcilerRole({ ...ledger, staleAfterSeconds: config.staleRoundAfterSeconds, intervalSeconds: config.reconcileIntervalSeconds }, logger)
+      : undefined;
+
+    // Without the api role the port serves only /healthz, /readyz and /metrics (probes and scraping).
+    const listener = http.createServer(
+      config.roles.includes('api')
+        ? createApp(ctx, {
+            operator: [sessionRoutes(ctx, ledger.recorder), replayRoutes(ctx), grantRoutes(ctx), reconciliationRoutes(ctx), historyRoutes(ctx)],
+            provider: [balanceRoutes(ctx), transactionRoutes(ctx, { ...ledger, outcomes })],
+            admin: [adjustmentRoutes(ctx, ledger), redriveRoutes(ledger), consoleRoutes(ctx)],
+            audit: [auditRoutes(ctx), chainAuditRoutes(ctx)],
+          })
+        : createOpsApp(ctx),
+    );
+    server = listener;
+    listener.keepAliveTimeout = 65_000;
+    await new Promise<void>((resolve, reject) => {
+      listener.once('error', (err) => reject(new StartupError(`HOST ${config.host} PORT ${config.port}: ${err.message}`)));
+      listener.listen(config.port, config.host, () => resolve());
+    });
+    const local = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
+    const httpUrl = `http://${local}:${(listener.address() as AddressInfo).port}`;
+    const url = config.roles.includes('api') ? httpUrl : undefined;
+    logger.info({ roles: config.roles, url: httpUrl, host: config.host, eventStore: eventStore.kind, postgresConnections: postgresConnections(config) }, 'service started');
+    warnAboutFirstRun(config, catalog, logger);
+    return { ctx, url, httpUrl, runners, worker, reconciler, stop };
+  } catch (err) {
+    await stop().catch((closing: unknown) => logger.warn({ err: closing }, 'closing what a failed start had opened failed'));
+    throw err;
+  }
 }

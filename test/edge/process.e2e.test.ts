@@ -1,6 +1,10 @@
+import net, { type AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testCatalog } from '../helpers/catalog.ts';
-import { createTestEnv, spawnService, writeCatalogFile, type TestEnv } from '../helpers/service.ts';
+import { TEST_PG_ADMIN_URL } from '../helpers/db.ts';
+import { createTestEnv, spawnService, startInProcess, writeCatalogFile, type TestEnv } from '../helpers/service.ts';
 
 describe('the service process', () => {
   let env: TestEnv;
@@ -63,5 +67,54 @@ describe('the service process', () => {
     const svc = await spawnService({ ...env.env(), SESSION_TTL_SECONDS: 'forever' }, { waitReady: false });
     expect(await svc.exited).not.toBe(0);
     expect(svc.output()).toContain('SESSION_TTL_SECONDS');
+  });
+});
+
+/**
+ * The service started in a process that goes on (the sandbox, a test, an embedding host): a start that
+ * fails partway must close what it had opened, or its connections live on, and its catalog listener
+ * retries for ever once the database is gone.
+ */
+describe('a start that fails in a process that goes on', () => {
+  let env: TestEnv;
+  let admin: pg.Client;
+  let redis: Redis;
+  beforeAll(async () => {
+    env = await createTestEnv('startfail');
+    admin = new pg.Client({ connectionString: TEST_PG_ADMIN_URL });
+    await admin.connect();
+    redis = new Redis(env.redis.url);
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await admin?.end();
+    await env?.cleanup();
+  });
+
+  /** Connections to the file's database and Redis database, its own Redis one left out. */
+  const open = async () => {
+    const { rows } = await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [env.db.name]);
+    const self = `id=${String(await redis.call('CLIENT', 'ID'))} `;
+    const clients = String(await redis.call('CLIENT', 'LIST')).split('\n').filter((l) => l.includes(` db=${env.redis.db} `) && !l.startsWith(self));
+    return { postgres: rows[0]!.n, redis: clients.length };
+  };
+
+  it('with every role, on a port another process holds: closes every connection it opened', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = String((taken.address() as AddressInfo).port);
+      await expect(startInProcess(env, { HOST: '127.0.0.1', PORT: port })).rejects.toThrow(`HOST 127.0.0.1 PORT ${port}`);
+      await expect.poll(open).toEqual({ postgres: 0, redis: 0 });
+    } finally {
+      taken.close();
+    }
+  });
+
+  it('with a catalog file that does not match: the same', async () => {
+    const bad = testCatalog();
+    bad.providers[0]!.games[0]!.replayBaseUrl = 'ftp://x';
+    await expect(startInProcess(env, { CATALOG_FILE: await writeCatalogFile(bad) })).rejects.toThrow('providers[0].games[0].replayBaseUrl');
+    await expect.poll(open).toEqual({ postgres: 0, redis: 0 });
   });
 });
