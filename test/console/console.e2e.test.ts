@@ -469,6 +469,50 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     }
   });
 
+  it('shows the latest of two refreshes, whichever answer comes back last, and a first load that failed is cleared by the next that succeeds', async () => {
+    const api = '**/v1/admin/console/stuck';
+    const stuckTx = (transactionId: string) => ({
+      operatorId: 'op-1', providerId: 'studio-a', roundId: 'r-late', gameId: 'fruit-1', transactionId, type: 'WIN', amount: 100, currency: 'EUR',
+      status: 'pending', recordedAt: new Date().toISOString(), ageSeconds: 5, attempts: 0,
+    });
+    const answer = (body: unknown) => ({ status: 200, contentType: 'application/json', body: JSON.stringify(body) });
+    const before = problems.length;
+    let release: (() => void) | undefined;
+    try {
+      // Its first load fails: the page says so.
+      await page.route(api, (route) => route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: 'the event store is unavailable' }) }));
+      await page.goto(`${base}#/stuck`);
+      await page.reload();
+      await expect.poll(() => page.locator('main').textContent()).toContain('Could not load this page: the event store is unavailable');
+      await page.unroute(api);
+
+      // Two refreshes: the first one's answer is held and comes back after the second's. The page shows the second's.
+      const held = new Promise<void>((r) => (release = r));
+      let calls = 0;
+      await page.route(api, async (route) => {
+        if (++calls === 1) {
+          await held;
+          await route.fulfill(answer({ transactions: [stuckTx('tx-earlier')] })).catch(() => undefined); // aborted by the page meanwhile
+        } else await route.fulfill(answer({ transactions: [stuckTx('tx-later-1'), stuckTx('tx-later-2')] }));
+      });
+      const refresh = page.getByRole('button', { name: 'Refresh', exact: true });
+      await refresh.click();
+      await expect.poll(() => calls).toBe(1);
+      await refresh.click();
+      await expect.poll(() => page.locator('#stuck-summary').textContent()).toBe('2 transactions: 2 pending, 0 failed, 0 dead.');
+      release!();
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await page.locator('#stuck-summary').textContent()).toBe('2 transactions: 2 pending, 0 failed, 0 dead.');
+      expect(await page.locator('#stuck-list tr[data-transaction]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-transaction')))).toEqual(['tx-later-1', 'tx-later-2']);
+      // The first load's failure went with the refresh that succeeded.
+      expect(await page.locator('main').textContent()).not.toContain('Could not');
+      expect(problems.splice(before).filter((p) => !/503/.test(p))).toEqual([]);
+    } finally {
+      release?.();
+      await page.unrouteAll({ behavior: 'ignoreErrors' });
+    }
+  });
+
   it('works by keyboard on every page: a skip link, the nav by Tab, Enter follows links, focus always visible', async () => {
     const pages: Array<[string, string, (f: Awaited<ReturnType<typeof focused>>) => boolean]> = [
       ['#/overview', 'Overview', (f) => f.text === 'Last day'],

@@ -1,7 +1,7 @@
 // The console's shell: log in and out, the hash router, and each page's lifetime (its fetches are aborted
 // and its timers and charts disposed when another page is shown).
 import { checkToken, forgetToken, getToken, isAbort, onUnauthorized, setToken, ApiError } from './api.js';
-import { announce, h, notice, pageTitle } from './dom.js';
+import { announce, h, loadFailureNotice, notice, pageTitle } from './dom.js';
 import { href, parseHash } from './routes.js';
 import { overviewPage } from './pages/overview.js';
 import { searchPage } from './pages/search.js';
@@ -97,7 +97,7 @@ async function showRoute({ focus }) {
   } catch (err) {
     if (isAbort(err) || controller.signal.aborted) return;
     if (err instanceof ApiError && err.status === 401) return; // the login form is shown
-    main.append(notice(`Could not load this page: ${err instanceof Error ? err.message : String(err)}`, 'error'));
+    main.append(loadFailureNotice(`Could not load this page: ${err instanceof Error ? err.message : String(err)}`));
   }
 }
 

@@ -70,22 +70,56 @@ export function notice(text, kind = 'info') {
 }
 
 /**
- * Runs a page's `load` again (a Reload or Refresh button, or after a re-drive), where nothing awaits it as
- * the router awaits a page's first load: a failure is shown in `problem`, which the next load that succeeds
- * clears, and a page left meanwhile (its signal aborted, the fetch with it) is no error. Resolves true when
- * `load` resolved (the page then shows its answer, which may be a "not found" in place of what it showed).
- * @param {() => Promise<void>} load @param {HTMLElement} problem @param {AbortSignal} signal
+ * The notice of a page whose first load failed (the router shows it): the page's next load that succeeds
+ * removes it.
+ * @param {string} text
  */
-export async function loadAgain(load, problem, signal) {
-  try {
-    await load();
+export function loadFailureNotice(text) {
+  const shown = notice(text, 'error');
+  shown.dataset.loadFailure = '';
+  return shown;
+}
+
+/**
+ * A page's loads of what it shows: its first, which the router awaits (and shows the failure of), and each
+ * `again` (a Reload or Refresh button, or after a re-drive), where nothing awaits it. Only the latest one
+ * draws: starting one aborts the one under way, its fetch with it, so an earlier answer that comes back
+ * later never replaces a newer one. A load again that fails says so in `problem`; the next load that
+ * succeeds clears that, and the first load's failure with it. A page left meanwhile (its signal aborted,
+ * the fetch with it) is no error. `again` resolves true when its load drew (the page then shows its
+ * answer, which may be a "not found" in place of what it showed).
+ * @param {(signal: AbortSignal) => Promise<void>} load
+ * @param {HTMLElement} problem
+ * @param {AbortSignal} pageSignal
+ */
+export function pageLoader(load, problem, pageSignal) {
+  /** @type {AbortController | undefined} */
+  let latest;
+  /** @param {AbortSignal} signal */
+  const drawn = async (signal) => {
+    await load(signal);
     problem.replaceChildren();
-    return true;
-  } catch (err) {
-    if (isAbort(err) || signal.aborted) return false;
-    replaceChildren(problem, notice(`Could not reload: ${err instanceof Error ? err.message : String(err)}`, 'error'));
-    return false;
-  }
+    for (const shown of document.querySelectorAll('[data-load-failure]')) shown.remove();
+  };
+  const start = () => {
+    latest?.abort();
+    latest = new AbortController();
+    return AbortSignal.any([pageSignal, latest.signal]);
+  };
+  return {
+    first: () => drawn(start()),
+    async again() {
+      const signal = start();
+      try {
+        await drawn(signal);
+        return true;
+      } catch (err) {
+        if (isAbort(err) || signal.aborted) return false;
+        replaceChildren(problem, notice(`Could not reload: ${err instanceof Error ? err.message : String(err)}`, 'error'));
+        return false;
+      }
+    },
+  };
 }
 
 /** @param {string} text */

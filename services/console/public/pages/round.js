@@ -2,7 +2,7 @@
 // travel: the audit route answers the state after every event, so moving through it is local), a replay
 // link, and a re-drive for a dead transaction.
 import { ApiError, getJson, postJson, seg } from '../api.js';
-import { badge, code, count, duration, h, loadAgain, loading, money, notice, pageTitle, replaceChildren, table, utc, utcMs } from '../dom.js';
+import { badge, code, count, duration, h, loading, money, notice, pageLoader, pageTitle, replaceChildren, table, utc, utcMs } from '../dom.js';
 import { redriveControl } from '../redrive.js';
 import { href } from '../routes.js';
 
@@ -47,13 +47,15 @@ export async function roundPage(ctx) {
   // A reload that fails says so here, above the round as last loaded.
   const problem = h('div', { id: 'round-problem' });
   ctx.main.append(pageTitle('Round ', code(roundId)), problem, body);
-  const reload = () => loadAgain(load, problem, ctx.signal);
+  const loads = pageLoader(load, problem, ctx.signal);
+  const reload = () => loads.again();
 
-  async function load() {
+  /** @param {AbortSignal} signal */
+  async function load(signal) {
     /** @type {{ streamId: string, history: HistoryEntry[] }} */
     let round;
     try {
-      round = await getJson(`/v1/audit/rounds/${seg(providerId)}/${seg(operatorId)}/${seg(roundId)}`, { signal: ctx.signal });
+      round = await getJson(`/v1/audit/rounds/${seg(providerId)}/${seg(operatorId)}/${seg(roundId)}`, { signal });
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) {
         replaceChildren(body, notice(`No round ${roundId} of provider ${providerId} for operator ${operatorId}.`, 'error'));
@@ -249,5 +251,5 @@ export async function roundPage(ctx) {
     if (n > 0) select(n);
   }
 
-  await load();
+  await loads.first();
 }

@@ -1,7 +1,7 @@
 // Stuck money: transactions the wallet has not acknowledged (pending, failed, dead), with their age and last
 // error; a dead one can be re-driven.
 import { getJson } from '../api.js';
-import { age, badge, code, count, h, loadAgain, loading, money, pageTitle, replaceChildren, utc } from '../dom.js';
+import { age, badge, code, count, h, loading, money, pageLoader, pageTitle, replaceChildren, utc } from '../dom.js';
 import { redriveControl } from '../redrive.js';
 import { href } from '../routes.js';
 
@@ -18,7 +18,8 @@ export async function stuckPage(ctx) {
   const refreshButton = h('button', { type: 'button', class: 'secondary', id: 'stuck-refresh' }, 'Refresh');
   // A refresh that fails says so here, above the list as last loaded.
   const problem = h('div', { id: 'stuck-problem' });
-  refreshButton.addEventListener('click', () => void loadAgain(load, problem, ctx.signal));
+  const loads = pageLoader(load, problem, ctx.signal);
+  refreshButton.addEventListener('click', () => void loads.again());
   ctx.main.append(
     pageTitle('Stuck money'),
     h('p', { class: 'muted' }, 'Transactions the wallet has not acknowledged: pending (no final answer yet), failed (retrying) and dead (retries stopped). Amounts in minor units; times in UTC.'),
@@ -28,9 +29,10 @@ export async function stuckPage(ctx) {
     list,
   );
 
-  async function load() {
+  /** @param {AbortSignal} signal */
+  async function load(signal) {
     /** @type {{ transactions: StuckTx[] }} */
-    const answer = await getJson('/v1/admin/console/stuck', { signal: ctx.signal });
+    const answer = await getJson('/v1/admin/console/stuck', { signal });
     const txs = answer.transactions;
     const by = (/** @type {string} */ s) => txs.filter((t) => t.status === s).length;
     summary.textContent = txs.length === 0 ? 'Nothing is stuck.' : `${count(txs.length)} ${txs.length === 1 ? 'transaction' : 'transactions'}: ${count(by('pending'))} pending, ${count(by('failed'))} failed, ${count(by('dead'))} dead.`;
@@ -74,5 +76,5 @@ export async function stuckPage(ctx) {
     );
   }
 
-  await load();
+  await loads.first();
 }
