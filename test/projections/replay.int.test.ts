@@ -662,7 +662,9 @@ describe('replaying the log into scratch tables, a queue per read model', () => 
       await late.query('BEGIN');
       await late.query('SELECT 1 FROM rm_sessions LIMIT 1');
       const seen: number[] = [];
-      const rebuilt = rebuildProjections(env.pool, store, projections, (n) => seen.push(n), { waitMs: 100, attempts: 5, pauseMs: 500 });
+      // Tries enough to outlast the wait below for the log to show the append (another test file's
+      // transaction open for seconds holds it back): 5 gave up before the reader left, once, beside test/cli.
+      const rebuilt = rebuildProjections(env.pool, store, projections, (n) => seen.push(n), { waitMs: 100, attempts: 40, pauseMs: 500 });
       rebuilt.catch(() => undefined);
       await untilWaiters((n) => n > 0, 'the first try asks for the lock');
       // Appended while the first try waits: the rebuild catches up with it before the try that takes the
