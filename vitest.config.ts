@@ -21,9 +21,10 @@ export default defineConfig({
     // Each worker process runs its files one after another without loading every module again for each
     // file: the suite took 4 min 57 s against 5 min 52 s (2026-11-30, the same hour), most of the
     // difference the import of the services' modules. It holds because a test file leaves nothing running
-    // and nothing another reads: a service it starts in this process stops in its afterAll (and one whose
-    // start fails closes what it had opened: services/service.ts), the rest run as processes of their
-    // own, and each file makes its own database, Redis database, wallets and servers (test/helpers).
+    // and no state another file's tests depend on: a service it starts in this process stops in its
+    // afterAll (and one whose start fails closes what it had opened: services/service.ts), the rest run as
+    // processes of their own, each file makes its own database, Redis database, wallets and servers
+    // (test/helpers), and the module caches files share are keyed by random tokens, schema names or origins.
     isolate: false,
     // The longest files first, so none runs alone at the end (test/helpers/sequencer.ts).
     sequence: { sequencer: LongestFirst },

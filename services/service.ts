@@ -112,6 +112,9 @@ function refusedForGood(err: unknown): boolean {
   return code === '28000' || code === '28P01' || code === '42501';
 }
 
+/** How long a start that failed waits for what it had opened to close before it gives its error. */
+const FAILED_START_CLOSE_MS = 10_000;
+
 /**
  * Builds everything the configured roles need and starts them. A start that fails partway closes what it
  * had opened, as `stop` would (one shutdown order, each part closed only if it was opened): in a process
@@ -136,9 +139,18 @@ export async function startService(config: Config, logger: Logger = createLogger
   const pool = createPool(config.databaseUrl, config.databasePoolSize);
 
   let stopping: Promise<void> | undefined;
+  /** Closes each part in turn; one whose close fails does not keep the next ones open (the first failure is thrown at the end). */
   const stop = () =>
     (stopping ??= (async () => {
       logger.info('stopping: no new requests, finishing those in flight');
+      const failures: unknown[] = [];
+      const close = async (part: () => unknown) => {
+        try {
+          await part();
+        } catch (err) {
+          failures.push(err);
+        }
+      };
       if (server?.listening) {
         const listening = server;
         const closed = new Promise<void>((resolve) => listening.close(() => resolve()));
@@ -151,22 +163,23 @@ export async function startService(config: Config, logger: Logger = createLogger
         clearInterval(sweeper);
         clearTimeout(force);
       }
-      await outcomes?.drain();
-      await reconciler?.close();
-      await worker?.close();
-      await signer?.stop();
-      await lagSampler?.stop();
-      await Promise.all(runners.map((r) => r.stop()));
-      await background.drain();
+      await close(() => outcomes?.drain());
+      await close(() => reconciler?.close());
+      await close(() => worker?.close());
+      await close(() => signer?.stop());
+      await close(() => lagSampler?.stop());
+      await close(() => Promise.all(runners.map((r) => r.stop())));
+      await close(() => background.drain());
       // Again: a request that outlived the connections' forced close may have answered since.
-      await outcomes?.drain();
-      await recorder?.close();
-      await queues?.close();
-      queueConnection?.disconnect();
-      await catalog?.close();
-      await eventStore?.close();
-      redis?.disconnect();
-      await pool.end();
+      await close(() => outcomes?.drain());
+      await close(() => recorder?.close());
+      await close(() => queues?.close());
+      await close(() => queueConnection?.disconnect());
+      await close(() => catalog?.close());
+      await close(() => eventStore?.close());
+      await close(() => redis?.disconnect());
+      await close(() => pool.end());
+      if (failures.length > 0) throw failures[0];
       logger.info('stopped');
     })());
 
@@ -294,7 +307,17 @@ export async function startService(config: Config, logger: Logger = createLogger
     warnAboutFirstRun(config, catalog, logger);
     return { ctx, url, httpUrl, runners, worker, reconciler, stop };
   } catch (err) {
-    await stop().catch((closing: unknown) => logger.warn({ err: closing }, 'closing what a failed start had opened failed'));
+    // Said before the closing, which can wait (a worker's sweep for a Redis that is down, say), and the
+    // closing bounded: a process whose start failed exits (services/main.ts) rather than hang unlistening.
+    logger.warn({ err: (err as Error).message }, 'start failed: closing what it had opened');
+    const closing = stop().then(
+      () => true,
+      (failed: unknown) => (logger.warn({ err: failed }, 'closing what a failed start had opened failed'), true),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const closed = await Promise.race([closing, new Promise<false>((resolve) => (timer = setTimeout(resolve, FAILED_START_CLOSE_MS, false)))]);
+    clearTimeout(timer);
+    if (!closed) logger.warn(`closing what a failed start had opened took longer than ${FAILED_START_CLOSE_MS / 1000} s: left to the process's exit`);
     throw err;
   }
 }

@@ -101,10 +101,14 @@ export function pageLoader(load, problem, pageSignal) {
     problem.replaceChildren();
     for (const shown of document.querySelectorAll('[data-load-failure]')) shown.remove();
   };
+  /** Aborts the load under way and gives the new one its signal, aborted with the page's too. */
   const start = () => {
     latest?.abort();
-    latest = new AbortController();
-    return AbortSignal.any([pageSignal, latest.signal]);
+    const mine = new AbortController();
+    latest = mine;
+    if (pageSignal.aborted) mine.abort();
+    else pageSignal.addEventListener('abort', () => mine.abort(), { once: true, signal: mine.signal });
+    return mine.signal;
   };
   return {
     first: () => drawn(start()),
