@@ -206,9 +206,10 @@ export const GATHER_PAGES = 8;
 /**
  * Connections a stream-local projection's replay is split over (Projection.streamLocal): the rounds read
  * model, the replay's largest by far, would otherwise be one connection's statements one after the other
- * while the second core waits.
+ * while the second core waits. Three rather than two: the rebuild ahead in each of five alternated pairs on
+ * two cores, by 2.9 % on average (docs/benchmarks.md, Measured design decisions).
  */
-export const REPLAY_PARTS = 2;
+export const REPLAY_PARTS = 3;
 
 /** Which of `parts` parts a stream's events go to (FNV-1a of its id): the same part for every event of a stream. */
 export function partOf(streamId: string, parts: number): number {
