@@ -17,7 +17,7 @@ import type { EventStore } from '../../shared/eventstore/port.ts';
 import { compareLogs, copyEvents } from './migrate.ts';
 import { verifyChain } from '../chain/verify.ts';
 import { archiveChain, catchUpChain } from '../chain/archive.ts';
-import { dropLeftScratch, NothingSwapped, rebuildProjections, REPLAY_PARTS, SWAP_LOCK, verifyProjection, VerifyInterrupted, type Difference, type Rebuilt } from './rebuild.ts';
+import { dropLeftScratch, NothingSwapped, rebuildProjections, replayPoolSize, SWAP_LOCK, verifyProjection, VerifyInterrupted, type Difference, type Rebuilt } from './rebuild.ts';
 
 const PROJECTIONS = allProjections().map((p) => p.name);
 /** Read models that were folded into another: their name still selects the one that keeps their tables. */
@@ -252,7 +252,7 @@ async function main(): Promise<number> {
   if (typeof state === 'object') return fail(`cannot connect to ${where}: ${state.unreachable}`);
   if (state === 'no ledger') return fail(`${where} holds no ledger (the service never ran on it): nothing to audit; set DATABASE_URL to the ledger's`);
   // A rebuild applies each read model on a connection of its own, beside the store's reads.
-  const pool = createPool(config.databaseUrl, allProjections().length + REPLAY_PARTS + 3);
+  const pool = createPool(config.databaseUrl, replayPoolSize(allProjections()));
   await migrate(pool, allMigrations);
   const store = await createEventStore(config.eventStore, pool, config.databaseUrl);
   const total = await store.eventCount();

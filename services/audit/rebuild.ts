@@ -211,6 +211,14 @@ export const GATHER_PAGES = 8;
  */
 export const REPLAY_PARTS = 3;
 
+/**
+ * Connections a pool must be able to give a rebuild or a verify of these read models (replayInto): a lane
+ * each (REPLAY_PARTS for a stream-local one), which it holds for the whole replay, the scratch tables'
+ * session, the log's reads on Postgres, and one to spare. With fewer, the log's reads wait for a lane to
+ * give one back, which none does, and fail when the pool's wait ends.
+ */
+export const replayPoolSize = (projections: Projection[]): number => projections.reduce((n, p) => n + (p.streamLocal ? REPLAY_PARTS : 1), 0) + 3;
+
 /** Which of `parts` parts a stream's events go to (FNV-1a of its id): the same part for every event of a stream. */
 export function partOf(streamId: string, parts: number): number {
   let h = 0x811c9dc5;

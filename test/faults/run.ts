@@ -15,7 +15,7 @@ import net from 'node:net';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { allProjections } from '../../services/read-models.ts';
-import { verifyProjection } from '../../services/audit/rebuild.ts';
+import { replayPoolSize, verifyProjection } from '../../services/audit/rebuild.ts';
 import { verifyChain } from '../../services/chain/verify.ts';
 import { prng } from '../helpers/prng.ts';
 import { fold } from '../../shared/decider.ts';
@@ -561,7 +561,8 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
     }
 
     // Settle: every credit applied, every stale round closed, every lost BET reply learned, read models caught up.
-    const pool = createPool(env.db.url, 4);
+    // Enough for the rebuilds that check the read models below (verifyProjection).
+    const pool = createPool(env.db.url, replayPoolSize(allProjections()));
     const store = await createEventStore(eventStoreSetting, pool, env.db.url);
     try {
       const settleDeadline = Date.now() + 180_000;
