@@ -262,7 +262,8 @@ interface Chain {
  * model does not hold the others at every page and both cores stay busy. A stream-local read model
  * (Projection.streamLocal) has REPLAY_PARTS of them, each applying the events of its share of the
  * streams. A read model few events concern gathers them over pages (GATHER_PAGES at most) into
- * transactions of up to a page's size. In the caller's transaction (a client), everything runs one step after the other on it.
+ * transactions of up to a page's size. In the caller's transaction (a client), everything runs one step
+ * after the other on it.
  */
 export async function replayInto(
   pool: Pool | PoolClient,
