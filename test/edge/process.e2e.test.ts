@@ -111,6 +111,15 @@ describe('a start that fails in a process that goes on', () => {
     }
   });
 
+  it('a stop where one part fails to close still closes the others, then fails with that part\'s error', async () => {
+    const svc = await startInProcess(env, { ROLES: 'api,worker,projector,reconciler' });
+    expect((await open()).postgres).toBeGreaterThan(0);
+    // A read model's runner whose stop fails, as one whose last batch's connection broke would.
+    svc.runners[0]!.stop = () => Promise.reject(new Error('the runner could not stop'));
+    await expect(svc.stop()).rejects.toThrow('the runner could not stop');
+    await expect.poll(open).toEqual({ postgres: 0, redis: 0 });
+  });
+
   it('with a catalog file that does not match: the same', async () => {
     const bad = testCatalog();
     bad.providers[0]!.games[0]!.replayBaseUrl = 'ftp://x';
