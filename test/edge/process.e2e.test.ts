@@ -72,10 +72,10 @@ describe('the service process', () => {
 
 /**
  * The service started in a process that goes on (the sandbox, a test, an embedding host): a start that
- * fails partway must close what it had opened, or its connections live on, and its catalog listener
- * retries for ever once the database is gone.
+ * fails partway must close what it had opened, and a stop whose one part fails must still close the
+ * rest, or their connections live on, and a catalog listener retries for ever once the database is gone.
  */
-describe('a start that fails in a process that goes on', () => {
+describe('a start or a stop that fails, in a process that goes on', () => {
   let env: TestEnv;
   let admin: pg.Client;
   let redis: Redis;
