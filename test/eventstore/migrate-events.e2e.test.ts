@@ -56,6 +56,7 @@ describe('npm run audit -- migrate-events', () => {
     await h.svc.stop();
   }, 60_000);
   afterAll(async () => {
+    await h?.svc.stop(); // stopped already, unless the set-up failed before that
     await Promise.all([h?.wallet.close(), h?.wallet2.close(), h?.provider.close()]);
     await h?.env.cleanup();
     await esdb?.close();
@@ -191,6 +192,7 @@ describe('npm run audit -- migrate-events to a store that holds something else',
     await h.svc.stop();
   }, 60_000);
   afterAll(async () => {
+    await h?.svc.stop(); // stopped already, unless the set-up failed before that
     await Promise.all([h?.wallet.close(), h?.wallet2.close(), h?.provider.close()]);
     await h?.env.cleanup();
     await esdb?.close();

@@ -24,8 +24,17 @@ export interface MoneyHarness {
 export async function startMoneyHarness(label: string, env: Record<string, string> = {}, catalog: TestCatalogOptions = {}): Promise<MoneyHarness> {
   const testEnv = await createTestEnv(label);
   const [wallet, wallet2, provider] = await Promise.all([startFakeWallet(OP1.secret), startFakeWallet(OP2.secret), startFakeProvider(PROV_A.secret)]);
-  const svc = await startInProcess(testEnv, { DISPATCH_BACKOFF_BASE_MS: '100', DISPATCH_BACKOFF_MAX_MS: '400', RECOVERY_SWEEP_SECONDS: '1', ...env });
-  await svc.ctx.catalog.apply(testCatalog({ walletUrl: wallet.url, wallet2Url: wallet2.url, providerUrl: provider.url, walletTimeoutMs: 500, ...catalog }));
+  let svc: (RunningService & { url: string }) | undefined;
+  try {
+    svc = await startInProcess(testEnv, { DISPATCH_BACKOFF_BASE_MS: '100', DISPATCH_BACKOFF_MAX_MS: '400', RECOVERY_SWEEP_SECONDS: '1', ...env });
+    await svc.ctx.catalog.apply(testCatalog({ walletUrl: wallet.url, wallet2Url: wallet2.url, providerUrl: provider.url, walletTimeoutMs: 500, ...catalog }));
+  } catch (err) {
+    // The caller gets no harness to close: what was started is closed here (vitest runs the next file in this process).
+    await svc?.stop().catch(() => undefined);
+    await Promise.all([wallet.close(), wallet2.close(), provider.close()]);
+    await testEnv.cleanup();
+    throw err;
+  }
   const h: MoneyHarness = {
     env: testEnv,
     svc,

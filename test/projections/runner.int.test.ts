@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { applyBatch, CheckpointMovedError, ProjectionApplyError, projectionFailures, projectionMigrations, ProjectionRunner, readCheckpoint, resetProjection } from '../../projections/runner.ts';
 import { createLogger } from '../../shared/logger.ts';
 import { migrate } from '../../shared/db/migrations.ts';
@@ -21,6 +21,19 @@ async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise
   }
 }
 
+/**
+ * Every runner a test starts, stopped after it even when the test failed first: a runner left running
+ * would go on into the next test file of the worker (vitest runs them in one process), opening
+ * connections to this file's database every 20 ms once it is dropped.
+ */
+const started: ProjectionRunner[] = [];
+class TestRunner extends ProjectionRunner {
+  constructor(...args: ConstructorParameters<typeof ProjectionRunner>) {
+    super(...args);
+    started.push(this);
+  }
+}
+
 describe('projection runner', () => {
   let db: TestDatabase;
   let pool: Pool;
@@ -37,6 +50,9 @@ describe('projection runner', () => {
     await store.close();
     await pool.end();
     await db.drop();
+  });
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((r) => r.stop()));
   });
   beforeEach(async () => {
     // Each test starts from an empty log and read model.
@@ -65,7 +81,7 @@ describe('projection runner', () => {
     const ids = await appendEvents(50);
     let failures = 0;
     let attempt = 0;
-    const runner = new ProjectionRunner(
+    const runner = new TestRunner(
       pool,
       db.url,
       store,
@@ -96,7 +112,7 @@ describe('projection runner', () => {
     const lines: Array<Record<string, unknown>> = [];
     const logger = createLogger('info', {}, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
     const failures: ProjectionApplyError[] = [];
-    const runner = new ProjectionRunner(
+    const runner = new TestRunner(
       pool,
       db.url,
       store,
@@ -149,7 +165,7 @@ describe('projection runner', () => {
     expect(Number(rows[0]!.n) % 20).toBe(0);
     expect(Number(rows[0]!.n)).toBeLessThan(150);
 
-    const runner = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 20, lockRetryMs: 20 });
+    const runner = new TestRunner(pool, db.url, store, tallyProjection(), { batchSize: 20, lockRetryMs: 20 });
     runner.start();
     await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 150);
     await runner.stop();
@@ -158,8 +174,8 @@ describe('projection runner', () => {
 
   it('lets exactly one of two runners own the projection, and hands over when the owner stops', async () => {
     const first = await appendEvents(30);
-    const a = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 7, lockRetryMs: 20 });
-    const b = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 7, lockRetryMs: 20 });
+    const a = new TestRunner(pool, db.url, store, tallyProjection(), { batchSize: 7, lockRetryMs: 20 });
+    const b = new TestRunner(pool, db.url, store, tallyProjection(), { batchSize: 7, lockRetryMs: 20 });
     a.start();
     b.start();
     await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 30);
@@ -200,7 +216,7 @@ describe('projection runner', () => {
         return typeof value === 'function' ? value.bind(target) : value;
       },
     });
-    const runner = new ProjectionRunner(pool, db.url, spy, tallyProjection(), { batchSize: 100, lockRetryMs: 20, gatherMs: 0 });
+    const runner = new TestRunner(pool, db.url, spy, tallyProjection(), { batchSize: 100, lockRetryMs: 20, gatherMs: 0 });
     runner.start();
     await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 300);
     await runner.stop();
@@ -219,7 +235,7 @@ describe('projection runner', () => {
 
   it('reports its lag in events and milliseconds behind the head', async () => {
     await appendEvents(5);
-    const runner = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 50, lockRetryMs: 20 });
+    const runner = new TestRunner(pool, db.url, store, tallyProjection(), { batchSize: 50, lockRetryMs: 20 });
     // The global log is eventually consistent (another transaction on the server can hold it back).
     await until(async () => (await runner.lag()).eventsBehind === 5);
     await new Promise((r) => setTimeout(r, 30));
@@ -234,7 +250,7 @@ describe('projection runner', () => {
 
   it('passes over events of no use to it, records where it got once caught up, and resumes from there', async () => {
     const other = (n: number) => Promise.all(Array.from({ length: n }, (_, i) => store.append(`o-${i % 5}`, [{ id: randomUUID(), type: 'Other', data: { i } }], 'any')));
-    const runner = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 10, lockRetryMs: 20, gatherMs: 0 });
+    const runner = new TestRunner(pool, db.url, store, tallyProjection(), { batchSize: 10, lockRetryMs: 20, gatherMs: 0 });
     runner.start();
     await other(40);
     const ticks = await appendEvents(3);
@@ -250,7 +266,7 @@ describe('projection runner', () => {
     // A new runner starts from the recorded checkpoint: later ticks applied, none of the earlier twice.
     const more = await appendEvents(2);
     await other(3);
-    const again = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 10, lockRetryMs: 20, gatherMs: 0 });
+    const again = new TestRunner(pool, db.url, store, tallyProjection(), { batchSize: 10, lockRetryMs: 20, gatherMs: 0 });
     again.start();
     await until(async () => (await row())?.events_applied === '73');
     await again.stop();
@@ -259,7 +275,7 @@ describe('projection runner', () => {
 
   it('rebuilds from zero to the same rows', async () => {
     const ids = await appendEvents(25);
-    const runner = new ProjectionRunner(pool, db.url, store, tallyProjection(), { batchSize: 10, lockRetryMs: 20 });
+    const runner = new TestRunner(pool, db.url, store, tallyProjection(), { batchSize: 10, lockRetryMs: 20 });
     runner.start();
     await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 25);
     const before = (await pool.query('SELECT event_id, position FROM tally ORDER BY position')).rows;
