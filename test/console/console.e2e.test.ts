@@ -379,10 +379,11 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     await expect.poll(types).toContain('TransactionRedriven');
     const redriven = page.locator('#timeline li[data-type="TransactionRedriven"]');
     expect(await redriven.textContent()).toContain('re-driven by console test: the wallet is back');
-    // Its wallet call, applied, follows (reload until the worker's outcome is recorded).
+    // Its wallet call, applied, follows (reload until the worker's outcome is recorded; each reload waited
+    // for, since a click while one is under way cancels it).
     await expect
       .poll(async () => {
-        await page.getByRole('button', { name: 'Reload' }).click();
+        await Promise.all([page.waitForResponse((r) => r.url().includes('/v1/audit/rounds/')), page.getByRole('button', { name: 'Reload' }).click()]);
         return (await types()).slice(-2);
       }, { timeout: 10_000 })
       .toEqual(['TransactionRedriven', 'TransactionSettled']);
@@ -446,9 +447,10 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
         await expect.poll(() => page.locator(problemBox).textContent(), { message: hash }).toContain('Could not reload: the event store is unavailable');
         expect(await page.locator(kept).textContent(), hash).toBe(shown);
         await page.unroute(api);
-        // The next reload that succeeds clears it.
+        // The next reload that succeeds clears it, and focus is on the button again (the round's is drawn anew).
         await page.getByRole('button', { name: button, exact: true }).click();
         await expect.poll(() => page.locator(problemBox).textContent(), { message: hash }).toBe('');
+        await expect.poll(async () => (await focused()).text, { message: hash }).toBe(button);
 
         // The page is left while its reload is under way: its fetch is aborted, and that is no error.
         gate = await hold(api);

@@ -48,7 +48,15 @@ export async function roundPage(ctx) {
   const problem = h('div', { id: 'round-problem' });
   ctx.main.append(pageTitle('Round ', code(roundId)), problem, body);
   const loads = pageLoader(load, problem, ctx.signal);
-  const reload = () => loads.again();
+  /**
+   * Loads the round again. The redraw replaces what had focus (the Reload button, a re-drive's form): focus
+   * then goes to the new Reload button, or to the title when the round is no longer found, whichever load
+   * drew (a re-drive's reload may supersede a click on Reload).
+   */
+  const reload = async () => {
+    const loaded = await loads.again();
+    if (loaded && (!document.activeElement || document.activeElement === document.body)) (document.getElementById('reload-round') ?? document.getElementById('page-title'))?.focus();
+  };
 
   /** @param {AbortSignal} signal */
   async function load(signal) {
@@ -105,10 +113,7 @@ export async function roundPage(ctx) {
       }
     });
     const reloadButton = h('button', { type: 'button', class: 'secondary', id: 'reload-round' }, 'Reload');
-    reloadButton.addEventListener('click', () => {
-      // Focus back on the new Reload button, or on the title when the round is no longer found.
-      void reload().then((loaded) => loaded && (document.getElementById('reload-round') ?? document.getElementById('page-title'))?.focus());
-    });
+    reloadButton.addEventListener('click', () => void reload());
 
     const facts = h(
       'dl',
