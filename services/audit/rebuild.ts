@@ -211,13 +211,17 @@ export const GATHER_PAGES = 8;
  */
 export const REPLAY_PARTS = 3;
 
+/** A read model's lanes in a replay on connections of its own: REPLAY_PARTS for a stream-local one. */
+const lanesOf = (projection: Projection): number => (projection.streamLocal ? REPLAY_PARTS : 1);
+
 /**
  * Connections a pool must be able to give a rebuild or a verify of these read models (replayInto): a lane
  * each (REPLAY_PARTS for a stream-local one), which it holds for the whole replay, the scratch tables'
  * session, the log's reads on Postgres, and one to spare. With fewer, the log's reads wait for a lane to
  * give one back, which none does, and fail when the pool's wait ends.
  */
-export const replayPoolSize = (projections: Projection[]): number => projections.reduce((n, p) => n + (p.streamLocal ? REPLAY_PARTS : 1), 0) + 3;
+export const replayPoolSize = (projections: Projection[]): number => projections.reduce((n, p) => n + lanesOf(p), 0) + 3;
+
 
 /** Which of `parts` parts a stream's events go to (FNV-1a of its id): the same part for every event of a stream. */
 export function partOf(streamId: string, parts: number): number {
@@ -291,7 +295,7 @@ export async function replayInto(
   const lanes: Lane[] = [];
   try {
     for (const projection of projections) {
-      const parts = own && projection.streamLocal ? REPLAY_PARTS : 1;
+      const parts = own ? lanesOf(projection) : 1;
       for (let part = 0; part < parts; part++) {
         const client = own ? await (pool as Pool).connect() : (pool as PoolClient);
         lanes.push({ projection, part, parts, client, chain: own ? newChain() : shared, gathered: [], gatheredBytes: 0, applied: 0, through: 0, gatheredFrom: 0 });
