@@ -39,6 +39,7 @@ import { RoundCache } from './rounds/round-cache.ts';
 import { OutcomeWriter } from './rounds/outcome-writer.ts';
 import { startWorkerRole, type RunningWorker } from './rounds/worker.ts';
 import { startReconcilerRole, type RunningReconciler } from './rounds/reconciler.ts';
+import { within } from '../shared/timeout.ts';
 import { postgresConnections } from './connections.ts';
 import type { ServiceContext } from './context.ts';
 
@@ -314,10 +315,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       () => true,
       (failed: unknown) => (logger.warn({ err: failed }, 'closing what a failed start had opened failed'), true),
     );
-    let timer: NodeJS.Timeout | undefined;
-    const closed = await Promise.race([closing, new Promise<false>((resolve) => (timer = setTimeout(resolve, FAILED_START_CLOSE_MS, false)))]);
-    clearTimeout(timer);
-    if (!closed) logger.warn(`closing what a failed start had opened took longer than ${FAILED_START_CLOSE_MS / 1000} s: left to the process's exit`);
+    if (!(await within(closing, FAILED_START_CLOSE_MS, () => false))) logger.warn(`closing what a failed start had opened took longer than ${FAILED_START_CLOSE_MS / 1000} s: left to the process's exit`);
     throw err;
   }
 }

@@ -3,6 +3,7 @@ import type { Express, NextFunction, Request, RequestHandler, Response } from 'e
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { OutboundResult } from './http/outbound.ts';
 import type { Logger } from './logger.ts';
+import { within } from './timeout.ts';
 
 /**
  * What a wallet call came to. A transaction call ends as API document 3.3 names it (and as the ledger
@@ -268,11 +269,7 @@ export class Metrics {
         computedAt = Date.now();
         computing = compute();
       }
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<undefined>((resolve) => {
-        timer = setTimeout(() => resolve(undefined), READ_MODEL_TIMEOUT_MS);
-      });
-      return Promise.race([computing, timeout]).finally(() => clearTimeout(timer));
+      return within(computing, READ_MODEL_TIMEOUT_MS, () => undefined);
     };
   }
 

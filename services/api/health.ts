@@ -2,9 +2,8 @@ import { Router } from 'express';
 import { projectionFailures, type ProjectionFailure } from '../../projections/runner.ts';
 import { runnerNames } from '../read-models.ts';
 import type { ServiceContext } from '../context.ts';
+import { within } from '../../shared/timeout.ts';
 
-const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
-  Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error('timeout')), ms).unref())]);
 
 export function healthRouter(ctx: ServiceContext): Router {
   const router = Router();
@@ -24,7 +23,9 @@ export function healthRouter(ctx: ServiceContext): Router {
     const results = await Promise.all(
       Object.entries(checks).map(async ([name, check]) => {
         try {
-          await withTimeout(check(), 2000);
+          await within(check(), 2000, () => {
+            throw new Error('timeout');
+          });
           return undefined;
         } catch {
           return name;

@@ -1,5 +1,6 @@
 import { defaultOperatorShare } from '../../shared/config.ts';
 import type { Logger } from '../../shared/logger.ts';
+import { within } from '../../shared/timeout.ts';
 
 /**
  * Write-behind of wallet replies (ADR 4, docs/architecture.md): the provider is answered as soon as the
@@ -173,9 +174,7 @@ export class OutcomeWriter {
     for (let p = this.pending.get(roundStream); p; p = this.pending.get(roundStream)) {
       const left = deadline - Date.now();
       if (left <= 0) return;
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([p, new Promise<void>((r) => (timer = setTimeout(r, left)))]);
-      clearTimeout(timer);
+      await within(p, left, () => undefined);
     }
   }
 

@@ -1,6 +1,7 @@
 import { Queue, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { txKey, type TxRef } from './dispatch.ts';
+import { within } from '../../shared/timeout.ts';
 
 /**
  * Wallet retries go on one BullMQ queue per operator, `wallet-dispatch.<operatorId>` (the id
@@ -64,16 +65,9 @@ export async function enqueueRetry(queues: DispatchQueues | undefined, operatorI
   // A queue made while Redis is unreachable waits for its connection without end; its callers (a provider
   // waiting for its answer, a sweep, a shutdown) must not. Failing here loses nothing: the recovery sweep
   // finds the credit in Postgres. An add that completes later is harmless (one job per transaction).
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`retry queue of ${operatorId} unavailable (Redis)`)), ENQUEUE_TIMEOUT_MS);
+  await within(added, ENQUEUE_TIMEOUT_MS, () => {
+    throw new Error(`retry queue of ${operatorId} unavailable (Redis)`);
   });
-  added.catch(() => undefined);
-  try {
-    await Promise.race([added, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 const ENQUEUE_TIMEOUT_MS = 2000;
