@@ -63,6 +63,32 @@ describe('the service process', () => {
     expect(svc.output()).toContain('providers[0].games[0].replayBaseUrl');
   });
 
+  it('whose start fails while its closing hangs (a Redis that answers nothing) gives up on the closing after 10 s and exits non-zero, naming the cause', async () => {
+    // A Redis that accepts connections and never answers: the dispatch worker's close waits on it for ever.
+    const silent = net.createServer((socket) => socket.on('data', () => undefined));
+    const taken = net.createServer();
+    await Promise.all([silent, taken].map((s) => new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))));
+    const portOf = (s: net.Server) => String((s.address() as AddressInfo).port);
+    let svc: Awaited<ReturnType<typeof spawnService>> | undefined;
+    try {
+      const file = await writeCatalogFile(testCatalog());
+      svc = await spawnService(
+        { ...env.env(), REDIS_URL: `redis://127.0.0.1:${portOf(silent)}/0`, ROLES: 'worker', CATALOG_FILE: file, HOST: '127.0.0.1', PORT: portOf(taken) },
+        { waitReady: false },
+      );
+      // Without the bound it waits for a signal (the shutdown's own 30 s guard starts only with one).
+      let timer: NodeJS.Timeout | undefined;
+      const code = await Promise.race([svc.exited, new Promise<'still running'>((resolve) => (timer = setTimeout(() => resolve('still running'), 25_000)))]);
+      clearTimeout(timer);
+      expect(code, svc.output()).toBe(1);
+      expect(svc.output()).toContain("closing what a failed start had opened took longer than 10 s: left to the process's exit");
+      expect(svc.output()).toContain(`HOST 127.0.0.1 PORT ${portOf(taken)}`);
+    } finally {
+      await svc?.stop('SIGKILL');
+      for (const s of [silent, taken]) s.close();
+    }
+  }, 40_000);
+
   it('refuses a bad environment variable at start, naming it', async () => {
     const svc = await spawnService({ ...env.env(), SESSION_TTL_SECONDS: 'forever' }, { waitReady: false });
     expect(await svc.exited).not.toBe(0);
