@@ -75,7 +75,7 @@ export class OutcomeWriter {
 
   private share(operatorId: string): OperatorShare {
     let share = this.operators.get(operatorId);
-    if (!share) this.operators.set(operatorId, (share = { queued: 0, reserved: 0, usual: 0 }));
+    if (!share) this.operators.set(operatorId, (share = { queued: 0, reserved: 0, usual: undefined }));
     return share;
   }
 
@@ -137,7 +137,7 @@ export class OutcomeWriter {
    */
   private reserve(operatorId: string): Admission {
     const share = this.share(operatorId);
-    const bytes = share.usual || Math.max(0, ...[...this.operators.values()].map((other) => other.usual));
+    const bytes = share.usual ?? Math.max(0, ...[...this.operators.values()].map((other) => other.usual ?? 0));
     share.reserved += bytes;
     this.reservedBytes += bytes;
     this.reservedWrites += 1;
@@ -197,7 +197,7 @@ export class OutcomeWriter {
     this.queuedBytes += bytes;
     share.queued += bytes;
     // A mean weighted towards the newest replies (a quarter each), rounded up: what the next call expects.
-    share.usual = share.usual === 0 ? bytes : Math.ceil(share.usual + (bytes - share.usual) / 4);
+    share.usual = share.usual === undefined ? bytes : Math.ceil(share.usual + (bytes - share.usual) / 4);
     // Assigned before the body below first resumes (it always awaits before its finally).
     let done: Promise<void> | undefined;
     done = (async () => {
@@ -289,6 +289,6 @@ interface OperatorShare {
   queued: number;
   /** Characters expected from its transactions let in after a wait, not yet ended. */
   reserved: number;
-  /** Its replies' usual size, in characters (0 until its first reply is written). */
-  usual: number;
+  /** Its replies' usual size, in characters; undefined until its first reply is written (an empty reply counts: 0). */
+  usual: number | undefined;
 }

@@ -183,6 +183,26 @@ describe('OutcomeWriter', () => {
     expect([writer.bytes, writer.waiting]).toEqual([0, 0]);
   });
 
+  it('takes an operator whose replies are empty to reply empty, not as one with no reply yet', async () => {
+    const writer = new OutcomeWriter(logger, { retryMaxMs: 5, maxQueuedBytes: 1000, maxOperatorBytes: 1000 });
+    // op-2's replies of 300 fill the whole backlog; op-1's one reply so far was empty.
+    const writes = [gate(), gate(), gate(), gate()];
+    writes.forEach((g, n) => writer.write(out(`r${n}`, `t${n}`, 300, 'op-2'), g.write, async () => undefined));
+    const empty = gate();
+    writer.write(out('e', 'te', 0, 'op-1'), empty.write, async () => undefined);
+    const admitted: number[] = [];
+    const waits = Array.from({ length: 3 }, (_, n) => writer.admit('op-1', MINUTE).then((a) => (admitted.push(n), a!)));
+    await tick();
+    writes[0]!.land();
+    await tick();
+    // 900 queued: op-1's waiters expect empty replies, so all three go in (taken as op-2's 300, one would).
+    expect([admitted, writer.bytesOf('op-1'), writer.waiting]).toEqual([[0, 1, 2], 0, 0]);
+    for (const w of waits) (await w).release();
+    for (const g of [...writes.slice(1), empty]) g.land();
+    await writer.drain();
+    expect([writer.bytes, writer.waiting]).toEqual([0, 0]);
+  });
+
   it('shares the characters between operators: one operator’s large replies hold back its own new transactions, not another’s, until the whole backlog is full', async () => {
     const writer = new OutcomeWriter(logger, { retryMaxMs: 5, maxQueuedBytes: 1000, maxOperatorBytes: 400 });
     const large = gate();
