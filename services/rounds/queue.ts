@@ -84,6 +84,9 @@ export function createDispatchWorker(
   process: (job: Job<DispatchJob>) => Promise<void>,
   options: { baseMs: number; maxMs: number; concurrency: number },
 ): Worker<DispatchJob> {
+  // BullMQ's Worker opens its own blocking connection before it checks its settings, and a constructor
+  // that throws hands back nothing to close it by: so a setting it would refuse is refused here first.
+  if (!Number.isInteger(options.concurrency) || options.concurrency < 1) throw new RangeError(`dispatch concurrency must be a whole number above 0, not ${options.concurrency}`);
   return new Worker<DispatchJob>(dispatchQueueName(operatorId), process, {
     connection,
     concurrency: options.concurrency,

@@ -79,7 +79,17 @@ export function startWorkerRole(deps: WorkerRoleDeps, logger: Logger): RunningWo
     }
   };
   const unfollow = deps.catalog.onChange(follow);
-  follow();
+  try {
+    follow();
+  } catch (err) {
+    // A Worker that could not be made (a setting BullMQ refuses): what was opened is closed, not left
+    // to a caller that never got anything to close.
+    closed = true;
+    unfollow();
+    for (const worker of workers.values()) void worker.close().catch(() => undefined);
+    connection.disconnect();
+    throw err;
+  }
 
   const sweep = async (): Promise<number> => {
     // Credits recorded and not settled for good; a few seconds old, so the attempt in flight is left to finish.

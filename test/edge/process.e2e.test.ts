@@ -4,6 +4,9 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testCatalog } from '../helpers/catalog.ts';
 import { TEST_PG_ADMIN_URL } from '../helpers/db.ts';
+import { loadConfig } from '../../shared/config.ts';
+import { createLogger } from '../../shared/logger.ts';
+import { startService } from '../../services/service.ts';
 import { createTestEnv, spawnService, startInProcess, writeCatalogFile, type TestEnv } from '../helpers/service.ts';
 
 describe('the service process', () => {
@@ -143,6 +146,13 @@ describe('a start or a stop that fails, in a process that goes on', () => {
     // A read model's runner whose stop fails, as one whose last batch's connection broke would.
     svc.runners[0]!.stop = () => Promise.reject(new Error('the runner could not stop'));
     await expect(svc.stop()).rejects.toThrow('the runner could not stop');
+    await expect.poll(open).toEqual({ postgres: 0, redis: 0 });
+  });
+
+  it('whose dispatch worker cannot be made (a setting its queue library refuses): the same, the worker role\'s Redis connection too', async () => {
+    // The environment refuses such a setting; a host that builds the configuration itself may not.
+    const config = { ...loadConfig(env.env({ ROLES: 'worker', CATALOG_FILE: await writeCatalogFile(testCatalog()) })), dispatchConcurrencyPerOperator: 0 };
+    await expect(startService(config, createLogger('silent'))).rejects.toThrow('concurrency');
     await expect.poll(open).toEqual({ postgres: 0, redis: 0 });
   });
 
