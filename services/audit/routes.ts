@@ -10,7 +10,7 @@ import { sessionsOfPlayer } from '../sessions/queries.ts';
 import { playerSessionsStream, type SessionEvent } from '../sessions/events.ts';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import type { Decider, DomainEvent, Refusal } from '../../shared/decider.ts';
-import { START, type RecordedEvent } from '../../shared/eventstore/port.ts';
+import { isPosition, START, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
@@ -139,6 +139,7 @@ export function auditRoutes(ctx: ServiceContext): Router {
 
   router.get('/events', async (req, res) => {
     const { from, limit } = parseOr400(eventsQuery, req.query, 'query');
+    if (from !== undefined && !isPosition(from)) throw badRequest('from: not a position of this log');
     let events: RecordedEvent[];
     try {
       // At most `limit` events and BATCH_BYTES (always one event, however large): an outcome keeps its

@@ -39,6 +39,20 @@ export function comparePositions(a: Position, b: Position): number {
   return a1 !== b1 ? (a1 < b1 ? -1 : 1) : a2 === b2 ? 0 : a2 < b2 ? -1 : 1;
 }
 
+/** Neither number of a position of either adapter's log passes 2^63 − 1 (Postgres's bigint, EventStoreDB's). */
+const POSITION_PART_MAX = 2n ** 63n - 1n;
+
+/**
+ * Whether `p` can name a place in a log, START included: two numbers as both adapters write them, neither
+ * past what a log holds. A caller's text checked before it reaches a store, whose own refusal of a number
+ * out of its range would be an internal error, not the caller's.
+ */
+export function isPosition(p: string): boolean {
+  if (p === START) return true;
+  const match = /^(\d+)\.(\d+)$/.exec(p);
+  return match !== null && BigInt(match[1]!) <= POSITION_PART_MAX && BigInt(match[2]!) <= POSITION_PART_MAX;
+}
+
 /** A position's two numbers (both adapters write "<number>.<number>"), in the order the log sorts them. */
 export function positionParts(p: Position): [bigint, bigint] {
   const match = /^(\d+)\.(\d+)$/.exec(p);

@@ -85,6 +85,12 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
       expect(ids).toEqual([...expected].filter((id) => ids.includes(id)));
     }
     expect((await audit('/events?from=not-a-position')).status).toBe(400);
+    // Shaped as a position, with a number past any log's (2^63 − 1): the caller's error, not the store's.
+    for (const from of ['1.99999999999999999999', '9223372036854775808.1']) {
+      const res = await audit(`/events?from=${from}`);
+      expect([res.status, res.json]).toEqual([400, { error: 'from: not a position of this log' }]);
+    }
+    expect((await audit('/events?from=9223372036854775807.9223372036854775807')).json).toMatchObject({ events: [] });
     expect((await audit('/events?limit=5000')).status).toBe(400);
   });
 
