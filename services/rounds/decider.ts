@@ -43,11 +43,21 @@ export type OperatorStatus = (typeof OPERATOR_STATUSES)[number];
 export const UNACKNOWLEDGED: readonly OperatorStatus[] = ['pending', 'failed', 'dead'];
 
 /**
+ * A BET its ROLLBACK settled, whatever became of the BET: it is never sent again (mayAttempt), so nothing
+ * is left to wait for (contract section 8, rule 5). A failed or timed-out one keeps its status.
+ */
+const settledByRollback = (type: TransactionRequest['type'], rolledBack: boolean): boolean => type === 'BET' && rolledBack;
+
+/**
  * Money the console lists as stuck: what the wallet has not acknowledged, except a BET that was rolled
- * back (its ROLLBACK settles it, whatever became of the BET).
+ * back (settledByRollback).
  */
 export const isStuck = (type: TransactionRequest['type'], status: TxStatus, rolledBack: boolean): boolean =>
-  UNACKNOWLEDGED.includes(operatorStatus(type, status)) && !(type === 'BET' && rolledBack);
+  UNACKNOWLEDGED.includes(operatorStatus(type, status)) && !settledByRollback(type, rolledBack);
+
+/** Unsettled as the audit lists it: not settled for good (UNSETTLED_STATUSES), and not a BET a ROLLBACK settled. */
+export const isUnsettled = (type: TransactionRequest['type'], status: TxStatus, rolledBack: boolean): boolean =>
+  UNSETTLED_STATUSES.includes(status) && !settledByRollback(type, rolledBack);
 
 export function operatorStatus(type: TransactionRequest['type'], status: TxStatus): OperatorStatus {
   switch (status) {

@@ -59,9 +59,14 @@ describe('rounds read model: the SQL figures are the decider’s', () => {
         const txs = [...states].flatMap(([id, s]) => [...s.txs.values()].map((t) => ({ round_stream: id, transaction_id: t.request.transactionId, status: t.status, attempts: t.attempts })));
         expect(txRows).toEqual(txs.sort((a, b) => a.round_stream.localeCompare(b.round_stream) || a.transaction_id.localeCompare(b.transaction_id)));
 
-        // What the worker's sweep and the audit list as unsettled is what the decider calls unsettled.
-        const unsettled = (await transactionsIn(pool, UNSETTLED_STATUSES)).map((r) => r.transaction_id).sort();
-        expect(unsettled).toEqual(txs.filter((t) => UNSETTLED_STATUSES.includes(t.status)).map((t) => t.transaction_id).sort());
+        // What the worker's sweep and the audit list as unsettled is what the decider calls unsettled, and
+        // the BETs a ROLLBACK names are those the decider knows rolled back.
+        const listed = await transactionsIn(pool, UNSETTLED_STATUSES);
+        expect(listed.map(({ row }) => row.transaction_id).sort()).toEqual(txs.filter((t) => UNSETTLED_STATUSES.includes(t.status)).map((t) => t.transaction_id).sort());
+        const rolledBack = new Set([...states.values()].flatMap((s) => [...s.txs.values()].filter((t) => t.rolledBackBy !== undefined).map((t) => t.request.transactionId)));
+        expect(listed.filter((l) => l.row.type === 'BET' && l.rolledBack).map(({ row }) => row.transaction_id).sort()).toEqual(
+          listed.filter((l) => l.row.type === 'BET' && rolledBack.has(String(l.row.transaction_id))).map(({ row }) => row.transaction_id).sort(),
+        );
 
         // The reconciler's candidates (history from 2026-11-24, so every open round is idle long enough):
         // every round the decider would close, or finish closing, and no other.

@@ -64,16 +64,24 @@ export async function staleRoundCandidates(pool: Pool, staleAfterSeconds: number
   return rows.map((r) => ({ roundStream: r.round_stream, operatorId: r.operator_id }));
 }
 
-/** The transactions in the given statuses, oldest first: rows of rm_transactions, column names as stored. */
-export async function transactionsIn(pool: Pool, statuses: readonly TxStatus[]): Promise<Array<Record<string, unknown> & { amount: number }>> {
-  const { rows } = await pool.query<{ amount: string } & Record<string, unknown>>(
-    `SELECT provider_id, operator_id, round_id, round_stream, transaction_id, type, player_ref, amount, currency, status, attempts, last_error,
-            recorded_at, dead_lettered_at, updated_at
-     FROM rm_transactions WHERE status = ANY($1::text[]) ORDER BY recorded_at`,
+/**
+ * The transactions in the given statuses, oldest first: rows of rm_transactions, column names as stored,
+ * each with whether it is a transaction a ROLLBACK names (`rolledBack`, beside the row) for the decider's
+ * rules (isUnsettled).
+ */
+export async function transactionsIn(
+  pool: Pool,
+  statuses: readonly TxStatus[],
+): Promise<Array<{ row: Record<string, unknown> & { amount: number; type: TransactionType; status: TxStatus }; rolledBack: boolean }>> {
+  const { rows } = await pool.query<{ amount: string; type: TransactionType; status: TxStatus; rolled_back: boolean } & Record<string, unknown>>(
+    `SELECT t.provider_id, t.operator_id, t.round_id, t.round_stream, t.transaction_id, t.type, t.player_ref, t.amount, t.currency, t.status, t.attempts,
+            t.last_error, t.recorded_at, t.dead_lettered_at, t.updated_at,
+            EXISTS (SELECT 1 FROM rm_transactions r WHERE r.round_stream = t.round_stream AND r.type = 'ROLLBACK' AND r.original_transaction_id = t.transaction_id) AS rolled_back
+     FROM rm_transactions t WHERE t.status = ANY($1::text[]) ORDER BY t.recorded_at`,
     [statuses],
   );
   // bigint arrives as a decimal string; amounts are accepted only as safe integers, so Number() is exact.
-  return rows.map((r) => ({ ...r, amount: Number(r.amount) }));
+  return rows.map(({ rolled_back, ...r }) => ({ row: { ...r, amount: Number(r.amount) }, rolledBack: rolled_back }));
 }
 
 /** Dead-lettered transactions per operator (operators with none are absent). */

@@ -180,6 +180,17 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
     const dead = await audit<{ transactions: unknown[] }>('/transactions?status=dead');
     expect(dead.status).toBe(200);
     expect((await audit('/transactions?status=weird')).status).toBe(400);
+
+    // Its ROLLBACK settles it: never sent again, it leaves both lists, keeping its status (contract
+    // section 8, rule 5), and its identical resubmission is still answered as it failed, with no call.
+    expect((await h.tx({ sessionToken: token, roundId: 'au-u', playerRef: player, currency: 'EUR', gameId: 'fruit-1', transactionId: 'au-stuck-rb', type: 'ROLLBACK', originalTransactionId: 'au-stuck-bet', amount: 5 })).status).toBe(200);
+    const listed = async (status: string) =>
+      (await audit<{ transactions: Array<{ transaction_id: string }> }>(`/transactions?status=${status}`)).json.transactions.some((t) => t.transaction_id === 'au-stuck-bet');
+    await h.until(async () => !(await listed('unsettled')));
+    expect(await listed('unresolved')).toBe(false);
+    const calls = h.walletCallsFor('au-stuck-bet').length;
+    expect((await h.tx({ sessionToken: token, roundId: 'au-u', playerRef: player, currency: 'EUR', gameId: 'fruit-1', transactionId: 'au-stuck-bet', type: 'BET', roundComplete: false, amount: 5 })).status).toBe(502);
+    expect(h.walletCallsFor('au-stuck-bet').length).toBe(calls);
   });
 
   it('offers no status=all: what it listed was only the unresolved transactions (dead or unsettled), so it is status=unresolved, the default', async () => {
