@@ -251,7 +251,7 @@ export async function startService(config: Config, logger: Logger = createLogger
         runner.start();
         runners.push(runner);
       }
-      signer = startCheckpointSigner(pool, key, config.chainCheckpointSeconds, logger);
+      signer = startCheckpointSigner(pool, key, config.chainCheckpointSeconds, logger, (chain) => ctx.metrics.chainSigningRefused(chain));
       lagSampler = startLagSampler(pool, runners, logger);
       ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => ctx.catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool, runnerNames()), logger });
     }

@@ -55,6 +55,7 @@ export class Metrics {
   private readonly refusals: Counter<'operator'>;
   private readonly backlogRefusals: Counter<'operator'>;
   private readonly projectionFailures: Counter<'projection'>;
+  private readonly chainRefusals: Counter<'chain'>;
   private readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
   private readModels: (() => Promise<ReadModelSnapshot | undefined>) | undefined;
   private outcomeBacklog: OutcomeBacklog | undefined;
@@ -96,6 +97,12 @@ export class Metrics {
       name: 'projection_apply_failures_total',
       help: 'Attempts of a projection run by this process at an event it could not apply (each names the event in the log)',
       labelNames: ['projection'],
+      registers,
+    });
+    this.chainRefusals = new Counter({
+      name: 'chain_signing_refusals_total',
+      help: 'Signing rounds of this process that left a chain unsigned because it no longer holds what was signed before (its tables rewritten: npm run audit -- verify-chain), by chain (global or the operator)',
+      labelNames: ['chain'],
       registers,
     });
     this.httpRequests = new Histogram({
@@ -208,6 +215,11 @@ export class Metrics {
 
   projectionApplyFailed(projection: string): void {
     this.projectionFailures.inc({ projection });
+  }
+
+  /** A chain ('' = the global one) left unsigned by a signing round (services/chain/checkpoints.ts whyNotSign). */
+  chainSigningRefused(chain: string): void {
+    this.chainRefusals.inc({ chain: chain === '' ? 'global' : chain });
   }
 
   /** The api's outcome write-behind, read at scrape time (services/rounds/outcome-writer.ts). */

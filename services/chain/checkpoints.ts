@@ -138,45 +138,137 @@ export async function checkpoints(pool: Pool, chain: string, after = 0, limit = 
   return rows.map(checkpointOf);
 }
 
+/** A checkpoint's place in its chain: its count and its link (lowercase hex). */
+export interface SignedPlace {
+  count: number;
+  link: string;
+}
+
 /**
- * Signs a checkpoint of every chain that grew since its last one. Returns how many it signed. Holds its
- * key's row while it signs, so a rotation (which retires the key) waits for it or is seen by it: a key
- * never signs past its retirement. The time signed is the database's, as the retirement's is.
+ * What a signer knows of the chains from its earlier rounds: for each chain ('' = the global one), the
+ * latest checkpoint it signed or found holding, in the chain's epoch (a move between stores starts the
+ * chain again: chain_archives).
  */
-export async function signNewCheckpoints(pool: Pool, key: SigningKey): Promise<number> {
-  return withTransaction(pool, async (tx) => {
-    const { rows: held } = await tx.query<{ retired_at: Date | null; now: Date }>('SELECT retired_at, clock_timestamp() AS now FROM chain_keys WHERE key_id = $1 FOR SHARE', [key.keyId]);
-    if (!held[0] || held[0].retired_at !== null) return 0;
+export interface SignerMemory {
+  epoch: number;
+  byChain: Map<string, SignedPlace>;
+}
+
+export const newSignerMemory = (): SignerMemory => ({ epoch: -1, byChain: new Map() });
+
+/**
+ * Why a chain's head must not be signed, if it must not: a checkpoint vouches for everything before it,
+ * so the chain must still hold what was signed before. Its latest checkpoint (`latest`, whoever signed
+ * it) and the one this signer remembers (`remembered`) must both still be there, their links the chain's
+ * at their counts (`linkAt`). Otherwise someone rewrote the chain's tables (an event edited and the
+ * links computed again, the checkpoints after it deleted): signing its head would give the rewrite a
+ * valid signature, with database access alone. A signer started afresh remembers nothing; only a
+ * checkpoint kept outside the service catches a rewrite made before it started (docs/auditors.md).
+ */
+export function whyNotSign(remembered: SignedPlace | undefined, latest: SignedPlace | undefined, linkAt: (count: number) => string | undefined): string | undefined {
+  if (remembered !== undefined && (latest === undefined || latest.count < remembered.count)) {
+    return `its checkpoint at count ${remembered.count}, signed or checked by this process, is gone from chain_checkpoints`;
+  }
+  if (remembered !== undefined && linkAt(remembered.count) !== remembered.link) {
+    return `its link at count ${remembered.count} is no longer the one signed there`;
+  }
+  if (latest !== undefined && linkAt(latest.count) !== latest.link) {
+    return `its link at count ${latest.count} is no longer the one its latest checkpoint signed`;
+  }
+  return undefined;
+}
+
+export interface SigningRound {
+  /** Checkpoints signed. */
+  signed: number;
+  /** Chains that grew but were not signed, and why (whyNotSign). */
+  refused: Array<{ chain: string; why: string }>;
+}
+
+/**
+ * Signs a checkpoint of every chain that grew since its last one, unless the chain no longer holds what
+ * was signed before (whyNotSign; `memory`, kept between a signer's rounds, is updated once they commit).
+ * Holds its key's row while it signs, so a rotation (which retires the key) waits for it or is seen by
+ * it: a key never signs past its retirement. The time signed is the database's, as the retirement's is.
+ */
+export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: SignerMemory = newSignerMemory()): Promise<SigningRound> {
+  const round = await withTransaction(pool, async (tx) => {
+    const { rows: held } = await tx.query<{ retired_at: Date | null; now: Date; epoch: number }>(
+      'SELECT retired_at, clock_timestamp() AS now, (SELECT coalesce(max(epoch), 0) FROM chain_archives) AS epoch FROM chain_keys WHERE key_id = $1 FOR SHARE',
+      [key.keyId],
+    );
+    if (!held[0] || held[0].retired_at !== null) return undefined;
     const signedAt = held[0].now.toISOString();
+    const epoch = held[0].epoch;
+    const remembered = epoch === memory.epoch ? memory.byChain : new Map<string, SignedPlace>();
     const { rows: heads } = await tx.query<{ chain: string; seq: string; position: string; link: Buffer }>(
       `SELECT '' AS chain, l.seq, l.position, l.link FROM (SELECT seq, position, link FROM chain_links ORDER BY seq DESC LIMIT 1) l
        UNION ALL
        SELECT h.operator_id, h.seq, g.position, h.link FROM chain_operator_heads h JOIN chain_links g ON g.seq = h.global_seq`,
     );
-    const { rows: last } = await tx.query<{ chain: string; seq: string }>('SELECT chain, max(seq) AS seq FROM chain_checkpoints GROUP BY chain');
-    const signed = new Map(last.map((r) => [r.chain, Number(r.seq)]));
-    const fresh = heads.filter((h) => Number(h.seq) > (signed.get(h.chain) ?? 0));
-    if (fresh.length === 0) return 0;
+    const { rows: last } = await tx.query<{ chain: string; seq: string; link: string }>('SELECT DISTINCT ON (chain) chain, seq, link FROM chain_checkpoints ORDER BY chain, seq DESC');
+    const latest = new Map(last.map((r) => [r.chain, { count: Number(r.seq), link: r.link }]));
+    // The chain's links at the counts the checks compare: each chain's latest checkpoint and the one remembered.
+    const asked = [...new Set([...latest.keys(), ...remembered.keys()])].flatMap((chain) =>
+      [latest.get(chain), remembered.get(chain)].filter((p): p is SignedPlace => p !== undefined).map((p) => ({ chain, count: p.count })),
+    );
+    const { rows: stored } = await tx.query<{ chain: string; seq: string; link: Buffer | null }>(
+      `SELECT q.chain, q.seq, CASE WHEN q.chain = '' THEN g.link ELSE o.operator_link END AS link
+       FROM unnest($1::text[], $2::bigint[]) AS q(chain, seq)
+       LEFT JOIN chain_links g ON q.chain = '' AND g.seq = q.seq
+       LEFT JOIN chain_links o ON q.chain <> '' AND o.operator_id = q.chain AND o.operator_seq = q.seq`,
+      [asked.map((a) => a.chain), asked.map((a) => a.count)],
+    );
+    const links = new Map(stored.map((r) => [`${r.chain}\n${r.seq}`, r.link?.toString('hex')]));
+    const refused: SigningRound['refused'] = [];
+    const holding = new Map<string, SignedPlace>();
+    for (const chain of new Set([...latest.keys(), ...remembered.keys()])) {
+      const why = whyNotSign(remembered.get(chain), latest.get(chain), (count) => links.get(`${chain}\n${count}`));
+      if (why !== undefined) refused.push({ chain, why });
+      else if (latest.has(chain)) holding.set(chain, latest.get(chain)!);
+    }
+    const refusedChains = new Set(refused.map((r) => r.chain));
+    const fresh = heads.filter((h) => Number(h.seq) > (latest.get(h.chain)?.count ?? 0) && !refusedChains.has(h.chain));
     const made = fresh.map((h) =>
       signCheckpoint(key, { ...(h.chain !== '' ? { operatorId: h.chain } : {}), position: h.position, link: h.link.toString('hex'), count: Number(h.seq), signedAt }),
     );
-    // Two processes may sign the same head at once: the first one's stands.
-    await tx.query(
-      `INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature)
-       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[])
-       ON CONFLICT (chain, seq) DO NOTHING`,
-      [made.map((c) => c.operatorId ?? ''), made.map((c) => c.count), made.map((c) => c.position), made.map((c) => c.link), made.map(() => signedAt), made.map((c) => c.keyId), made.map((c) => c.signature)],
-    );
-    return made.length;
+    if (made.length > 0) {
+      // Two processes may sign the same head at once: the first one's stands (the same count and link).
+      await tx.query(
+        `INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature)
+         SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[])
+         ON CONFLICT (chain, seq) DO NOTHING`,
+        [made.map((c) => c.operatorId ?? ''), made.map((c) => c.count), made.map((c) => c.position), made.map((c) => c.link), made.map(() => signedAt), made.map((c) => c.keyId), made.map((c) => c.signature)],
+      );
+    }
+    for (const c of made) holding.set(c.operatorId ?? '', { count: c.count, link: c.link });
+    // A refused chain keeps what was remembered of it, so it stays refused until the chain holds it again.
+    for (const { chain } of refused) {
+      const before = remembered.get(chain);
+      if (before !== undefined) holding.set(chain, before);
+    }
+    return { epoch, holding, round: { signed: made.length, refused } };
   });
+  if (round === undefined) return { signed: 0, refused: [] };
+  // Committed: what was signed and checked is remembered for the next round.
+  memory.epoch = round.epoch;
+  memory.byChain = round.holding;
+  return round.round;
 }
 
 /** The projector role's signer: a checkpoint of each grown chain every `seconds`. */
-export function startCheckpointSigner(pool: Pool, key: SigningKey, seconds: number, logger: Logger): { stop(): Promise<void> } {
+export function startCheckpointSigner(pool: Pool, key: SigningKey, seconds: number, logger: Logger, onRefused: (chain: string) => void = () => undefined): { stop(): Promise<void> } {
   let running: Promise<unknown> = Promise.resolve();
+  const memory = newSignerMemory();
   const timer = setInterval(() => {
-    running = signNewCheckpoints(pool, key)
-      .then((n) => n > 0 && logger.debug({ checkpoints: n }, 'chain checkpoints signed'))
+    running = signNewCheckpoints(pool, key, memory)
+      .then(({ signed, refused }) => {
+        if (signed > 0) logger.debug({ checkpoints: signed }, 'chain checkpoints signed');
+        for (const { chain, why } of refused) {
+          logger.error({ chain: chain === '' ? 'global' : chain, why }, 'chain not signed: it no longer holds what was signed before (npm run audit -- verify-chain, and the checkpoints kept outside the service)');
+          onRefused(chain);
+        }
+      })
       .catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'chain checkpoints not signed; trying again at the next interval'));
   }, seconds * 1000);
   timer.unref();

@@ -37,7 +37,7 @@ export async function chainMain({ events: WANTED }: { events: number }): Promise
     for await (const page of wholeLog(store, undefined, 1000)) await withTransaction(pool, (tx) => chainProjection.apply(page, tx));
     const linkS = (performance.now() - t) / 1000;
     console.log(`linking: ${history.events.toLocaleString('en')} events in ${linkS.toFixed(1)} s = ${Math.round(history.events / linkS).toLocaleString('en')} events/s`);
-    const signed = await signNewCheckpoints(pool, await signingKey(pool, undefined));
+    const { signed } = await signNewCheckpoints(pool, await signingKey(pool, undefined));
     await pool.query('ANALYZE');
 
     // The command itself, in a process of its own (as an auditor runs it), its memory read from /proc.

@@ -6,6 +6,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../shared/canonical.ts';
+import { signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
+import { parseExposition, total } from '../metrics/exposition.ts';
 import { GENESIS, nextLink } from '../../services/chain/link.ts';
 import type { HistoryEvent } from '../../services/chain/routes.ts';
 import { entryArgs } from '../helpers/bundle.ts';
@@ -277,16 +279,50 @@ describe('the tamper-evident history', () => {
       expect((await audit('verify-chain')).code).toBe(0);
     });
 
-    /** What a holder of the signing key can do: the chain computed again over the edited history, every checkpoint signed again. */
-    const rechainAndResign = async () => {
+    /** What database access alone can do: every checkpoint deleted and the chain computed again over the history as it now stands. */
+    const rechain = async () => {
       await h.svc.ctx.pool.query('BEGIN');
       await h.svc.ctx.pool.query('LOCK TABLE chain_links, chain_operator_heads, chain_grant_owners, chain_checkpoints IN ACCESS EXCLUSIVE MODE');
       for (const t of ['chain_checkpoints', 'chain_operator_heads', 'chain_grant_owners', 'chain_links']) await h.svc.ctx.pool.query(`DELETE FROM ${t}`);
       await h.svc.ctx.pool.query(`UPDATE projection_checkpoints SET position = 'start' WHERE name = 'chain'`);
       await h.svc.ctx.pool.query('COMMIT');
       await caughtUp();
+    };
+    /** What a holder of the signing key can do besides: sign the rewritten chain, with a signer of its own (the running service's refuses). */
+    const rechainAndResign = async () => {
+      await rechain();
+      expect((await signNewCheckpoints(h.svc.ctx.pool, await signingKey(h.svc.ctx.pool, undefined))).refused).toEqual([]);
       await signedUpToDate();
     };
+
+    it('with database access alone, a chain rewritten under the running service is not signed by it: it refuses, logs and counts it', async () => {
+      const refusals = async () =>
+        total(parseExposition(await (await adminGet('/metrics')).text()), 'chain_signing_refusals_total', { chain: 'global' });
+      const before = await refusals();
+      const saved = (await h.svc.ctx.pool.query('SELECT * FROM chain_checkpoints')).rows;
+      const target = (await logRows()).find((r) => r.stream_id.startsWith(`round|studio-a|${OP1.id}|`))!;
+      await h.svc.ctx.pool.query(`UPDATE es_events SET data = jsonb_set(data, '{request,amount}', '1') WHERE event_id = $1`, [target.event_id]);
+      try {
+        await rechain();
+        // Two signing rounds (one a second here) after the chain was linked again, each refusing.
+        const linked = await refusals();
+        await h.until(async () => (await refusals()) >= linked + 2, 20_000);
+        expect(linked).toBeGreaterThanOrEqual(before);
+        expect((await h.svc.ctx.pool.query('SELECT count(*)::int AS n FROM chain_checkpoints')).rows[0].n).toBe(0);
+      } finally {
+        // Put back as it was: the event, the chain, and the checkpoints deleted.
+        await h.svc.ctx.pool.query(`UPDATE es_events SET data = $2 WHERE event_id = $1`, [target.event_id, target.data]);
+        await rechain();
+        for (const c of saved) {
+          await h.svc.ctx.pool.query('INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING', [
+            c.chain, c.seq, c.position, c.link, c.signed_at, c.key_id, c.signature,
+          ]);
+        }
+      }
+      // The chain holds what was signed again: the service signs on.
+      await signedUpToDate();
+      expect((await audit('verify-chain')).code).toBe(0);
+    }, 60_000);
 
     it('a history rewritten and signed again by the key holder passes verify-chain, but not an operator who kept its checkpoints', async () => {
       const kept = path.join(path.dirname(keyFile), 'kept.json');

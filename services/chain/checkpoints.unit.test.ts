@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { whyNotSign } from './checkpoints.ts';
+
+/** The chain's links by count, as its tables hold them. */
+const chain = (links: Record<number, string>) => (count: number) => links[count];
+
+describe('whyNotSign: a head is signed only over a chain that still holds what was signed', () => {
+  const links = chain({ 10: 'aa', 20: 'bb', 30: 'cc' });
+
+  it('signs a chain never signed, and one whose checkpoints still match it', () => {
+    expect(whyNotSign(undefined, undefined, links)).toBeUndefined();
+    expect(whyNotSign(undefined, { count: 20, link: 'bb' }, links)).toBeUndefined();
+    expect(whyNotSign({ count: 10, link: 'aa' }, { count: 20, link: 'bb' }, links)).toBeUndefined();
+    expect(whyNotSign({ count: 20, link: 'bb' }, { count: 20, link: 'bb' }, links)).toBeUndefined();
+  });
+
+  it('refuses when a checkpoint this process signed or checked is gone (deleted, or the chain started again)', () => {
+    expect(whyNotSign({ count: 20, link: 'bb' }, undefined, links)).toMatch(/count 20, signed or checked by this process, is gone/);
+    expect(whyNotSign({ count: 20, link: 'bb' }, { count: 10, link: 'aa' }, links)).toMatch(/count 20,.* is gone/);
+  });
+
+  it('refuses when the chain no longer has the link signed at a checkpoint: its own, or the latest of any signer', () => {
+    expect(whyNotSign({ count: 20, link: 'b0' }, { count: 30, link: 'cc' }, links)).toMatch(/link at count 20 is no longer the one signed there/);
+    expect(whyNotSign({ count: 10, link: 'aa' }, { count: 30, link: 'c0' }, links)).toMatch(/link at count 30 is no longer the one its latest checkpoint signed/);
+    expect(whyNotSign(undefined, { count: 40, link: 'dd' }, links)).toMatch(/count 40/);
+  });
+});
