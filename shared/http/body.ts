@@ -1,5 +1,5 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import { badRequest } from '../errors.ts';
+import { AppError, badRequest } from '../errors.ts';
 
 export const BODY_LIMIT = '64kb';
 
@@ -19,8 +19,9 @@ export function jsonFromRaw(req: Request, _res: Response, next: NextFunction): v
   if (raw && raw.length > 0) {
     const text = raw.toString('utf8');
     try {
-      req.body = JSON.parse(text) as unknown;
-    } catch {
+      req.body = parseJson(text);
+    } catch (err) {
+      if (err instanceof AppError) throw err;
       throw badRequest('request body is not valid JSON');
     }
     // Such text can only come as a raw NUL or a \u escape: most bodies are never walked.
@@ -36,6 +37,52 @@ export function refuseUnstorableText(req: Request, _res: Response, next: NextFun
 }
 
 const unstorable = () => badRequest('body: text holds U+0000 or a lone surrogate, which cannot be stored');
+
+/**
+ * A number token (after `:`, `,` or `[`) of 16 digits or more, or with an exponent: the only ones a double
+ * may not hold exactly (any decimal of 15 significant digits or fewer round-trips). A string never
+ * matches (its text follows a quote); a false match only costs the checked parse.
+ */
+const MAYBE_INEXACT = /[:,[]\s*-?(?:[\d.]{16}|[\d.]+[eE])/;
+
+/** JSON.parse, refusing a number a double would change (exactNumbers); most bodies are parsed without the check, which only a long number or one with an exponent needs. */
+export function parseJson(text: string): unknown {
+  return MAYBE_INEXACT.test(text) ? JSON.parse(text, exactNumbers) : JSON.parse(text);
+}
+
+/**
+ * JSON.parse's reviver (and express.json's) refusing a number whose text says more than a double holds
+ * (12345678901234567891, 100.0000000000000001, 1e-400): parsed, it would reach the wallet and the history
+ * as another number, where amounts must be exact integers and a transaction's metadata is passed on
+ * unchanged. The same value written otherwise (1.50, 1e2) is that value, passed on as JavaScript writes it
+ * (1.5, 100). Needs the parse's source text (Node.js 22 and later); without it, nothing is checked.
+ */
+export function exactNumbers(key: string, value: unknown, context?: { source?: string }): unknown {
+  if (typeof value === 'number' && context?.source !== undefined && !sameDecimal(context.source, String(value))) {
+    throw badRequest(`body: the number ${context.source.slice(0, 40)}${key !== '' && !/^\d+$/.test(key) ? ` (at "${key.slice(0, 40)}")` : ''} cannot be passed on unchanged: it holds more than a double does (integers up to 2^53, about 15 significant digits); send such an id as a string`);
+  }
+  return value;
+}
+
+/** Whether two number texts (JSON's, or JavaScript's String(number)) have the same decimal value. */
+export function sameDecimal(a: string, b: string): boolean {
+  const x = decimalOf(a);
+  const y = decimalOf(b);
+  return x !== undefined && y !== undefined && x.negative === y.negative && x.digits === y.digits && x.exponent === y.exponent;
+}
+
+/** A number text as sign, significant digits (no leading or trailing zero) and the power of ten of the last; zero is positive, with no digits. */
+function decimalOf(text: string): { negative: boolean; digits: string; exponent: number } | undefined {
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(text);
+  if (!m) return undefined;
+  const fraction = m[3] ?? '';
+  let digits = (m[2]! + fraction).replace(/^0+/, '');
+  let exponent = Number(m[4] ?? 0) - fraction.length;
+  const trailing = /0*$/.exec(digits)![0].length;
+  digits = digits.slice(0, digits.length - trailing);
+  exponent += trailing;
+  return digits === '' ? { negative: false, digits: '', exponent: 0 } : { negative: m[1] === '-', digits, exponent };
+}
 
 /** U+0000, or a surrogate that is not half of a pair: Postgres text and jsonb refuse both (contract 8, rule 6). */
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;

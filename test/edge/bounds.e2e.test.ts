@@ -102,14 +102,32 @@ describe('bounds on every number the service accepts (#18 part 8)', () => {
       expect(res.json.error).toMatch(/^amount: /);
     });
 
-    it('refuses metadata holding a number past a double (1e400 would be stored and forwarded as null) with 400 naming metadata', async () => {
+    it('refuses metadata holding a number past a double (1e400 would be stored and forwarded as null) with 400 naming it', async () => {
       const token = await h.launch('b-meta');
       const bet = h.bet(token, { playerRef: 'b-meta' });
       const rawBody = JSON.stringify(bet).replace(/}$/, ',"metadata":{"jackpot":{"amountMinor":1e400}}}');
       const res = await signedRequest<Body>(h.svc.url, { path: '/v1/wallet/transaction', rawBody, as: PROV_A });
       expect(res.status).toBe(400);
-      expect(res.json.error).toMatch(/^metadata/);
+      expect(res.json.error).toMatch(/^body: the number 1e400 \(at "amountMinor"\) cannot be passed on unchanged/);
       expect(h.walletCallsFor(bet.transactionId as string)).toHaveLength(0);
+    });
+
+    it('refuses a number a double would change (an amount of 100.0000000000000001 read as 100, an id of 20 digits rounded), recording nothing; the same values written otherwise pass as they are', async () => {
+      const token = await h.launch('b-exact');
+      const send = (bet: Record<string, unknown>, tail: string) =>
+        signedRequest<Body>(h.svc.url, { path: '/v1/wallet/transaction', rawBody: JSON.stringify(bet).replace(/}$/, tail), as: PROV_A });
+      const bet = h.bet(token, { playerRef: 'b-exact' });
+      const { amount: _amount, ...noAmount } = bet;
+      const inexactAmount = await send(noAmount, ',"amount":100.0000000000000001}');
+      expect([inexactAmount.status, inexactAmount.json.error]).toEqual([400, expect.stringMatching(/^body: the number 100\.0000000000000001 \(at "amount"\) cannot be passed on unchanged/)]);
+      const inexactId = await send(bet, ',"metadata":{"jackpot":{"poolId":12345678901234567891}}}');
+      expect([inexactId.status, inexactId.json.error]).toEqual([400, expect.stringMatching(/^body: the number 12345678901234567891 \(at "poolId"\)/)]);
+      expect(h.walletCallsFor(bet.transactionId as string)).toHaveLength(0);
+      // The id stays free; numbers a double holds exactly, however written, reach the wallet with their value.
+      const exact = await send(noAmount, ',"amount":1e2,"metadata":{"ratio":1.50,"poolId":1234567890123456,"tiny":-0.000001}}');
+      expect(exact.status, JSON.stringify(exact.json)).toBe(200);
+      const sent = h.walletCallsFor(bet.transactionId as string)[0]!.body as { amount: number; metadata: unknown };
+      expect([sent.amount, sent.metadata]).toEqual([100, { ratio: 1.5, poolId: 1234567890123456, tiny: -0.000001 }]);
     });
 
     const adjust = async (amount: number) =>
@@ -120,6 +138,17 @@ describe('bounds on every number the service accepts (#18 part 8)', () => {
           body: JSON.stringify({ operatorId: OP1.id, playerRef: 'b-adj', amount, currency: 'EUR', direction: 'DEBIT', reason: 'bounds test' }),
         }),
       );
+
+    it('refuses an adjustment whose amount a double would change, naming it', async () => {
+      const res = await toTestResponse<Body>(
+        await fetch(`${h.svc.url}/v1/admin/adjustments`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` },
+          body: `{"operatorId":"${OP1.id}","playerRef":"b-adj-exact","amount":5.0000000000000001,"currency":"EUR","direction":"DEBIT","reason":"bounds test"}`,
+        }),
+      );
+      expect([res.status, res.json.error]).toEqual([400, expect.stringMatching(/^body: the number 5\.0000000000000001 \(at "amount"\) cannot be passed on unchanged/)]);
+    });
 
     it('accepts an adjustment of 2^53-1 and refuses 2^53 with 400 naming amount', async () => {
       const ok = await adjust(MAX_SAFE);
