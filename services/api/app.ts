@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import express, { type Express } from 'express';
 import { adminAuth } from '../../shared/http/admin-auth.ts';
-import { exactNumbers, jsonFromRaw, rawBody, refuseUnstorableText, BODY_LIMIT } from '../../shared/http/body.ts';
+import { exactNumbers, jsonFromRaw, rawBody, refuseUnstorableText, refuseUnstorableUrl, BODY_LIMIT } from '../../shared/http/body.ts';
 import { errorRenderer, renderNotFound, requestIdOf } from '../../shared/http/errors.ts';
 import { requestLog } from '../../shared/http/request-log.ts';
 import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
@@ -58,6 +58,7 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
     rawBody,
     signatureVerifier({ kind: 'operator', catalog, redis: ctx.redis, windowSeconds: window }),
     operatorRateLimit(ctx.redis, catalog, (operatorId) => ctx.metrics.rateLimitRefused(operatorId)),
+    refuseUnstorableUrl,
     jsonFromRaw,
     ...(routers.operator ?? []),
   );
@@ -67,14 +68,15 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
   provider.use(
     rawBody,
     signatureVerifier({ kind: 'provider', catalog, redis: ctx.redis, windowSeconds: window }),
+    refuseUnstorableUrl,
     jsonFromRaw,
     ...(routers.provider ?? []),
   );
   app.use('/v1/wallet', provider);
 
   const bearer = adminAuth(ctx.config.adminToken);
-  app.use('/v1/admin', bearer, express.json({ limit: BODY_LIMIT, type: () => true, reviver: exactNumbers }), refuseUnstorableText, adminRouter(ctx), ...(routers.admin ?? []));
-  app.use('/v1/audit', bearer, ...(routers.audit ?? []));
+  app.use('/v1/admin', bearer, refuseUnstorableUrl, express.json({ limit: BODY_LIMIT, type: () => true, reviver: exactNumbers }), refuseUnstorableText, adminRouter(ctx), ...(routers.admin ?? []));
+  app.use('/v1/audit', bearer, refuseUnstorableUrl, ...(routers.audit ?? []));
   // Bearer too: its labels name operators, and this port faces operators and providers.
   app.get('/metrics', bearer, metricsEndpoint(ctx.metrics));
 

@@ -39,6 +39,17 @@ export function refuseUnstorableText(req: Request, _res: Response, next: NextFun
 const unstorable = () => badRequest('body: text holds U+0000 or a lone surrogate, which cannot be stored');
 
 /**
+ * A path or query holding U+0000 (written %00; a request line cannot hold it raw): Postgres cannot take
+ * such text as a parameter, and the lookup would be an internal error. Refused after the caller's
+ * credentials are checked, on every route. (A lone surrogate cannot come out of a URL: its UTF-8 bytes
+ * do not decode, and stay as written.)
+ */
+export function refuseUnstorableUrl(req: Request, _res: Response, next: NextFunction): void {
+  if (req.originalUrl.includes('%00')) throw badRequest('url: text holds U+0000, which cannot be stored');
+  next();
+}
+
+/**
  * A number token (after `:`, `,` or `[`) of 16 digits or more, or with an exponent: the only ones a double
  * may not hold exactly (any decimal of 15 significant digits or fewer round-trips). A string never
  * matches (its text follows a quote); a false match only costs the checked parse.

@@ -164,6 +164,20 @@ describe('bounds on every number the service accepts (#18 part 8)', () => {
     });
   });
 
+  it('refuses U+0000 in a path or query (%00), which Postgres cannot compare, with 400 after the signature, on every kind of route', async () => {
+    const nul = 'unstorable: url: text holds U+0000, which cannot be stored';
+    for (const path of ['/v1/operator/free-spins/grants?playerRef=a%00b', '/v1/operator/transactions?roundId=r%00&gameId=fruit-1', '/v1/operator/rounds/r%00?gameId=fruit-1']) {
+      const res = await signedRequest<Body>(h.svc.url, { path, as: OP1 });
+      expect([path, res.status, res.json.error], nul).toEqual([path, 400, 'url: text holds U+0000, which cannot be stored']);
+      // Unsigned: refused as any unsigned request is (no nonce, 400 invalid nonce), before the URL is read.
+      expect(await (await fetch(`${h.svc.url}${path}`)).json()).toEqual({ error: 'invalid nonce' });
+    }
+    for (const path of ['/v1/audit/streams/a%00b', '/v1/audit/rounds/studio-a/op-1/r%00', '/v1/admin/projections?x=%00']) {
+      const res = await toTestResponse<Body>(await fetch(`${h.svc.url}${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }));
+      expect([path, res.status, res.json.error]).toEqual([path, 400, 'url: text holds U+0000, which cannot be stored']);
+    }
+  });
+
   describe('catalog numbers', () => {
     const base = () => testCatalog({ walletUrl: h.wallet.url, providerUrl: h.provider.url });
     const withProvider = (over: Record<string, unknown>) => {
