@@ -206,7 +206,14 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: Si
        UNION ALL
        SELECT h.operator_id, h.seq, g.position, h.link FROM chain_operator_heads h JOIN chain_links g ON g.seq = h.global_seq`,
     );
-    const { rows: last } = await tx.query<{ chain: string; seq: string; link: string }>('SELECT DISTINCT ON (chain) chain, seq, link FROM chain_checkpoints ORDER BY chain, seq DESC');
+    // Each chain's latest checkpoint through the key, chain by chain (the chains linked, and those this
+    // signer remembers): not a pass over every checkpoint ever signed, one a chain a minute.
+    const { rows: last } = await tx.query<{ chain: string; seq: string; link: string }>(
+      `SELECT c.chain, c.seq, c.link
+       FROM (SELECT '' AS chain UNION SELECT operator_id FROM chain_operator_heads UNION SELECT unnest($1::text[])) chains
+       CROSS JOIN LATERAL (SELECT chain, seq, link FROM chain_checkpoints WHERE chain = chains.chain ORDER BY seq DESC LIMIT 1) c`,
+      [[...remembered.keys()]],
+    );
     const latest = new Map(last.map((r) => [r.chain, { count: Number(r.seq), link: r.link }]));
     // The chain's links at the counts the checks compare: each chain's latest checkpoint and the one remembered.
     const asked = [...new Set([...latest.keys(), ...remembered.keys()])].flatMap((chain) =>
