@@ -146,29 +146,29 @@ export interface SignedPlace {
 
 /**
  * What a signer knows of the chains from its earlier rounds: for each chain ('' = the global one), the
- * latest checkpoint it signed or found holding, in the chain's epoch (a move between stores starts the
- * chain again: chain_archives).
+ * latest checkpoint it signed or found holding. Kept for the process's life: a move between stores,
+ * which starts the chain again, is made with every process stopped (docs/operations.md), and a running
+ * signer that found the chain started again under it would refuse it rather than forget what it signed.
  */
 export interface SignerMemory {
-  epoch: number;
   byChain: Map<string, SignedPlace>;
 }
 
-export const newSignerMemory = (): SignerMemory => ({ epoch: -1, byChain: new Map() });
+export const newSignerMemory = (): SignerMemory => ({ byChain: new Map() });
 
 /**
  * Why a chain's head must not be signed, if it must not: a checkpoint vouches for everything before it,
- * so the chain must still hold what was signed before. Its latest checkpoint (`latest`, whoever signed
- * it) and the one this signer remembers (`remembered`) must both still be there, their links the chain's
- * at their counts (`linkAt`). Otherwise someone rewrote the chain's tables (an event edited and the
- * links computed again, the checkpoints after it deleted): signing its head would give the rewrite a
- * valid signature, with database access alone. A signer started afresh remembers nothing; only a
- * checkpoint kept outside the service catches a rewrite made before it started (docs/auditors.md).
+ * so the chain must still hold what was signed before. The links signed by its latest checkpoint
+ * (`latest`, whoever signed it) and by the one this signer remembers (`remembered`, which a deletion of
+ * checkpoints does not take away) must still be the chain's at their counts (`linkAt`). Otherwise someone
+ * rewrote the chain's tables (an event edited and the links computed again, the checkpoints after it
+ * deleted): signing its head would give the rewrite a valid signature, with database access alone. A
+ * chain only shorter for a while (linked again after a failover lost its last commits) is refused until
+ * it is linked that far again. A signer started afresh remembers nothing, and an event changed after the
+ * latest checkpoint any signer had checked is not seen: a checkpoint kept outside the service catches
+ * those (docs/auditors.md).
  */
 export function whyNotSign(remembered: SignedPlace | undefined, latest: SignedPlace | undefined, linkAt: (count: number) => string | undefined): string | undefined {
-  if (remembered !== undefined && (latest === undefined || latest.count < remembered.count)) {
-    return `its checkpoint at count ${remembered.count}, signed or checked by this process, is gone from chain_checkpoints`;
-  }
   if (remembered !== undefined && linkAt(remembered.count) !== remembered.link) {
     return `its link at count ${remembered.count} is no longer the one signed there`;
   }
@@ -177,6 +177,9 @@ export function whyNotSign(remembered: SignedPlace | undefined, latest: SignedPl
   }
   return undefined;
 }
+
+/** The later of two places in one chain (a deletion of checkpoints never takes a signer's memory back). */
+const later = (a: SignedPlace | undefined, b: SignedPlace | undefined): SignedPlace | undefined => (a === undefined ? b : b === undefined || a.count >= b.count ? a : b);
 
 export interface SigningRound {
   /** Checkpoints signed. */
@@ -193,14 +196,10 @@ export interface SigningRound {
  */
 export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: SignerMemory = newSignerMemory()): Promise<SigningRound> {
   const round = await withTransaction(pool, async (tx) => {
-    const { rows: held } = await tx.query<{ retired_at: Date | null; now: Date; epoch: number }>(
-      'SELECT retired_at, clock_timestamp() AS now, (SELECT coalesce(max(epoch), 0) FROM chain_archives) AS epoch FROM chain_keys WHERE key_id = $1 FOR SHARE',
-      [key.keyId],
-    );
+    const { rows: held } = await tx.query<{ retired_at: Date | null; now: Date }>('SELECT retired_at, clock_timestamp() AS now FROM chain_keys WHERE key_id = $1 FOR SHARE', [key.keyId]);
     if (!held[0] || held[0].retired_at !== null) return undefined;
     const signedAt = held[0].now.toISOString();
-    const epoch = held[0].epoch;
-    const remembered = epoch === memory.epoch ? memory.byChain : new Map<string, SignedPlace>();
+    const remembered = memory.byChain;
     const { rows: heads } = await tx.query<{ chain: string; seq: string; position: string; link: Buffer }>(
       `SELECT '' AS chain, l.seq, l.position, l.link FROM (SELECT seq, position, link FROM chain_links ORDER BY seq DESC LIMIT 1) l
        UNION ALL
@@ -232,7 +231,7 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: Si
     for (const chain of new Set([...latest.keys(), ...remembered.keys()])) {
       const why = whyNotSign(remembered.get(chain), latest.get(chain), (count) => links.get(`${chain}\n${count}`));
       if (why !== undefined) refused.push({ chain, why });
-      else if (latest.has(chain)) holding.set(chain, latest.get(chain)!);
+      else holding.set(chain, later(remembered.get(chain), latest.get(chain))!);
     }
     const refusedChains = new Set(refused.map((r) => r.chain));
     const fresh = heads.filter((h) => Number(h.seq) > (latest.get(h.chain)?.count ?? 0) && !refusedChains.has(h.chain));
@@ -254,11 +253,10 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: Si
       const before = remembered.get(chain);
       if (before !== undefined) holding.set(chain, before);
     }
-    return { epoch, holding, round: { signed: made.length, refused } };
+    return { holding, round: { signed: made.length, refused } };
   });
   if (round === undefined) return { signed: 0, refused: [] };
   // Committed: what was signed and checked is remembered for the next round.
-  memory.epoch = round.epoch;
   memory.byChain = round.holding;
   return round.round;
 }

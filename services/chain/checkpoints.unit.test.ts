@@ -14,9 +14,10 @@ describe('whyNotSign: a head is signed only over a chain that still holds what w
     expect(whyNotSign({ count: 20, link: 'bb' }, { count: 20, link: 'bb' }, links)).toBeUndefined();
   });
 
-  it('refuses when a checkpoint this process signed or checked is gone (deleted, or the chain started again)', () => {
-    expect(whyNotSign({ count: 20, link: 'bb' }, undefined, links)).toMatch(/count 20, signed or checked by this process, is gone/);
-    expect(whyNotSign({ count: 20, link: 'bb' }, { count: 10, link: 'aa' }, links)).toMatch(/count 20,.* is gone/);
+  it('goes by the links, not by the checkpoints left: checkpoints deleted over a chain that still holds them are no refusal; a chain shorter than what was signed is one', () => {
+    expect(whyNotSign({ count: 20, link: 'bb' }, undefined, links)).toBeUndefined();
+    expect(whyNotSign({ count: 30, link: 'cc' }, { count: 20, link: 'bb' }, links)).toBeUndefined();
+    expect(whyNotSign({ count: 40, link: 'dd' }, { count: 30, link: 'cc' }, links)).toMatch(/link at count 40 is no longer the one signed there/);
   });
 
   it('refuses when the chain no longer has the link signed at a checkpoint: its own, or the latest of any signer', () => {
