@@ -62,15 +62,20 @@ export function parseJson(text: string): unknown {
 }
 
 /**
- * JSON.parse's reviver (and express.json's) refusing a number whose text says more than a double holds
- * (12345678901234567891, 100.0000000000000001, 1e-400): parsed, it would reach the wallet and the history
- * as another number, where amounts must be exact integers and a transaction's metadata is passed on
- * unchanged. The same value written otherwise (1.50, 1e2) is that value, passed on as JavaScript writes it
- * (1.5, 100). Needs the parse's source text (Node.js 22 and later); without it, nothing is checked.
+ * JSON.parse's reviver (and express.json's) refusing a number that would be passed on as another decimal
+ * number: read as a double and written in its shortest form, 12345678901234567891 becomes
+ * 12345678901234567000, 100.0000000000000001 becomes 100, 1e-400 becomes 0, 0.10000000000000001 becomes
+ * 0.1, where amounts must be exact integers and a transaction's metadata is passed on unchanged. The same
+ * value written otherwise (1.50, 1e2) passes, as 1.5 and 100. Needs the parse's source text (Node.js 22
+ * and later); without it, nothing is checked. (Thrown inside express.json, the error loses its own
+ * fields to body-parser, which sets 400 again: errors.ts answers it as this AppError.)
  */
 export function exactNumbers(key: string, value: unknown, context?: { source?: string }): unknown {
   if (typeof value === 'number' && context?.source !== undefined && !sameDecimal(context.source, String(value))) {
-    throw badRequest(`body: the number ${context.source.slice(0, 40)}${key !== '' && !/^\d+$/.test(key) ? ` (at "${key.slice(0, 40)}")` : ''} cannot be passed on unchanged: it holds more than a double does (integers up to 2^53, about 15 significant digits); send such an id as a string`);
+    const passed = Number.isFinite(value) ? String(value) : 'null';
+    throw badRequest(
+      `body: the number ${context.source.slice(0, 40)}${key !== '' && !/^\d+$/.test(key) ? ` (at "${key.slice(0, 40)}")` : ''} cannot be passed on unchanged: it would reach the wallet as ${passed} (numbers are read as doubles and written in their shortest form); send such an id as a string`,
+    );
   }
   return value;
 }
