@@ -64,6 +64,9 @@ export async function staleRoundCandidates(pool: Pool, staleAfterSeconds: number
   return rows.map((r) => ({ roundStream: r.round_stream, operatorId: r.operator_id }));
 }
 
+/** Whether a ROLLBACK of its round names the transaction `t` (the decider's rolledBackBy, as the read model holds it). */
+const ROLLED_BACK = `EXISTS (SELECT 1 FROM rm_transactions r WHERE r.round_stream = t.round_stream AND r.type = 'ROLLBACK' AND r.original_transaction_id = t.transaction_id)`;
+
 /**
  * The transactions in the given statuses, oldest first: rows of rm_transactions, column names as stored,
  * each with whether it is a transaction a ROLLBACK names (`rolledBack`, beside the row) for the decider's
@@ -76,7 +79,7 @@ export async function transactionsIn(
   const { rows } = await pool.query<{ amount: string; type: TransactionType; status: TxStatus; rolled_back: boolean } & Record<string, unknown>>(
     `SELECT t.provider_id, t.operator_id, t.round_id, t.round_stream, t.transaction_id, t.type, t.player_ref, t.amount, t.currency, t.status, t.attempts,
             t.last_error, t.recorded_at, t.dead_lettered_at, t.updated_at,
-            EXISTS (SELECT 1 FROM rm_transactions r WHERE r.round_stream = t.round_stream AND r.type = 'ROLLBACK' AND r.original_transaction_id = t.transaction_id) AS rolled_back
+            ${ROLLED_BACK} AS rolled_back
      FROM rm_transactions t WHERE t.status = ANY($1::text[]) ORDER BY t.recorded_at`,
     [statuses],
   );
@@ -110,7 +113,7 @@ export interface StuckRow {
 
 const STUCK_ROWS = `
   SELECT t.operator_id, t.provider_id, t.round_id, t.game_id, t.transaction_id, t.type, t.amount, t.currency, t.status, t.attempts, t.last_error, t.recorded_at,
-         EXISTS (SELECT 1 FROM rm_transactions r WHERE r.round_stream = t.round_stream AND r.type = 'ROLLBACK' AND r.original_transaction_id = t.transaction_id) AS rolled_back
+         ${ROLLED_BACK} AS rolled_back
   FROM rm_transactions t WHERE t.status = ANY($1::text[])`;
 
 interface StuckDbRow {
