@@ -2,7 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { grantDecider } from '../grants/decider.ts';
 import { grantStream } from '../grants/events.ts';
-import { isClosed, isUnsettled, outstandingBets, roundDecider, UNSETTLED_STATUSES, type RoundState, type TxStatus } from '../rounds/decider.ts';
+import { DEAD_STATUSES, isClosed, isUnsettled, outstandingBets, roundDecider, UNSETTLED_STATUSES, type RoundState, type TxStatus } from '../rounds/decider.ts';
 import { transactionsIn } from '../rounds/queries.ts';
 import { roundStream } from '../rounds/events.ts';
 import { openSessions, playerSessionsDecider, type PlayerSessionsState } from '../sessions/decider.ts';
@@ -191,9 +191,9 @@ export function auditRoutes(ctx: ServiceContext): Router {
 
   router.get('/transactions', async (req, res) => {
     const { status } = parseOr400(txQuery, req.query, 'query');
-    const statuses: readonly TxStatus[] = status === 'dead' ? ['dead'] : status === 'unsettled' ? UNSETTLED_STATUSES : ['dead', ...UNSETTLED_STATUSES]; // unresolved
+    const statuses: readonly TxStatus[] = status === 'dead' ? DEAD_STATUSES : status === 'unsettled' ? UNSETTLED_STATUSES : [...DEAD_STATUSES, ...UNSETTLED_STATUSES]; // unresolved
     // A failed BET its ROLLBACK settled is in an unsettled status for good, and listed by none (isUnsettled).
-    const listed = (await transactionsIn(ctx.pool, statuses)).filter(({ row, rolledBack }) => row.status === 'dead' || isUnsettled(row.type, row.status, rolledBack));
+    const listed = (await transactionsIn(ctx.pool, statuses)).filter(({ row, rolledBack }) => DEAD_STATUSES.includes(row.status) || isUnsettled(row.type, row.status, rolledBack));
     res.json({ transactions: listed.map(({ row }) => row) });
   });
 

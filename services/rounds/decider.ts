@@ -87,6 +87,12 @@ export const completesRound = (r: Pick<TransactionRequest, 'type' | 'roundComple
 export const isCredit = (t: TransactionRequest['type']): boolean => t !== 'BET';
 
 /**
+ * What operators see as dead (operatorStatus): retries stopped, and a credit the wallet answered DECLINED,
+ * which is never sent again either; both wait for the platform team's adjustment or re-drive.
+ */
+export const DEAD_STATUSES: readonly TxStatus[] = TX_STATUSES.filter((s) => operatorStatus('WIN', s) === 'dead');
+
+/**
  * Whether the worker asks the wallet for a transaction of this round: a credit until it is settled for
  * good. A BET is attempted once and never retried (contract section 5), so only a BET still recorded (no
  * outcome of its own attempt recorded), not rolled back, whose round holds a transaction recorded after

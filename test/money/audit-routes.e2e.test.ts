@@ -179,6 +179,15 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
     expect(stuck!.amount).toBe(5);
     const dead = await audit<{ transactions: unknown[] }>('/transactions?status=dead');
     expect(dead.status).toBe(200);
+    // A WIN the wallet answered DECLINED (invalid) is never sent again: listed as dead, as operators see it.
+    await h.tx({ sessionToken: token, roundId: 'au-u', playerRef: player, currency: 'EUR', gameId: 'fruit-1', transactionId: 'au-ok-bet', type: 'BET', roundComplete: false, amount: 5 });
+    h.wallet.script('au-invalid-win', { status: 200, body: { status: 'DECLINED', balance: 9900 } });
+    expect((await h.tx({ sessionToken: token, roundId: 'au-u', playerRef: player, currency: 'EUR', gameId: 'fruit-1', transactionId: 'au-invalid-win', type: 'WIN', roundComplete: false, amount: 3 })).status).toBe(502);
+    const invalidListed = async (status: string) =>
+      (await audit<{ transactions: Array<{ transaction_id: string; status: string }> }>(`/transactions?status=${status}`)).json.transactions.some((t) => t.transaction_id === 'au-invalid-win' && t.status === 'invalid');
+    await h.until(() => invalidListed('dead'));
+    expect(await invalidListed('unresolved')).toBe(true);
+    expect(await invalidListed('unsettled')).toBe(false);
     expect((await audit('/transactions?status=weird')).status).toBe(400);
 
     // Its ROLLBACK settles it: never sent again, it leaves both lists, keeping its status (contract
@@ -214,7 +223,7 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
       expect(res.status).toBe(200);
       expect(ids(res)).toContain('au-s-stuck-win');
       expect(ids(res)).not.toContain('au-settled-bet');
-      expect(res.json.transactions.every((t) => ['dead', 'recorded', 'failed', 'timed_out'].includes(t.status))).toBe(true);
+      expect(res.json.transactions.every((t) => ['dead', 'invalid', 'recorded', 'failed', 'timed_out'].includes(t.status))).toBe(true);
     }
   });
 });
