@@ -184,7 +184,7 @@ const later = (a: SignedPlace | undefined, b: SignedPlace | undefined): SignedPl
 export interface SigningRound {
   /** Checkpoints signed. */
   signed: number;
-  /** Chains that grew but were not signed, and why (whyNotSign). */
+  /** Chains left unsigned, grown or not, because they no longer hold what was signed (whyNotSign), and why. */
   refused: Array<{ chain: string; why: string }>;
 }
 

@@ -50,9 +50,10 @@ export function refuseUnstorableUrl(req: Request, _res: Response, next: NextFunc
 }
 
 /**
- * A number token (after `:`, `,` or `[`) of 16 digits or more, or with an exponent: the only ones a double
- * may not hold exactly (any decimal of 15 significant digits or fewer round-trips). A string never
- * matches (its text follows a quote); a false match only costs the checked parse.
+ * A number token (after `:`, `,` or `[`) of 16 characters or more of digits and its point, or with an
+ * exponent: the only ones that may change (any decimal of 15 significant digits or fewer round-trips
+ * through a double). A string never matches (its text follows a quote); a false match only costs the
+ * checked parse.
  */
 const MAYBE_INEXACT = /[:,[]\s*-?(?:[\d.]{16}|[\d.]+[eE])/;
 
