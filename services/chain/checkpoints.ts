@@ -163,10 +163,11 @@ export const newSignerMemory = (): SignerMemory => ({ byChain: new Map() });
  * checkpoints does not take away) must still be the chain's at their counts (`linkAt`). Otherwise someone
  * rewrote the chain's tables (an event edited and the links computed again, the checkpoints after it
  * deleted): signing its head would give the rewrite a valid signature, with database access alone. A
- * chain only shorter for a while (linked again after a failover lost its last commits) is refused until
- * it is linked that far again. A signer started afresh remembers nothing, and an event changed after the
- * latest checkpoint any signer had checked is not seen: a checkpoint kept outside the service catches
- * those (docs/auditors.md).
+ * chain made shorter by a failover that lost its last commits is refused until linked that far again
+ * (for good, if the events were lost with them and others took their counts). Not seen (docs/auditors.md,
+ * where a checkpoint kept outside the service catches them): the head rows are signed as found, not
+ * computed again from the events, so a forged head signed first and a rewrite behind it after; a signer
+ * started afresh, which remembers nothing; an event changed after the latest checkpoint it had checked.
  */
 export function whyNotSign(remembered: SignedPlace | undefined, latest: SignedPlace | undefined, linkAt: (count: number) => string | undefined): string | undefined {
   if (remembered !== undefined && linkAt(remembered.count) !== remembered.link) {
@@ -207,13 +208,15 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: Si
     );
     // Each chain's latest checkpoint through the key, chain by chain (the chains linked, and those this
     // signer remembers): not a pass over every checkpoint ever signed, one a chain a minute.
-    const { rows: last } = await tx.query<{ chain: string; seq: string; link: string }>(
-      `SELECT c.chain, c.seq, c.link
+    const { rows: last } = await tx.query<CheckpointRow>(
+      `SELECT c.chain, c.seq, c.position, c.link, c.signed_at, c.key_id, c.signature
        FROM (SELECT '' AS chain UNION SELECT operator_id FROM chain_operator_heads UNION SELECT unnest($1::text[])) chains
-       CROSS JOIN LATERAL (SELECT chain, seq, link FROM chain_checkpoints WHERE chain = chains.chain ORDER BY seq DESC LIMIT 1) c`,
+       CROSS JOIN LATERAL (SELECT chain, seq, position, link, signed_at, key_id, signature FROM chain_checkpoints WHERE chain = chains.chain ORDER BY seq DESC LIMIT 1) c`,
       [[...remembered.keys()]],
     );
     const latest = new Map(last.map((r) => [r.chain, { count: Number(r.seq), link: r.link }]));
+    // Remembered from here on only if this key signed it (a row anyone could insert moves no memory).
+    const vouched = new Set(last.filter((r) => r.key_id === key.keyId && checkpointSignatureValid(checkpointOf(r), key.publicKeyPem)).map((r) => r.chain));
     // The chain's links at the counts the checks compare: each chain's latest checkpoint and the one remembered.
     const asked = [...new Set([...latest.keys(), ...remembered.keys()])].flatMap((chain) =>
       [latest.get(chain), remembered.get(chain)].filter((p): p is SignedPlace => p !== undefined).map((p) => ({ chain, count: p.count })),
@@ -230,8 +233,12 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: Si
     const holding = new Map<string, SignedPlace>();
     for (const chain of new Set([...latest.keys(), ...remembered.keys()])) {
       const why = whyNotSign(remembered.get(chain), latest.get(chain), (count) => links.get(`${chain}\n${count}`));
-      if (why !== undefined) refused.push({ chain, why });
-      else holding.set(chain, later(remembered.get(chain), latest.get(chain))!);
+      if (why !== undefined) {
+        refused.push({ chain, why });
+        continue;
+      }
+      const keep = later(remembered.get(chain), vouched.has(chain) ? latest.get(chain) : undefined);
+      if (keep !== undefined) holding.set(chain, keep);
     }
     const refusedChains = new Set(refused.map((r) => r.chain));
     const fresh = heads.filter((h) => Number(h.seq) > (latest.get(h.chain)?.count ?? 0) && !refusedChains.has(h.chain));
@@ -264,8 +271,13 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: Si
 /** The projector role's signer: a checkpoint of each grown chain every `seconds`. */
 export function startCheckpointSigner(pool: Pool, key: SigningKey, seconds: number, logger: Logger, onRefused: (chain: string) => void = () => undefined): { stop(): Promise<void> } {
   let running: Promise<unknown> = Promise.resolve();
+  let busy = false;
   const memory = newSignerMemory();
   const timer = setInterval(() => {
+    // One round at a time: a round held up (a rotation's lock, a slow database) is not joined by others,
+    // each holding a connection, the last to end writing an older memory over a newer one.
+    if (busy) return;
+    busy = true;
     running = signNewCheckpoints(pool, key, memory)
       .then(({ signed, refused }) => {
         if (signed > 0) logger.debug({ checkpoints: signed }, 'chain checkpoints signed');
@@ -274,7 +286,8 @@ export function startCheckpointSigner(pool: Pool, key: SigningKey, seconds: numb
           onRefused(chain);
         }
       })
-      .catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'chain checkpoints not signed; trying again at the next interval'));
+      .catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'chain checkpoints not signed; trying again at the next interval'))
+      .finally(() => (busy = false));
   }, seconds * 1000);
   timer.unref();
   return {

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../shared/canonical.ts';
-import { signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
+import { newSignerMemory, signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
 import { parseExposition, total } from '../metrics/exposition.ts';
 import { GENESIS, nextLink } from '../../services/chain/link.ts';
 import type { HistoryEvent } from '../../services/chain/routes.ts';
@@ -329,6 +329,27 @@ describe('the tamper-evident history', () => {
       await signedUpToDate();
       expect((await audit('verify-chain')).code).toBe(0);
     }, 60_000);
+
+    it('a checkpoint row the signing key did not sign moves no signer\'s memory forward', async () => {
+      const key = await signingKey(h.svc.ctx.pool, undefined);
+      const memory = newSignerMemory();
+      await signNewCheckpoints(h.svc.ctx.pool, key, memory);
+      const held = memory.byChain.get('')!;
+      const top = Number((await h.svc.ctx.pool.query<{ seq: string }>('SELECT max(seq) AS seq FROM chain_links')).rows[0]!.seq);
+      expect(held.count).toBe(top);
+      // A link row past the head and a checkpoint of it, both written with database access alone.
+      const forged = 'ab'.repeat(32);
+      await h.svc.ctx.pool.query(`INSERT INTO chain_links (seq, position, stream_id, revision, link) VALUES ($1, '0.0', 'forged', 0, decode($2, 'hex'))`, [top + 1, forged]);
+      await h.svc.ctx.pool.query(`INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature) VALUES ('', $1, '0.0', $2, now(), $3, 'eA==')`, [top + 1, forged, key.keyId]);
+      try {
+        await signNewCheckpoints(h.svc.ctx.pool, key, memory);
+        expect(memory.byChain.get('')).toEqual(held);
+      } finally {
+        await h.svc.ctx.pool.query(`DELETE FROM chain_checkpoints WHERE chain = '' AND seq = $1`, [top + 1]);
+        await h.svc.ctx.pool.query('DELETE FROM chain_links WHERE seq = $1', [top + 1]);
+      }
+      expect((await audit('verify-chain')).code).toBe(0);
+    });
 
     it('a history rewritten and signed again by the key holder passes verify-chain, but not an operator who kept its checkpoints', async () => {
       const kept = path.join(path.dirname(keyFile), 'kept.json');
