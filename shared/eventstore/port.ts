@@ -49,8 +49,11 @@ const POSITION_PART_MAX = 2n ** 63n - 1n;
  */
 export function isPosition(p: string): boolean {
   if (p === START) return true;
-  const match = /^(\d+)\.(\d+)$/.exec(p);
-  return match !== null && BigInt(match[1]!) <= POSITION_PART_MAX && BigInt(match[2]!) <= POSITION_PART_MAX;
+  try {
+    return positionParts(p).every((n) => n <= POSITION_PART_MAX);
+  } catch {
+    return false;
+  }
 }
 
 /** A position's two numbers (both adapters write "<number>.<number>"), in the order the log sorts them. */
