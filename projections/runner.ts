@@ -125,6 +125,8 @@ export interface Projection {
   apply(events: RecordedEvent[], tx: PoolClient): Promise<void>;
   /** Deletes every row of the read model (a rebuild starts from here and replays the whole log). */
   reset(tx: PoolClient): Promise<void>;
+  /** Called once a batch apply() wrote has committed (a projection that keeps state in memory moves it on here). */
+  committed?(): void;
   /**
    * After a wake-up, how long its runner lets events gather before reading them (default
    * GATHER_MS): one read and one transaction for many events instead of one per append, at the price
@@ -282,7 +284,10 @@ export async function applyBatch(pool: Pool, projection: Projection, from: Posit
       [projection.name, from, last.position, events.length + passedBefore, last.createdAt],
     );
     if (moved.rowCount !== 1) throw new CheckpointMovedError(`projection ${projection.name}: checkpoint moved away from ${from}`);
-    if (relevant.length > 0) await client.query('COMMIT');
+    if (relevant.length > 0) {
+      await client.query('COMMIT');
+      projection.committed?.();
+    }
     return last.position;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);

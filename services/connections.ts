@@ -1,6 +1,6 @@
 import type { Config } from '../shared/config.ts';
 import { fenceConnections } from '../shared/eventstore/claim-then-append.ts';
-import { allRunners } from './read-models.ts';
+import { runnerNames } from './read-models.ts';
 
 /**
  * The most Postgres connections one process opens with this configuration, and what for: its query pool
@@ -15,7 +15,7 @@ export function postgresConnections(config: Pick<Config, 'roles' | 'eventStore' 
   const parts: Record<string, number> = {
     queries: config.databasePoolSize,
     notifications: postgresStore ? 2 : 1,
-    ...(has('projector') ? { projectionLocks: allRunners().length } : {}),
+    ...(has('projector') ? { projectionLocks: runnerNames().length } : {}),
     ...(has('reconciler') ? { sweepLocks: 1 } : {}),
     ...(!postgresStore && has('api') ? { kickFence: fenceConnections(config.databasePoolSize) } : {}),
   };

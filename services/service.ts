@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { allMigrations } from './migrations.ts';
-import { allRunners, runnerNames } from './read-models.ts';
+import { allProjections, runnerNames } from './read-models.ts';
 import { checkCheckpointStore, CheckpointStoreMismatch, projectionFailures, ProjectionRunner } from '../projections/runner.ts';
 import { SharedLogReads } from '../projections/shared-reads.ts';
 import { BackgroundTasks } from '../shared/background.ts';
@@ -243,15 +243,16 @@ export async function startService(config: Config, logger: Logger = createLogger
       // The read models, reading the log once for all of them, and the hash chain beside them (run the same
       // way, but never rebuilt). The chain reads the store itself: it links what the store holds when it
       // reads, never what this process read of it earlier (docs/auditors.md: a history rewritten in the
-      // database and linked again is what an operator's kept checkpoints expose).
+      // database and linked again is what an operator's kept checkpoints expose). Its signer signs only
+      // the heads this process's chain runner linked (services/chain/projection.ts, ChainHeads).
       const reads = new SharedLogReads(eventStore);
-      for (const projection of allRunners()) {
-        const shared = projection === chainProjection ? {} : { reads };
+      const chain = chainProjection(eventStore);
+      for (const [projection, shared] of [...allProjections().map((p) => [p, { reads }] as const), [chain, {}] as const]) {
         const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, ...shared, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
         runner.start();
         runners.push(runner);
       }
-      signer = startCheckpointSigner(pool, key, config.chainCheckpointSeconds, logger, (chain) => ctx.metrics.chainSigningRefused(chain));
+      signer = startCheckpointSigner(pool, key, chain.heads, config.chainCheckpointSeconds, logger, (c) => ctx.metrics.chainSigningRefused(c));
       lagSampler = startLagSampler(pool, runners, logger);
       ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => ctx.catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool, runnerNames()), logger });
     }

@@ -1,5 +1,5 @@
 import { Router } from 'express';
-import { allRunners } from '../read-models.ts';
+import { runnerNames } from '../read-models.ts';
 import { projectionLag } from '../../projections/runner.ts';
 import type { ServiceContext } from '../context.ts';
 
@@ -16,7 +16,7 @@ export function adminRouter(ctx: ServiceContext): Router {
   /** How far behind the log each read model is (events and the age of the oldest one not yet applied). */
   router.get('/projections', async (_req, res) => {
     // The hash chain's runner too: a chain behind is a history not yet linked.
-    res.json({ projections: await Promise.all(allRunners().map((p) => projectionLag(ctx.pool, ctx.eventStore, p.name))) });
+    res.json({ projections: await Promise.all(runnerNames().map((name) => projectionLag(ctx.pool, ctx.eventStore, name))) });
   });
 
   return router;

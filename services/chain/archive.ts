@@ -2,20 +2,22 @@ import { withTransaction, type Pool, type PoolClient } from '../../shared/db/poo
 import { START, type EventStore } from '../../shared/eventstore/port.ts';
 import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
 import { applyBatch, readCheckpoint } from '../../projections/runner.ts';
-import { chainProjection } from './projection.ts';
+import { CHAIN, chainProjection } from './projection.ts';
 
 /**
  * Links the events the chain's runner has not linked yet (the service is stopped for a move between
  * stores, and its projector may have stopped a few events short). Returns how many it linked.
  */
 export async function catchUpChain(pool: Pool, store: EventStore): Promise<number> {
-  let from = await readCheckpoint(pool, chainProjection.name);
+  let from = await readCheckpoint(pool, CHAIN);
+  // This command's own runner: the heads it starts from are the tables' (ChainHeads).
+  const chain = chainProjection(store);
   let linked = 0;
   for (;;) {
     // Pages of up to 1,000 events and BATCH_BYTES (an outcome keeps a reply of up to 1 MiB).
     const { events: page } = await store.readPage({ from, maxCount: 1000, maxBytes: BATCH_BYTES });
     if (page.length === 0) return linked;
-    from = await applyBatch(pool, chainProjection, from, page);
+    from = await applyBatch(pool, chain, from, page);
     linked += page.length;
   }
 }
@@ -50,7 +52,7 @@ export async function archiveChain(pool: Pool, store: string, alongside: (tx: Po
       `INSERT INTO projection_checkpoints (name, position) VALUES ($1, $2)
        ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position, events_applied = 0, last_event_at = NULL, updated_at = now(),
          failing_since = NULL, failing_event = NULL, failing_error = NULL`,
-      [chainProjection.name, START],
+      [CHAIN, START],
     );
     // In the same transaction (the move's last step, which records the new store): a move interrupted
     // before it leaves the old chain in place, and a move run again verifies it again.

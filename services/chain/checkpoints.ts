@@ -2,6 +2,7 @@ import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sig
 import type { Logger } from 'pino';
 import { canonicalJson } from '../../shared/canonical.ts';
 import { withTransaction, type Pool } from '../../shared/db/pool.ts';
+import type { ChainHead, ChainHeads } from './projection.ts';
 
 /**
  * Signed checkpoints of the chain (contract section 10): every CHAIN_CHECKPOINT_SECONDS while new events
@@ -162,12 +163,12 @@ export const newSignerMemory = (): SignerMemory => ({ byChain: new Map() });
  * (`latest`, whoever signed it) and by the one this signer remembers (`remembered`, which a deletion of
  * checkpoints does not take away) must still be the chain's at their counts (`linkAt`). Otherwise someone
  * rewrote the chain's tables (an event edited and the links computed again, the checkpoints after it
- * deleted): signing its head would give the rewrite a valid signature, with database access alone. A
- * chain made shorter by a failover that lost its last commits is refused until linked that far again
- * (for good, if the events were lost with them and others took their counts). Not seen (docs/auditors.md,
- * where a checkpoint kept outside the service catches them): the head rows are signed as found, not
- * computed again from the events, so a forged head signed first and a rewrite behind it after; a signer
- * started afresh, which remembers nothing; an event changed after the latest checkpoint it had checked.
+ * deleted): the heads signed are the ones this process's runner linked (ChainHeads), never the rows,
+ * but a checkpoint over them would say the tables' chain holds, which it no longer does. A chain made
+ * shorter by a failover that lost its last commits is refused until linked that far again (for good, if
+ * the events were lost with them and others took their counts: restart the projector). Not seen
+ * (docs/auditors.md, where a checkpoint kept outside the service catches them): a process started
+ * afresh, which remembers nothing and takes the tables' heads as they are.
  */
 export function whyNotSign(remembered: SignedPlace | undefined, latest: SignedPlace | undefined, linkAt: (count: number) => string | undefined): string | undefined {
   if (remembered !== undefined && linkAt(remembered.count) !== remembered.link) {
@@ -190,29 +191,27 @@ export interface SigningRound {
 }
 
 /**
- * Signs a checkpoint of every chain that grew since its last one, unless the chain no longer holds what
- * was signed before (whyNotSign; `memory`, kept between a signer's rounds, is updated once they commit).
+ * Signs a checkpoint of every chain that grew since its last one, at the head `linked` holds (what this
+ * process's chain runner committed, never a row read back: ChainHeads), unless the chain no longer holds
+ * what was signed before (whyNotSign; `memory`, kept between a signer's rounds, is updated once they commit).
  * Holds its key's row while it signs, so a rotation (which retires the key) waits for it or is seen by
  * it: a key never signs past its retirement. The time signed is the database's, as the retirement's is.
  */
-export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: SignerMemory = newSignerMemory()): Promise<SigningRound> {
+export async function signNewCheckpoints(pool: Pool, key: SigningKey, linked: ReadonlyMap<string, ChainHead> | undefined, memory: SignerMemory = newSignerMemory()): Promise<SigningRound> {
+  // Nothing linked by this process yet: nothing it may sign.
+  if (linked === undefined) return { signed: 0, refused: [] };
   const round = await withTransaction(pool, async (tx) => {
     const { rows: held } = await tx.query<{ retired_at: Date | null; now: Date }>('SELECT retired_at, clock_timestamp() AS now FROM chain_keys WHERE key_id = $1 FOR SHARE', [key.keyId]);
     if (!held[0] || held[0].retired_at !== null) return undefined;
     const signedAt = held[0].now.toISOString();
     const remembered = memory.byChain;
-    const { rows: heads } = await tx.query<{ chain: string; seq: string; position: string; link: Buffer }>(
-      `SELECT '' AS chain, l.seq, l.position, l.link FROM (SELECT seq, position, link FROM chain_links ORDER BY seq DESC LIMIT 1) l
-       UNION ALL
-       SELECT h.operator_id, h.seq, g.position, h.link FROM chain_operator_heads h JOIN chain_links g ON g.seq = h.global_seq`,
-    );
     // Each chain's latest checkpoint through the key, chain by chain (the chains linked, and those this
     // signer remembers): not a pass over every checkpoint ever signed, one a chain a minute.
     const { rows: last } = await tx.query<CheckpointRow>(
       `SELECT c.chain, c.seq, c.position, c.link, c.signed_at, c.key_id, c.signature
-       FROM (SELECT '' AS chain UNION SELECT operator_id FROM chain_operator_heads UNION SELECT unnest($1::text[])) chains
+       FROM (SELECT DISTINCT unnest($1::text[]) AS chain) chains
        CROSS JOIN LATERAL (SELECT chain, seq, position, link, signed_at, key_id, signature FROM chain_checkpoints WHERE chain = chains.chain ORDER BY seq DESC LIMIT 1) c`,
-      [[...remembered.keys()]],
+      [['', ...linked.keys(), ...remembered.keys()]],
     );
     const latest = new Map(last.map((r) => [r.chain, { count: Number(r.seq), link: r.link }]));
     // Remembered from here on only if this key signed it (a row anyone could insert moves no memory).
@@ -241,9 +240,9 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: Si
       if (keep !== undefined) holding.set(chain, keep);
     }
     const refusedChains = new Set(refused.map((r) => r.chain));
-    const fresh = heads.filter((h) => Number(h.seq) > (latest.get(h.chain)?.count ?? 0) && !refusedChains.has(h.chain));
-    const made = fresh.map((h) =>
-      signCheckpoint(key, { ...(h.chain !== '' ? { operatorId: h.chain } : {}), position: h.position, link: h.link.toString('hex'), count: Number(h.seq), signedAt }),
+    const fresh = [...linked].filter(([chain, h]) => h.seq > (latest.get(chain)?.count ?? 0) && !refusedChains.has(chain));
+    const made = fresh.map(([chain, h]) =>
+      signCheckpoint(key, { ...(chain !== '' ? { operatorId: chain } : {}), position: h.position, link: h.link.toString('hex'), count: h.seq, signedAt }),
     );
     if (made.length > 0) {
       // Two processes may sign the same head at once: the first one's stands (the same count and link).
@@ -268,8 +267,8 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, memory: Si
   return round.round;
 }
 
-/** The projector role's signer: a checkpoint of each grown chain every `seconds`. */
-export function startCheckpointSigner(pool: Pool, key: SigningKey, seconds: number, logger: Logger, onRefused: (chain: string) => void = () => undefined): { stop(): Promise<void> } {
+/** The projector role's signer: a checkpoint of each chain its process's runner grew (`heads`), every `seconds`. */
+export function startCheckpointSigner(pool: Pool, key: SigningKey, heads: ChainHeads, seconds: number, logger: Logger, onRefused: (chain: string) => void = () => undefined): { stop(): Promise<void> } {
   let running: Promise<unknown> = Promise.resolve();
   let busy = false;
   const memory = newSignerMemory();
@@ -278,7 +277,7 @@ export function startCheckpointSigner(pool: Pool, key: SigningKey, seconds: numb
     // each holding a connection, the last to end writing an older memory over a newer one.
     if (busy) return;
     busy = true;
-    running = signNewCheckpoints(pool, key, memory)
+    running = signNewCheckpoints(pool, key, heads.linked(), memory)
       .then(({ signed, refused }) => {
         if (signed > 0) logger.debug({ checkpoints: signed }, 'chain checkpoints signed');
         for (const { chain, why } of refused) {

@@ -1,6 +1,7 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
-import type { RecordedEvent } from '../../shared/eventstore/port.ts';
+import { START, type EventStore, type RecordedEvent } from '../../shared/eventstore/port.ts';
+import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
 import type { Projection } from '../../projections/runner.ts';
 import { chainedEvent, eventBytes, GENESIS, nextLink } from './link.ts';
 import { knownGrantOwners, ownerOf } from './tenancy.ts';
@@ -123,18 +124,42 @@ export const chainMigrations: Migration[] = [
   },
 ];
 
-interface OperatorHead {
+/** Where a chain stands after its last link: its count, the event's place in the global chain and the log, the link. */
+export interface ChainHead {
   seq: number;
   globalSeq: number;
+  position: string;
   link: Buffer;
 }
 
-/** Links every event of a batch to the global chain and its operator's, after the heads the tables hold. */
-async function link(events: RecordedEvent[], tx: PoolClient): Promise<void> {
-  const { rows: globalHead } = await tx.query<{ seq: string; link: Buffer }>('SELECT seq, link FROM chain_links ORDER BY seq DESC LIMIT 1');
-  let seq = Number(globalHead[0]?.seq ?? 0);
-  let previous = globalHead[0]?.link ?? GENESIS;
+/** Each chain's head: '' the global chain, else an operator's. */
+export type ChainHeadsMap = Map<string, ChainHead>;
 
+const BEFORE_FIRST: ChainHead = { seq: 0, globalSeq: 0, position: START, link: GENESIS };
+
+/** One link row: an event's place and link in the global chain and, if it has an operator, in its operator's. */
+interface LinkRow {
+  seq: number;
+  position: string;
+  streamId: string;
+  revision: number;
+  link: Buffer;
+  operatorId: string | null;
+  operatorSeq: number | null;
+  operatorLink: Buffer | null;
+}
+
+/** The chain's refusal to link after rows this process did not write (see ChainHeads). */
+export class ChainRewrittenError extends Error {
+  override name = 'ChainRewrittenError';
+}
+
+const chainName = (chain: string): string => (chain === '' ? 'the global chain' : `operator ${chain}'s chain`);
+const sameHead = (a: ChainHead | undefined, b: ChainHead | undefined): boolean =>
+  a === undefined || b === undefined ? a === b : a.seq === b.seq && a.globalSeq === b.globalSeq && a.link.equals(b.link);
+
+/** Each event's operator (undefined: none), and the grant streams first seen in these events with theirs. */
+async function ownersOf(events: RecordedEvent[], tx: PoolClient): Promise<{ owners: Array<string | undefined>; firstSeen: Map<string, string> }> {
   // Whose later grant events these are: remembered from each grant's first event (the new ones kept below).
   const grantOwners = await knownGrantOwners(tx, events);
   const firstSeen = new Map<string, string>();
@@ -146,34 +171,145 @@ async function link(events: RecordedEvent[], tx: PoolClient): Promise<void> {
     }
     return owner?.operatorId;
   });
+  return { owners, firstSeen };
+}
 
-  const operators = [...new Set(owners.filter((o): o is string => o !== undefined))];
-  const heads = new Map<string, OperatorHead>();
-  if (operators.length > 0) {
-    const { rows } = await tx.query<{ operator_id: string; seq: string; global_seq: string; link: Buffer }>(
-      'SELECT operator_id, seq, global_seq, link FROM chain_operator_heads WHERE operator_id = ANY($1::text[]) FOR UPDATE',
-      [operators],
-    );
-    for (const r of rows) heads.set(r.operator_id, { seq: Number(r.seq), globalSeq: Number(r.global_seq), link: r.link });
+/** Links events after `heads`, which it moves on: the rows of the chain's table, one an event. */
+function linkEvents(events: RecordedEvent[], owners: Array<string | undefined>, heads: ChainHeadsMap): LinkRow[] {
+  return events.map((e, i) => {
+    const chained = eventBytes(chainedEvent(e));
+    const before = heads.get('') ?? BEFORE_FIRST;
+    const global: ChainHead = { seq: before.seq + 1, globalSeq: before.seq + 1, position: e.position, link: nextLink(before.link, chained) };
+    heads.set('', global);
+    const operatorId = owners[i];
+    let mine: ChainHead | undefined;
+    if (operatorId !== undefined) {
+      const head = heads.get(operatorId) ?? BEFORE_FIRST;
+      mine = { seq: head.seq + 1, globalSeq: global.seq, position: e.position, link: nextLink(head.link, chained) };
+      heads.set(operatorId, mine);
+    }
+    return {
+      seq: global.seq, position: e.position, streamId: e.streamId, revision: e.revision, link: global.link,
+      operatorId: operatorId ?? null, operatorSeq: mine?.seq ?? null, operatorLink: mine?.link ?? null,
+    };
+  });
+}
+
+/**
+ * The heads the tables hold: the global chain's and, of the operators' (every one, or those named,
+ * locked for the batch), the count, the event's place in the global chain and the link.
+ */
+async function headsInDatabase(tx: PoolClient, operators?: string[]): Promise<ChainHeadsMap> {
+  const heads: ChainHeadsMap = new Map();
+  const { rows: global } = await tx.query<{ seq: string; position: string; link: Buffer }>('SELECT seq, position, link FROM chain_links ORDER BY seq DESC LIMIT 1');
+  if (global[0]) heads.set('', { seq: Number(global[0].seq), globalSeq: Number(global[0].seq), position: global[0].position, link: global[0].link });
+  if (operators?.length === 0) return heads;
+  const { rows } = await tx.query<{ operator_id: string; seq: string; global_seq: string; position: string | null; link: Buffer }>(
+    `SELECT h.operator_id, h.seq, h.global_seq, g.position, h.link FROM chain_operator_heads h LEFT JOIN chain_links g ON g.seq = h.global_seq
+     ${operators === undefined ? '' : 'WHERE h.operator_id = ANY($1::text[]) FOR UPDATE OF h'}`,
+    operators === undefined ? [] : [operators],
+  );
+  for (const r of rows) heads.set(r.operator_id, { seq: Number(r.seq), globalSeq: Number(r.global_seq), position: r.position ?? '', link: r.link });
+  return heads;
+}
+
+/**
+ * What this process's chain runner committed last: the head of every chain, kept for the process's
+ * life. The chain is linked on from these heads, never from rows someone else could have written:
+ *
+ * - the first batch the process links takes the heads the tables hold (a process started afresh
+ *   remembers nothing, docs/auditors.md);
+ * - after that, the tables' heads must be the ones it wrote, or links it can compute again itself:
+ *   links another process's runner added while this one did not own the chain are each computed again
+ *   from the store's events and compared, row by row, before this one links after them. Anything else
+ *   (a head forged past the chain, a chain rewritten or made shorter under it) is refused: the runner
+ *   stops linking and names the chain (projection_failing, /readyz) until the tables hold what it wrote
+ *   again, or the process is restarted after an audit (npm run audit -- verify-chain);
+ * - the checkpoint signer of the same process signs only these heads (services/chain/checkpoints.ts),
+ *   so no row written with database access alone is ever signed by a process that was running.
+ */
+export class ChainHeads {
+  private known: ChainHeadsMap | undefined;
+  private staged: ChainHeadsMap | undefined;
+
+  /** The heads committed last (undefined until the first batch): what the signer may sign. */
+  linked(): ReadonlyMap<string, ChainHead> | undefined {
+    return this.known;
   }
 
-  const links: Array<{ seq: number; position: string; streamId: string; revision: number; link: Buffer; operatorId: string | null; operatorSeq: number | null; operatorLink: Buffer | null }> = [];
-  events.forEach((e, i) => {
-    const chained = eventBytes(chainedEvent(e));
-    seq += 1;
-    previous = nextLink(previous, chained);
-    const operatorId = owners[i];
-    let inOperatorChain: OperatorHead | undefined;
-    if (operatorId !== undefined) {
-      const head = heads.get(operatorId) ?? { seq: 0, globalSeq: 0, link: GENESIS };
-      inOperatorChain = { seq: head.seq + 1, globalSeq: seq, link: nextLink(head.link, chained) };
-      heads.set(operatorId, inOperatorChain);
+  /** The heads to link a batch after, once the tables are found to hold them (or, the first time, read from them). */
+  async before(tx: PoolClient, store: Pick<EventStore, 'readPage'>, operators: string[]): Promise<ChainHeadsMap> {
+    this.staged = undefined;
+    if (this.known === undefined) return headsInDatabase(tx);
+    const heads = new Map(this.known);
+    const inTables = await headsInDatabase(tx, operators);
+    const mine = heads.get('') ?? BEFORE_FIRST;
+    const theirs = inTables.get('') ?? BEFORE_FIRST;
+    if (theirs.seq > mine.seq) await checkLinkedByAnother(tx, store, heads, theirs.seq - mine.seq);
+    for (const chain of ['', ...operators]) {
+      const expected = heads.get(chain);
+      const found = inTables.get(chain);
+      if (!sameHead(expected, found)) {
+        throw new ChainRewrittenError(
+          `${chainName(chain)} in the database ends at count ${found?.seq ?? 0}, not at the count ${expected?.seq ?? 0} and link this process linked last: ` +
+            'it was changed under the running service, so nothing is linked after it (npm run audit -- verify-chain; put the rows back, or restart the projector once the history is known to be whole)',
+        );
+      }
     }
-    links.push({
-      seq, position: e.position, streamId: e.streamId, revision: e.revision, link: previous,
-      operatorId: operatorId ?? null, operatorSeq: inOperatorChain?.seq ?? null, operatorLink: inOperatorChain?.link ?? null,
+    return heads;
+  }
+
+  /** The heads a batch linked to, kept once its transaction commits. */
+  stage(heads: ChainHeadsMap): void {
+    this.staged = heads;
+  }
+
+  committed(): void {
+    if (this.staged !== undefined) this.known = this.staged;
+    this.staged = undefined;
+  }
+}
+
+/**
+ * The links another runner added after `heads` (`count` of them), each computed again from the store's
+ * events and compared with its row; `heads` moves on to their end. Throws at the first that differs.
+ */
+async function checkLinkedByAnother(tx: PoolClient, store: Pick<EventStore, 'readPage'>, heads: ChainHeadsMap, count: number): Promise<void> {
+  let left = count;
+  while (left > 0) {
+    const from = (heads.get('') ?? BEFORE_FIRST).position;
+    const { events } = await store.readPage({ from, maxCount: Math.min(left, 1000), maxBytes: BATCH_BYTES });
+    const first = (heads.get('') ?? BEFORE_FIRST).seq + 1;
+    if (events.length === 0) throw new ChainRewrittenError(`the global chain in the database has links from count ${first} on, past the last event of the log`);
+    const { owners } = await ownersOf(events, tx);
+    const expected = linkEvents(events, owners, heads);
+    const { rows } = await tx.query<{ seq: string; position: string; stream_id: string; revision: string; link: Buffer; operator_id: string | null; operator_seq: string | null; operator_link: Buffer | null }>(
+      'SELECT seq, position, stream_id, revision, link, operator_id, operator_seq, operator_link FROM chain_links WHERE seq >= $1 AND seq < $2 ORDER BY seq',
+      [first, first + events.length],
+    );
+    expected.forEach((e, i) => {
+      const r = rows[i];
+      const same =
+        r !== undefined && Number(r.seq) === e.seq && r.position === e.position && r.stream_id === e.streamId && Number(r.revision) === e.revision && r.link.equals(e.link) &&
+        r.operator_id === e.operatorId && (r.operator_seq === null ? null : Number(r.operator_seq)) === e.operatorSeq &&
+        (r.operator_link === null ? e.operatorLink === null : e.operatorLink !== null && r.operator_link.equals(e.operatorLink));
+      if (!same) {
+        throw new ChainRewrittenError(
+          `the global chain in the database holds at count ${e.seq} a link this process did not write and cannot compute again from the log's event there: ` +
+            'it was changed under the running service, so nothing is linked after it (npm run audit -- verify-chain)',
+        );
+      }
     });
-  });
+    left -= events.length;
+  }
+}
+
+/** Links a batch after the heads `heads` holds to (see ChainHeads), writing its rows, the operators' heads and new grant owners. */
+async function link(events: RecordedEvent[], tx: PoolClient, store: Pick<EventStore, 'readPage'>, chainHeads: ChainHeads): Promise<void> {
+  const { owners, firstSeen } = await ownersOf(events, tx);
+  const operators = [...new Set(owners.filter((o): o is string => o !== undefined))];
+  const heads = await chainHeads.before(tx, store, operators);
+  const links = linkEvents(events, owners, heads);
 
   await tx.query(
     `INSERT INTO chain_links (seq, position, stream_id, revision, link, operator_id, operator_seq, operator_link)
@@ -198,19 +334,33 @@ async function link(events: RecordedEvent[], tx: PoolClient): Promise<void> {
       [[...firstSeen.keys()], [...firstSeen.values()]],
     );
   }
+  chainHeads.stage(heads);
+}
+
+export const CHAIN = 'chain';
+
+/** The chain's runner's projection, with the heads it linked last (what its process's signer signs). */
+export interface ChainProjection extends Projection {
+  heads: ChainHeads;
 }
 
 /**
  * The chain, run by the projector role like a read model (one runner owns it; each batch and the
  * checkpoint commit together, so a killed process or a lost connection leaves neither a gap nor a
- * link written twice), but not one: it is in no list an audit rebuild or verify goes through.
+ * link written twice), but not one: it is in no list an audit rebuild or verify goes through. Each
+ * process makes one, its heads shared with its signer; the store is read only to check links another
+ * process's runner added (ChainHeads).
  */
-export const chainProjection: Projection = {
-  name: 'chain',
-  tables: [{ name: 'chain_links', key: ['seq'] }],
-  eventTypes: 'all',
-  apply: link,
-  reset() {
-    throw new Error('the chain is never rebuilt: a chain computed again proves nothing (npm run audit -- verify-chain checks it)');
-  },
-};
+export function chainProjection(store: Pick<EventStore, 'readPage'>, heads: ChainHeads = new ChainHeads()): ChainProjection {
+  return {
+    name: CHAIN,
+    tables: [{ name: 'chain_links', key: ['seq'] }],
+    eventTypes: 'all',
+    heads,
+    apply: (events, tx) => link(events, tx, store, heads),
+    committed: () => heads.committed(),
+    reset() {
+      throw new Error('the chain is never rebuilt: a chain computed again proves nothing (npm run audit -- verify-chain checks it)');
+    },
+  };
+}

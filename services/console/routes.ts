@@ -4,9 +4,9 @@ import { notFound } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import { projectionLag } from '../../projections/runner.ts';
 import type { ServiceContext } from '../context.ts';
-import { chainProjection } from '../chain/projection.ts';
+import { CHAIN } from '../chain/projection.ts';
 import { listGrants } from '../grants/queries.ts';
-import { allRunners } from '../read-models.ts';
+import { runnerNames } from '../read-models.ts';
 import { sendStatement } from '../reconciliation/routes.ts';
 import { operatorStatus, UNSETTLED_STATUSES, type TxStatus } from '../rounds/decider.ts';
 import { replayBody, replayLink } from '../rounds/replay.ts';
@@ -73,7 +73,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
       byBucket.set(at, { eventsBehind: Math.max(b?.eventsBehind ?? 0, r.events_behind), msBehind: Math.max(b?.msBehind ?? 0, Number(r.ms_behind)) });
       lagHistory.set(r.name, byBucket);
     }
-    const projections = await Promise.all(allRunners().map((p) => projectionLag(ctx.pool, ctx.eventStore, p.name)));
+    const projections = await Promise.all(runnerNames().map((name) => projectionLag(ctx.pool, ctx.eventStore, name)));
     const { rows: chain } = await ctx.pool.query<{ linked: string | null; signed_at: Date | null; seq: string | null; key_id: string | null }>(
       `SELECT (SELECT max(seq) FROM chain_links)::text AS linked, c.signed_at, c.seq::text AS seq, c.key_id
        FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT signed_at, seq, key_id FROM chain_checkpoints WHERE chain = '' ORDER BY seq DESC LIMIT 1) c ON true`,
@@ -103,7 +103,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
       })),
       chain: {
         linked: Number(c.linked ?? 0),
-        behind: projections.find((p) => p.name === chainProjection.name)?.eventsBehind ?? 0,
+        behind: projections.find((p) => p.name === CHAIN)?.eventsBehind ?? 0,
         lastCheckpointAt: c.signed_at?.toISOString() ?? null,
         lastCheckpointCount: c.seq === null ? null : Number(c.seq),
         keyId: c.key_id,

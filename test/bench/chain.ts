@@ -7,10 +7,11 @@
  *   --events N   history size in events (default 1,000,000)
  */
 import { signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
-import { chainProjection } from '../../services/chain/projection.ts';
+import { CHAIN, chainProjection } from '../../services/chain/projection.ts';
+import { applyBatch, readCheckpoint } from '../../projections/runner.ts';
 import { allMigrations } from '../../services/migrations.ts';
 import { migrate } from '../../shared/db/migrations.ts';
-import { createPool, withTransaction } from '../../shared/db/pool.ts';
+import { createPool } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
 import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 import { createTestDatabase } from '../helpers/db.ts';
@@ -34,10 +35,12 @@ export async function chainMain({ events: WANTED }: { events: number }): Promise
     console.log(`history: ${history.events.toLocaleString('en')} events appended in ${history.seconds.toFixed(0)} s`);
 
     let t = performance.now();
-    for await (const page of wholeLog(store, undefined, 1000)) await withTransaction(pool, (tx) => chainProjection.apply(page, tx));
+    const chain = chainProjection(store);
+    let at = await readCheckpoint(pool, CHAIN);
+    for await (const page of wholeLog(store, undefined, 1000)) at = await applyBatch(pool, chain, at, page);
     const linkS = (performance.now() - t) / 1000;
     console.log(`linking: ${history.events.toLocaleString('en')} events in ${linkS.toFixed(1)} s = ${Math.round(history.events / linkS).toLocaleString('en')} events/s`);
-    const { signed } = await signNewCheckpoints(pool, await signingKey(pool, undefined));
+    const { signed } = await signNewCheckpoints(pool, await signingKey(pool, undefined), chain.heads.linked());
     await pool.query('ANALYZE');
 
     // The command itself, in a process of its own (as an auditor runs it), its memory read from /proc.

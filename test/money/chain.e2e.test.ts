@@ -7,6 +7,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../shared/canonical.ts';
 import { newSignerMemory, signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
+import { CHAIN, chainProjection, type ChainProjection } from '../../services/chain/projection.ts';
+import { applyBatch, readCheckpoint } from '../../projections/runner.ts';
 import { parseExposition, total } from '../metrics/exposition.ts';
 import { GENESIS, nextLink } from '../../services/chain/link.ts';
 import type { HistoryEvent } from '../../services/chain/routes.ts';
@@ -279,29 +281,43 @@ describe('the tamper-evident history', () => {
       expect((await audit('verify-chain')).code).toBe(0);
     });
 
-    /** What database access alone can do: every checkpoint deleted and the chain computed again over the history as it now stands. */
-    const rechain = async () => {
+    /**
+     * What database access alone can do: every checkpoint deleted and the chain computed again over the
+     * history as it now stands, with a linker of the attacker's own (this code, in this test's process:
+     * the running service's runner links nothing after rows it did not write). Returns what it linked.
+     */
+    const rechain = async (): Promise<ChainProjection> => {
       // One connection of its own for the transaction (the pool's queries may each take another).
       const client = await h.svc.ctx.pool.connect();
       try {
         await client.query('BEGIN');
         await client.query('LOCK TABLE chain_links, chain_operator_heads, chain_grant_owners, chain_checkpoints IN ACCESS EXCLUSIVE MODE');
         for (const t of ['chain_checkpoints', 'chain_operator_heads', 'chain_grant_owners', 'chain_links']) await client.query(`DELETE FROM ${t}`);
-        await client.query(`UPDATE projection_checkpoints SET position = 'start' WHERE name = 'chain'`);
+        await client.query(`UPDATE projection_checkpoints SET position = 'start' WHERE name = $1`, [CHAIN]);
         await client.query('COMMIT');
       } finally {
         client.release();
       }
-      await caughtUp();
+      const own = chainProjection(h.svc.ctx.eventStore);
+      let at = await readCheckpoint(h.svc.ctx.pool, CHAIN);
+      for (;;) {
+        const { events } = await h.svc.ctx.eventStore.readPage({ from: at, maxCount: 1000, maxBytes: 8 << 20 });
+        if (events.length === 0) return own;
+        at = await applyBatch(h.svc.ctx.pool, own, at, events);
+      }
     };
     /** What a holder of the signing key can do besides: sign the rewritten chain, with a signer of its own (the running service's refuses). */
     const rechainAndResign = async () => {
-      await rechain();
-      expect((await signNewCheckpoints(h.svc.ctx.pool, await signingKey(h.svc.ctx.pool, undefined))).refused).toEqual([]);
+      const own = await rechain();
+      expect((await signNewCheckpoints(h.svc.ctx.pool, await signingKey(h.svc.ctx.pool, undefined), own.heads.linked())).refused).toEqual([]);
       await signedUpToDate();
     };
+    /** The service's chain runner: what it linked last, and the failure it records when it refuses to link on. */
+    const serviceChain = () => h.svc.runners.find((r) => r.projection.name === CHAIN)!.projection as ChainProjection;
+    const chainFailure = async () =>
+      (await h.svc.ctx.pool.query<{ failing_error: string | null }>('SELECT failing_error FROM projection_checkpoints WHERE name = $1', [CHAIN])).rows[0]?.failing_error ?? null;
 
-    it('with database access alone, a chain rewritten under the running service is not signed by it: it refuses, logs and counts it', async () => {
+    it('with database access alone, a chain rewritten under the running service and linked again is not signed by it: it refuses, logs and counts it', async () => {
       const refusals = async () =>
         total(parseExposition(await (await adminGet('/metrics')).text()), 'chain_signing_refusals_total', { chain: 'global' });
       const saved = (await h.svc.ctx.pool.query('SELECT * FROM chain_checkpoints')).rows;
@@ -316,7 +332,7 @@ describe('the tamper-evident history', () => {
         // untouched, may be).
         expect((await h.svc.ctx.pool.query(`SELECT count(*)::int AS n FROM chain_checkpoints WHERE chain IN ('', $1)`, [OP1.id])).rows[0].n).toBe(0);
       } finally {
-        // Put back as it was: the event, the chain, and the checkpoints deleted.
+        // Put back as it was: the event, the chain (the same links: the same events), and the checkpoints deleted.
         await h.svc.ctx.pool.query(`UPDATE es_events SET data = $2 WHERE event_id = $1`, [target.event_id, target.data]);
         await rechain();
         for (const c of saved) {
@@ -330,10 +346,32 @@ describe('the tamper-evident history', () => {
       expect((await audit('verify-chain')).code).toBe(0);
     }, 60_000);
 
+    it('a link row forged past the head is neither signed nor linked after: the runner refuses and names the chain until it is gone', async () => {
+      const top = Number((await h.svc.ctx.pool.query<{ seq: string }>('SELECT max(seq) AS seq FROM chain_links')).rows[0]!.seq);
+      expect(serviceChain().heads.linked()?.get('')?.seq).toBe(top);
+      // The first step of a rewrite: a head of the attacker's making, for the service to sign and link after.
+      await h.svc.ctx.pool.query(`INSERT INTO chain_links (seq, position, stream_id, revision, link) VALUES ($1, '0.0', 'forged', 0, decode($2, 'hex'))`, [top + 1, 'cd'.repeat(32)]);
+      try {
+        await traffic('f');
+        await h.until(async () => ((await chainFailure()) ?? '').includes(`the global chain in the database holds at count ${top + 1} a link this process did not write and cannot compute again from the log's event there`), 20_000);
+        // Nothing past the real head is linked or signed while the forged row stands.
+        expect(Number((await h.svc.ctx.pool.query<{ seq: string }>('SELECT max(seq) AS seq FROM chain_links')).rows[0]!.seq)).toBe(top + 1);
+        expect((await h.svc.ctx.pool.query(`SELECT count(*)::int AS n FROM chain_checkpoints WHERE chain = '' AND seq > $1`, [top])).rows[0].n).toBe(0);
+        expect(serviceChain().heads.linked()?.get('')?.seq).toBe(top);
+      } finally {
+        await h.svc.ctx.pool.query('DELETE FROM chain_links WHERE seq = $1', [top + 1]);
+      }
+      // Gone: the runner links the traffic after its own head, and the signer signs it.
+      await caughtUp();
+      await signedUpToDate();
+      expect(await chainFailure()).toBeNull();
+      expect((await audit('verify-chain')).code).toBe(0);
+    }, 60_000);
+
     it('a checkpoint row the signing key did not sign moves no signer\'s memory forward', async () => {
       const key = await signingKey(h.svc.ctx.pool, undefined);
       const memory = newSignerMemory();
-      await signNewCheckpoints(h.svc.ctx.pool, key, memory);
+      await signNewCheckpoints(h.svc.ctx.pool, key, serviceChain().heads.linked(), memory);
       const held = memory.byChain.get('')!;
       const top = Number((await h.svc.ctx.pool.query<{ seq: string }>('SELECT max(seq) AS seq FROM chain_links')).rows[0]!.seq);
       expect(held.count).toBe(top);
@@ -342,7 +380,7 @@ describe('the tamper-evident history', () => {
       await h.svc.ctx.pool.query(`INSERT INTO chain_links (seq, position, stream_id, revision, link) VALUES ($1, '0.0', 'forged', 0, decode($2, 'hex'))`, [top + 1, forged]);
       await h.svc.ctx.pool.query(`INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature) VALUES ('', $1, '0.0', $2, now(), $3, 'eA==')`, [top + 1, forged, key.keyId]);
       try {
-        await signNewCheckpoints(h.svc.ctx.pool, key, memory);
+        await signNewCheckpoints(h.svc.ctx.pool, key, serviceChain().heads.linked(), memory);
         expect(memory.byChain.get('')).toEqual(held);
       } finally {
         await h.svc.ctx.pool.query(`DELETE FROM chain_checkpoints WHERE chain = '' AND seq = $1`, [top + 1]);

@@ -1,0 +1,137 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { chainMigrations, chainProjection, ChainRewrittenError, CHAIN, type ChainProjection } from '../../services/chain/projection.ts';
+import { verifyChain } from '../../services/chain/verify.ts';
+import { applyBatch, projectionMigrations, readCheckpoint } from '../../projections/runner.ts';
+import { migrate } from '../../shared/db/migrations.ts';
+import { createPool, type Pool } from '../../shared/db/pool.ts';
+import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { OP1 } from '../helpers/catalog.ts';
+import { prng } from '../helpers/prng.ts';
+import { plan, START as HISTORY_START } from '../bench/history.ts';
+
+/**
+ * The chain's runner links on only from the heads it wrote itself (services/chain/projection.ts,
+ * ChainHeads): links another process's runner added while it did not own the chain are computed again
+ * from the log and compared before it links after them; anything else changed under it is refused.
+ */
+describe('the chain runner links on only after links it wrote or can compute again', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  let store: PostgresEventStore;
+  let rounds = 0;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('chainheads');
+    pool = createPool(db.url);
+    await migrate(pool, [...eventStoreMigrations, ...projectionMigrations, ...chainMigrations]);
+    store = new PostgresEventStore(pool, db.url);
+  });
+  afterAll(async () => {
+    await store.close();
+    await pool.end();
+    await db.drop();
+  });
+  beforeEach(async () => {
+    await pool.query('TRUNCATE es_events, projection_checkpoints, chain_links, chain_operator_heads, chain_grant_owners');
+  });
+
+  /** Appends `n` rounds (BET, WIN and their outcomes; most of OP1, some of OP2). */
+  const appendRounds = async (n: number) => {
+    const rnd = prng(rounds + 1);
+    for (let i = 0; i < n; i++) {
+      const p = plan(rounds++, rnd, HISTORY_START + rounds * 1000);
+      await store.append(p.stream, p.events, 'no_stream');
+    }
+  };
+  /** What `chain` links of the log after the chain's checkpoint, as its runner does (batch and checkpoint in one transaction). */
+  const linkOn = async (chain: ChainProjection) => {
+    let at = await readCheckpoint(pool, CHAIN);
+    for (;;) {
+      const { events } = await store.readPage({ from: at, maxCount: 7, maxBytes: 8 << 20 });
+      if (events.length === 0) return;
+      at = await applyBatch(pool, chain, at, events);
+    }
+  };
+  const count = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM chain_links')).rows[0]!.n);
+
+  it("after another process's runner linked for a while, it checks each of those links against the log and links on", async () => {
+    const mine = chainProjection(store);
+    await appendRounds(5);
+    await linkOn(mine);
+    // This process loses the chain; another one's runner links the next events.
+    await appendRounds(6);
+    await linkOn(chainProjection(store));
+    const theirs = await count();
+    // This one owns it again.
+    await appendRounds(3);
+    await linkOn(mine);
+    expect(mine.heads.linked()?.get('')?.seq).toBe(await count());
+    expect(await count()).toBeGreaterThan(theirs);
+    expect((await verifyChain(pool, store)).broken).toBeUndefined();
+  });
+
+  it('refuses to link after a link the other runner is said to have written that the log does not give', async () => {
+    const mine = chainProjection(store);
+    await appendRounds(4);
+    await linkOn(mine);
+    const before = await count();
+    await appendRounds(4);
+    await linkOn(chainProjection(store));
+    // One of the other runner's links, changed with database access alone.
+    await pool.query(`UPDATE chain_links SET link = decode(repeat('ab', 32), 'hex') WHERE seq = $1`, [before + 3]);
+    await appendRounds(1);
+    const at = await readCheckpoint(pool, CHAIN);
+    await expect(linkOn(mine)).rejects.toThrow(ChainRewrittenError);
+    await expect(linkOn(mine)).rejects.toThrow(`the global chain in the database holds at count ${before + 3} a link this process did not write`);
+    // Nothing was linked after it, and the runner's heads did not move.
+    expect(await readCheckpoint(pool, CHAIN)).toBe(at);
+    expect(mine.heads.linked()?.get('')?.seq).toBe(before);
+  });
+
+  it('refuses a chain made shorter under it, until linked that far again', async () => {
+    const mine = chainProjection(store);
+    await appendRounds(3);
+    await linkOn(mine);
+    const kept = await count();
+    const { rows: heads } = await pool.query('SELECT * FROM chain_operator_heads');
+    const at = await readCheckpoint(pool, CHAIN);
+    await appendRounds(2);
+    await linkOn(mine);
+    const top = await count();
+    // The chain's last commits lost (a failover that lost them looks the same): its rows, heads and checkpoint as they were.
+    await pool.query('DELETE FROM chain_links WHERE seq > $1', [kept]);
+    await pool.query('TRUNCATE chain_operator_heads');
+    for (const h of heads) await pool.query('INSERT INTO chain_operator_heads (operator_id, seq, global_seq, link) VALUES ($1, $2, $3, $4)', [h.operator_id, h.seq, h.global_seq, h.link]);
+    await pool.query('UPDATE projection_checkpoints SET position = $2 WHERE name = $1', [CHAIN, at]);
+    await expect(linkOn(mine)).rejects.toThrow(`the global chain in the database ends at count ${kept}, not at the count ${top} and link this process linked last`);
+    // Linked that far again by another runner (the same events, so the same links): this one goes on.
+    await linkOn(chainProjection(store));
+    await appendRounds(1);
+    await linkOn(mine);
+    expect(mine.heads.linked()?.get('')?.seq).toBe(await count());
+    expect((await verifyChain(pool, store)).broken).toBeUndefined();
+  });
+
+  it("refuses an operator's head changed under it", async () => {
+    const mine = chainProjection(store);
+    await appendRounds(4);
+    await linkOn(mine);
+    const { rows } = await pool.query<{ seq: string }>('SELECT seq FROM chain_operator_heads WHERE operator_id = $1', [OP1.id]);
+    await pool.query(`UPDATE chain_operator_heads SET link = decode(repeat('cd', 32), 'hex') WHERE operator_id = $1`, [OP1.id]);
+    // Enough rounds that one is OP1's (nine in ten are).
+    await appendRounds(5);
+    await expect(linkOn(mine)).rejects.toThrow(`operator ${OP1.id}'s chain in the database ends at count ${rows[0]!.seq}, not at the count ${rows[0]!.seq} and link this process linked last`);
+  });
+
+  it('a runner started afresh takes the heads the tables hold (what a checkpoint kept outside the service must catch)', async () => {
+    await appendRounds(3);
+    await linkOn(chainProjection(store));
+    await pool.query(`UPDATE chain_links SET link = decode(repeat('ef', 32), 'hex') WHERE seq = (SELECT max(seq) FROM chain_links)`);
+    await appendRounds(1);
+    const fresh = chainProjection(store);
+    await linkOn(fresh);
+    expect(fresh.heads.linked()?.get('')?.seq).toBe(await count());
+    expect((await verifyChain(pool, store)).broken).toBeDefined();
+  });
+});
