@@ -55,13 +55,23 @@ export interface ProjectionFailure {
   since: string;
 }
 
-/** The error of an event a projection could not apply, on its own, in a transaction of its own. */
+/**
+ * Thrown by a projection's apply() that must not go on from where its tables stand (no fault of the
+ * batch's events): its runner stops before the batch, naming its first event, and keeps ownership, so
+ * that no other process's runner goes on in its place; it tries again after the same backoff.
+ */
+export class ProjectionHaltError extends Error {
+  override name = 'ProjectionHaltError';
+}
+
+/** The error of an event a projection could not apply, on its own, in a transaction of its own (or, `holds`, a ProjectionHaltError before it). */
 export class ProjectionApplyError extends Error {
   override name = 'ProjectionApplyError';
   constructor(
     readonly projection: string,
     readonly event: RecordedEvent,
     readonly reason: string,
+    readonly holds = false,
   ) {
     super(`projection ${projection} cannot apply event ${event.type} at ${event.position} of stream ${event.streamId}: ${reason}`);
   }
@@ -324,6 +334,7 @@ export async function applyBatchOrName(pool: Pool, projection: Projection, from:
     return await applyBatch(pool, projection, from, events, passedBefore);
   } catch (err) {
     if (err instanceof CheckpointMovedError) throw err;
+    if (err instanceof ProjectionHaltError) throw new ProjectionApplyError(projection.name, events[0]!, reasonOf(err), true);
     let at = from;
     let passed = passedBefore;
     let last: RecordedEvent | undefined;
@@ -337,7 +348,7 @@ export async function applyBatchOrName(pool: Pool, projection: Projection, from:
         at = await applyBatch(pool, projection, at, [e], passed);
       } catch (eventErr) {
         if (eventErr instanceof CheckpointMovedError) throw eventErr;
-        throw new ProjectionApplyError(projection.name, e, reasonOf(eventErr));
+        throw new ProjectionApplyError(projection.name, e, reasonOf(eventErr), eventErr instanceof ProjectionHaltError);
       }
       passed = 0;
       last = undefined;
@@ -401,7 +412,8 @@ export class ProjectionRunner {
   private async run(): Promise<void> {
     while (!this.signal.aborted) {
       try {
-        if (!(await this.acquireLock())) {
+        // Still owned after a halt (ProjectionHaltError): no other runner took it meanwhile.
+        if (!this.owned && !(await this.acquireLock())) {
           await sleep(this.lockRetryMs, this.signal);
           continue;
         }
@@ -414,11 +426,13 @@ export class ProjectionRunner {
           const e = err.event;
           this.options.logger?.error(
             { projection: err.projection, position: e.position, eventType: e.type, streamId: e.streamId, eventId: e.id, error: err.reason, attempt: this.failures, retryInMs },
-            'projection cannot apply an event; the other projections go on, this one retries it',
+            err.holds
+              ? 'projection halted before this event: it must not go on from where its tables stand; it keeps ownership and checks again'
+              : 'projection cannot apply an event; the other projections go on, this one retries it',
           );
           this.options.onApplyFailure?.(err);
           await recordProjectionFailure(this.pool, err).catch((recordErr: unknown) => this.options.logger?.error({ err: recordErr }, 'could not record the projection failure'));
-          await this.releaseLock();
+          if (!err.holds) await this.releaseLock();
           await sleep(retryInMs, this.signal);
           continue;
         }

@@ -166,11 +166,21 @@ export const newSignerMemory = (): SignerMemory => ({ byChain: new Map() });
  * deleted): the heads signed are the ones this process's runner linked (ChainHeads), never the rows,
  * but a checkpoint over them would say the tables' chain holds, which it no longer does. A chain made
  * shorter by a failover that lost its last commits is refused until linked that far again (for good, if
- * the events were lost with them and others took their counts: restart the projector). Not seen
+ * the events were lost with them and others took their counts: restart the projector). The head to
+ * sign (`head`, what this process's runner linked) must be in the tables too: a head whose commit a
+ * failover lost is never signed. Not seen
  * (docs/auditors.md, where a checkpoint kept outside the service catches them): a process started
  * afresh, which remembers nothing and takes the tables' heads as they are.
  */
-export function whyNotSign(remembered: SignedPlace | undefined, latest: SignedPlace | undefined, linkAt: (count: number) => string | undefined): string | undefined {
+export function whyNotSign(
+  remembered: SignedPlace | undefined,
+  latest: SignedPlace | undefined,
+  linkAt: (count: number) => string | undefined,
+  head?: SignedPlace,
+): string | undefined {
+  if (head !== undefined && linkAt(head.count) !== head.link) {
+    return `its link at count ${head.count}, this process's last, is no longer in its tables`;
+  }
   if (remembered !== undefined && linkAt(remembered.count) !== remembered.link) {
     return `its link at count ${remembered.count} is no longer the one signed there`;
   }
@@ -216,9 +226,15 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, linked: Re
     const latest = new Map(last.map((r) => [r.chain, { count: Number(r.seq), link: r.link }]));
     // Remembered from here on only if this key signed it (a row anyone could insert moves no memory).
     const vouched = new Set(last.filter((r) => r.key_id === key.keyId && checkpointSignatureValid(checkpointOf(r), key.publicKeyPem)).map((r) => r.chain));
-    // The chain's links at the counts the checks compare: each chain's latest checkpoint and the one remembered.
-    const asked = [...new Set([...latest.keys(), ...remembered.keys()])].flatMap((chain) =>
-      [latest.get(chain), remembered.get(chain)].filter((p): p is SignedPlace => p !== undefined).map((p) => ({ chain, count: p.count })),
+    // The chain's links at the counts the checks compare: each chain's latest checkpoint, the one
+    // remembered, and the head this process linked.
+    const headOf = (chain: string): SignedPlace | undefined => {
+      const h = linked.get(chain);
+      return h === undefined ? undefined : { count: h.seq, link: h.link.toString('hex') };
+    };
+    const chains = new Set([...latest.keys(), ...remembered.keys(), ...linked.keys()]);
+    const asked = [...chains].flatMap((chain) =>
+      [latest.get(chain), remembered.get(chain), headOf(chain)].filter((p): p is SignedPlace => p !== undefined).map((p) => ({ chain, count: p.count })),
     );
     const { rows: stored } = await tx.query<{ chain: string; seq: string; link: Buffer | null }>(
       `SELECT q.chain, q.seq, CASE WHEN q.chain = '' THEN g.link ELSE o.operator_link END AS link
@@ -230,8 +246,8 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, linked: Re
     const links = new Map(stored.map((r) => [`${r.chain}\n${r.seq}`, r.link?.toString('hex')]));
     const refused: SigningRound['refused'] = [];
     const holding = new Map<string, SignedPlace>();
-    for (const chain of new Set([...latest.keys(), ...remembered.keys()])) {
-      const why = whyNotSign(remembered.get(chain), latest.get(chain), (count) => links.get(`${chain}\n${count}`));
+    for (const chain of chains) {
+      const why = whyNotSign(remembered.get(chain), latest.get(chain), (count) => links.get(`${chain}\n${count}`), headOf(chain));
       if (why !== undefined) {
         refused.push({ chain, why });
         continue;

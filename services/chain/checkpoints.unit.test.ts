@@ -25,4 +25,10 @@ describe('whyNotSign: a head is signed only over a chain that still holds what w
     expect(whyNotSign({ count: 10, link: 'aa' }, { count: 30, link: 'c0' }, links)).toMatch(/link at count 30 is no longer the one its latest checkpoint signed/);
     expect(whyNotSign(undefined, { count: 40, link: 'dd' }, links)).toMatch(/count 40/);
   });
+
+  it("refuses a head this process linked that the tables no longer hold (a failover that lost its commit)", () => {
+    expect(whyNotSign({ count: 20, link: 'bb' }, { count: 20, link: 'bb' }, links, { count: 30, link: 'cc' })).toBeUndefined();
+    expect(whyNotSign({ count: 20, link: 'bb' }, { count: 20, link: 'bb' }, links, { count: 40, link: 'dd' })).toMatch(/link at count 40, this process's last, is no longer in its tables/);
+    expect(whyNotSign(undefined, undefined, links, { count: 30, link: 'c0' })).toMatch(/count 30/);
+  });
 });

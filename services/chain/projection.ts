@@ -2,7 +2,7 @@ import type { Migration } from '../../shared/db/migrations.ts';
 import type { PoolClient } from '../../shared/db/pool.ts';
 import { START, type EventStore, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
-import type { Projection } from '../../projections/runner.ts';
+import { ProjectionHaltError, type Projection } from '../../projections/runner.ts';
 import { chainedEvent, eventBytes, GENESIS, nextLink } from './link.ts';
 import { knownGrantOwners, ownerOf } from './tenancy.ts';
 
@@ -149,8 +149,8 @@ interface LinkRow {
   operatorLink: Buffer | null;
 }
 
-/** The chain's refusal to link after rows this process did not write (see ChainHeads). */
-export class ChainRewrittenError extends Error {
+/** The chain's refusal to link after rows this process did not write (see ChainHeads): its runner halts, holding the chain. */
+export class ChainRewrittenError extends ProjectionHaltError {
   override name = 'ChainRewrittenError';
 }
 
@@ -240,7 +240,21 @@ export class ChainHeads {
   /** The heads to link a batch after, once the tables are found to hold them (or, the first time, read from them). */
   async before(tx: PoolClient, store: Pick<EventStore, 'readPage'>, operators: string[]): Promise<ChainHeadsMap> {
     this.staged = undefined;
-    if (this.known === undefined) return headsInDatabase(tx);
+    // The chain's checkpoint first, locked: a runner that lost the chain without noticing waits here for the
+    // one that took it, and the batch must start right after the last event linked.
+    const { rows: checkpoint } = await tx.query<{ position: string }>('SELECT position FROM projection_checkpoints WHERE name = $1 FOR UPDATE', [CHAIN]);
+    const heads = this.known === undefined ? await headsInDatabase(tx) : await this.checked(tx, store, operators);
+    const last = heads.get('') ?? BEFORE_FIRST;
+    if (checkpoint[0]?.position !== last.position) {
+      throw new ChainRewrittenError(
+        `the chain's checkpoint in the database is at ${checkpoint[0]?.position ?? 'no position'}, not at the last event linked (${last.position}, count ${last.seq}): ` +
+          'it was moved under the running service, which would link events twice or leave some out, so nothing is linked (npm run audit -- verify-chain)',
+      );
+    }
+    return heads;
+  }
+
+  private async checked(tx: PoolClient, store: Pick<EventStore, 'readPage'>, operators: string[]): Promise<ChainHeadsMap> {
     const heads = new Map(this.known);
     const inTables = await headsInDatabase(tx, operators);
     const mine = heads.get('') ?? BEFORE_FIRST;

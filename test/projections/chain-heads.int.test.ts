@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { chainMigrations, chainProjection, ChainRewrittenError, CHAIN, type ChainProjection } from '../../services/chain/projection.ts';
 import { verifyChain } from '../../services/chain/verify.ts';
-import { applyBatch, projectionMigrations, readCheckpoint } from '../../projections/runner.ts';
+import { newSignerMemory, signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
+import { applyBatch, projectionMigrations, ProjectionRunner, readCheckpoint } from '../../projections/runner.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool, type Pool } from '../../shared/db/pool.ts';
+import { START } from '../../shared/eventstore/port.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { OP1 } from '../helpers/catalog.ts';
@@ -20,6 +22,8 @@ describe('the chain runner links on only after links it wrote or can compute aga
   let pool: Pool;
   let store: PostgresEventStore;
   let rounds = 0;
+  /** The log position of the last event appended: what a linking pass must reach. */
+  let appended: string | undefined;
 
   beforeAll(async () => {
     db = await createTestDatabase('chainheads');
@@ -33,7 +37,8 @@ describe('the chain runner links on only after links it wrote or can compute aga
     await db.drop();
   });
   beforeEach(async () => {
-    await pool.query('TRUNCATE es_events, projection_checkpoints, chain_links, chain_operator_heads, chain_grant_owners');
+    await pool.query('TRUNCATE es_events, projection_checkpoints, chain_links, chain_operator_heads, chain_grant_owners, chain_checkpoints');
+    appended = undefined;
   });
 
   /** Appends `n` rounds (BET, WIN and their outcomes; most of OP1, some of OP2). */
@@ -41,19 +46,31 @@ describe('the chain runner links on only after links it wrote or can compute aga
     const rnd = prng(rounds + 1);
     for (let i = 0; i < n; i++) {
       const p = plan(rounds++, rnd, HISTORY_START + rounds * 1000);
-      await store.append(p.stream, p.events, 'no_stream');
+      appended = (await store.append(p.stream, p.events, 'no_stream')).position;
     }
   };
-  /** What `chain` links of the log after the chain's checkpoint, as its runner does (batch and checkpoint in one transaction). */
+  /**
+   * What `chain` links of the log after the chain's checkpoint, as its runner does (batch and checkpoint
+   * in one transaction), up to the last event appended (which a reader sees only once every transaction
+   * older than its append has ended: other test files run beside this one).
+   */
   const linkOn = async (chain: ChainProjection) => {
     let at = await readCheckpoint(pool, CHAIN);
-    for (;;) {
+    while (at !== appended) {
       const { events } = await store.readPage({ from: at, maxCount: 7, maxBytes: 8 << 20 });
-      if (events.length === 0) return;
-      at = await applyBatch(pool, chain, at, events);
+      if (events.length === 0) await new Promise((r) => setTimeout(r, 20));
+      else at = await applyBatch(pool, chain, at, events);
     }
   };
   const count = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM chain_links')).rows[0]!.n);
+  const until = async (check: () => Promise<boolean>, timeoutMs = 20_000) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error('condition not met in time');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  const failure = async () => (await pool.query<{ failing_error: string | null }>('SELECT failing_error FROM projection_checkpoints WHERE name = $1', [CHAIN])).rows[0]?.failing_error ?? '';
 
   it("after another process's runner linked for a while, it checks each of those links against the log and links on", async () => {
     const mine = chainProjection(store);
@@ -111,6 +128,77 @@ describe('the chain runner links on only after links it wrote or can compute aga
     await linkOn(mine);
     expect(mine.heads.linked()?.get('')?.seq).toBe(await count());
     expect((await verifyChain(pool, store)).broken).toBeUndefined();
+  });
+
+  it("refuses a checkpoint moved under it, forward (events left out) or back (events linked twice)", async () => {
+    const mine = chainProjection(store);
+    await appendRounds(3);
+    await linkOn(mine);
+    const at = await readCheckpoint(pool, CHAIN);
+    await appendRounds(2);
+    const { events } = await store.readPage({ from: at, maxCount: 3, maxBytes: 8 << 20 });
+    for (const moved of [events[1]!.position, START]) {
+      await pool.query('UPDATE projection_checkpoints SET position = $2 WHERE name = $1', [CHAIN, moved]);
+      await expect(linkOn(mine)).rejects.toThrow(`the chain's checkpoint in the database is at ${moved}, not at the last event linked (${at}, count `);
+    }
+    await pool.query('UPDATE projection_checkpoints SET position = $2 WHERE name = $1', [CHAIN, at]);
+    await linkOn(mine);
+    expect((await verifyChain(pool, store)).broken).toBeUndefined();
+  });
+
+  it('its signer never signs a head whose commit the tables lost (a failover): it refuses until the chain holds it again', async () => {
+    const key = await signingKey(pool, undefined);
+    const memory = newSignerMemory();
+    const mine = chainProjection(store);
+    await appendRounds(3);
+    await linkOn(mine);
+    const kept = await count();
+    const { rows: heads } = await pool.query('SELECT * FROM chain_operator_heads');
+    const at = await readCheckpoint(pool, CHAIN);
+    expect((await signNewCheckpoints(pool, key, mine.heads.linked(), memory)).signed).toBeGreaterThan(0);
+    await appendRounds(2);
+    await linkOn(mine);
+    const top = await count();
+    // The failover: the last commits of the chain lost (the events too, here: their rows deleted).
+    await pool.query('DELETE FROM chain_links WHERE seq > $1', [kept]);
+    await pool.query('TRUNCATE chain_operator_heads');
+    for (const h of heads) await pool.query('INSERT INTO chain_operator_heads (operator_id, seq, global_seq, link) VALUES ($1, $2, $3, $4)', [h.operator_id, h.seq, h.global_seq, h.link]);
+    await pool.query('UPDATE projection_checkpoints SET position = $2 WHERE name = $1', [CHAIN, at]);
+    const round = await signNewCheckpoints(pool, key, mine.heads.linked(), memory);
+    expect(round.signed).toBe(0);
+    expect(round.refused).toContainEqual({ chain: '', why: `its link at count ${top}, this process's last, is no longer in its tables` });
+    expect((await pool.query(`SELECT count(*)::int AS n FROM chain_checkpoints WHERE chain = '' AND seq > $1`, [kept])).rows[0].n).toBe(0);
+  });
+
+  it('a runner that halts keeps the chain: a standby process does not take it over and link after rows it did not write', async () => {
+    const options = { lockRetryMs: 20, gatherMs: 0, failureBackoffMaxMs: 100 };
+    const owner = new ProjectionRunner(pool, db.url, store, chainProjection(store), options);
+    const standby = new ProjectionRunner(pool, db.url, store, chainProjection(store), options);
+    try {
+      owner.start();
+      await until(async () => owner.isOwner());
+      standby.start();
+      await appendRounds(3);
+      await until(async () => (await readCheckpoint(pool, CHAIN)) === appended);
+      const top = await count();
+      // A head of the attacker's making, with the position the checkpoint holds: a runner started afresh takes it.
+      await pool.query(`INSERT INTO chain_links (seq, position, stream_id, revision, link) VALUES ($1, $2, 'forged', 0, decode(repeat('ab', 32), 'hex'))`, [top + 1, appended]);
+      await appendRounds(1);
+      await until(async () => (await failure()).includes(`holds at count ${top + 1} a link this process did not write`));
+      // Many of the standby's lock attempts later, the owner still holds the chain and nothing was linked after the forged row.
+      await new Promise((r) => setTimeout(r, 500));
+      expect(owner.isOwner()).toBe(true);
+      expect(standby.isOwner()).toBe(false);
+      expect(await count()).toBe(top + 1);
+      // The row gone, the owner links on.
+      await pool.query('DELETE FROM chain_links WHERE seq = $1', [top + 1]);
+      await until(async () => (await readCheckpoint(pool, CHAIN)) === appended);
+      expect(await failure()).toBe('');
+      expect((await verifyChain(pool, store)).broken).toBeUndefined();
+    } finally {
+      await owner.stop();
+      await standby.stop();
+    }
   });
 
   it("refuses an operator's head changed under it", async () => {
