@@ -23,7 +23,7 @@ import { balanceRoutes } from './sessions/balance.ts';
 import { transactionRoutes } from './rounds/routes.ts';
 import { replayRoutes } from './rounds/replay.ts';
 import { reconciliationRoutes } from './reconciliation/routes.ts';
-import { chainProjection } from './chain/projection.ts';
+import { chainProjection, startChainWitness } from './chain/projection.ts';
 import { RetiredKeyError, signingKey, startCheckpointSigner } from './chain/checkpoints.ts';
 import { chainAuditRoutes, historyRoutes } from './chain/routes.ts';
 import { redriveRoutes } from './rounds/redrive.ts';
@@ -129,6 +129,7 @@ export async function startService(config: Config, logger: Logger = createLogger
   let catalog: CatalogStore | undefined;
   let redis: Redis | undefined;
   let signer: { stop(): Promise<void> } | undefined;
+  let witness: { stop(): Promise<void> } | undefined;
   let lagSampler: { stop(): Promise<void> } | undefined;
   let queueConnection: Redis | undefined;
   let queues: DispatchQueues | undefined;
@@ -168,6 +169,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       await close(() => reconciler?.close());
       await close(() => worker?.close());
       await close(() => signer?.stop());
+      await close(() => witness?.stop());
       await close(() => lagSampler?.stop());
       await close(() => Promise.all(runners.map((r) => r.stop())));
       await close(() => background.drain());
@@ -244,13 +246,15 @@ export async function startService(config: Config, logger: Logger = createLogger
       // way, but never rebuilt). The chain reads the store itself: it links what the store holds when it
       // reads, never what this process read of it earlier (docs/auditors.md: a history rewritten in the
       // database and linked again is what an operator's kept checkpoints expose). Its signer signs only
-      // the heads this process's chain runner linked (services/chain/projection.ts, ChainHeads).
+      // the heads this process's chain runner linked, or its witness checked while another process's
+      // runner linked them (services/chain/projection.ts, ChainHeads).
       const reads = new SharedLogReads(eventStore);
       const chain = chainProjection(eventStore);
       for (const [projection, shared] of [...allProjections().map((p) => [p, { reads }] as const), [chain, {}] as const]) {
         const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, ...shared, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
         runner.start();
         runners.push(runner);
+        if (projection === chain) witness = startChainWitness(pool, eventStore, chain.heads, () => runner.isOwner(), logger, () => ctx.metrics.chainWitnessRefused());
       }
       signer = startCheckpointSigner(pool, key, chain.heads, config.chainCheckpointSeconds, logger, (c) => ctx.metrics.chainSigningRefused(c));
       lagSampler = startLagSampler(pool, runners, logger);

@@ -56,6 +56,7 @@ export class Metrics {
   private readonly backlogRefusals: Counter<'operator'>;
   private readonly projectionFailures: Counter<'projection'>;
   private readonly chainRefusals: Counter<'chain'>;
+  private readonly chainWitnessRefusals: Counter;
   private readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
   private readModels: (() => Promise<ReadModelSnapshot | undefined>) | undefined;
   private outcomeBacklog: OutcomeBacklog | undefined;
@@ -103,6 +104,11 @@ export class Metrics {
       name: 'chain_signing_refusals_total',
       help: 'Signing rounds of this process that left a chain unsigned because it no longer holds what was signed before (its tables rewritten: npm run audit -- verify-chain), by chain (global or the operator)',
       labelNames: ['chain'],
+      registers,
+    });
+    this.chainWitnessRefusals = new Counter({
+      name: 'chain_witness_refusals_total',
+      help: "Checks of this process, standing by while another one's runner links the chain, that found its tables holding links it cannot compute again from the log (it will not link after them: npm run audit -- verify-chain)",
       registers,
     });
     this.httpRequests = new Histogram({
@@ -220,6 +226,11 @@ export class Metrics {
   /** A chain ('' = the global one) left unsigned by a signing round (services/chain/checkpoints.ts whyNotSign). */
   chainSigningRefused(chain: string): void {
     this.chainRefusals.inc({ chain: chain === '' ? 'global' : chain });
+  }
+
+  /** A check of the chain by a standing-by process that refused it (services/chain/projection.ts startChainWitness). */
+  chainWitnessRefused(): void {
+    this.chainWitnessRefusals.inc();
   }
 
   /** The api's outcome write-behind, read at scrape time (services/rounds/outcome-writer.ts). */

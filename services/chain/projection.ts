@@ -1,5 +1,6 @@
 import type { Migration } from '../../shared/db/migrations.ts';
-import type { PoolClient } from '../../shared/db/pool.ts';
+import type { Logger } from 'pino';
+import type { Pool, PoolClient } from '../../shared/db/pool.ts';
 import { START, type EventStore, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
 import { ProjectionHaltError, type Projection } from '../../projections/runner.ts';
@@ -159,7 +160,7 @@ const sameHead = (a: ChainHead | undefined, b: ChainHead | undefined): boolean =
   a === undefined || b === undefined ? a === b : a.seq === b.seq && a.globalSeq === b.globalSeq && a.link.equals(b.link);
 
 /** Each event's operator (undefined: none), and the grant streams first seen in these events with theirs. */
-async function ownersOf(events: RecordedEvent[], tx: PoolClient): Promise<{ owners: Array<string | undefined>; firstSeen: Map<string, string> }> {
+async function ownersOf(events: RecordedEvent[], tx: Pool | PoolClient): Promise<{ owners: Array<string | undefined>; firstSeen: Map<string, string> }> {
   // Whose later grant events these are: remembered from each grant's first event (the new ones kept below).
   const grantOwners = await knownGrantOwners(tx, events);
   const firstSeen = new Map<string, string>();
@@ -196,43 +197,50 @@ function linkEvents(events: RecordedEvent[], owners: Array<string | undefined>, 
 }
 
 /**
- * The heads the tables hold: the global chain's and, of the operators' (every one, or those named,
- * locked for the batch), the count, the event's place in the global chain and the link.
+ * The heads the tables hold, in one statement (one moment): the global chain's and, of the operators'
+ * (every one, or those named), the count, the event's place in the global chain and the log, and the link.
  */
-async function headsInDatabase(tx: PoolClient, operators?: string[]): Promise<ChainHeadsMap> {
+async function headsInDatabase(db: Pool | PoolClient, operators?: string[]): Promise<ChainHeadsMap> {
   const heads: ChainHeadsMap = new Map();
-  const { rows: global } = await tx.query<{ seq: string; position: string; link: Buffer }>('SELECT seq, position, link FROM chain_links ORDER BY seq DESC LIMIT 1');
-  if (global[0]) heads.set('', { seq: Number(global[0].seq), globalSeq: Number(global[0].seq), position: global[0].position, link: global[0].link });
-  if (operators?.length === 0) return heads;
-  const { rows } = await tx.query<{ operator_id: string; seq: string; global_seq: string; position: string | null; link: Buffer }>(
-    `SELECT h.operator_id, h.seq, h.global_seq, g.position, h.link FROM chain_operator_heads h LEFT JOIN chain_links g ON g.seq = h.global_seq
-     ${operators === undefined ? '' : 'WHERE h.operator_id = ANY($1::text[]) FOR UPDATE OF h'}`,
+  const { rows } = await db.query<{ chain: string; seq: string; global_seq: string; position: string | null; link: Buffer }>(
+    `SELECT '' AS chain, seq, seq AS global_seq, position, link FROM (SELECT seq, position, link FROM chain_links ORDER BY seq DESC LIMIT 1) g
+     UNION ALL
+     SELECT h.operator_id, h.seq, h.global_seq, l.position, h.link FROM chain_operator_heads h LEFT JOIN chain_links l ON l.seq = h.global_seq
+     ${operators === undefined ? '' : 'WHERE h.operator_id = ANY($1::text[])'}`,
     operators === undefined ? [] : [operators],
   );
-  for (const r of rows) heads.set(r.operator_id, { seq: Number(r.seq), globalSeq: Number(r.global_seq), position: r.position ?? '', link: r.link });
+  for (const r of rows) heads.set(r.chain, { seq: Number(r.seq), globalSeq: Number(r.global_seq), position: r.position ?? '', link: r.link });
   return heads;
 }
 
+const rewritten = (chain: string, found: ChainHead | undefined, expected: ChainHead | undefined): ChainRewrittenError =>
+  new ChainRewrittenError(
+    `${chainName(chain)} in the database ends at count ${found?.seq ?? 0}, not at the count ${expected?.seq ?? 0} and link this process linked last: ` +
+      'it was changed under the running service, so nothing is linked after it (npm run audit -- verify-chain; put the rows back, or restart the projector once the history is known to be whole)',
+  );
+
 /**
- * What this process's chain runner committed last: the head of every chain, kept for the process's
- * life. The chain is linked on from these heads, never from rows someone else could have written:
+ * What this process knows of the chain, kept for its life: the head of every chain as its runner
+ * committed it last or, while another process's runner owns the chain, as this process checked it
+ * (follow). The chain is linked on from these heads, never from rows someone else could have written:
  *
- * - the first batch the process links takes the heads the tables hold (a process started afresh
- *   remembers nothing, docs/auditors.md);
- * - after that, the tables' heads must be the ones it wrote, or links it can compute again itself:
- *   links another process's runner added while this one did not own the chain are each computed again
- *   from the store's events and compared, row by row, before this one links after them. Anything else
- *   (a head forged past the chain, a chain rewritten or made shorter under it) is refused: the runner
- *   stops linking and names the chain (projection_failing, /readyz) until the tables hold what it wrote
- *   again, or the process is restarted after an audit (npm run audit -- verify-chain);
- * - the checkpoint signer of the same process signs only these heads (services/chain/checkpoints.ts),
- *   so no row written with database access alone is ever signed by a process that was running.
+ * - a process takes the heads the tables hold once, when it starts (a process started afresh remembers
+ *   nothing, docs/auditors.md);
+ * - after that, links another process's runner adds are each computed again from the store's events and
+ *   compared with their rows: every second while this process stands by (follow), and before its runner
+ *   links after them when it takes the chain over;
+ * - its runner links a batch only if the tables' heads are those, and the chain's checkpoint is at the
+ *   last event linked. Anything else (a head forged past the chain, links rewritten, a chain cut short, an
+ *   operator's head changed, the checkpoint moved) is refused: the runner halts holding the chain (no
+ *   other process links in its place) and names it (projection_failing, /readyz) until the tables hold
+ *   what it linked again, or the projector processes are restarted after an audit (verify-chain);
+ * - the checkpoint signer of the same process signs only these heads (services/chain/checkpoints.ts).
  */
 export class ChainHeads {
   private known: ChainHeadsMap | undefined;
   private staged: ChainHeadsMap | undefined;
 
-  /** The heads committed last (undefined until the first batch): what the signer may sign. */
+  /** The heads linked or checked last (undefined until the first batch or check): what the signer may sign. */
   linked(): ReadonlyMap<string, ChainHead> | undefined {
     return this.known;
   }
@@ -240,35 +248,19 @@ export class ChainHeads {
   /** The heads to link a batch after, once the tables are found to hold them (or, the first time, read from them). */
   async before(tx: PoolClient, store: Pick<EventStore, 'readPage'>, operators: string[]): Promise<ChainHeadsMap> {
     this.staged = undefined;
-    // The chain's checkpoint first, locked: a runner that lost the chain without noticing waits here for the
+    // Links another runner added since: checked before any lock is taken (a lock would hold back every
+    // reader of a Postgres store while the log is read and hashed). Usually none: they are followed.
+    const known = this.known === undefined ? undefined : await caughtUp(tx, store, new Map(this.known));
+    // The chain's checkpoint, locked: a runner that lost the chain without noticing waits here for the
     // one that took it, and the batch must start right after the last event linked.
     const { rows: checkpoint } = await tx.query<{ position: string }>('SELECT position FROM projection_checkpoints WHERE name = $1 FOR UPDATE', [CHAIN]);
-    const heads = this.known === undefined ? await headsInDatabase(tx) : await this.checked(tx, store, operators);
+    const heads = known === undefined ? await headsInDatabase(tx) : await checked(tx, store, operators, known);
     const last = heads.get('') ?? BEFORE_FIRST;
     if (checkpoint[0]?.position !== last.position) {
       throw new ChainRewrittenError(
         `the chain's checkpoint in the database is at ${checkpoint[0]?.position ?? 'no position'}, not at the last event linked (${last.position}, count ${last.seq}): ` +
           'it was moved under the running service, which would link events twice or leave some out, so nothing is linked (npm run audit -- verify-chain)',
       );
-    }
-    return heads;
-  }
-
-  private async checked(tx: PoolClient, store: Pick<EventStore, 'readPage'>, operators: string[]): Promise<ChainHeadsMap> {
-    const heads = new Map(this.known);
-    const inTables = await headsInDatabase(tx, operators);
-    const mine = heads.get('') ?? BEFORE_FIRST;
-    const theirs = inTables.get('') ?? BEFORE_FIRST;
-    if (theirs.seq > mine.seq) await checkLinkedByAnother(tx, store, heads, theirs.seq - mine.seq);
-    for (const chain of ['', ...operators]) {
-      const expected = heads.get(chain);
-      const found = inTables.get(chain);
-      if (!sameHead(expected, found)) {
-        throw new ChainRewrittenError(
-          `${chainName(chain)} in the database ends at count ${found?.seq ?? 0}, not at the count ${expected?.seq ?? 0} and link this process linked last: ` +
-            'it was changed under the running service, so nothing is linked after it (npm run audit -- verify-chain; put the rows back, or restart the projector once the history is known to be whole)',
-        );
-      }
     }
     return heads;
   }
@@ -282,22 +274,73 @@ export class ChainHeads {
     if (this.staged !== undefined) this.known = this.staged;
     this.staged = undefined;
   }
+
+  /**
+   * While another process's runner owns the chain: checks the links it added since the last check
+   * (computed again from the store's events) and the heads the tables hold, and knows them from then
+   * on. Throws ChainRewrittenError when the tables hold what it cannot compute again: its heads stay
+   * where they were checked, so its runner will not link after them if it takes the chain over.
+   */
+  async follow(pool: Pool, store: Pick<EventStore, 'readPage'>): Promise<void> {
+    const start = this.known;
+    if (start === undefined) {
+      this.known = await headsInDatabase(pool);
+      return;
+    }
+    const heads = await caughtUp(pool, store, new Map(start));
+    const inTables = await headsInDatabase(pool);
+    const global = heads.get('') ?? BEFORE_FIRST;
+    const found = inTables.get('');
+    // Linked further in the meantime: checked at the next call. Otherwise every chain must be as checked.
+    if ((found?.seq ?? 0) <= global.seq) {
+      for (const chain of new Set([...heads.keys(), ...inTables.keys()])) {
+        if (!sameHead(heads.get(chain), inTables.get(chain))) throw rewritten(chain, inTables.get(chain), heads.get(chain));
+      }
+    }
+    // Unless this process's runner linked meanwhile (what it committed is newer).
+    if (this.known === start) this.known = heads;
+  }
+}
+
+/** `heads` moved on past the links the tables hold after them, each checked against the log (see checkLinkedByAnother). */
+async function caughtUp(db: Pool | PoolClient, store: Pick<EventStore, 'readPage'>, heads: ChainHeadsMap): Promise<ChainHeadsMap> {
+  const { rows } = await db.query<{ seq: string }>('SELECT max(seq) AS seq FROM chain_links');
+  const theirs = Number(rows[0]?.seq ?? 0);
+  const mine = (heads.get('') ?? BEFORE_FIRST).seq;
+  if (theirs > mine) await checkLinkedByAnother(db, store, heads, theirs - mine);
+  return heads;
+}
+
+/**
+ * `heads`, once the tables' heads of the global chain and of `operators` are found to be those (read
+ * under the chain's checkpoint lock: no other runner writes them meanwhile).
+ */
+async function checked(tx: PoolClient, store: Pick<EventStore, 'readPage'>, operators: string[], heads: ChainHeadsMap): Promise<ChainHeadsMap> {
+  const inTables = await headsInDatabase(tx, operators);
+  const mine = heads.get('') ?? BEFORE_FIRST;
+  const theirs = inTables.get('') ?? BEFORE_FIRST;
+  // Linked further since the check before the lock (a runner that lost the chain without noticing).
+  if (theirs.seq > mine.seq) await checkLinkedByAnother(tx, store, heads, theirs.seq - mine.seq);
+  for (const chain of ['', ...operators]) {
+    if (!sameHead(heads.get(chain), inTables.get(chain))) throw rewritten(chain, inTables.get(chain), heads.get(chain));
+  }
+  return heads;
 }
 
 /**
  * The links another runner added after `heads` (`count` of them), each computed again from the store's
  * events and compared with its row; `heads` moves on to their end. Throws at the first that differs.
  */
-async function checkLinkedByAnother(tx: PoolClient, store: Pick<EventStore, 'readPage'>, heads: ChainHeadsMap, count: number): Promise<void> {
+async function checkLinkedByAnother(db: Pool | PoolClient, store: Pick<EventStore, 'readPage'>, heads: ChainHeadsMap, count: number): Promise<void> {
   let left = count;
   while (left > 0) {
     const from = (heads.get('') ?? BEFORE_FIRST).position;
     const { events } = await store.readPage({ from, maxCount: Math.min(left, 1000), maxBytes: BATCH_BYTES });
     const first = (heads.get('') ?? BEFORE_FIRST).seq + 1;
     if (events.length === 0) throw new ChainRewrittenError(`the global chain in the database has links from count ${first} on, past the last event of the log`);
-    const { owners } = await ownersOf(events, tx);
+    const { owners } = await ownersOf(events, db);
     const expected = linkEvents(events, owners, heads);
-    const { rows } = await tx.query<{ seq: string; position: string; stream_id: string; revision: string; link: Buffer; operator_id: string | null; operator_seq: string | null; operator_link: Buffer | null }>(
+    const { rows } = await db.query<{ seq: string; position: string; stream_id: string; revision: string; link: Buffer; operator_id: string | null; operator_seq: string | null; operator_link: Buffer | null }>(
       'SELECT seq, position, stream_id, revision, link, operator_id, operator_seq, operator_link FROM chain_links WHERE seq >= $1 AND seq < $2 ORDER BY seq',
       [first, first + events.length],
     );
@@ -352,6 +395,49 @@ async function link(events: RecordedEvent[], tx: PoolClient, store: Pick<EventSt
 }
 
 export const CHAIN = 'chain';
+
+/**
+ * The projector role's witness of the chain: while another process's runner owns it (`owns` false),
+ * every `everyMs` this process checks the links it added (ChainHeads.follow). A refusal is logged and
+ * counted (`onRefused`) at each check until the tables hold what was checked again.
+ */
+export function startChainWitness(
+  pool: Pool,
+  store: Pick<EventStore, 'readPage'>,
+  heads: ChainHeads,
+  owns: () => boolean,
+  logger: Logger,
+  onRefused: () => void = () => undefined,
+  everyMs = 1000,
+): { stop(): Promise<void> } {
+  let running: Promise<unknown> = Promise.resolve();
+  let busy = false;
+  const check = () => {
+    if (busy || owns()) return;
+    busy = true;
+    running = heads
+      .follow(pool, store)
+      .catch((err: unknown) => {
+        if (err instanceof ChainRewrittenError) {
+          logger.error({ error: err.message }, 'chain not followed: its tables hold links this process cannot compute again from the log; it will not link after them (npm run audit -- verify-chain)');
+          onRefused();
+        } else {
+          logger.warn({ err: (err as Error).message }, 'chain not followed; trying again');
+        }
+      })
+      .finally(() => (busy = false));
+  };
+  // The heads the tables hold when the process starts: the ones it trusts (ChainHeads).
+  check();
+  const timer = setInterval(check, everyMs);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}
 
 /** The chain's runner's projection, with the heads it linked last (what its process's signer signs). */
 export interface ChainProjection extends Projection {

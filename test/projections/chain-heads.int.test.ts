@@ -5,7 +5,9 @@ import { newSignerMemory, signingKey, signNewCheckpoints } from '../../services/
 import { applyBatch, projectionMigrations, ProjectionRunner, readCheckpoint } from '../../projections/runner.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool, type Pool } from '../../shared/db/pool.ts';
-import { START } from '../../shared/eventstore/port.ts';
+import { START, type EventStore } from '../../shared/eventstore/port.ts';
+import { createEsdbEventStore } from '../../shared/eventstore/esdb.ts';
+import { startEsdbTestServer, type EsdbTestServer } from '../eventstore/esdb-server.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { OP1 } from '../helpers/catalog.ts';
@@ -17,10 +19,11 @@ import { plan, START as HISTORY_START } from '../bench/history.ts';
  * ChainHeads): links another process's runner added while it did not own the chain are computed again
  * from the log and compared before it links after them; anything else changed under it is refused.
  */
-describe('the chain runner links on only after links it wrote or can compute again', () => {
+for (const kind of ['postgres', 'esdb'] as const) describe(`the chain runner links on only after links it wrote or can compute again (${kind === 'postgres' ? 'Postgres event store' : 'EventStoreDB adapter, protocol-level test server'})`, () => {
   let db: TestDatabase;
   let pool: Pool;
-  let store: PostgresEventStore;
+  let store: EventStore;
+  let server: EsdbTestServer | undefined;
   let rounds = 0;
   /** The log position of the last event appended: what a linking pass must reach. */
   let appended: string | undefined;
@@ -29,15 +32,25 @@ describe('the chain runner links on only after links it wrote or can compute aga
     db = await createTestDatabase('chainheads');
     pool = createPool(db.url);
     await migrate(pool, [...eventStoreMigrations, ...projectionMigrations, ...chainMigrations]);
-    store = new PostgresEventStore(pool, db.url);
   });
   afterAll(async () => {
     await store.close();
+    await server?.close();
     await pool.end();
     await db.drop();
   });
   beforeEach(async () => {
-    await pool.query('TRUNCATE es_events, projection_checkpoints, chain_links, chain_operator_heads, chain_grant_owners, chain_checkpoints');
+    // Each test starts from an empty log: a new test server's, or the table emptied.
+    await store?.close();
+    await server?.close();
+    if (kind === 'esdb') {
+      server = await startEsdbTestServer();
+      store = createEsdbEventStore(server.connectionString);
+    } else {
+      store = new PostgresEventStore(pool, db.url);
+      await pool.query('TRUNCATE es_events');
+    }
+    await pool.query('TRUNCATE projection_checkpoints, chain_links, chain_operator_heads, chain_grant_owners, chain_checkpoints');
     appended = undefined;
   });
 
@@ -199,6 +212,56 @@ describe('the chain runner links on only after links it wrote or can compute aga
       await owner.stop();
       await standby.stop();
     }
+  });
+
+  it('a process standing by follows the chain: the links the owner adds are checked as they come, with no false alarm', async () => {
+    const standby = chainProjection(store);
+    await standby.heads.follow(pool, store);
+    const owner = new ProjectionRunner(pool, db.url, store, chainProjection(store), { lockRetryMs: 20, gatherMs: 0 });
+    try {
+      owner.start();
+      let appending = true;
+      const checks = (async () => {
+        let n = 0;
+        while (appending) {
+          await standby.heads.follow(pool, store);
+          n++;
+        }
+        return n;
+      })();
+      for (let i = 0; i < 20; i++) await appendRounds(1);
+      await until(async () => (await readCheckpoint(pool, CHAIN)) === appended);
+      appending = false;
+      expect(await checks).toBeGreaterThan(1);
+      await standby.heads.follow(pool, store);
+      expect(standby.heads.linked()?.get('')?.seq).toBe(await count());
+      const { rows } = await pool.query<{ operator_id: string; seq: string }>('SELECT operator_id, seq FROM chain_operator_heads');
+      for (const r of rows) expect(standby.heads.linked()?.get(r.operator_id)?.seq).toBe(Number(r.seq));
+    } finally {
+      await owner.stop();
+    }
+  });
+
+  // The events edited in the database: the Postgres store's.
+  it.runIf(kind === 'postgres')('a history rewritten behind what a standing-by process checked (events and links, in the same database) is refused by it, and not linked after when it takes over', async () => {
+    const standby = chainProjection(store);
+    await standby.heads.follow(pool, store);
+    await appendRounds(3);
+    await linkOn(chainProjection(store));
+    await standby.heads.follow(pool, store);
+    const top = await count();
+    expect(standby.heads.linked()?.get('')?.seq).toBe(top);
+    // The owner's process gone, an event edited and the chain linked again over it by the attacker's own linker.
+    const { rows } = await pool.query<{ event_id: string }>(`SELECT event_id FROM es_events WHERE type = 'TransactionRecorded' ORDER BY global_position LIMIT 1`);
+    await pool.query(`UPDATE es_events SET data = jsonb_set(data, '{request,amount}', '1') WHERE event_id = $1`, [rows[0]!.event_id]);
+    await pool.query('TRUNCATE chain_links, chain_operator_heads, chain_grant_owners');
+    await pool.query(`UPDATE projection_checkpoints SET position = 'start' WHERE name = $1`, [CHAIN]);
+    await linkOn(chainProjection(store));
+    await expect(standby.heads.follow(pool, store)).rejects.toThrow(`the global chain in the database ends at count ${top}, not at the count ${top} and link this process linked last`);
+    expect(standby.heads.linked()?.get('')?.seq).toBe(top);
+    // Taking the chain over, its runner links nothing after the rewrite.
+    await appendRounds(1);
+    await expect(linkOn(standby)).rejects.toThrow(ChainRewrittenError);
   });
 
   it("refuses an operator's head changed under it", async () => {
