@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { allMigrations } from './migrations.ts';
 import { allProjections, runnerNames } from './read-models.ts';
-import { checkCheckpointStore, CheckpointStoreMismatch, projectionFailures, ProjectionRunner } from '../projections/runner.ts';
+import { checkCheckpointStore, CheckpointStoreMismatch, projectionFailures, ProjectionRunner, type Projection } from '../projections/runner.ts';
 import { SharedLogReads } from '../projections/shared-reads.ts';
 import { BackgroundTasks } from '../shared/background.ts';
 import { CatalogError, CatalogStore } from '../shared/catalog/store.ts';
@@ -245,18 +245,22 @@ export async function startService(config: Config, logger: Logger = createLogger
       // The read models, reading the log once for all of them, and the hash chain beside them (run the same
       // way, but never rebuilt). The chain reads the store itself: it links what the store holds when it
       // reads, never what this process read of it earlier (docs/auditors.md: a history rewritten in the
-      // database and linked again is what an operator's kept checkpoints expose). Its signer signs only
-      // the heads this process's chain runner linked, or its witness checked while another process's
-      // runner linked them (services/chain/projection.ts, ChainHeads).
-      const reads = new SharedLogReads(eventStore);
-      const chain = chainProjection(eventStore);
-      for (const [projection, shared] of [...allProjections().map((p) => [p, { reads }] as const), [chain, {}] as const]) {
-        const runner = new ProjectionRunner(pool, config.databaseUrl, eventStore, projection, { logger, ...shared, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
+      // database and linked again is what an operator's kept checkpoints expose). While this process's
+      // chain runner owns the chain its signer signs the heads the runner linked; while it stands by,
+      // its witness checks the links another process's runner adds (services/chain/projection.ts, ChainHeads).
+      const store = eventStore;
+      const reads = new SharedLogReads(store);
+      const chain = chainProjection(store);
+      const runnerOf = (projection: Projection, shared: { reads?: SharedLogReads }) => {
+        const runner = new ProjectionRunner(pool, config.databaseUrl, store, projection, { logger, ...shared, onApplyFailure: (err) => ctx.metrics.projectionApplyFailed(err.projection) });
         runner.start();
         runners.push(runner);
-        if (projection === chain) witness = startChainWitness(pool, eventStore, chain.heads, () => runner.isOwner(), logger, () => ctx.metrics.chainWitnessRefused());
-      }
-      signer = startCheckpointSigner(pool, key, chain.heads, config.chainCheckpointSeconds, logger, (c) => ctx.metrics.chainSigningRefused(c));
+        return runner;
+      };
+      for (const projection of allProjections()) runnerOf(projection, { reads });
+      const chainRunner = runnerOf(chain, {});
+      witness = startChainWitness(pool, store, chain.heads, () => chainRunner.isOwner(), logger, () => ctx.metrics.chainWitnessRefused());
+      signer = startCheckpointSigner(pool, key, chain.heads, () => chainRunner.isOwner(), config.chainCheckpointSeconds, logger, (c) => ctx.metrics.chainSigningRefused(c));
       lagSampler = startLagSampler(pool, runners, logger);
       ctx.metrics.watchReadModels({ deadLettered: () => deadLetteredByOperator(pool), runners, operators: () => ctx.catalog.snapshot().operators.keys(), failing: () => projectionFailures(pool, runnerNames()), logger });
     }

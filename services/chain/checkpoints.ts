@@ -165,8 +165,8 @@ export const newSignerMemory = (): SignerMemory => ({ byChain: new Map() });
  * rewrote the chain's tables (an event edited and the links computed again, the checkpoints after it
  * deleted): the heads signed are the ones this process's runner linked (ChainHeads), never the rows,
  * but a checkpoint over them would say the tables' chain holds, which it no longer does. A chain made
- * shorter by a failover that lost its last commits is refused until linked that far again (for good, if
- * the events were lost with them and others took their counts: restart the projector). The head to
+ * shorter by a failover that lost its last commits is refused (its runner halts too) until the projector
+ * processes are restarted. The head to
  * sign (`head`, what this process's runner linked) must be in the tables too: a head whose commit a
  * failover lost is never signed. Not seen
  * (docs/auditors.md, where a checkpoint kept outside the service catches them): a process started
@@ -283,15 +283,27 @@ export async function signNewCheckpoints(pool: Pool, key: SigningKey, linked: Re
   return round.round;
 }
 
-/** The projector role's signer: a checkpoint of each chain its process's runner grew (`heads`), every `seconds`. */
-export function startCheckpointSigner(pool: Pool, key: SigningKey, heads: ChainHeads, seconds: number, logger: Logger, onRefused: (chain: string) => void = () => undefined): { stop(): Promise<void> } {
+/**
+ * The projector role's signer: every `seconds`, while its process's runner owns the chain (`owns`), a
+ * checkpoint of each chain it grew (`heads`). A process standing by signs nothing: what it checked of
+ * another's links (ChainHeads.follow) is never signed unless its own runner links on from there.
+ */
+export function startCheckpointSigner(
+  pool: Pool,
+  key: SigningKey,
+  heads: ChainHeads,
+  owns: () => boolean,
+  seconds: number,
+  logger: Logger,
+  onRefused: (chain: string) => void = () => undefined,
+): { stop(): Promise<void> } {
   let running: Promise<unknown> = Promise.resolve();
   let busy = false;
   const memory = newSignerMemory();
   const timer = setInterval(() => {
     // One round at a time: a round held up (a rotation's lock, a slow database) is not joined by others,
     // each holding a connection, the last to end writing an older memory over a newer one.
-    if (busy) return;
+    if (busy || !owns()) return;
     busy = true;
     running = signNewCheckpoints(pool, key, heads.linked(), memory)
       .then(({ signed, refused }) => {

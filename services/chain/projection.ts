@@ -234,7 +234,8 @@ const rewritten = (chain: string, found: ChainHead | undefined, expected: ChainH
  *   operator's head changed, the checkpoint moved) is refused: the runner halts holding the chain (no
  *   other process links in its place) and names it (projection_failing, /readyz) until the tables hold
  *   what it linked again, or the projector processes are restarted after an audit (verify-chain);
- * - the checkpoint signer of the same process signs only these heads (services/chain/checkpoints.ts).
+ * - the checkpoint signer of the same process signs only these heads, and only while its runner owns
+ *   the chain (services/chain/checkpoints.ts).
  */
 export class ChainHeads {
   private known: ChainHeadsMap | undefined;
@@ -284,7 +285,9 @@ export class ChainHeads {
   async follow(pool: Pool, store: Pick<EventStore, 'readPage'>): Promise<void> {
     const start = this.known;
     if (start === undefined) {
-      this.known = await headsInDatabase(pool);
+      const found = await headsInDatabase(pool);
+      // Unless this process's runner committed meanwhile (its first batch takes them too).
+      if (this.known === undefined) this.known = found;
       return;
     }
     const heads = await caughtUp(pool, store, new Map(start));

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { chainMigrations, chainProjection, ChainRewrittenError, CHAIN, type ChainProjection } from '../../services/chain/projection.ts';
 import { verifyChain } from '../../services/chain/verify.ts';
-import { newSignerMemory, signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
+import { newSignerMemory, signingKey, signNewCheckpoints, startCheckpointSigner } from '../../services/chain/checkpoints.ts';
+import { createLogger } from '../../shared/logger.ts';
 import { applyBatch, projectionMigrations, ProjectionRunner, readCheckpoint } from '../../projections/runner.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool, type Pool } from '../../shared/db/pool.ts';
@@ -119,7 +120,7 @@ for (const kind of ['postgres', 'esdb'] as const) describe(`the chain runner lin
     expect(mine.heads.linked()?.get('')?.seq).toBe(before);
   });
 
-  it('refuses a chain made shorter under it, until linked that far again', async () => {
+  it('refuses a chain made shorter under it; linked that far again by another runner (the same events), it goes on', async () => {
     const mine = chainProjection(store);
     await appendRounds(3);
     await linkOn(mine);
@@ -181,6 +182,24 @@ for (const kind of ['postgres', 'esdb'] as const) describe(`the chain runner lin
     expect(round.signed).toBe(0);
     expect(round.refused).toContainEqual({ chain: '', why: `its link at count ${top}, this process's last, is no longer in its tables` });
     expect((await pool.query(`SELECT count(*)::int AS n FROM chain_checkpoints WHERE chain = '' AND seq > $1`, [kept])).rows[0].n).toBe(0);
+  });
+
+  it('a process standing by signs nothing: its signer signs once its own runner owns the chain', async () => {
+    const chain = chainProjection(store);
+    await appendRounds(2);
+    await linkOn(chain);
+    let owns = false;
+    const signer = startCheckpointSigner(pool, await signingKey(pool, undefined), chain.heads, () => owns, 0.2, createLogger('silent'));
+    const signed = async () => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM chain_checkpoints')).rows[0]!.n;
+    try {
+      // Five rounds' time standing by.
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(await signed()).toBe(0);
+      owns = true;
+      await until(async () => (await signed()) > 0);
+    } finally {
+      await signer.stop();
+    }
   });
 
   it('a runner that halts keeps the chain: a standby process does not take it over and link after rows it did not write', async () => {
