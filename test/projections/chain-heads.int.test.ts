@@ -84,6 +84,24 @@ for (const kind of ['postgres', 'esdb'] as const) describe(`the chain runner lin
       await new Promise((r) => setTimeout(r, 20));
     }
   };
+  /**
+   * The chain's state now (its count, its rows' heads, its checkpoint), and a way back to it: what a
+   * database failover that lost the chain's commits after now leaves (the events stay, as in a store of their own).
+   */
+  const failoverPoint = async () => {
+    const kept = await count();
+    const { rows: heads } = await pool.query('SELECT * FROM chain_operator_heads');
+    const at = await readCheckpoint(pool, CHAIN);
+    return {
+      kept,
+      async failOver() {
+        await pool.query('DELETE FROM chain_links WHERE seq > $1', [kept]);
+        await pool.query('TRUNCATE chain_operator_heads');
+        for (const h of heads) await pool.query('INSERT INTO chain_operator_heads (operator_id, seq, global_seq, link) VALUES ($1, $2, $3, $4)', [h.operator_id, h.seq, h.global_seq, h.link]);
+        await pool.query('UPDATE projection_checkpoints SET position = $2 WHERE name = $1', [CHAIN, at]);
+      },
+    };
+  };
   const failure = async () => (await pool.query<{ failing_error: string | null }>('SELECT failing_error FROM projection_checkpoints WHERE name = $1', [CHAIN])).rows[0]?.failing_error ?? '';
 
   it("after another process's runner linked for a while, it checks each of those links against the log and links on", async () => {
@@ -124,17 +142,11 @@ for (const kind of ['postgres', 'esdb'] as const) describe(`the chain runner lin
     const mine = chainProjection(store);
     await appendRounds(3);
     await linkOn(mine);
-    const kept = await count();
-    const { rows: heads } = await pool.query('SELECT * FROM chain_operator_heads');
-    const at = await readCheckpoint(pool, CHAIN);
+    const { kept, failOver } = await failoverPoint();
     await appendRounds(2);
     await linkOn(mine);
     const top = await count();
-    // The chain's last commits lost (a failover that lost them looks the same): its rows, heads and checkpoint as they were.
-    await pool.query('DELETE FROM chain_links WHERE seq > $1', [kept]);
-    await pool.query('TRUNCATE chain_operator_heads');
-    for (const h of heads) await pool.query('INSERT INTO chain_operator_heads (operator_id, seq, global_seq, link) VALUES ($1, $2, $3, $4)', [h.operator_id, h.seq, h.global_seq, h.link]);
-    await pool.query('UPDATE projection_checkpoints SET position = $2 WHERE name = $1', [CHAIN, at]);
+    await failOver();
     await expect(linkOn(mine)).rejects.toThrow(`the global chain in the database ends at count ${kept}, not at the count ${top} and link this process linked last`);
     // Linked that far again by another runner (the same events, so the same links): this one goes on.
     await linkOn(chainProjection(store));
@@ -160,24 +172,18 @@ for (const kind of ['postgres', 'esdb'] as const) describe(`the chain runner lin
     expect((await verifyChain(pool, store)).broken).toBeUndefined();
   });
 
-  it('its signer never signs a head whose commit the tables lost (a failover): it refuses until the chain holds it again', async () => {
+  it('its signer never signs a head whose commit the tables lost (a failover): it refuses', async () => {
     const key = await signingKey(pool, undefined);
     const memory = newSignerMemory();
     const mine = chainProjection(store);
     await appendRounds(3);
     await linkOn(mine);
-    const kept = await count();
-    const { rows: heads } = await pool.query('SELECT * FROM chain_operator_heads');
-    const at = await readCheckpoint(pool, CHAIN);
+    const { kept, failOver } = await failoverPoint();
     expect((await signNewCheckpoints(pool, key, mine.heads.linked(), memory)).signed).toBeGreaterThan(0);
     await appendRounds(2);
     await linkOn(mine);
     const top = await count();
-    // The failover: the last commits of the chain lost (the events too, here: their rows deleted).
-    await pool.query('DELETE FROM chain_links WHERE seq > $1', [kept]);
-    await pool.query('TRUNCATE chain_operator_heads');
-    for (const h of heads) await pool.query('INSERT INTO chain_operator_heads (operator_id, seq, global_seq, link) VALUES ($1, $2, $3, $4)', [h.operator_id, h.seq, h.global_seq, h.link]);
-    await pool.query('UPDATE projection_checkpoints SET position = $2 WHERE name = $1', [CHAIN, at]);
+    await failOver();
     const round = await signNewCheckpoints(pool, key, mine.heads.linked(), memory);
     expect(round.signed).toBe(0);
     expect(round.refused).toContainEqual({ chain: '', why: `its link at count ${top}, this process's last, is no longer in its tables` });
