@@ -267,6 +267,21 @@ for (const kind of ['postgres', 'esdb'] as const) describe(`the chain runner lin
     }
   });
 
+  it('links of events its read of the log does not return yet (a store node behind) are no refusal: checked again later', async () => {
+    const lagging = { readPage: async () => ({ events: [], more: false }) };
+    const behind = chainProjection(lagging);
+    await behind.heads.follow(pool, lagging);
+    await appendRounds(2);
+    await linkOn(chainProjection(store));
+    const checked = behind.heads.follow(pool, lagging);
+    await expect(checked).rejects.toThrow('past the last event this read of the log returns; checked again later');
+    await expect(checked).rejects.not.toBeInstanceOf(ChainRewrittenError);
+    expect(behind.heads.linked()?.get('')).toBeUndefined();
+    // Its runner, taking the chain over, does not halt on it either.
+    await appendRounds(1);
+    await expect(linkOn(behind)).rejects.not.toBeInstanceOf(ChainRewrittenError);
+  });
+
   // The events edited in the database: the Postgres store's.
   it.runIf(kind === 'postgres')('a history rewritten behind what a standing-by process checked (events and links, in the same database) is refused by it, and not linked after when it takes over', async () => {
     const standby = chainProjection(store);
