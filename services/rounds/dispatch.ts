@@ -117,14 +117,22 @@ export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSna
   let tx = round.state.txs.get(ref.transactionId);
   if (!tx) throw new Error(`transaction ${ref.transactionId} is not recorded in ${ref.roundStream}`);
   if (!mayAttempt(round.state, ref.transactionId)) return { tx };
-  const bet = betToAwaitBefore(tx);
-  if (bet !== undefined && (await untilBetAttemptDone(deps, { roundStream: ref.roundStream, transactionId: bet }))) {
-    round = await readRound(deps.eventStore, ref.roundStream);
-    tx = round.state.txs.get(ref.transactionId)!;
-    if (!mayAttempt(round.state, ref.transactionId)) return { tx };
-  }
   const operator = deps.catalog.snapshot().operators.get(tx.operatorId);
   const timeoutMs = operator?.walletTimeoutMs ?? 5000;
+  const bet = betToAwaitBefore(tx);
+  if (bet !== undefined) {
+    // The call must end within the lease's first term, so that no transaction waits on an attempt (or
+    // answers "still in progress") for longer than the wallet timeout plus 5 s (contract section 8.5):
+    // the BET is waited for until then at most. Still under way at that point, the ROLLBACK is not sent
+    // in this attempt: recorded as failed, it is retried (it waits again), answered meanwhile as failed.
+    const waited = await untilBetAttemptDone(deps, { roundStream: ref.roundStream, transactionId: bet }, lease.takenAt + leaseTtl(timeoutMs) - timeoutMs - 1000);
+    if (waited.cutShort) return notSent(deps, ref, round, tx, by, `not sent: the BET it reverses (${bet}) was still being attempted at the wallet; retried after it`);
+    if (waited.waited) {
+      round = await readRound(deps.eventStore, ref.roundStream);
+      tx = round.state.txs.get(ref.transactionId)!;
+      if (!mayAttempt(round.state, ref.transactionId)) return { tx };
+    }
+  }
   // The lease must outlast the whole call. Taken just now (the usual case) it does; after a wait (a
   // ROLLBACK behind its BET, a slow record) it is renewed, and a holder that lost it does not call.
   const remaining = lease.takenAt + leaseTtl(timeoutMs) - Date.now();
@@ -142,16 +150,19 @@ export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSna
   const outcome = classify(result);
   const durationMs = Math.round(performance.now() - startedAt);
   if (operator) deps.metrics?.walletTransaction(tx.operatorId, number, attemptStatus(tx.request.type, outcome), startedAt);
-  const command: RoundCommand = { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: number, outcome, by, now: deps.now(), durationMs };
-  const before = tx;
-  const known = round;
+  return attemptMade(deps, ref, round, tx, { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: number, outcome, by, now: deps.now(), durationMs });
+}
+
+/** An attempt's outcome (`command`) on the round it was made on: the transaction as it makes it, and its append. */
+function attemptMade(deps: DispatchDeps, ref: TxRef, known: RoundSnapshot, before: TxState, command: Extract<RoundCommand, { type: 'RecordOutcome' }>): WalletAttempt {
+  const { outcome } = command;
   return {
     tx: decidedOn(known, command).txs.get(ref.transactionId) ?? before,
     replied: outcome.kind === 'reply',
     record: async () => {
       const { next, revision } = await handleCommand(deps.eventStore, ref.roundStream, roundDecider, command, { known });
       deps.rounds?.put(ref.roundStream, { state: next, revision });
-      deps.logger.debug({ transactionId: ref.transactionId, attempt: number, outcome: outcome.kind === 'reply' ? outcome.reply.status : outcome.kind }, 'wallet attempt');
+      deps.logger.debug({ transactionId: ref.transactionId, attempt: command.attempt, outcome: outcome.kind === 'reply' ? outcome.reply.status : outcome.kind }, 'wallet attempt');
       return next.txs.get(ref.transactionId) ?? before;
     },
   };
@@ -166,22 +177,30 @@ function decidedOn(round: RoundSnapshot, command: RoundCommand): RoundState {
 
 /**
  * A ROLLBACK waits for its BET (betToAwaitBefore), bounded by the wallet timeout, while an attempt of
- * the bet is under way: its first one, or a resubmission's holding the bet's lease. Returns whether it waited.
+ * the bet is under way: its first one, or a resubmission's holding the bet's lease. Returns whether it
+ * waited, and whether the wait was cut short by `until` with the bet still under way (a wait that ran
+ * its whole bound goes on to the call, as before `until` existed: the bet's own call has timed out).
  */
-async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef): Promise<boolean> {
+async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef, until: number): Promise<{ waited: boolean; cutShort: boolean }> {
   let tx = await readTx(deps.eventStore, bet);
-  if (!tx) return false;
+  if (!tx) return { waited: false, cutShort: false };
   // A BET voided by this very ROLLBACK may still have its first attempt under way: its lease says so.
   const inFlight = async (t: TxState) => (t.status === 'voided' || !isFinal(t.status)) && (await leaseHeld(deps.pool, t.providerId, bet.transactionId));
-  const deadline = Date.now() + walletTimeoutOf(deps, tx.operatorId) + 1000;
+  const bound = Date.now() + walletTimeoutOf(deps, tx.operatorId) + 1000;
+  const deadline = Math.min(bound, until);
   let waited = false;
-  while (tx && (await inFlight(tx)) && Date.now() < deadline) {
+  while (tx && (await inFlight(tx))) {
+    if (Date.now() >= deadline) return { waited, cutShort: deadline < bound };
     waited = true;
     await new Promise((r) => setTimeout(r, 5));
     tx = await readTx(deps.eventStore, bet);
   }
-  return waited;
+  return { waited, cutShort: false };
 }
+
+/** An attempt that does not reach the wallet (see callWallet): recorded as a failed attempt of `by`, with why. */
+const notSent = (deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, tx: TxState, by: AttemptBy, detail: string): WalletAttempt =>
+  attemptMade(deps, ref, round, tx, { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: tx.attempts + 1, outcome: { kind: 'failed', detail }, by, now: deps.now(), durationMs: 0 });
 
 /**
  * The worker's attempt: under the transaction's dispatch lease (one wallet call at a time per

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OP1, PROV_A, PROV_B } from '../helpers/catalog.ts';
+import { OP1, PROV_A, PROV_B, testCatalog } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { signedRequest, toTestResponse } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
@@ -205,5 +205,42 @@ describe('money safety at the wallet boundary', () => {
       expect(again.json).not.toEqual({ error: 'transaction still in progress; resubmit to get its outcome' });
       expect(h.walletCallsFor(bet.transactionId as string)).toHaveLength(1);
     });
+
+    it('with a wallet timeout above 5 s, a ROLLBACK behind its BET still being attempted is not left "in progress" past the timeout plus 5 s: not sent, failed, retried after the BET', async () => {
+      // 8 s: the BET's attempt (8 s) and then the ROLLBACK's (8 s) would keep it unanswered for 16 s.
+      const timeoutMs = 8000;
+      await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: timeoutMs }));
+      try {
+        const p = await player();
+        const bet = p.viaA({});
+        const rb = { ...bet, transactionId: `rb-${randomUUID()}`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, roundComplete: undefined };
+        // The wallet answers neither the BET nor the ROLLBACK's first call.
+        h.wallet.script(bet.transactionId as string, { hang: true });
+        h.wallet.script(rb.transactionId, { hang: true });
+        const betAnswer = h.tx(bet);
+        await h.until(() => h.walletCallsFor(bet.transactionId as string).length === 1);
+        const asked = Date.now();
+        const first = h.tx(rb).then((r) => ({ r, after: Date.now() - asked }));
+        await new Promise((r) => setTimeout(r, 300));
+        // A resubmission while the first waits: it waits on the attempt, then takes it over.
+        const again = h.tx(rb).then((r) => ({ r, after: Date.now() - asked }));
+        const [a, b] = await Promise.all([first, again]);
+        const inProgress = { error: 'transaction still in progress; resubmit to get its outcome' };
+        // Neither is left waiting, nor told "in progress", past the timeout plus 5 s: the first was not sent
+        // while its BET was being attempted, and was answered as failed.
+        expect(b.r.json).not.toEqual(inProgress);
+        expect(a.after).toBeLessThan(timeoutMs + 5000);
+        expect(a.r.status).toBe(502);
+        // The BET, rolled back while its call was under way, is answered as such once the call ends.
+        expect((await betAnswer).json).toEqual({ error: 'bet was rolled back' });
+        // Retried after the BET (the worker or the resubmission): applied once, and the BET, never applied, costs nothing.
+        await h.until(async () => (await h.tx(rb)).status === 200, 30_000);
+        expect(h.wallet.effects.get(rb.transactionId)).toBe(1);
+        expect(h.wallet.effects.get(bet.transactionId as string)).toBeUndefined();
+        expect(balance(p.name)).toBe(10_000);
+      } finally {
+        await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 500 }));
+      }
+    }, 60_000);
   });
 });
