@@ -198,9 +198,13 @@ async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef, until: number
   return { waited, cutShort: false };
 }
 
-/** An attempt that does not reach the wallet (see callWallet): recorded as a failed attempt of `by`, with why. */
+/**
+ * An attempt that does not reach the wallet (see callWallet): recorded as a failed attempt of `by`, with
+ * why. No call was made: its `attempt` is the calls made so far (a transaction's attempts count its wallet
+ * calls, contract section 9) and it has no duration (the console counts no call).
+ */
 const notSent = (deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, tx: TxState, by: AttemptBy, detail: string): WalletAttempt =>
-  attemptMade(deps, ref, round, tx, { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: tx.attempts + 1, outcome: { kind: 'failed', detail }, by, now: deps.now(), durationMs: 0 });
+  attemptMade(deps, ref, round, tx, { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: tx.attempts, outcome: { kind: 'failed', detail }, by, now: deps.now() });
 
 /**
  * The worker's attempt: under the transaction's dispatch lease (one wallet call at a time per

@@ -60,7 +60,11 @@ export type TransactionSettled = DomainEvent<
   }
 >;
 
-/** An attempt that did not settle: non-200, unusable reply, unreachable, or no reply in time. */
+/**
+ * An attempt that did not settle: non-200, unusable reply, unreachable, or no reply in time; or (no
+ * `durationMs`, `attempt` the calls made so far) a ROLLBACK not sent because its BET was still being
+ * attempted at the wallet (services/rounds/dispatch.ts callWallet).
+ */
 export type TransactionAttemptFailed = DomainEvent<
   'TransactionAttemptFailed',
   {
@@ -68,6 +72,7 @@ export type TransactionAttemptFailed = DomainEvent<
     outcome: 'failed' | 'timed_out';
     detail: string;
     httpStatus?: number;
+    /** The wallet call's number (1 for the first); the calls made so far when none was made. */
     attempt: number;
     failedAt: string;
     durationMs?: number;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP1, PROV_A, PROV_B, testCatalog } from '../helpers/catalog.ts';
+import { roundStream } from '../../services/rounds/events.ts';
 import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { signedRequest, toTestResponse } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
@@ -207,8 +208,8 @@ describe('money safety at the wallet boundary', () => {
     });
 
     it('with a wallet timeout above 5 s, a ROLLBACK behind its BET still being attempted is not left "in progress" past the timeout plus 5 s: not sent, failed, retried after the BET', async () => {
-      // 8 s: the BET's attempt (8 s) and then the ROLLBACK's (8 s) would keep it unanswered for 16 s.
-      const timeoutMs = 8000;
+      // 6 s: the BET's attempt (6 s) and then the ROLLBACK's (6 s) would keep it unanswered for 12 s, past 11.
+      const timeoutMs = 6000;
       await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: timeoutMs }));
       try {
         const p = await player();
@@ -238,6 +239,15 @@ describe('money safety at the wallet boundary', () => {
         expect(h.wallet.effects.get(rb.transactionId)).toBe(1);
         expect(h.wallet.effects.get(bet.transactionId as string)).toBeUndefined();
         expect(balance(p.name)).toBe(10_000);
+        // The ROLLBACK never reached the wallet while the BET's call was under way (it timed out after 6 s).
+        const callAt = (id: string) => h.wallet.calls.find((c) => (c.body as { transactionId?: string } | undefined)?.transactionId === id)!.at;
+        expect(callAt(rb.transactionId)).toBeGreaterThanOrEqual(callAt(bet.transactionId as string) + timeoutMs - 100);
+        // The attempt not sent is in the history with why, and counts no wallet call (no number of its own, no duration).
+        const history = await h.svc.ctx.eventStore.readStream(roundStream(PROV_A.id, OP1.id, bet.roundId as string));
+        const notSent = history.filter((e) => e.type === 'TransactionAttemptFailed' && (e.data as { transactionId: string }).transactionId === rb.transactionId && String((e.data as { detail: string }).detail).startsWith('not sent'));
+        expect(notSent.length).toBeGreaterThan(0);
+        expect(notSent[0]!.data).toMatchObject({ attempt: 0 });
+        expect(notSent[0]!.data).not.toHaveProperty('durationMs');
       } finally {
         await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 500 }));
       }
