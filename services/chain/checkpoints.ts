@@ -2,6 +2,7 @@ import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sig
 import type { Logger } from 'pino';
 import { canonicalJson } from '../../shared/canonical.ts';
 import { withTransaction, type Pool } from '../../shared/db/pool.ts';
+import { everyInterval } from '../../shared/periodic.ts';
 import type { ChainHead, ChainHeads } from './projection.ts';
 
 /**
@@ -297,30 +298,21 @@ export function startCheckpointSigner(
   logger: Logger,
   onRefused: (chain: string) => void = () => undefined,
 ): { stop(): Promise<void> } {
-  let running: Promise<unknown> = Promise.resolve();
-  let busy = false;
   const memory = newSignerMemory();
-  const timer = setInterval(() => {
-    // One round at a time: a round held up (a rotation's lock, a slow database) is not joined by others,
-    // each holding a connection, the last to end writing an older memory over a newer one.
-    if (busy || !owns()) return;
-    busy = true;
-    running = signNewCheckpoints(pool, key, heads.linked(), memory)
-      .then(({ signed, refused }) => {
-        if (signed > 0) logger.debug({ checkpoints: signed }, 'chain checkpoints signed');
-        for (const { chain, why } of refused) {
-          logger.error({ chain: chain === '' ? 'global' : chain, why }, 'chain not signed: it no longer holds what was signed before (npm run audit -- verify-chain, and the checkpoints kept outside the service)');
-          onRefused(chain);
-        }
-      })
-      .catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'chain checkpoints not signed; trying again at the next interval'))
-      .finally(() => (busy = false));
-  }, seconds * 1000);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
+  // One round at a time (a round held up by a rotation's lock must not be overtaken: the last to end
+  // would write an older memory over a newer one).
+  return everyInterval(
+    seconds * 1000,
+    () =>
+      signNewCheckpoints(pool, key, heads.linked(), memory)
+        .then(({ signed, refused }) => {
+          if (signed > 0) logger.debug({ checkpoints: signed }, 'chain checkpoints signed');
+          for (const { chain, why } of refused) {
+            logger.error({ chain: chain === '' ? 'global' : chain, why }, 'chain not signed: it no longer holds what was signed before (npm run audit -- verify-chain, and the checkpoints kept outside the service)');
+            onRefused(chain);
+          }
+        })
+        .catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'chain checkpoints not signed; trying again at the next interval')),
+    { when: owns },
+  );
 }

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Pool, PoolClient } from '../../shared/db/pool.ts';
 import { START, type EventStore, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
+import { everyInterval } from '../../shared/periodic.ts';
 import { ProjectionHaltError, type Projection } from '../../projections/runner.ts';
 import { chainedEvent, eventBytes, GENESIS, nextLink } from './link.ts';
 import { knownGrantOwners, ownerOf } from './tenancy.ts';
@@ -415,33 +416,17 @@ export function startChainWitness(
   onRefused: () => void = () => undefined,
   everyMs = 1000,
 ): { stop(): Promise<void> } {
-  let running: Promise<unknown> = Promise.resolve();
-  let busy = false;
-  const check = () => {
-    if (busy || owns()) return;
-    busy = true;
-    running = heads
-      .follow(pool, store)
-      .catch((err: unknown) => {
-        if (err instanceof ChainRewrittenError) {
-          logger.error({ error: err.message }, 'chain not followed: its tables hold links this process cannot compute again from the log; it will not link after them (npm run audit -- verify-chain)');
-          onRefused();
-        } else {
-          logger.warn({ err: (err as Error).message }, 'chain not followed; trying again');
-        }
-      })
-      .finally(() => (busy = false));
-  };
-  // The heads the tables hold when the process starts: the ones it trusts (ChainHeads).
-  check();
-  const timer = setInterval(check, everyMs);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
+  const check = () =>
+    heads.follow(pool, store).catch((err: unknown) => {
+      if (err instanceof ChainRewrittenError) {
+        logger.error({ error: err.message }, 'chain not followed: its tables hold links this process cannot compute again from the log; it will not link after them (npm run audit -- verify-chain)');
+        onRefused();
+      } else {
+        logger.warn({ err: (err as Error).message }, 'chain not followed; trying again');
+      }
+    });
+  // At once: the heads the tables hold when the process starts are the ones it trusts (ChainHeads).
+  return everyInterval(everyMs, check, { now: true, when: () => !owns() });
 }
 
 /** The chain's runner's projection, with the heads it linked last (what its process's signer signs). */

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Pool } from '../../shared/db/pool.ts';
+import { everyInterval } from '../../shared/periodic.ts';
 import type { ProjectionLag } from '../../projections/runner.ts';
 
 /** A runner as the sampler sees it. */
@@ -16,7 +17,6 @@ const KEEP = "interval '2 days'";
  * process writes the lag of the projections it owns into the minute's row, keeping the most it saw.
  */
 export function startLagSampler(pool: Pool, runners: LagSampled[], logger: Logger, everyMs = 10_000): { stop(): Promise<void> } {
-  let running: Promise<unknown> = Promise.resolve();
   let ticks = 0;
   const sample = async () => {
     const lags = await Promise.all(runners.filter((r) => r.isOwner()).map((r) => r.lag()));
@@ -30,14 +30,5 @@ export function startLagSampler(pool: Pool, runners: LagSampled[], logger: Logge
     }
     if (ticks++ % 360 === 0) await pool.query(`DELETE FROM console_lag_minutes WHERE minute < now() - ${KEEP}`);
   };
-  const timer = setInterval(() => {
-    running = sample().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'projection lag not sampled'));
-  }, everyMs);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
+  return everyInterval(everyMs, () => sample().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'projection lag not sampled')));
 }
