@@ -2,16 +2,15 @@ import { withTransaction, type Pool, type PoolClient } from '../../shared/db/poo
 import { START, type EventStore } from '../../shared/eventstore/port.ts';
 import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
 import { applyBatch, readCheckpoint } from '../../projections/runner.ts';
-import { CHAIN, chainProjection } from './projection.ts';
+import { CHAIN, chainProjection, type ChainProjection } from './projection.ts';
 
 /**
  * Links the events the chain's runner has not linked yet (the service is stopped for a move between
- * stores, and its projector may have stopped a few events short). Returns how many it linked.
+ * stores, and its projector may have stopped a few events short), with `chain` (by default one of this
+ * command's own, whose heads start from the tables': ChainHeads). Returns how many it linked.
  */
-export async function catchUpChain(pool: Pool, store: EventStore): Promise<number> {
+export async function catchUpChain(pool: Pool, store: EventStore, chain: ChainProjection = chainProjection(store)): Promise<number> {
   let from = await readCheckpoint(pool, CHAIN);
-  // This command's own runner: the heads it starts from are the tables' (ChainHeads).
-  const chain = chainProjection(store);
   let linked = 0;
   for (;;) {
     // Pages of up to 1,000 events and BATCH_BYTES (an outcome keeps a reply of up to 1 MiB).

@@ -156,7 +156,8 @@ export class ChainRewrittenError extends ProjectionHaltError {
   override name = 'ChainRewrittenError';
 }
 
-const chainName = (chain: string): string => (chain === '' ? 'the global chain' : `operator ${chain}'s chain`);
+/** How a chain is named in messages ('' = the global one). */
+export const chainName = (chain: string): string => (chain === '' ? 'the global chain' : `operator ${chain}'s chain`);
 const sameHead = (a: ChainHead | undefined, b: ChainHead | undefined): boolean =>
   a === undefined || b === undefined ? a === b : a.seq === b.seq && a.globalSeq === b.globalSeq && a.link.equals(b.link);
 
@@ -214,11 +215,18 @@ async function headsInDatabase(db: Pool | PoolClient, operators?: string[]): Pro
   return heads;
 }
 
-const rewritten = (chain: string, found: ChainHead | undefined, expected: ChainHead | undefined): ChainRewrittenError =>
-  new ChainRewrittenError(
-    `${chainName(chain)} in the database ends at count ${found?.seq ?? 0}, not at the count ${expected?.seq ?? 0} and link this process linked last: ` +
-      'it was changed under the running service, so nothing is linked after it (npm run audit -- verify-chain; put the rows back, or restart the projector once the history is known to be whole)',
-  );
+/** Throws ChainRewrittenError at the first of `chains` whose head in the tables (`found`) is not the one known (`expected`). */
+function expectHeads(chains: Iterable<string>, expected: ChainHeadsMap, found: ChainHeadsMap): void {
+  for (const chain of chains) {
+    const known = expected.get(chain);
+    const there = found.get(chain);
+    if (sameHead(known, there)) continue;
+    throw new ChainRewrittenError(
+      `${chainName(chain)} in the database ends at count ${there?.seq ?? 0}, not at the count ${known?.seq ?? 0} and link this process linked last: ` +
+        'it was changed under the running service, so nothing is linked after it (npm run audit -- verify-chain; put the rows back, or restart the projector once the history is known to be whole)',
+    );
+  }
+}
 
 /**
  * What this process knows of the chain, kept for its life: the head of every chain as its runner
@@ -296,11 +304,7 @@ export class ChainHeads {
     const global = heads.get('') ?? BEFORE_FIRST;
     const found = inTables.get('');
     // Linked further in the meantime: checked at the next call. Otherwise every chain must be as checked.
-    if ((found?.seq ?? 0) <= global.seq) {
-      for (const chain of new Set([...heads.keys(), ...inTables.keys()])) {
-        if (!sameHead(heads.get(chain), inTables.get(chain))) throw rewritten(chain, inTables.get(chain), heads.get(chain));
-      }
-    }
+    if ((found?.seq ?? 0) <= global.seq) expectHeads(new Set([...heads.keys(), ...inTables.keys()]), heads, inTables);
     // Unless this process's runner linked meanwhile (what it committed is newer).
     if (this.known === start) this.known = heads;
   }
@@ -325,9 +329,7 @@ async function checked(tx: PoolClient, store: Pick<EventStore, 'readPage'>, oper
   const theirs = inTables.get('') ?? BEFORE_FIRST;
   // Linked further since the check before the lock (a runner that lost the chain without noticing).
   if (theirs.seq > mine.seq) await checkLinkedByAnother(tx, store, heads, theirs.seq - mine.seq);
-  for (const chain of ['', ...operators]) {
-    if (!sameHead(heads.get(chain), inTables.get(chain))) throw rewritten(chain, inTables.get(chain), heads.get(chain));
-  }
+  expectHeads(['', ...operators], heads, inTables);
   return heads;
 }
 

@@ -4,6 +4,7 @@ import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 import { checkpointOf, checkpointSignatureValid } from './checkpoints.ts';
 import { chainedEvent, eventBytes, GENESIS, nextLink } from './link.ts';
 import { knownGrantOwners, ownerOf } from './tenancy.ts';
+import { chainName } from './projection.ts';
 
 /**
  * npm run audit -- verify-chain: recomputes the chain from the events the store holds, in log order,
@@ -158,7 +159,7 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
   for await (const r of signed) {
     checkpoints += 1;
     const c = checkpointOf(r);
-    const chain = r.chain === '' ? 'the global chain' : `operator ${r.chain}'s chain`;
+    const chain = chainName(r.chain);
     if (r.at !== r.link || r.at_position !== r.position) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the checkpoint of ${chain} at count ${r.seq} (signed ${c.signedAt}) does not match the chain there` }), checkpoints };
     // Judged by how far the chain was linked when the key was retired, not by the time it claims.
     if (r.retired_at_seq !== null && r.global_seq !== null && Number(r.global_seq) > Number(r.retired_at_seq)) {

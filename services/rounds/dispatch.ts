@@ -125,7 +125,7 @@ export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSna
     // answers "still in progress") for longer than the wallet timeout plus 5 s (contract section 8.5):
     // the BET is waited for until then at most. Still under way at that point, the ROLLBACK is not sent
     // in this attempt: recorded as failed, it is retried (it waits again), answered meanwhile as failed.
-    const waited = await untilBetAttemptDone(deps, { roundStream: ref.roundStream, transactionId: bet }, lease.takenAt + leaseTtl(timeoutMs) - timeoutMs - 1000);
+    const waited = await untilBetAttemptDone(deps, { roundStream: ref.roundStream, transactionId: bet }, timeoutMs, lease.takenAt + leaseTtl(timeoutMs) - timeoutMs - 1000);
     if (waited.cutShort) return notSent(deps, ref, round, tx, by, `not sent: the BET it reverses (${bet}) was still being attempted at the wallet; retried after it`);
     if (waited.waited) {
       round = await readRound(deps.eventStore, ref.roundStream);
@@ -176,17 +176,17 @@ function decidedOn(round: RoundSnapshot, command: RoundCommand): RoundState {
 }
 
 /**
- * A ROLLBACK waits for its BET (betToAwaitBefore), bounded by the wallet timeout, while an attempt of
- * the bet is under way: its first one, or a resubmission's holding the bet's lease. Returns whether it
+ * A ROLLBACK waits for its BET (betToAwaitBefore), bounded by their operator's wallet timeout
+ * (`timeoutMs`), while an attempt of the bet is under way: its first one, or a resubmission's holding the bet's lease. Returns whether it
  * waited, and whether the wait was cut short by `until` with the bet still under way (a wait that ran
  * its whole bound goes on to the call, as before `until` existed: the bet's own call has timed out).
  */
-async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef, until: number): Promise<{ waited: boolean; cutShort: boolean }> {
+async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef, timeoutMs: number, until: number): Promise<{ waited: boolean; cutShort: boolean }> {
   let tx = await readTx(deps.eventStore, bet);
   if (!tx) return { waited: false, cutShort: false };
   // A BET voided by this very ROLLBACK may still have its first attempt under way: its lease says so.
   const inFlight = async (t: TxState) => (t.status === 'voided' || !isFinal(t.status)) && (await leaseHeld(deps.pool, t.providerId, bet.transactionId));
-  const bound = Date.now() + walletTimeoutOf(deps, tx.operatorId) + 1000;
+  const bound = Date.now() + timeoutMs + 1000;
   const deadline = Math.min(bound, until);
   let waited = false;
   while (tx && (await inFlight(tx))) {

@@ -7,13 +7,12 @@
  *   --events N   history size in events (default 1,000,000)
  */
 import { signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
-import { CHAIN, chainProjection } from '../../services/chain/projection.ts';
-import { applyBatch, readCheckpoint } from '../../projections/runner.ts';
+import { chainProjection } from '../../services/chain/projection.ts';
+import { catchUpChain } from '../../services/chain/archive.ts';
 import { allMigrations } from '../../services/migrations.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
-import { wholeLog } from '../../shared/eventstore/whole-log.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { cleaningUp } from './interrupt.ts';
 import { appendHistory } from './history.ts';
@@ -36,8 +35,7 @@ export async function chainMain({ events: WANTED }: { events: number }): Promise
 
     let t = performance.now();
     const chain = chainProjection(store);
-    let at = await readCheckpoint(pool, CHAIN);
-    for await (const page of wholeLog(store, undefined, 1000)) at = await applyBatch(pool, chain, at, page);
+    await catchUpChain(pool, store, chain);
     const linkS = (performance.now() - t) / 1000;
     console.log(`linking: ${history.events.toLocaleString('en')} events in ${linkS.toFixed(1)} s = ${Math.round(history.events / linkS).toLocaleString('en')} events/s`);
     const { signed } = await signNewCheckpoints(pool, await signingKey(pool, undefined), chain.heads.linked());

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../shared/canonical.ts';
 import { newSignerMemory, signingKey, signNewCheckpoints } from '../../services/chain/checkpoints.ts';
 import { CHAIN, chainProjection, type ChainProjection } from '../../services/chain/projection.ts';
-import { applyBatch, readCheckpoint } from '../../projections/runner.ts';
+import { catchUpChain } from '../../services/chain/archive.ts';
 import { parseExposition, total } from '../metrics/exposition.ts';
 import { GENESIS, nextLink } from '../../services/chain/link.ts';
 import type { HistoryEvent } from '../../services/chain/routes.ts';
@@ -299,12 +299,8 @@ describe('the tamper-evident history', () => {
         client.release();
       }
       const own = chainProjection(h.svc.ctx.eventStore);
-      let at = await readCheckpoint(h.svc.ctx.pool, CHAIN);
-      for (;;) {
-        const { events } = await h.svc.ctx.eventStore.readPage({ from: at, maxCount: 1000, maxBytes: 8 << 20 });
-        if (events.length === 0) return own;
-        at = await applyBatch(h.svc.ctx.pool, own, at, events);
-      }
+      await catchUpChain(h.svc.ctx.pool, h.svc.ctx.eventStore, own);
+      return own;
     };
     /** What a holder of the signing key can do besides: sign the rewritten chain, with a signer of its own (the running service's refuses). */
     const rechainAndResign = async () => {
