@@ -3,7 +3,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 /**
  * The suite's longest files, longest first (seconds of a clean-clone CI run, 2026-11-29 09:08). On
  * a clean checkout vitest has no record of earlier durations and starts larger files first, so the fault
- * simulator (a small file, 80 s) started last and ran alone on one of the two workers for its whole length:
+ * simulator (a small file, 80 s) started last and ran alone on one worker for its whole length:
  * 735 s of tests took 468 s. Started first, it runs beside the rest.
  */
 const LONGEST = [
