@@ -490,12 +490,17 @@ export class ProjectionRunner {
   private async acquireLock(): Promise<boolean> {
     const client = new pg.Client({ connectionString: this.connectionString });
     client.on('error', () => undefined);
-    await client.connect();
-    const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [LOCK_CLASS, this.projection.name]);
-    if (!rows[0]?.ok) {
-      await client.end();
-      return false;
+    let ok = false;
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [LOCK_CLASS, this.projection.name]);
+      ok = rows[0]?.ok === true;
+    } finally {
+      // A connection whose attempt failed or found the lock taken is closed: left open, one a retry, and
+      // one whose lock was granted before its reply was lost would hold the projection from every runner.
+      if (!ok) await client.end().catch(() => undefined);
     }
+    if (!ok) return false;
     // Losing this connection loses the lock: stop applying and compete for it again.
     client.on('end', () => {
       if (this.lockClient === client) {

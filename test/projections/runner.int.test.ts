@@ -189,6 +189,53 @@ describe('projection runner', () => {
     await expectExactlyOnce([...first, ...second]);
   });
 
+  it('closes the connection of a lock attempt that failed, so no connection is left open (and no lock held) by it, and owns the projection once the attempts succeed', async () => {
+    const ids = await appendEvents(5);
+    // The lock query made to fail while the connection stays up, after the lock was granted: a function of
+    // the same name ahead of pg_catalog's on this runner's search path, failing while `lockfail.failing`
+    // says so (a sequence counts the attempts: its increments are not undone by the error).
+    await pool.query(`
+      DROP SCHEMA IF EXISTS lockfail CASCADE;
+      CREATE SCHEMA lockfail;
+      CREATE TABLE lockfail.failing (on_ boolean NOT NULL);
+      INSERT INTO lockfail.failing VALUES (true);
+      CREATE SEQUENCE lockfail.attempts;
+      CREATE FUNCTION lockfail.pg_try_advisory_lock(integer, integer) RETURNS boolean LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM nextval('lockfail.attempts');
+        IF (SELECT on_ FROM lockfail.failing) THEN
+          -- Granted, then the statement fails (its reply lost, say): a session's advisory lock outlives the error.
+          PERFORM pg_catalog.pg_try_advisory_lock($1, $2);
+          RAISE EXCEPTION 'lock attempt failed';
+        END IF;
+        RETURN pg_catalog.pg_try_advisory_lock($1, $2);
+      END $$;`);
+    const app = `lockfail-${randomUUID().slice(0, 8)}`;
+    const url = new URL(db.url);
+    url.searchParams.set('application_name', app);
+    url.searchParams.set('options', '-c search_path=lockfail,pg_catalog,public');
+    const connections = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1', [app])).rows[0]!.n);
+    const attempts = async () => Number((await pool.query<{ n: string }>('SELECT last_value AS n FROM lockfail.attempts')).rows[0]!.n);
+    try {
+      const runner = new TestRunner(pool, url.toString(), store, tallyProjection(), { lockRetryMs: 20 });
+      runner.start();
+      await until(async () => (await attempts()) >= 6);
+      expect(runner.isOwner()).toBe(false);
+      // At most the attempt under way is connected: each failed attempt's connection is closed, and with it
+      // the lock it was granted (left open, the first would hold the projection from every runner for good).
+      expect(await connections()).toBeLessThanOrEqual(1);
+      await pool.query('UPDATE lockfail.failing SET on_ = false');
+      await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 5);
+      expect(runner.isOwner()).toBe(true);
+      expect(await connections()).toBe(1);
+      await runner.stop();
+      await until(async () => (await connections()) === 0);
+      await expectExactlyOnce(ids);
+    } finally {
+      await pool.query('DROP SCHEMA lockfail CASCADE');
+    }
+  });
+
   it('catching up, reads pages of up to its batch and 8 MiB, reads on at once while a page says the log goes on (a short one cut by its bytes too), and waits for appends only at the end', async () => {
     const ids = await appendEvents(300);
     await until(async () => (await store.readAll({ maxCount: 1000 })).length === 300);
