@@ -45,7 +45,12 @@ export function parseIssueBody(raw: unknown): IssueGrantBody {
   return parseOr400(issueGrantBody, raw);
 }
 
-export const grantIdParam = z.uuid({ message: 'expected a UUID' });
+/**
+ * A grant's id in a path: any UUID as RFC 9562 writes one (8-4-4-4-12 hex digits, either case), not only
+ * the version 4 ids the service gives grants, so that a well-formed id the client holds is looked up
+ * (found in whatever case it is written, or 404) rather than refused as malformed (400).
+ */
+export const grantIdParam = z.guid({ message: 'expected a UUID' }).transform((id) => id.toLowerCase());
 export const listQuery = z.object({ playerRef: z.string().min(1).max(255).optional() });
 
 function describe(r: OutboundResult): string {

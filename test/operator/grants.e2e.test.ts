@@ -166,6 +166,7 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
       const a = (await issue(direct({ playerRef: player }))).json;
       const b = (await issue(direct({ playerRef: player }))).json;
       expect((await get(a.id)).json).toEqual(a);
+      expect((await get(a.id.toUpperCase())).json).toEqual(a);
       const listed = (await list(`?playerRef=${player}`)).json;
       expect(listed).toEqual([b, a]);
       const all = (await list()).json;
@@ -181,6 +182,13 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
       expect(bad.json.error).toContain('UUID');
       expect((await get(randomUUID())).status).toBe(404);
       expect((await cancel('nope')).status).toBe(400);
+      // Shaped as a UUID (8-4-4-4-12 hex digits) though of no RFC 9562 version or variant, the nil one, in
+      // capitals: a UUID the client may well hold, which names no grant (404), not a malformed id (400).
+      for (const id of ['00000000-0000-0000-0000-000000000000', '12345678-1234-1234-1234-123456789012', randomUUID().toUpperCase()]) {
+        expect((await get(id)).status, id).toBe(404);
+        expect((await cancel(id)).status, id).toBe(404);
+      }
+      expect((await get('12345678-1234-1234-1234-12345678901')).status).toBe(400);
     });
 
     it("hides another operator's grant: 404 on get and cancel, absent from the list", async () => {
