@@ -1,19 +1,20 @@
 import { createHash } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import { badRequest, notFound } from '../../shared/errors.ts';
+import { bigJson } from '../../shared/http/big-json.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../context.ts';
 import { roundOf, settlementCells, transactionsPage, type After, type TransactionFilter } from './queries.ts';
 import { bound, roundQuery, settlementQuery, transactionsQuery, type TransactionsQuery } from './schemas.ts';
-import { buildStatement, statementCsv, statementJson } from './statement.ts';
+import { buildStatement, statementCsv } from './statement.ts';
 
 const DEFAULT_LIMIT = 100;
 
-/** A query's identity, so a cursor is honoured only by the query that gave it. */
-const queryKey = (q: TransactionsQuery): string =>
+/** A query's identity, the operator's included, so a cursor is honoured only by the query that gave it. */
+const queryKey = (operatorId: string, q: TransactionsQuery): string =>
   createHash('sha256')
-    .update(JSON.stringify([q.from ?? null, q.to ?? null, q.roundId ?? null, q.gameId ?? null, q.playerRef ?? null, q.status ?? null]))
+    .update(JSON.stringify([operatorId, q.from ?? null, q.to ?? null, q.roundId ?? null, q.gameId ?? null, q.playerRef ?? null, q.status ?? null]))
     .digest('base64url')
     .slice(0, 16);
 
@@ -21,23 +22,24 @@ const queryKey = (q: TransactionsQuery): string =>
  * The cursor: where the next page starts (a log position), the store whose positions those are, and
  * the query it belongs to. Opaque to operators: base64url of JSON.
  */
-function encodeCursor(after: After, store: string, q: TransactionsQuery): string {
-  return Buffer.from(JSON.stringify({ v: 1, s: store, q: queryKey(q), a: `${after.major}.${after.minor}` })).toString('base64url');
+function encodeCursor(after: After, store: string, operatorId: string, q: TransactionsQuery): string {
+  return Buffer.from(JSON.stringify({ v: 1, s: store, q: queryKey(operatorId, q), a: `${after.major}.${after.minor}` })).toString('base64url');
 }
 
-function decodeCursor(cursor: string, store: string, q: TransactionsQuery): After {
+function decodeCursor(cursor: string, store: string, operatorId: string, q: TransactionsQuery): After {
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
     throw badRequest('cursor: not a cursor this service gave (pass nextCursor as it was answered)');
   }
-  const c = parsed as { v?: unknown; s?: unknown; q?: unknown; a?: unknown };
+  // JSON of another kind than an object (null, a number, a string) is no cursor either.
+  const c = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { v?: unknown; s?: unknown; q?: unknown; a?: unknown };
   const at = typeof c.a === 'string' ? /^(\d{1,19})\.(\d{1,19})$/.exec(c.a) : null;
   if (c.v !== 1 || typeof c.s !== 'string' || typeof c.q !== 'string' || !at) {
     throw badRequest('cursor: not a cursor this service gave (pass nextCursor as it was answered)');
   }
-  if (c.q !== queryKey(q)) throw badRequest('cursor: it belongs to another query (keep from, to, roundId, gameId, playerRef and status as they were)');
+  if (c.q !== queryKey(operatorId, q)) throw badRequest('cursor: it belongs to another query (keep from, to, roundId, gameId, playerRef and status as they were, and ask as the operator it was given to)');
   if (c.s !== store) throw badRequest('cursor: the history has moved to another event store since it was given; start again without a cursor');
   // A position is two bigints: a number past them is no cursor of ours (and no query of Postgres's).
   const MAX = 9_223_372_036_854_775_807n;
@@ -53,7 +55,7 @@ export async function sendStatement(ctx: ServiceContext, req: Request, res: Resp
   const q = parseOr400(settlementQuery, req.query, 'query');
   const statement = buildStatement(q.from, q.to, await settlementCells(ctx.pool, operatorId, bound(q.from), bound(q.to)));
   if (req.accepts(['application/json', 'text/csv']) === 'text/csv') res.type('text/csv; charset=utf-8').send(statementCsv(statement));
-  else res.type('application/json').send(statementJson(statement));
+  else res.type('application/json').send(bigJson(statement));
 }
 
 /** GET /v1/operator/transactions, /rounds/{roundId} and /reports/settlement (contract section 9). */
@@ -63,7 +65,7 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
   router.get('/transactions', async (req, res) => {
     const operator = callingOperator(ctx, req);
     const q = parseOr400(transactionsQuery, req.query, 'query');
-    const after = q.cursor !== undefined ? decodeCursor(q.cursor, ctx.eventStore.kind, q) : undefined;
+    const after = q.cursor !== undefined ? decodeCursor(q.cursor, ctx.eventStore.kind, operator.id, q) : undefined;
     const filter: TransactionFilter = {
       ...(q.roundId !== undefined
         ? { roundId: q.roundId, gameId: q.gameId! }
@@ -72,7 +74,7 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
       status: q.status,
     };
     const page = await transactionsPage(ctx.pool, operator.id, filter, q.limit ?? DEFAULT_LIMIT, after);
-    res.json({ transactions: page.transactions, nextCursor: page.last ? encodeCursor(page.last, ctx.eventStore.kind, q) : null });
+    res.json({ transactions: page.transactions, nextCursor: page.last ? encodeCursor(page.last, ctx.eventStore.kind, operator.id, q) : null });
   });
 
   router.get('/rounds/:roundId', async (req, res) => {
@@ -83,8 +85,9 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
     const round = await roundOf(ctx.pool, operator.id, roundId, gameId);
     // Another operator's round, another game's round and no round at all look the same, as for replay.
     if (!round) throw notFound('round not found');
-    const sum = (type: string) => round.transactions.filter((t) => t.type === type && t.status === 'applied').reduce((s, t) => s + t.amount, 0);
-    res.json({
+    // Exact however large (each amount is at most 2^53 - 1, their sum need not be), as the statement's sums.
+    const sum = (type: string) => round.transactions.filter((t) => t.type === type && t.status === 'applied').reduce((s, t) => s + BigInt(t.amount), 0n);
+    res.type('application/json').send(bigJson({
       roundId: round.roundId,
       gameId: round.gameId,
       providerId: round.providerId,
@@ -97,7 +100,7 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
       winMinor: sum('WIN'),
       refundMinor: sum('ROLLBACK'),
       transactions: round.transactions,
-    });
+    }));
   });
 
   router.get('/reports/settlement', async (req, res) => {

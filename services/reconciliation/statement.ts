@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { UNACKNOWLEDGED } from '../rounds/decider.ts';
 import type { SettlementCell } from './queries.ts';
 
@@ -84,15 +83,6 @@ export function buildStatement(from: string, to: string, cells: SettlementCell[]
 }
 
 /** JSON with every bigint written as an exact integer. */
-export function statementJson(statement: Statement): string {
-  // A marker no value can hold (a fresh random id), replaced by the bare digits once serialized.
-  const mark = `bigint:${randomUUID()}:`;
-  return JSON.stringify(statement, (_key, value: unknown) => (typeof value === 'bigint' ? `${mark}${value.toString()}` : value)).replace(
-    new RegExp(`"${mark}(-?\\d+)"`, 'g'),
-    '$1',
-  );
-}
-
 const CSV_HEADER = ['providerId', 'gameId', 'currency', 'betCount', 'betAmountMinor', 'winCount', 'winAmountMinor', 'refundCount', 'refundAmountMinor', 'ggrMinor'];
 
 /** A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break. */

@@ -332,6 +332,12 @@ describe('operator reconciliation routes', () => {
       ['/v1/operator/reports/settlement', /^from: /],
       [`/v1/operator/reports/settlement?from=${t0}&to=2026-10-01T00:00:00Z`, /^to: must be later than from/],
       [`/v1/operator/reports/settlement?from=${t0}&to=2026-12-03T00:00:00Z`, /^to: must be at most 31 days/],
+      // A cursor of JSON that is no object (here `null`): 400, not a crash.
+      [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&cursor=${Buffer.from('null').toString('base64url')}`, /^cursor: not a cursor this service gave/],
+      // Instants of RFC 3339's form whose UTC year is outside 1–9999 (Postgres's timestamps): 400, not a database error.
+      [`/v1/operator/transactions?from=0000-01-01T00:00:00Z&to=0000-01-02T00:00:00Z`, /^from: .*year/],
+      [`/v1/operator/reports/settlement?from=0001-01-01T00:00:00%2B01:00&to=0001-01-02T00:00:00Z`, /^from: .*year/],
+      [`/v1/operator/reports/settlement?from=9999-12-31T00:00:00Z&to=9999-12-31T23:00:00-23:59`, /^to: .*year/],
     ];
     for (const [path, message] of cases) {
       const res = await get<{ error: string }>(path);
@@ -351,6 +357,15 @@ describe('operator reconciliation routes', () => {
     const other = await get<{ error: string }>(`/v1/operator/transactions?${q}&status=applied&cursor=${first.json.nextCursor}`);
     expect(other.status).toBe(400);
     expect(other.json.error).toMatch(/^cursor: it belongs to another query/);
+    // Nor by another operator asking the same query.
+    const theirs = await get<{ error: string }>(`/v1/operator/transactions?${q}&limit=1&cursor=${first.json.nextCursor}`, OP2);
+    expect(theirs.status).toBe(400);
+    expect(theirs.json.error).toMatch(/^cursor: it belongs to another query/);
+    // RFC 3339 allows a lowercase "t" and "z": the same instants.
+    const upper = await get(`/v1/operator/reports/settlement?from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z`);
+    const lower = await get(`/v1/operator/reports/settlement?from=2026-11-01t00:00:00z&to=2026-11-02t00:00:00z`);
+    expect(lower.status, lower.text).toBe(200);
+    expect(lower.text).toBe(upper.text);
     // 31 days exactly is allowed, and so is an interval shorter than a millisecond.
     expect((await get(`/v1/operator/reports/settlement?from=${t0}&to=2026-12-02T00:00:00Z`)).status).toBe(200);
     expect((await get(`/v1/operator/reports/settlement?from=2026-11-01T00:00:00.0001Z&to=2026-11-01T00:00:00.0002Z`)).status).toBe(200);
@@ -365,5 +380,22 @@ describe('operator reconciliation routes', () => {
     const res = await get(`/v1/operator/transactions?${range()}`, { ...OP1, secret: 'not-the-secret' });
     expect(res.status).toBe(401);
     expect(res.text).toBe('invalid signature');
+  });
+
+  // Last: its amounts would take the interval's statement past what the tests above sum in numbers.
+  it("sums a round's amounts past 2^53 exactly, as the statement does: three WINs of the largest amount (2^53 - 1 each)", async () => {
+    const big = 9_007_199_254_740_991;
+    const token = await h.launch(p1);
+    const base = { sessionToken: token, roundId: id('G'), playerRef: p1, currency: 'EUR', gameId: 'fruit-1', roundComplete: false };
+    expect((await h.tx({ ...base, transactionId: id('g-bet'), type: 'BET', amount: 1 })).status).toBe(200);
+    for (const n of [1, 2, 3]) {
+      h.wallet.script(id(`g-win${n}`), { status: 200, body: { status: 'OK', balance: 5 } });
+      expect((await h.tx({ ...base, transactionId: id(`g-win${n}`), type: 'WIN', amount: big })).status).toBe(200);
+    }
+    await caughtUp();
+    const g = await get(`/v1/operator/rounds/${id('G')}?gameId=fruit-1`);
+    expect(g.status, g.text).toBe(200);
+    expect(g.text).toContain('"winMinor":27021597764222973,');
+    expect(g.text).toContain('"betMinor":1,');
   });
 });
