@@ -20,17 +20,29 @@ export class Cli {
   /**
    * node:util parseArgs over the process's arguments, strict (its default: unknown options refused, and
    * positionals unless allowed); `--help`, which every tool declares, prints the usage and exits 0.
+   * An option given twice (unless declared `multiple`) and an empty value are refused too: parseArgs
+   * would keep the last of two silently, and `--to "$UNSET"` would stand for a default nobody chose.
    */
   parse<const T extends ParseArgsConfig & { options: { help: { type: 'boolean' } } }>(config: T): ReturnType<typeof parseArgs<T>> {
     let parsed: ReturnType<typeof parseArgs<T>>;
+    let tokens: Array<{ kind: string; name?: string; value?: string | undefined }>;
     try {
       parsed = parseArgs(config);
+      // The same parse, option by option (it cannot fail where the first did not).
+      tokens = parseArgs({ options: config.options, args: config.args, allowPositionals: config.allowPositionals, strict: config.strict, tokens: true }).tokens;
     } catch (err) {
       this.fail((err as Error).message);
     }
     if ((parsed.values as Record<string, unknown>).help === true) {
       process.stdout.write(`${this.usage}\n`);
       process.exit(0);
+    }
+    const seen = new Set<string>();
+    for (const t of tokens) {
+      if (t.kind !== 'option' || t.name === undefined) continue;
+      if (seen.has(t.name) && config.options[t.name]?.multiple !== true) this.fail(`--${t.name} given more than once`);
+      seen.add(t.name);
+      if (t.value === '') this.fail(`--${t.name} must not be empty`);
     }
     return parsed;
   }

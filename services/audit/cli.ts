@@ -266,9 +266,9 @@ async function main(): Promise<number> {
     }
     if (target !== undefined) return await migrateEvents(pool, store, target, config.databaseUrl, total);
     if (command === 'verify-chain') return await verifyChainCommand(pool, store, where, total);
-    if (command === 'verify' && (await store.readAll({ from: START, maxCount: 1 })).length === 0) {
-      // Empty read models "match" an empty history: nothing would have been checked.
-      return fail(`the history is empty: nothing to verify in ${where}`);
+    if ((command === 'verify' || command === 'rebuild') && (await store.readAll({ from: START, maxCount: 1 })).length === 0) {
+      // Empty read models "match" an empty history, and rebuilding it gives them again: nothing would be done.
+      return fail(`the history is empty: nothing to ${command} in ${where}`);
     }
     if (command === 'verify' || command === 'rebuild') {
       // A rebuild's scratch tables are logged: one that was killed leaves them, full size, until dropped.

@@ -141,7 +141,7 @@ const EVENTS = opts.events !== undefined ? cli.whole('events', opts.events, 1000
 const TRANSACTIONS = opts.transactions !== undefined ? cli.whole('transactions', opts.transactions, 2000, 10_000_000) : 1_000_000;
 if (AB && REPEAT % 2 === 1) cli.fail('--repeat must be even with --ab: each tree is deployed and measured first in half of the pairs');
 if (opts.ab !== undefined) {
-  const problem = opts.ab === '' ? '--ab needs the other checkout\'s directory' : (await import('./ab.ts')).otherTreeProblem(opts.ab);
+  const problem = (await import('./ab.ts')).otherTreeProblem(opts.ab);
   if (problem) cli.fail(problem);
 }
 

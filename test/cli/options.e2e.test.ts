@@ -54,6 +54,9 @@ const TOOLS: Tool[] = [
       [[], 'a command is needed'],
       [['verify-chain', '--projection', 'rounds'], '--projection does not apply to verify-chain'],
       [['verify-chain', '--to', 'postgres'], '--to applies only to migrate-events'],
+      [['verify', '--projection', 'rounds', '--projection', 'sessions'], '--projection given more than once'],
+      [['migrate-events', '--to', ''], '--to must not be empty'],
+      [['migrate-events', '--to='], '--to must not be empty'],
     ],
   },
   {
@@ -136,7 +139,8 @@ const TOOLS: Tool[] = [
       [['--reconciliation', '--transactions', '1999'], '--transactions must be a whole number from 2000'],
       [['--reconciliation', '--rates', '100'], '--rates does not apply to --reconciliation'],
       [['--ab', '/nonexistent/checkout'], '--ab /nonexistent/checkout: no package.json there'],
-      [['--ab='], '--ab needs the other checkout'],
+      [['--ab='], '--ab must not be empty'],
+      [['--seconds', '5', '--seconds', '6'], '--seconds given more than once'],
       [['--ab', '.', '--floor'], '--floor does not apply to --ab'],
       [['--ab', '.', '--soak'], 'one at a time'],
       [['--ab', '.', '--repeat', '3'], '--repeat must be even with --ab'],
@@ -233,6 +237,13 @@ describe('npm run audit never creates a database, and never passes a history it 
     const r = run('services/audit/cli.ts', ['verify'], { DATABASE_URL: migrated.url });
     expect(r.stderr).toContain('the history is empty: nothing to verify');
     expect(r.stdout).not.toContain('matches');
+    expect(r.code).toBe(2);
+  });
+
+  it('rebuild of an empty history: nothing was rebuilt, exit 2 (not "rebuilt from the history")', async () => {
+    const r = run('services/audit/cli.ts', ['rebuild'], { DATABASE_URL: migrated.url });
+    expect(r.stderr).toContain('the history is empty: nothing to rebuild');
+    expect(r.stdout).not.toContain('rebuilt');
     expect(r.code).toBe(2);
   });
 });
