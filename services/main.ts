@@ -1,10 +1,24 @@
 import v8 from 'node:v8';
 import { ConfigError, loadConfig } from '../shared/config.ts';
 import { createLogger } from '../shared/logger.ts';
+import { Cli } from '../shared/cli.ts';
 import { runtimeWarnings } from '../shared/runtime.ts';
 import { startService, StartupError, type RunningService } from './service.ts';
 
+const USAGE = `usage: npm start   (node dist/main.mjs in the image)
+
+Starts the service: the roles ROLES names (api, worker, projector, reconciler; all four by default) in
+this one process, until SIGTERM or SIGINT, which stop it cleanly. It takes no arguments: every setting is
+an environment variable (DATABASE_URL, REDIS_URL, EVENT_STORE, PORT, CATALOG_FILE, ...), checked at start;
+docs/operations.md lists them all.
+
+  --help   this text
+
+Exit status: 0 stopped by a signal, 1 it failed to start or to stop, 2 bad usage or a setting refused.`;
+
 async function main(): Promise<void> {
+  // Before anything starts: "--help" or a stray argument must not start a service.
+  new Cli('start', USAGE).parse({ options: { help: { type: 'boolean' } }, allowPositionals: false });
   let config;
   try {
     config = loadConfig();

@@ -16,7 +16,7 @@ import { createTestDatabase, TEST_PG_ADMIN_URL, type TestDatabase } from '../hel
  */
 const ROOT = path.resolve(import.meta.dirname, '../..');
 /** The tools npm runs from their bundle (package.json), run the same way here. */
-const BUNDLED: Readonly<Record<string, Entry>> = { 'services/audit/cli.ts': 'audit', 'services/conformance/cli.ts': 'conformance', 'services/sandbox/main.ts': 'sandbox' };
+const BUNDLED: Readonly<Record<string, Entry>> = { 'services/main.ts': 'main', 'services/audit/cli.ts': 'audit', 'services/conformance/cli.ts': 'conformance', 'services/sandbox/main.ts': 'sandbox' };
 const nodeArgs = (file: string): string[] => {
   const entry = BUNDLED[file];
   if (entry) return entryArgs(entry);
@@ -41,6 +41,18 @@ interface Tool {
 }
 
 const TOOLS: Tool[] = [
+  {
+    // The service itself: neither "--help" nor a stray argument starts it (nothing listens on the
+    // DATABASE_URL run gives, so a service that started would say so on stderr and keep retrying).
+    name: 'start',
+    file: 'services/main.ts',
+    usage: 'usage: npm start',
+    bad: [
+      [['--bogus'], "Unknown option '--bogus'"],
+      [['api'], "Unexpected argument 'api'"],
+      [['--help=yes'], "Option '--help' does not take an argument"],
+    ],
+  },
   {
     name: 'audit',
     file: 'services/audit/cli.ts',
