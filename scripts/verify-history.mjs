@@ -3,7 +3,8 @@
 // Standalone on purpose: Node 18+ and its crypto only, none of the service's code, so an operator can read
 // all of it before trusting it. Usage: node scripts/verify-history.mjs --help
 import { createHash, createHmac, createPublicKey, randomBytes, verify } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 
 const USAGE = `usage: node scripts/verify-history.mjs --url URL --operator-id ID --public-key FILE [--public-key FILE...]
@@ -27,7 +28,8 @@ rotation).
   --help              this text
 
 Exit status: 0 every link and checkpoint holds, 1 the history breaks (the first break is named) or a
-checkpoint's signature is not valid, 2 bad usage or the service could not be asked.`;
+checkpoint's signature is not valid, 2 nothing was verified: bad usage, the service could not be asked (or
+answered what is not its history's pages), or there is no event and no checkpoint of yours yet.`;
 
 function usage(message) {
   process.stderr.write(`verify-history: ${message}\n\n${USAGE}\n`);
@@ -82,6 +84,22 @@ if (opts.kept) {
   if (!Array.isArray(kept) || kept.some((c) => typeof c?.count !== 'number' || typeof c?.link !== 'string')) usage(`--kept ${opts.kept}: expected a JSON array of checkpoints`);
 }
 
+// Where --save will write, checked before anything is fetched: a run that holds must not end in a crash.
+if (opts.save) {
+  const target = existsSync(opts.save) ? opts.save : dirname(opts.save);
+  try {
+    if (existsSync(opts.save) && !statSync(opts.save).isFile()) throw new Error('not a file');
+    accessSync(target, constants.W_OK);
+  } catch (err) {
+    usage(`--save ${opts.save}: cannot be written (${err.code ?? err.message})`);
+  }
+}
+
+function unusable(message) {
+  process.stderr.write(`verify-history: ${message}\n`);
+  process.exit(2);
+}
+
 /** GET a path of the service, signed as contract section 3 says (the target is the path, without the query). */
 async function get(pathAndQuery) {
   const timestamp = String(Math.floor(Date.now() / 1000));
@@ -95,15 +113,22 @@ async function get(pathAndQuery) {
       headers: { 'X-Operator-Id': opts['operator-id'], 'X-Timestamp': timestamp, 'X-Nonce': nonce, 'X-Signature': signature },
     });
   } catch (err) {
-    process.stderr.write(`verify-history: cannot reach ${opts.url}: ${err.message}\n`);
-    process.exit(2);
+    unusable(`cannot reach ${opts.url}: ${err.message}`);
   }
   const text = await res.text();
-  if (res.status !== 200) {
-    process.stderr.write(`verify-history: GET ${pathAndQuery} answered ${res.status}: ${text.slice(0, 300)}\n`);
-    process.exit(2);
+  if (res.status !== 200) unusable(`GET ${pathAndQuery} answered ${res.status}: ${text.slice(0, 300)}`);
+  try {
+    return JSON.parse(text);
+  } catch {
+    unusable(`GET ${pathAndQuery} answered 200 with what is not JSON: ${text.slice(0, 300)}`);
   }
-  return JSON.parse(text);
+}
+
+/** The array `field` of a page of the service's history (an answer of another shape is not its history). */
+async function page(pathAndQuery, field) {
+  const body = await get(pathAndQuery);
+  if (body === null || typeof body !== 'object' || !Array.isArray(body[field])) unusable(`GET ${pathAndQuery} answered 200 without the list "${field}": is --url the aggregator?`);
+  return body[field];
 }
 
 /** JSON with every object's keys in ascending UTF-16 order, no whitespace: the chain's canonical form. */
@@ -129,10 +154,10 @@ function broken(message) {
 
 const checkpoints = [];
 for (let after = 0; ; ) {
-  const page = await get(`/v1/operator/history/checkpoints?after=${after}&limit=1000`);
-  checkpoints.push(...page.checkpoints);
-  if (page.checkpoints.length < 1000) break;
-  after = page.checkpoints.at(-1).count;
+  const served = await page(`/v1/operator/history/checkpoints?after=${after}&limit=1000`, 'checkpoints');
+  checkpoints.push(...served);
+  if (served.length < 1000) break;
+  after = served.at(-1).count;
 }
 // Every checkpoint must be signed by a key you trust, over exactly {operatorId, position, link, count, signedAt}.
 for (const c of checkpoints) {
@@ -159,8 +184,8 @@ let link = Buffer.alloc(32);
 let count = 0;
 let checked = 0;
 for (;;) {
-  const page = await get(`/v1/operator/history/events?after=${count}&limit=1000`);
-  for (const e of page.events) {
+  const events = await page(`/v1/operator/history/events?after=${count}&limit=1000`, 'events');
+  for (const e of events) {
     if (e.count !== count + 1) broken(`event #${count + 1} is missing (the service sent #${e.count} next)`);
     count = e.count;
     link = nextLink(link, e);
@@ -171,14 +196,12 @@ for (;;) {
       checked += 1;
     }
   }
-  if (page.events.length < 1000) break;
+  if (events.length < 1000) break;
 }
 const last = checkpoints.at(-1);
 if (last && count < last.count) broken(`the service sent ${count} events, but a checkpoint signed ${last.signedAt} covers ${last.count}: events are missing at the end`);
-if (count === 0) {
-  process.stdout.write('no events yet: nothing to verify\n');
-  process.exit(checkpoints.length === 0 ? 0 : 1);
-}
+// (With a checkpoint, no events broke the history above.)
+if (count === 0) unusable('no events and no checkpoints of yours yet: nothing to verify');
 if (opts.save) {
   writeFileSync(opts.save, `${JSON.stringify(checkpoints, null, 2)}\n`);
 }

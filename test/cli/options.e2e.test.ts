@@ -1,5 +1,9 @@
-import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { execFile, spawnSync } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -257,5 +261,71 @@ describe('npm run audit never creates a database, and never passes a history it 
     expect(r.stderr).toContain('the history is empty: nothing to rebuild');
     expect(r.stdout).not.toContain('rebuilt');
     expect(r.code).toBe(2);
+  });
+});
+
+describe('scripts/verify-history.mjs reports nothing verified (exit 2) rather than a crash or success', () => {
+  let server: Server;
+  let url: string;
+  /** What the stand-in answers each path with: a page of the history, or what no aggregator answers. */
+  let answer: (path: string) => { status: number; body: string } = () => ({ status: 200, body: '{}' });
+  const dir = mkdtempSync(path.join(tmpdir(), 'verify-history-'));
+  const keyFile = path.join(dir, 'key.pem');
+  writeFileSync(keyFile, generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString());
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      const { status, body } = answer(req.url ?? '');
+      res.writeHead(status, { 'content-type': 'application/json' }).end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const verifyHistory = (...extra: string[]) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = execFile(process.execPath, ['scripts/verify-history.mjs', '--url', url, '--operator-id', 'op-1', '--public-key', keyFile, ...extra], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', OPERATOR_SECRET: 's' },
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout?.on('data', (d: Buffer) => (stdout += String(d)));
+      child.stderr?.on('data', (d: Buffer) => (stderr += String(d)));
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+
+  it('a server that answers 200 with what is not JSON, or JSON of another shape', async () => {
+    answer = () => ({ status: 200, body: '<html>a login page</html>' });
+    const html = await verifyHistory();
+    expect(html.stderr).toContain('answered 200 with what is not JSON');
+    expect(html.code).toBe(2);
+    answer = () => ({ status: 200, body: '{"items":[]}' });
+    const other = await verifyHistory();
+    expect(other.stderr).toContain('without the list "checkpoints"');
+    expect(other.code).toBe(2);
+  });
+
+  it('no events and no checkpoints: nothing to verify', async () => {
+    answer = (p) => ({ status: 200, body: p.startsWith('/v1/operator/history/checkpoints') ? '{"checkpoints":[]}' : '{"events":[]}' });
+    const r = await verifyHistory();
+    expect(r.stderr).toContain('nothing to verify');
+    expect(r.stdout).not.toContain('intact');
+    expect(r.code).toBe(2);
+  });
+
+  it('a --save file that cannot be written: refused before anything is fetched', async () => {
+    let asked = 0;
+    answer = () => {
+      asked++;
+      return { status: 200, body: '{"checkpoints":[],"events":[]}' };
+    };
+    const r = await verifyHistory('--save', path.join(dir, 'no-such-dir', 'kept.json'));
+    expect(r.stderr).toContain('--save');
+    expect(r.stderr).toContain('cannot be written');
+    expect(r.code).toBe(2);
+    expect(asked).toBe(0);
   });
 });
