@@ -5,6 +5,26 @@
 // each missing one as an optional entry restricted to its os/cpu (read off its name), which npm skips on
 // every other platform. Run it after `npm install` changes dependencies: `npm run lockfile`.
 import { readFileSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+
+const USAGE = `usage: npm run lockfile
+
+Adds to package-lock.json, as optional entries restricted to their os and cpu, the other platforms'
+builds of native optional packages that npm left out (npm ci refuses the lock file without them). Run it
+after npm install changes dependencies. It writes the file only when it adds something.
+
+  --help   this text
+
+Exit status: 0 the lock file is complete (entries added, or none missing), 2 bad usage.`;
+try {
+  if (parseArgs({ options: { help: { type: 'boolean' } }, allowPositionals: false }).values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+} catch (err) {
+  process.stderr.write(`lockfile: ${err.message}\n\n${USAGE}\n`);
+  process.exit(2);
+}
 
 const file = new URL('../package-lock.json', import.meta.url);
 const lock = JSON.parse(readFileSync(file, 'utf8'));
@@ -24,5 +44,5 @@ for (const [path, entry] of Object.entries(lock.packages)) {
 }
 const sorted = Object.fromEntries(Object.entries(lock.packages).sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : a < b ? -1 : a > b ? 1 : 0)));
 lock.packages = sorted;
-writeFileSync(file, `${JSON.stringify(lock, null, 2)}\n`);
+if (added.length > 0) writeFileSync(file, `${JSON.stringify(lock, null, 2)}\n`);
 console.log(added.length ? `added ${added.join(', ')}` : 'lock file already complete');

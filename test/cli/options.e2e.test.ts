@@ -1,6 +1,6 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -327,5 +327,33 @@ describe('scripts/verify-history.mjs reports nothing verified (exit 2) rather th
     expect(r.stderr).toContain('cannot be written');
     expect(r.code).toBe(2);
     expect(asked).toBe(0);
+  });
+});
+
+describe('npm run lockfile and npm run setup:browser options', () => {
+  const sh = (cmd: string, args: string[]) => {
+    const r = spawnSync(cmd, args, { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { PATH: process.env.PATH ?? '' } });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  };
+
+  it('lockfile: --help prints the usage, a stray option is refused (exit 2); neither writes package-lock.json', () => {
+    const lock = path.join(ROOT, 'package-lock.json');
+    const before = statSync(lock).mtimeMs;
+    const help = sh(process.execPath, ['scripts/complete-lockfile.mjs', '--help']);
+    expect(help.stdout).toContain('usage: npm run lockfile');
+    expect(help.code).toBe(0);
+    const bad = sh(process.execPath, ['scripts/complete-lockfile.mjs', '--bogus']);
+    expect(bad.stderr).toContain("Unknown option '--bogus'");
+    expect(bad.code).toBe(2);
+    expect(statSync(lock).mtimeMs).toBe(before);
+  });
+
+  it('setup:browser: --help prints the usage, a stray argument is refused (exit 2), before anything is installed', () => {
+    const help = sh('bash', ['scripts/install-browser.sh', '--help']);
+    expect(help.stdout).toContain('usage: npm run setup:browser');
+    expect(help.code).toBe(0);
+    const bad = sh('bash', ['scripts/install-browser.sh', '--bogus']);
+    expect(bad.stderr).toContain('unexpected argument --bogus');
+    expect(bad.code).toBe(2);
   });
 });

@@ -43,6 +43,21 @@ describe('scripts/signed-curl.sh', () => {
       );
     });
 
+  it('--help prints its usage (exit 0); a missing or lowercase method, or a path without /, is bad usage (exit 2) and calls nothing', async () => {
+    const help = await curl('--help');
+    expect(help.status).toBe(0);
+    expect(help.stdout).toContain('usage: scripts/signed-curl.sh METHOD PATH');
+    for (const args of [[], ['GET'], ['get', '/v1/operator/games'], ['GET', 'v1/operator/games']]) {
+      expect((await curl(...args)).status, args.join(' ')).toBe(2);
+    }
+  });
+
+  it('exits 22 when the service answers 400 or more, still printing its answer', async () => {
+    const r = await curl('GET', '/v1/operator/rounds/no-such-round?gameId=fruit-1');
+    expect(r.status).toBe(22);
+    expect(r.stdout).toContain('round not found');
+  });
+
   it('takes curl options after the path when there is no body (GET /path -i)', async () => {
     const r = await curl('GET', '/v1/operator/games', '-i');
     expect(r.status).toBe(0);
