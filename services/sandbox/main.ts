@@ -27,7 +27,7 @@ async function main(): Promise<number> {
   const { values } = cli.parse({ options: { exit: { type: 'boolean' }, against: { type: 'string' }, catalog: { type: 'string' }, help: { type: 'boolean' } } });
   const exitAfterStory = values.exit === true;
   if (values.against !== undefined) {
-    if (!/^https?:\/\/[^/]+/.test(values.against)) cli.fail(`--against must be the service's http(s) URL, not "${values.against}"`);
+    if (!URL.canParse(values.against) || !/^https?:$/.test(new URL(values.against).protocol)) cli.fail(`--against must be the service's http(s) URL, not "${values.against}"`);
     if (values.catalog === undefined) cli.fail('--against needs --catalog FILE: the running stack\'s catalog');
     const { againstStack } = await import('./run.ts');
     return againstStack(values.against.replace(/\/+$/, ''), values.catalog, exitAfterStory);

@@ -9,7 +9,7 @@ import { createLogger } from '../../shared/logger.ts';
 import { startService, StartupError, type RunningService } from '../service.ts';
 import { startDemoProvider, type DemoProvider } from './demo-provider.ts';
 import { startDemoWallet, type DemoWallet } from './demo-wallet.ts';
-import { runStory, type StoryResult } from './story.ts';
+import { catalogUnfitForStory, runStory, type StoryResult } from './story.ts';
 
 /*
  * `npm run sandbox`'s run (main.ts parses its options first): the whole system on one machine, with a demo
@@ -210,6 +210,11 @@ export async function againstStack(serviceUrl: string, catalogFile: string, exit
   }
   if (!config.adminToken) {
     process.stderr.write('ADMIN_TOKEN must be set to the stack\'s: the story reads its audit routes\n');
+    return 2;
+  }
+  const unfit = catalogUnfitForStory(catalog);
+  if (unfit) {
+    process.stderr.write(`--catalog ${catalogFile}: ${unfit}\n`);
     return 2;
   }
   const logger = createLogger(config.logLevel);

@@ -108,6 +108,19 @@ async function until<T>(probe: () => Promise<T | undefined> | T | undefined, tim
   }
 }
 
+/** What the story plays with in a catalog: its first provider's game (one with replays if any), two operators, an active campaign of that game. */
+function cast(catalog: CatalogInput) {
+  const provider = catalog.providers[0];
+  const game = provider?.games.find((g) => g.replayBaseUrl !== '') ?? provider?.games[0];
+  const [op, otherOp] = catalog.operators;
+  const campaign = game && catalog.campaigns.find((c) => c.gameId === game.id && c.active);
+  return provider && game && op && otherOp && campaign ? { provider, game, op, otherOp, campaign } : undefined;
+}
+
+/** Why the story cannot be played with this catalog, or undefined when it can. */
+export const catalogUnfitForStory = (catalog: CatalogInput): string | undefined =>
+  cast(catalog) ? undefined : 'the story needs a catalog with a provider that has a game, two operators and an active campaign for that game';
+
 export async function runStory(world: StoryWorld): Promise<StoryResult> {
   const { print } = world;
   // The statement the story ends with covers [storyStart, just after its last transaction).
@@ -116,11 +129,9 @@ export async function runStory(world: StoryWorld): Promise<StoryResult> {
   let checks = 0;
   let steps = 0;
 
-  const provider = world.catalog.providers[0]!;
-  const game = provider.games.find((g) => g.replayBaseUrl !== '') ?? provider.games[0]!;
-  const [op, otherOp] = world.catalog.operators;
-  const campaign = world.catalog.campaigns.find((c) => c.gameId === game.id && c.active);
-  if (!op || !otherOp || !game || !campaign) throw new Error('the demo catalog needs a provider with a game, two operators and an active campaign for that game');
+  const roles = cast(world.catalog);
+  if (!roles) throw new Error(catalogUnfitForStory(world.catalog));
+  const { provider, game, op, otherOp, campaign } = roles;
   const wallet = world.wallets.get(op.id)!;
   const currency = campaign.currency;
 

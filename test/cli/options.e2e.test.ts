@@ -114,6 +114,8 @@ const TOOLS: Tool[] = [
     bad: [
       [['--bogus'], "Unknown option '--bogus'"],
       [['exit'], "Unexpected argument 'exit'"],
+      [['--against', 'http://a b', '--catalog', 'catalog.example.json'], '--against must be the service\'s http(s) URL'],
+      [['--against', 'ftp://api:8080', '--catalog', 'catalog.example.json'], '--against must be the service\'s http(s) URL'],
     ],
   },
   {
@@ -355,5 +357,21 @@ describe('npm run lockfile and npm run setup:browser options', () => {
     const bad = sh('bash', ['scripts/install-browser.sh', '--bogus']);
     expect(bad.stderr).toContain('unexpected argument --bogus');
     expect(bad.code).toBe(2);
+  });
+});
+
+describe('npm run sandbox -- --against, with a catalog the story cannot be played with', () => {
+  it('says what the story needs and exits 2 at once, before waiting for the service or serving anything', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'sandbox-catalog-'));
+    try {
+      const file = path.join(dir, 'catalog.json');
+      writeFileSync(file, '{}');
+      // (Without the check it waited 120 s for /readyz: run's 60 s timeout would end it, with no exit code.)
+      const r = run('services/sandbox/main.ts', ['--against', 'http://127.0.0.1:1', '--catalog', file, '--exit'], { ADMIN_TOKEN: 'admin-token-of-the-stack' });
+      expect(r.stderr).toContain('the story needs a catalog with a provider that has a game, two operators and an active campaign');
+      expect(r.code).toBe(2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
