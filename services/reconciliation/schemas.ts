@@ -73,13 +73,13 @@ export const transactionsQuery = z
     else if (!byTime && !byRound) ctx.addIssue({ code: 'custom', path: [], message: 'a time range (from and to) or a round (roundId with gameId) is needed' });
     else if (byTime && q.from === undefined) ctx.addIssue({ code: 'custom', path: ['from'], message: 'is needed with to' });
     else if (byTime && q.to === undefined) ctx.addIssue({ code: 'custom', path: ['to'], message: 'is needed with from' });
-    else if (byRound && q.gameId === undefined) ctx.addIssue({ code: 'custom', path: ['gameId'], message: 'is needed with roundId (a roundId is unique only within its game)' });
+    else if (byRound && q.gameId === undefined) ctx.addIssue({ code: 'custom', path: ['gameId'], message: 'is needed with roundId (a roundId is unique only within its provider, which the game names)' });
     else if (!byRound && q.gameId !== undefined) ctx.addIssue({ code: 'custom', path: ['gameId'], message: 'applies only with roundId' });
     interval(q, ctx);
   });
 export type TransactionsQuery = z.infer<typeof transactionsQuery>;
 
-export const roundQuery = z.strictObject({ gameId: z.string({ message: 'is needed (a roundId is unique only within its game)' }).min(1).max(200) });
+export const roundQuery = z.strictObject({ gameId: z.string({ message: 'is needed (a roundId is unique only within its provider, which the game names)' }).min(1).max(200) });
 
 export const settlementQuery = z
   .strictObject({ from: instant(), to: instant() })

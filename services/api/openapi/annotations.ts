@@ -178,7 +178,7 @@ export const propertyDescriptions: Record<string, Record<string, string>> = {
   AdminReplayLinkRequest: {
     operatorId: 'The operator whose round it is.',
     roundId: "The provider's roundId.",
-    gameId: "The round's game (a roundId is unique only within its game).",
+    gameId: "The round's game (a roundId is unique only within its provider, which the game names).",
   },
   ConsoleOverview: {
     window: 'As asked: `hour` (the default) or `day`.',
