@@ -123,7 +123,11 @@ const fail = (message: string): number => {
   return 2;
 };
 
-/** The database as it is: 'missing' when it does not exist, 'no ledger' when the service never ran on it. Creates nothing. */
+/**
+ * The database as it is: 'missing' when it does not exist, 'no ledger' when the service never ran on it
+ * (no schema_migrations table, or one, such as another tool's, that records none of the service's
+ * migrations). Creates nothing.
+ */
 async function probe(databaseUrl: string): Promise<'ok' | 'missing' | 'no ledger' | { unreachable: string }> {
   const client = new pg.Client({ connectionString: databaseUrl });
   try {
@@ -135,7 +139,13 @@ async function probe(databaseUrl: string): Promise<'ok' | 'missing' | 'no ledger
   }
   try {
     const { rows } = await client.query<{ t: string | null }>(`SELECT to_regclass('schema_migrations')::text AS t`);
-    return rows[0]!.t === null ? 'no ledger' : 'ok';
+    if (rows[0]!.t === null) return 'no ledger';
+    const ours = allMigrations.flatMap((m) => [m.id, ...(m.replaces ?? [])]);
+    // Another tool's table of that name may have no id column: no ledger either.
+    const { rows: recorded } = await client
+      .query<{ ours: boolean }>('SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE id::text = ANY($1)) AS ours', [ours])
+      .catch(() => ({ rows: [{ ours: false }] }));
+    return recorded[0]?.ours === true ? 'ok' : 'no ledger';
   } finally {
     await client.end();
   }

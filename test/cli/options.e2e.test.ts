@@ -251,6 +251,28 @@ describe('npm run audit never creates a database, and never passes a history it 
     expect(rows[0].n).toBe(0);
   });
 
+  it("verify against a database whose schema_migrations is another tool's: holds no ledger, exit 2, and no table is created there", async () => {
+    const foreign = await createTestDatabase('auditforeign');
+    try {
+      const c = new pg.Client({ connectionString: foreign.url });
+      await c.connect();
+      try {
+        // As Rails or golang-migrate leave it: the same name, none of the service's migrations.
+        await c.query('CREATE TABLE schema_migrations (version text PRIMARY KEY)');
+        await c.query(`INSERT INTO schema_migrations VALUES ('20260101000000')`);
+        const r = run('services/audit/cli.ts', ['verify'], { DATABASE_URL: foreign.url });
+        expect(r.stderr).toContain('holds no ledger');
+        expect(r.code).toBe(2);
+        const { rows } = await c.query(`SELECT string_agg(tablename, ',') AS t FROM pg_tables WHERE schemaname = 'public'`);
+        expect(rows[0].t).toBe('schema_migrations');
+      } finally {
+        await c.end();
+      }
+    } finally {
+      await foreign.drop();
+    }
+  });
+
   it('verify of an empty history: nothing was verified, exit 2 (not "matches")', async () => {
     const r = run('services/audit/cli.ts', ['verify'], { DATABASE_URL: migrated.url });
     expect(r.stderr).toContain('the history is empty: nothing to verify');
