@@ -49,7 +49,16 @@ const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   // Loopback unless asked: a machine's other interfaces only when the operator says so (compose: 0.0.0.0).
   HOST: z.union([z.ipv4(), z.ipv6(), z.literal('localhost')], { error: 'expected an IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0' }).default('127.0.0.1'),
-  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL').default('postgres://127.0.0.1:5432/ledger'),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL')
+    // A host and a database name, each as a URL writes it (a "%" starts an escape: "%zz" is no name).
+    .refine(
+      (v) => URL.canParse(v) && (new URL(v).hostname !== '' || new URL(v).searchParams.has('host')),
+      'expected a postgres:// URL with a host (or ?host=/socket/directory), such as postgres://127.0.0.1:5432/ledger',
+    )
+    .refine((v) => !URL.canParse(v) || databaseName(v) !== undefined, 'expected the database name after the host, written as a URL writes it (%25 for a "%")')
+    .default('postgres://127.0.0.1:5432/ledger'),
   // Most connections one process holds for its queries (services/connections.ts counts the others it opens).
   DATABASE_POOL_SIZE: z.coerce.number().int().min(2).max(1000).default(20),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'expected a redis:// URL').default('redis://127.0.0.1:6379'),
@@ -192,6 +201,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
  * libpq connects as the OS user when the URL names none; node-pg only looks at $USER, which is not
  * always set (containers, CI). Fill the user in the libpq way so the default URL works everywhere.
  */
+/** The database a postgres:// URL names (its path, decoded), or undefined when it names none or cannot be decoded. */
+export function databaseName(url: string): string | undefined {
+  try {
+    const name = decodeURIComponent(new URL(url).pathname.slice(1));
+    return name === '' ? undefined : name;
+  } catch {
+    return undefined;
+  }
+}
+
 function withDefaultUser(url: string, env: NodeJS.ProcessEnv): string {
   const parsed = new URL(url);
   if (parsed.username) return url;

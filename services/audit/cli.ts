@@ -5,7 +5,7 @@
 import pg from 'pg';
 import { allProjections } from '../read-models.ts';
 import { Cli } from '../../shared/cli.ts';
-import { ConfigError, loadConfig } from '../../shared/config.ts';
+import { ConfigError, databaseName, loadConfig } from '../../shared/config.ts';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { createEventStore } from '../../shared/eventstore/index.ts';
@@ -255,7 +255,7 @@ async function main(): Promise<number> {
   }
   if (target !== undefined && target === config.eventStore) return fail(`--to names the store EVENT_STORE already selects (${target}): nothing to move`);
   const db = new URL(config.databaseUrl);
-  const name = `"${decodeURIComponent(db.pathname.slice(1))}"`;
+  const name = `"${databaseName(config.databaseUrl) ?? ''}"`;
   const where = `database ${name} on ${db.host}`;
   const state = await probe(config.databaseUrl);
   if (state === 'missing') return fail(`database ${name} does not exist on ${db.host}: nothing to audit (audit never creates a database; set DATABASE_URL to the ledger's)`);

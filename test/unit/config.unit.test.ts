@@ -71,6 +71,10 @@ describe('configuration (contract section 1)', () => {
     for (const bad of ['1', '1001', '2.5', 'many']) expect(() => loadConfig({ DATABASE_POOL_SIZE: bad })).toThrow(/DATABASE_POOL_SIZE: /);
   });
 
+  it('takes a DATABASE_URL of a Unix socket directory (postgres:///ledger?host=/run/postgresql)', () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres:///ledger?host=/run/postgresql' }).databaseUrl).toBe('postgres:///ledger?host=/run/postgresql');
+  });
+
   it('keeps a user named in DATABASE_URL and parses every variable', () => {
     const c = loadConfig({
       PORT: '9000',
@@ -112,6 +116,9 @@ describe('configuration (contract section 1)', () => {
     ['STALE_ROUND_AFTER_SECONDS', '0'],
     ['SIGNATURE_WINDOW_SECONDS', '1.5'],
     ['DATABASE_URL', 'mysql://x'],
+    ['DATABASE_URL', 'postgres://'],
+    ['DATABASE_URL', 'postgres://127.0.0.1:5432'],
+    ['DATABASE_URL', 'postgres://127.0.0.1/%zz'],
     ['LOG_LEVEL', 'loud'],
   ])('refuses %s=%s with a message naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
