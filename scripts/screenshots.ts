@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -147,6 +147,7 @@ async function main(): Promise<number> {
   const { values } = cli.parse({ options: { out: { type: 'string' }, help: { type: 'boolean' } } });
   if (values.out !== undefined && values.out.trim() === '') cli.fail('--out needs a folder');
   const out = path.resolve(values.out ?? path.join(ROOT, 'docs/screenshots'));
+  if (existsSync(out) && !statSync(out).isDirectory()) cli.fail(`--out ${values.out ?? out}: a file is there, not a folder`);
   if (!existsSync(CHROMIUM)) {
     process.stderr.write(`Chromium not found at ${CHROMIUM}: run npm run setup:browser first\n`);
     return 1;

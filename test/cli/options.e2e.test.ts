@@ -93,6 +93,7 @@ const TOOLS: Tool[] = [
       [['--bogus'], "Unknown option '--bogus'"],
       [['extra'], "Unexpected argument 'extra'"],
       [['--out'], "Option '--out <value>' argument missing"],
+      [['--out', 'package.json'], '--out package.json: a file is there, not a folder'],
     ],
   },
   {
