@@ -7,16 +7,24 @@ import { runFaults } from './run.ts';
  * A short seeded simulator run in every test run (npm run test:faults runs longer ones). A new seed each
  * time; a failure prints it, and `npm run test:faults -- --seed N` replays it.
  */
+/** A whole-number setting of this file's environment, refused (not read as NaN or a fraction) when it is not one. */
+function wholeSetting(name: string, fallback: number, min: number, max: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d{1,10}$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new Error(`${name} must be a whole number from ${min} to ${max}, not "${raw}"`);
+  return Number(raw);
+}
+
 describe('fault simulator (short)', () => {
   it.each(['postgres', 'esdb'] as const)('on the %s event store: keeps every money invariant across providers, operators, colliding ids, racing rollbacks, process kills, Redis flushes, Postgres purges and misbehaving wallets', async (store) => {
-    const seed = Number(process.env.FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
+    const seed = wholeSetting('FAULT_SEED', Math.floor(Math.random() * 2 ** 31), 0, 2 ** 31 - 1);
     // The hung-neighbour phase on Postgres only: the retry queues it measures do not depend on the event
     // store (test/money/tenant-isolation.e2e.test.ts holds them on every run too), and the suite's time is
     // better spent on the workload.
     const tenants = store === 'postgres';
     // 9 s on EventStoreDB: in a slow hour under the whole suite, 6 s with two api kills (each a restart)
     // recorded 42 transactions (2026-11-30), short of the 50 that show the run did its work.
-    const report = await runFaults({ seed, store, tenants, durationMs: Number(process.env.FAULT_SECONDS ?? (store === 'postgres' ? 10 : 9)) * 1000 });
+    const report = await runFaults({ seed, store, tenants, durationMs: wholeSetting('FAULT_SECONDS', store === 'postgres' ? 10 : 9, 5, 3600) * 1000 });
     console.log(`fault run seed ${seed} (${store}): ${report.requests} requests, ${report.transactionsRecorded} transactions, faults ${JSON.stringify(report.faults)}, actions ${JSON.stringify(report.actions)}, tenants ${JSON.stringify(report.tenant)}, lost BET replies ${JSON.stringify(report.lostReplies)}`);
     expect(report.transactionsRecorded).toBeGreaterThan(50);
     // Every run kills the api and the worker, and tries collisions of each kind.
