@@ -392,7 +392,12 @@ describe('operator reconciliation routes', () => {
       h.wallet.script(id(`g-win${n}`), { status: 200, body: { status: 'OK', balance: 5 } });
       expect((await h.tx({ ...base, transactionId: id(`g-win${n}`), type: 'WIN', amount: big })).status).toBe(200);
     }
-    await caughtUp();
+    // The read model shows the round once the log's newest events are readable and applied.
+    const applied = async () => {
+      const r = await get<{ transactions?: Tx[] }>(`/v1/operator/rounds/${id('G')}?gameId=fruit-1`);
+      return r.status === 200 && r.json.transactions?.length === 4 && r.json.transactions.every((t) => t.status === 'applied');
+    };
+    await h.until(applied, 20_000);
     const g = await get(`/v1/operator/rounds/${id('G')}?gameId=fruit-1`);
     expect(g.status, g.text).toBe(200);
     expect(g.text).toContain('"winMinor":27021597764222973,');
