@@ -473,13 +473,17 @@ export function staleRollbacks(state: RoundState): Array<{ bet: TxState; request
  * Whether a transaction may be sent to the wallet (again). A BET that has been rolled back never is,
  * not even one that was never sent (its process died): a wallet that refunded nothing for it would
  * debit it for good, and nothing could refund it afterwards. Nor is a BET whose attempt failed tried
- * again once its round is closed. One still recorded still goes: its first attempt (a BET with
+ * again once its round is closed, nor by a resubmission whose session has since been kicked or has
+ * expired (`session`, the resubmission's): a kick is immediate (API document 3), so a new attempt could
+ * only charge a player whose sessions are gone; the resubmission is answered from what was recorded,
+ * the failure (contract 8.4). One still recorded still goes: its first attempt (a BET with
  * roundComplete completes its own round), and an ask for its lost reply (asksForLostReply).
  */
-export function mayAttempt(state: RoundState, transactionId: string): boolean {
+export function mayAttempt(state: RoundState, transactionId: string, session: SessionStanding = 'active'): boolean {
   const tx = state.txs.get(transactionId);
   if (!tx || isFinal(tx.status)) return false;
-  if (tx.request.type === 'BET' && (tx.rolledBackBy !== undefined || (isClosed(state) && tx.status !== 'recorded'))) return false;
+  const attemptedBet = tx.request.type === 'BET' && tx.status !== 'recorded';
+  if (tx.request.type === 'BET' && (tx.rolledBackBy !== undefined || (attemptedBet && (isClosed(state) || session !== 'active')))) return false;
   return true;
 }
 

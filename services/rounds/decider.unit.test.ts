@@ -455,6 +455,22 @@ describe('rounds decider: recording a wallet attempt\'s outcome (RecordOutcome, 
     spec.given(...wentOn, askFailed('bet-1')).when(outcome('bet-1', { kind: 'reply', reply: OK }, 2, 'worker')).thenMatches([{ type: 'TransactionSettled', data: { outcome: 'applied', attempt: 2 } }]);
   });
 
+  it('lets a resubmission try a failed BET again only while its session stands (contract 8.4: kicked or expired, it is answered from the record)', () => {
+    const failed = [recorded(bet('bet-1'))];
+    const own = spec.given(...failed).when(outcome('bet-1', { kind: 'failed', detail: 'wallet answered 500', httpStatus: 500 }));
+    const state = spec.given(...failed, ...(own.decision as RoundEvent[])).state;
+    expect(mayAttempt(state, 'bet-1')).toBe(true);
+    expect(mayAttempt(state, 'bet-1', 'active')).toBe(true);
+    expect(mayAttempt(state, 'bet-1', 'revoked')).toBe(false);
+    expect(mayAttempt(state, 'bet-1', 'expired')).toBe(false);
+    // Not yet attempted (its process died before the call): its first attempt, or an ask, still goes.
+    expect(mayAttempt(spec.given(...failed).state, 'bet-1', 'revoked')).toBe(true);
+    // A credit is retried whatever became of the session that sent it.
+    const credit = [recorded(win('win-1'))];
+    const creditFailed = spec.given(...credit).when(outcome('win-1', { kind: 'timed_out' }, 1, 'worker'));
+    expect(mayAttempt(spec.given(...credit, ...(creditFailed.decision as RoundEvent[])).state, 'win-1', 'revoked')).toBe(true);
+  });
+
   it('records a BET\'s own failed attempt as final for the worker, and a credit\'s failure as a failure, whoever made it', () => {
     // The submission's own attempt, even in a round its provider went on with before the answer.
     const raced = [recorded(bet('bet-1')), recorded(bet('bet-2'))];

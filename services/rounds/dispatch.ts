@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { CatalogStore } from '../../shared/catalog/store.ts';
-import { attemptStatus, betToAwaitBefore, isFinal, mayAttempt, roundDecider, workerAttempts, type AttemptBy, type RoundCommand, type RoundState, type TxState, type WalletOutcome } from './decider.ts';
+import { attemptStatus, betToAwaitBefore, isFinal, mayAttempt, roundDecider, workerAttempts, type AttemptBy, type RoundCommand, type RoundState, type SessionStanding, type TxState, type WalletOutcome } from './decider.ts';
 import { isRefusal } from '../../shared/decider.ts';
 import type { WalletReply } from './events.ts';
 import { handleCommand, readState } from '../../shared/eventstore/command.ts';
@@ -112,11 +112,12 @@ export async function attemptWallet(deps: DispatchDeps, ref: TxRef, round: Round
 /**
  * attemptWallet's call, without waiting for the outcome's append: the transaction as the wallet's
  * reply makes it, and the append to make (see OutcomeWriter). `{ tx }` alone: nothing was attempted.
+ * `session`: the standing of a resubmission's session (mayAttempt).
  */
-export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, lease: HeldLease, by: AttemptBy): Promise<WalletAttempt | { tx: TxState }> {
+export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, lease: HeldLease, by: AttemptBy, session: SessionStanding = 'active'): Promise<WalletAttempt | { tx: TxState }> {
   let tx = round.state.txs.get(ref.transactionId);
   if (!tx) throw new Error(`transaction ${ref.transactionId} is not recorded in ${ref.roundStream}`);
-  if (!mayAttempt(round.state, ref.transactionId)) return { tx };
+  if (!mayAttempt(round.state, ref.transactionId, session)) return { tx };
   const operator = deps.catalog.snapshot().operators.get(tx.operatorId);
   const timeoutMs = operator?.walletTimeoutMs ?? 5000;
   const bet = betToAwaitBefore(tx);
@@ -130,7 +131,7 @@ export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSna
     if (waited.waited) {
       round = await readRound(deps.eventStore, ref.roundStream);
       tx = round.state.txs.get(ref.transactionId)!;
-      if (!mayAttempt(round.state, ref.transactionId)) return { tx };
+      if (!mayAttempt(round.state, ref.transactionId, session)) return { tx };
     }
   }
   // The lease must outlast the whole call. Taken just now (the usual case) it does; after a wait (a

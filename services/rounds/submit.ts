@@ -217,11 +217,11 @@ async function underLease(
   let settled = false;
   try {
     let round: RoundSnapshot;
+    const session: SessionStanding = options.revoked ? 'revoked' : sub.sessionExpired ? 'expired' : 'active';
     if (options.recorded) {
       round = options.recorded;
     } else {
       try {
-        const session: SessionStanding = options.revoked ? 'revoked' : sub.sessionExpired ? 'expired' : 'active';
         const recorded = await handleCommand(deps.eventStore, sub.roundStream, roundDecider, recordCommand(sub, claim.entry.contentHash, deps.now(), session), {
           known: options.fresh ? undefined : knownRound(deps, sub),
         });
@@ -237,7 +237,7 @@ async function underLease(
         throw err;
       }
     }
-    const attempt = await callWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease, 'submission');
+    const attempt = await callWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease, 'submission', session);
     if (!('record' in attempt)) return attempt.tx;
     if (deps.outcomes && attempt.replied) {
       // The wallet replied, so it stored its reply: answered now, the outcome appended behind the answer,

@@ -156,6 +156,23 @@ describe('money safety at the wallet boundary', () => {
       expect(fresh.json).toEqual({ error: 'invalid session' });
     });
 
+    it('answers the identical resubmission of a failed BET after a kick from what was recorded (the failure), not by a new attempt at the kicked player\'s wallet', async () => {
+      const p = await player();
+      const bet = p.viaA({});
+      h.wallet.script(bet.transactionId as string, { status: 500, body: { error: 'down' } });
+      const first = await h.tx(bet);
+      expect(first.status).toBe(502);
+      const balance = h.wallet.balances.get(p.name);
+      await signedRequest(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: p.name }, as: OP1 });
+      // The wallet would take it now: only a new attempt could charge the kicked player.
+      const again = await h.tx(bet);
+      expect(again.status).toBe(502);
+      expect(again.text).toBe(first.text);
+      expect(h.walletCallsFor(bet.transactionId as string)).toHaveLength(1);
+      expect(h.wallet.balances.get(p.name)).toBe(balance);
+      expect(h.wallet.effects.get(bet.transactionId as string)).toBeUndefined();
+    });
+
     it('answers after a kick through another api process, which has never seen the round (the one-statement record path)', async () => {
       const p = await player();
       const bet = p.viaA({});
