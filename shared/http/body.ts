@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { AppError, badRequest } from '../errors.ts';
 
@@ -13,10 +14,18 @@ export const rawBody: RequestHandler[] = [
   },
 ];
 
-/** Parses the already-verified raw bytes as JSON; an empty body stays undefined. */
+/** How deep a body's objects and arrays may nest (the body itself is the first level). */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * Parses the already-verified raw bytes as JSON; an empty body stays undefined. Bytes that are not
+ * UTF-8 are refused, not read with U+FFFD in their place: two transactionIds differing only in such
+ * bytes would read as one, the second answered as the first's resubmission.
+ */
 export function jsonFromRaw(req: Request, _res: Response, next: NextFunction): void {
   const raw = req.rawBody;
   if (raw && raw.length > 0) {
+    if (!isUtf8(raw)) throw badRequest('request body is not valid UTF-8');
     const text = raw.toString('utf8');
     try {
       req.body = parseJson(text);
@@ -24,16 +33,46 @@ export function jsonFromRaw(req: Request, _res: Response, next: NextFunction): v
       if (err instanceof AppError) throw err;
       throw badRequest('request body is not valid JSON');
     }
+    // Deeper than the limit needs more brackets than that: most bodies are never walked.
+    if (brackets(text) > MAX_JSON_DEPTH && deeperThan(req.body, MAX_JSON_DEPTH)) throw tooDeep();
     // Such text can only come as a raw NUL or a \u escape: most bodies are never walked.
     if ((text.includes('\\u') || text.includes('\0')) && holdsUnstorableText(req.body)) throw unstorable();
   }
   next();
 }
 
-/** After express.json (the admin routes): the same refusal, on the parsed body. */
+/** After express.json (the admin routes): the same refusals, on the parsed body. */
 export function refuseUnstorableText(req: Request, _res: Response, next: NextFunction): void {
+  if (deeperThan(req.body, MAX_JSON_DEPTH)) throw tooDeep();
   if (holdsUnstorableText(req.body)) throw unstorable();
   next();
+}
+
+/**
+ * Refused before anything walks the body recursively (the metadata's size check, the text check, the
+ * record's JSON): nested thousands deep, each would throw RangeError, an internal error.
+ */
+const tooDeep = () => badRequest(`body: nested deeper than ${MAX_JSON_DEPTH} levels`);
+
+function brackets(text: string): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x7b || c === 0x5b) n++; // { [
+  }
+  return n;
+}
+
+/** Whether objects and arrays nest deeper than `max` levels in `value`, walked without recursion. */
+function deeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const [v, depth] = top;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return false;
 }
 
 const unstorable = () => badRequest('body: text holds U+0000 or a lone surrogate, which cannot be stored');

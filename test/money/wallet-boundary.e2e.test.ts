@@ -208,6 +208,51 @@ describe('money safety at the wallet boundary', () => {
       const adj = await adjust({ operatorId: 'op-1', playerRef: 'nul\u0000', amount: 1, currency: 'EUR', direction: 'CREDIT', reason: 'x' });
       expect(adj.status).toBe(400);
     });
+
+    it('refuses a body that is not UTF-8 with 400: two ids differing only in such bytes are not read as one transaction', async () => {
+      const p = await player();
+      const id = `utf8-${randomUUID()}`;
+      // The same BET twice but for one byte of its id (0xFF, then 0xFE): neither is text; read leniently,
+      // both would be "utf8-…\uFFFD", the second answered as a resubmission of the first.
+      const bytes = (last: number) => {
+        const json = JSON.stringify(p.viaA({ transactionId: `${id}-@` }));
+        const at = json.indexOf(`${id}-@`) + id.length + 1;
+        return Buffer.concat([Buffer.from(json.slice(0, at)), Buffer.from([last]), Buffer.from(json.slice(at + 1))]);
+      };
+      for (const raw of [bytes(0xff), bytes(0xfe), Buffer.concat([bytes(0x40).subarray(0, 20), Buffer.from([0xed, 0xa0, 0x80]), bytes(0x40).subarray(20)])]) {
+        const res = await signedRequest<{ error: string }>(h.svc.url, { path: '/v1/wallet/transaction', rawBody: raw, as: PROV_A });
+        expect(res.status).toBe(400);
+        expect(res.json).toEqual({ error: 'request body is not valid UTF-8' });
+      }
+      expect([...h.wallet.processed.keys()].filter((k) => k.startsWith(id))).toEqual([]);
+    });
+
+    it('refuses a body nested deeper than 64 levels with 400, on the provider, operator and admin routes alike', async () => {
+      const p = await player();
+      // As text: JSON.stringify itself gives up on 9,000 levels (under the 64 KiB a body may hold).
+      const deep = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+      const nested = (body: Record<string, unknown>, field: string, levels = 9_000) => JSON.stringify({ ...body, [field]: '@deep@' }).replace('"@deep@"', deep(levels));
+      const res = await signedRequest<{ error: string }>(h.svc.url, { path: '/v1/wallet/transaction', rawBody: nested(p.viaA({}), 'metadata'), as: PROV_A });
+      expect(res.status).toBe(400);
+      expect(res.json).toEqual({ error: 'body: nested deeper than 64 levels' });
+      // 63 levels of metadata (64 with the body itself) are fine.
+      const ok = await h.tx(p.viaA({ metadata: JSON.parse(deep(63)) as Record<string, unknown> }));
+      expect(ok.status, ok.text).toBe(200);
+      const op = await signedRequest<{ error: string }>(h.svc.url, { path: '/v1/operator/players/kick', rawBody: nested({}, 'playerRef'), as: OP1 });
+      expect(op.status).toBe(400);
+      expect(op.json).toEqual({ error: 'body: nested deeper than 64 levels' });
+      const adjust = async (levels: number) =>
+        toTestResponse<{ error: string }>(
+          await fetch(`${h.svc.url}/v1/admin/adjustments`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+            body: nested({ operatorId: 'op-1', playerRef: p.name, amount: 1, currency: 'EUR', direction: 'CREDIT' }, 'reason', levels),
+          }),
+        );
+      expect((await adjust(100)).json).toEqual({ error: 'body: nested deeper than 64 levels' });
+      // (The admin routes' parser gives up on thousands of levels by itself: 400 all the same.)
+      expect((await adjust(9_000)).status).toBe(400);
+    });
   });
 
   describe('rule 5: every recorded transaction reaches a final answer', () => {
