@@ -40,6 +40,14 @@ export class InvalidSignature extends AppError {
 }
 
 /**
+ * The Redis key of a caller's nonce. The caller's id is URI-encoded, so that it holds no ":" and the key
+ * names one caller and one nonce: with ids such as "a:b" written as they are, caller "a:b"'s nonce "c"
+ * and caller "a"'s nonce "b:c" were one key. (An id of letters, digits and "-_.!~*'()" keeps the key it
+ * had, so nonces remembered before an upgrade still count.)
+ */
+export const nonceKey = (kind: string, callerId: string, nonce: string): string => `nonce:${kind}:${encodeURIComponent(callerId)}:${nonce}`;
+
+/**
  * How long a nonce is remembered (contract section 8, rule 9): until its own timestamp has left the
  * accepted window (timestamp + W, which this receiver accepts up to the end of that second), plus one
  * more window for the other API processes, whose clocks may differ from this one's. Counted from the
@@ -88,7 +96,7 @@ export function signatureVerifier(options: VerifierOptions): RequestHandler {
 
     let fresh: string | null;
     try {
-      fresh = await options.redis.set(`nonce:${options.kind}:${callerId}:${nonce}`, '1', 'PX', nonceLifetimeMs(Number(timestamp), now(), options.windowSeconds), 'NX');
+      fresh = await options.redis.set(nonceKey(options.kind, callerId, nonce), '1', 'PX', nonceLifetimeMs(Number(timestamp), now(), options.windowSeconds), 'NX');
     } catch {
       throw unavailable('service unavailable');
     }

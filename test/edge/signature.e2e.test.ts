@@ -119,6 +119,20 @@ describe('signed requests (contract section 3)', () => {
     expect(replay.json).toEqual({ error: 'replayed request' });
   });
 
+  it("keeps each caller's nonces apart even when an id holds a colon (op-1:x's nonce n cannot burn op-1's nonce x:n)", async () => {
+    const op1 = testCatalog().operators.find((o) => o.id === OP1.id)!;
+    const colon = { ...op1, id: `${OP1.id}:x`, secret: 'colon-operator-secret' };
+    const put = await fetch(`${svc.url}/v1/admin/catalog`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ operators: [colon] }),
+    });
+    expect(put.status, await put.text()).toBe(200);
+    const nonce = freshNonce();
+    expect((await signedRequest(svc.url, { path: PATH, as: { kind: 'operator', id: colon.id, secret: colon.secret }, nonce })).status).toBe(404);
+    expect((await signedRequest(svc.url, { path: PATH, as: OP1, nonce: `x:${nonce}` })).status).toBe(404);
+  });
+
   it('does not let a forged request burn a nonce', async () => {
     const nonce = freshNonce();
     const forged = await send({ path: PATH, as: { ...OP1, secret: 'guessed' }, nonce });

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRequestRedis } from '../../services/service.ts';
 import type { CatalogSnapshot } from '../../shared/catalog/store.ts';
 import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
-import { signatureVerifier } from '../../shared/http/verify.ts';
+import { nonceKey, signatureVerifier } from '../../shared/http/verify.ts';
 import { claimTestRedis, type TestRedis } from '../helpers/redis.ts';
 import { signRequest } from '../helpers/signing.ts';
 import { within } from '../helpers/eventually.ts';
@@ -119,7 +119,7 @@ describe("the request paths' Redis when the connection drops with a nonce's repl
       // The case was reproduced: Redis had recorded the nonce whose reply was lost.
       const direct = new Redis(redisDb.url, { maxRetriesPerRequest: 1 });
       try {
-        expect(await direct.exists(`nonce:provider:${provider.id}:${signed.headers['x-nonce']}`)).toBe(1);
+        expect(await direct.exists(nonceKey('provider', provider.id, signed.headers['x-nonce']!))).toBe(1);
       } finally {
         direct.disconnect();
       }
