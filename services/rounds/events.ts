@@ -134,8 +134,8 @@ export function roundStream(providerId: string, operatorId: string, roundId: str
 export const STALE_ROLLBACK_PREFIX = 'stale-rollback:';
 export const RECONCILER_SESSION = 'system:stale-round-reconciler';
 export const ADMIN_SESSION = 'system:admin-adjustment';
-/** Registry key for transactions the platform itself originates (adjustments). */
-export const PLATFORM_PROVIDER = 'platform';
+/** Registry key for transactions the platform itself originates (adjustments); the catalog refuses a provider of that id. */
+export { PLATFORM_PROVIDER } from '../../shared/catalog/schema.ts';
 
 /** The operator whose round stream this is (contract section 10: an operator's chain holds its streams' events). */
 export function roundStreamOperator(streamId: string): string | undefined {

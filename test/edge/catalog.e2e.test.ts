@@ -72,6 +72,14 @@ describe('catalog through PUT /v1/admin/catalog (contract section 2)', () => {
     ['a campaign of an unknown game', (c: ReturnType<typeof testCatalog>) => void (c.campaigns[0]!.gameId = 'nope'), 'campaigns[0].gameId'],
     ['a campaign date that is not RFC 3339', (c: ReturnType<typeof testCatalog>) => void (c.campaigns[0]!.validFrom = 'tomorrow'), 'campaigns[0].validFrom'],
     ['a game id claimed by a second provider', (c: ReturnType<typeof testCatalog>) => void c.providers[1]!.games.push({ ...c.providers[0]!.games[0]! }), 'providers[1].games[1].id'],
+    // The platform's adjustments are recorded under provider "platform": a provider of that id would share their ids and rounds.
+    ['a provider with the reserved id "platform"', (c: ReturnType<typeof testCatalog>) => void (c.providers[1]!.id = 'platform'), 'providers[1].id'],
+    // Twice in one document: the second would silently replace the first.
+    ['an operator twice', (c: ReturnType<typeof testCatalog>) => void c.operators.push({ ...c.operators[0]!, name: 'Second' }), 'operators[2].id'],
+    ['a provider twice', (c: ReturnType<typeof testCatalog>) => void c.providers.push({ ...c.providers[0]!, games: [] }), 'providers[2].id'],
+    ['a campaign twice', (c: ReturnType<typeof testCatalog>) => void c.campaigns.push({ ...c.campaigns[0]! }), `campaigns[${testCatalog().campaigns.length}].id`],
+    ['a visible game listed twice', (c: ReturnType<typeof testCatalog>) => void c.operators[0]!.visibleGames.push(c.operators[0]!.visibleGames[0]!), 'operators[0].visibleGames[3]'],
+    ['a campaign that ends before it starts', (c: ReturnType<typeof testCatalog>) => void Object.assign(c.campaigns[0]!, { validFrom: '2026-12-02T00:00:00Z', validUntil: '2026-12-01T00:00:00Z' }), 'campaigns[0].validUntil'],
   ])('refuses %s with 400 naming the field, applying nothing of the document', async (_label, mutate, field) => {
     const catalog = testCatalog();
     catalog.operators[0]!.name = 'Must Not Be Applied';
