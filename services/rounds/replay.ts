@@ -6,16 +6,12 @@ import { roundDecider } from './decider.ts';
 import { roundStream } from './events.ts';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import { fold } from '../../shared/decider.ts';
+import { withQuery } from '../../shared/http/url.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../context.ts';
 
 export const replayBody = z.object({ roundId: z.string().min(1).max(255), gameId: z.string().min(1).max(200) });
-
-const appendQuery = (base: string, key: string, value: string): string => {
-  const sep = !base.includes('?') ? '?' : base.endsWith('?') || base.endsWith('&') ? '' : '&';
-  return `${base}${sep}${key}=${encodeURIComponent(value)}`;
-};
 
 /**
  * A replay link for the operator's round of this game (API document 4.1.4, contract section 6): 404
@@ -37,7 +33,8 @@ export async function replayLink(ctx: ServiceContext, operatorId: string, roundI
     .setExpirationTime(iat + ctx.config.replayLinkTtlSeconds)
     .setJti(randomUUID())
     .sign(new TextEncoder().encode(entry.provider.secret));
-  return appendQuery(entry.game.replayBaseUrl, 'token', token);
+  // The token in the query, ahead of any fragment (contract section 6).
+  return withQuery(entry.game.replayBaseUrl, { token });
 }
 
 /** POST /v1/operator/rounds/replay (API document 4.1.4, contract section 6). */

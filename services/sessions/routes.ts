@@ -8,6 +8,7 @@ import { eventsOrThrow } from '../../shared/decider.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
 import type { TransactionRecorder } from '../../shared/eventstore/port.ts';
 import { providerTarget, signedCall } from '../../shared/http/outbound.ts';
+import { withQuery } from '../../shared/http/url.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import { callingOperator, type ServiceContext } from '../context.ts';
 import { kickBody, launchBody, type ProviderRevokeRequest } from './schemas.ts';
@@ -32,18 +33,6 @@ export const gameSummary = (game: Game, provider: Provider): GameSummary => ({
   replayBaseUrl: game.replayBaseUrl,
 });
 
-/** launchBaseUrl plus token, language and lobby, each URL-encoded, joined with ? or & as the base requires. */
-export function buildLaunchUrl(base: string, params: { token: string; language?: string | undefined; lobby?: string | undefined }): string {
-  const hash = base.indexOf('#');
-  const [head, fragment] = hash === -1 ? [base, ''] : [base.slice(0, hash), base.slice(hash)];
-  const query = Object.entries(params)
-    .filter((kv): kv is [string, string] => kv[1] !== undefined)
-    .map(([k, v]) => `${k}=${encodeURIComponent(v)}`)
-    .join('&');
-  const sep = !head.includes('?') ? '?' : head.endsWith('?') || head.endsWith('&') ? '' : '&';
-  return `${head}${sep}${query}${fragment}`;
-}
-
 export function sessionRoutes(ctx: ServiceContext, recorder: Pick<TransactionRecorder, 'exclusive'>): Router {
   const router = Router();
 
@@ -67,7 +56,8 @@ export function sessionRoutes(ctx: ServiceContext, recorder: Pick<TransactionRec
     // conflicts on its own expected revision and decides again, seeing this session.
     const appended = await ctx.eventStore.append(playerSessionsStream(operator.id, body.playerRef), [{ id: randomUUID(), type: started!.type, data: started!.data }], 'any');
     await recordSessionToken(ctx.pool, started!.data, appended.nextRevision);
-    res.json({ launchUrl: buildLaunchUrl(entry!.game.launchBaseUrl, { token, language: body.language, lobby: body.lobbyUrl }), sessionToken: token });
+    // launchBaseUrl plus token, language and lobby (ahead of any fragment).
+    res.json({ launchUrl: withQuery(entry!.game.launchBaseUrl, { token, language: body.language, lobby: body.lobbyUrl }), sessionToken: token });
   });
 
   router.post('/players/kick', async (req, res) => {

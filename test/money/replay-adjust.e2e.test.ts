@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OP1, OP2, PROV_A } from '../helpers/catalog.ts';
+import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { signedRequest, toTestResponse } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
@@ -50,6 +50,28 @@ describe('round replay links (API document 4.1.4, contract section 6)', () => {
     expect(res.status).toBe(404); // recorded under fruit-1, asked under hidden-3: another game's round
     const url = (await replay({ roundId, gameId: 'fruit-1' })).json.replayUrl!;
     expect(url.startsWith('https://replay.studio-a.test/fruit?token=')).toBe(true);
+  });
+
+  it('puts the token in the query, ahead of a fragment, when the replay base URL has one (#/view)', async () => {
+    // The harness's catalog (its wallets and provider), with one more game of studio-a, visible to op-1.
+    const catalog = testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 500 });
+    const provider = catalog.providers.find((p) => p.id === PROV_A.id)!;
+    const operator = catalog.operators.find((o) => o.id === OP1.id)!;
+    const game = { ...provider.games[0]!, id: `frag-${randomUUID().slice(0, 8)}`, replayBaseUrl: 'https://replay.studio-a.test/app#/view' };
+    const put = await fetch(`${h.svc.url}/v1/admin/catalog`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ providers: [{ ...provider, games: [game] }], operators: [{ ...operator, visibleGames: [...operator.visibleGames, game.id] }] }),
+    });
+    expect(put.status, await put.text()).toBe(200);
+    const playerRef = 'replay-fragment';
+    const token = await h.launch(playerRef, { gameId: game.id });
+    const roundId = `round-${randomUUID()}`;
+    expect((await h.tx({ transactionId: `b-${randomUUID()}`, sessionToken: token, type: 'BET', roundId, roundComplete: false, playerRef, amount: 10, currency: 'EUR', gameId: game.id })).status).toBe(200);
+    const url = new URL((await replay({ roundId, gameId: game.id })).json.replayUrl!);
+    expect(url.hash).toBe('#/view');
+    const claims = (await jwtVerify(url.searchParams.get('token')!, new TextEncoder().encode(PROV_A.secret))).payload;
+    expect(claims).toMatchObject({ purpose: 'round-replay', roundId, gameId: game.id });
   });
 
   it('answers 400 for missing fields and for a game without replay', async () => {
