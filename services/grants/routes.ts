@@ -27,6 +27,7 @@ export const issueGrantBody = z.object({
   expiresAt: z.iso.datetime({ offset: true }).optional(),
 });
 type IssueGrantBody = z.infer<typeof issueGrantBody>;
+const idempotencyKeyOnly = issueGrantBody.pick({ idempotencyKey: true });
 
 /** The request fields a campaign supplies: with campaignId, the API document (2.7) says the request's are ignored. */
 const CAMPAIGN_TERMS = ['gameId', 'spins', 'betAmountMinor', 'currency'] as const;
@@ -156,13 +157,15 @@ export function grantRoutes(ctx: ServiceContext): Router {
 
   router.post('/free-spins/grants', async (req, res) => {
     const operator = callingOperator(ctx, req);
-    const body = parseIssueBody(req.body);
-    const id = grantIdFor(operator.id, body.idempotencyKey);
-    // The key is the identity: a repeat gets the original grant, whatever its status and whatever the body says now.
+    // The key is the identity: a repeat gets the original grant, whatever its status and whatever the body
+    // says now, even what a new request would be refused for; so the key alone is read first.
+    const { idempotencyKey } = parseOr400(idempotencyKeyOnly, req.body);
+    const id = grantIdFor(operator.id, idempotencyKey);
     if ((await load(id)).state.status !== 'none') {
       res.status(200).json(await settled(id));
       return;
     }
+    const body = parseIssueBody(req.body);
     // Appended only if the grant's stream does not exist: of concurrent requests with one key, one creates it.
     const created = await handleCommand(ctx.eventStore, grantStream(id), grantDecider, {
       type: 'RequestGrant',

@@ -111,7 +111,15 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
       const again = await issue({ ...body, spins: 7, gameId: 'gems-2' });
       expect(again.status).toBe(200);
       expect(again.json).toEqual(first.json);
+      // Whatever the body says now, even what a new request would be refused for (contract 4: the key is the identity).
+      for (const changed of [{ spins: 0 }, { betAmountMinor: -1 }, { expiresAt: 'soon' }, { playerRef: '' }, { unknownField: true }]) {
+        const repeat = await issue({ ...body, ...changed });
+        expect(repeat.status, JSON.stringify(changed)).toBe(200);
+        expect(repeat.json).toEqual(first.json);
+      }
       expect(issueCalls().length).toBe(before);
+      // A key that is missing or malformed is still 400.
+      expect((await issue({ ...body, idempotencyKey: '' })).status).toBe(400);
     });
 
     it('five concurrent requests with one key: one grant, one provider call, the same grant in all five answers', async () => {
