@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import express, { type Express } from 'express';
 import { adminAuth } from '../../shared/http/admin-auth.ts';
-import { exactNumbers, jsonFromRaw, rawBody, refuseUnstorableText, refuseUnstorableUrl, BODY_LIMIT } from '../../shared/http/body.ts';
+import { exactNumbers, jsonFromRaw, rawBody, refuseUnstorableText, refuseUnstorableUrl, BODY_LIMIT, CATALOG_BODY_LIMIT } from '../../shared/http/body.ts';
 import { errorRenderer, renderNotFound, requestIdOf } from '../../shared/http/errors.ts';
 import { requestLog } from '../../shared/http/request-log.ts';
 import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
@@ -75,7 +75,11 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
   app.use('/v1/wallet', provider);
 
   const bearer = adminAuth(ctx.config.adminToken);
-  app.use('/v1/admin', bearer, refuseUnstorableUrl, express.json({ limit: BODY_LIMIT, type: () => true, reviver: exactNumbers }), refuseUnstorableText, adminRouter(ctx), ...(routers.admin ?? []));
+  // A catalog document may list thousands of blocked players or games (CATALOG_FILE has no bound): its
+  // route reads up to CATALOG_BODY_LIMIT; every other admin body, BODY_LIMIT (a parsed body is not read again).
+  const adminJson = (limit: string) => express.json({ limit, type: () => true, reviver: exactNumbers });
+  app.put('/v1/admin/catalog', bearer, adminJson(CATALOG_BODY_LIMIT));
+  app.use('/v1/admin', bearer, refuseUnstorableUrl, adminJson(BODY_LIMIT), refuseUnstorableText, adminRouter(ctx), ...(routers.admin ?? []));
   app.use('/v1/audit', bearer, refuseUnstorableUrl, ...(routers.audit ?? []));
   // Bearer too: its labels name operators, and this port faces operators and providers.
   app.get('/metrics', bearer, metricsEndpoint(ctx.metrics));

@@ -90,6 +90,23 @@ describe('catalog through PUT /v1/admin/catalog (contract section 2)', () => {
     expect(a.ctx.catalog.snapshot().operators.get('op-1')?.name).toBe('Operator One');
   });
 
+  it('applies a catalog larger than the 64 KiB of other bodies (5,000 blocked players, about 100 KB); other admin bodies stay bounded (413)', async () => {
+    const catalog = testCatalog();
+    const blocked = Array.from({ length: 5_000 }, (_, i) => `blocked-player-number-${i}`);
+    catalog.operators[1]!.blockedPlayers = blocked;
+    const body = JSON.stringify(catalog);
+    expect(body.length).toBeGreaterThan(100_000);
+    const res = await put(a, body);
+    expect(res.status, res.text).toBe(200);
+    expect(a.ctx.catalog.snapshot().operators.get(catalog.operators[1]!.id)?.blockedPlayers).toHaveLength(5_000);
+    const adjustment = await fetch(`${a.url}/v1/admin/adjustments`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ operatorId: 'op-1', playerRef: 'p', amount: 1, currency: 'EUR', direction: 'CREDIT', reason: 'x'.repeat(70_000) }),
+    });
+    expect(adjustment.status).toBe(413);
+  });
+
   it('refuses a body that is not JSON with 400', async () => {
     const res = await put(a, '{"providers": [');
     expect(res.status).toBe(400);
