@@ -77,9 +77,11 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
   const bearer = adminAuth(ctx.config.adminToken);
   // A catalog document may list thousands of blocked players or games (CATALOG_FILE has no bound): its
   // route reads up to CATALOG_BODY_LIMIT; every other admin body, BODY_LIMIT (a parsed body is not read again).
-  const adminJson = (limit: string) => express.json({ limit, type: () => true, reviver: exactNumbers });
-  app.put('/v1/admin/catalog', bearer, adminJson(CATALOG_BODY_LIMIT));
-  app.use('/v1/admin', bearer, refuseUnstorableUrl, adminJson(BODY_LIMIT), refuseUnstorableText, adminRouter(ctx), ...(routers.admin ?? []));
+  const json = (limit: string) => express.json({ limit, type: () => true, reviver: exactNumbers });
+  const [catalogJson, adminJson] = [json(CATALOG_BODY_LIMIT), json(BODY_LIMIT)];
+  const adminBody: express.RequestHandler = (req, res, next) =>
+    (req.method === 'PUT' && /^\/catalog\/?$/i.test(req.path) ? catalogJson : adminJson)(req, res, next);
+  app.use('/v1/admin', bearer, refuseUnstorableUrl, adminBody, refuseUnstorableText, adminRouter(ctx), ...(routers.admin ?? []));
   app.use('/v1/audit', bearer, refuseUnstorableUrl, ...(routers.audit ?? []));
   // Bearer too: its labels name operators, and this port faces operators and providers.
   app.get('/metrics', bearer, metricsEndpoint(ctx.metrics));

@@ -12,6 +12,7 @@ import { badRequest, notFound } from '../../shared/errors.ts';
 import type { Decider, DomainEvent, Refusal } from '../../shared/decider.ts';
 import { isPosition, START, type RecordedEvent } from '../../shared/eventstore/port.ts';
 import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
+import { queryInstant, queryLimit } from '../../shared/http/query.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 
@@ -41,12 +42,7 @@ function history<S, E extends DomainEvent>(events: RecordedEvent[], decider: Pic
  * "+01:00" the caller wrote.
  */
 export const asOfQuery = z.object({
-  asOf: z
-    .preprocess(
-      (v) => (typeof v === 'string' ? v.replace(/^(\d{4}-\d{2}-\d{2}T[\d:.]+) (\d{2}:\d{2})$/, '$1+$2') : v),
-      z.iso.datetime({ offset: true, message: 'not an RFC 3339 date-time with a time zone, such as 2026-11-24T10:00:00.000Z' }),
-    )
-    .optional(),
+  asOf: queryInstant('not an RFC 3339 date-time with a time zone, such as 2026-11-24T10:00:00.000Z').optional(),
 });
 
 /**
@@ -117,7 +113,7 @@ function sessionRowsOf(events: RecordedEvent[]) {
   return rows;
 }
 
-export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) });
+export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: queryLimit(1000).default(100) });
 /**
  * `unresolved` (dead or unsettled) was called `all` until issue #24, though it never listed a settled
  * transaction; `all` is refused, naming its new name, rather than quietly meaning something else.

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Pool } from '../../shared/db/pool.ts';
 import { notFound } from '../../shared/errors.ts';
 import type { EventStore, RecordedEvent } from '../../shared/eventstore/port.ts';
+import { queryLimit } from '../../shared/http/query.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../context.ts';
@@ -10,15 +11,9 @@ import { checkpoints } from './checkpoints.ts';
 import { chainedEvent, type ChainedEvent } from './link.ts';
 
 const count = () => z.string().regex(/^\d{1,15}$/, 'must be a whole number (a count of events)').transform(Number);
-const limit = (max: number) =>
-  z
-    .string()
-    .regex(/^\d{1,5}$/, `must be a whole number from 1 to ${max}`)
-    .transform(Number)
-    .refine((n) => n >= 1 && n <= max, `must be a whole number from 1 to ${max}`);
 
-export const historyEventsQuery = z.strictObject({ after: count().optional(), limit: limit(1000).optional() });
-export const checkpointsQuery = z.strictObject({ after: count().optional(), limit: limit(1000).optional() });
+export const historyEventsQuery = z.strictObject({ after: count().optional(), limit: queryLimit(1000).optional() });
+export const checkpointsQuery = z.strictObject({ after: count().optional(), limit: queryLimit(1000).optional() });
 export const publicKeyQuery = z.strictObject({ keyId: z.string().regex(/^[0-9a-f]{16}$/, 'must be a key id as checkpoints name it (16 hex digits)').optional() });
 
 /** One event of an operator's chain: what its link hashes, its place, and the link. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { queryInstant, queryLimit } from '../../shared/http/query.ts';
 import { OPERATOR_STATUSES } from '../rounds/decider.ts';
 import { TRANSACTION_TYPES } from '../rounds/events.ts';
 
@@ -10,27 +11,14 @@ export const MAX_INTERVAL_DAYS = 31;
 const MAX_INTERVAL_MS = MAX_INTERVAL_DAYS * 86_400_000;
 
 /**
- * An RFC 3339 instant. A query string decodes an unencoded "+" as a space, so "…T00:00:00 01:00"
- * (which is no other valid form) is read as the "+01:00" the caller wrote; a lowercase "t" or "z", which
- * RFC 3339 allows, is read as the capital. Its UTC year must be 1 to 9999, the years Postgres's
- * timestamps hold (year 1 at +01:00 is year 0 in UTC).
+ * An RFC 3339 instant (queryInstant), whose UTC year is 1 to 9999, the years Postgres's timestamps hold
+ * (year 1 at +01:00 is year 0 in UTC).
  */
 const instant = () =>
-  z.preprocess(
-    (v) =>
-      typeof v === 'string'
-        ? v
-            .replace(/^(\d{4}-\d{2}-\d{2})t/, '$1T')
-            .replace(/z$/, 'Z')
-            .replace(/^(\d{4}-\d{2}-\d{2}T[\d:.]+) (\d{2}:\d{2})$/, '$1+$2')
-        : v,
-    z.iso
-      .datetime({ offset: true, message: 'must be an RFC 3339 date-time with a time zone, such as 2026-11-24T00:00:00Z' })
-      .refine((v) => {
-        const year = new Date(Date.parse(v)).getUTCFullYear();
-        return year >= 1 && year <= 9999;
-      }, 'must fall in the years 1 to 9999 in UTC'),
-  );
+  queryInstant('must be an RFC 3339 date-time with a time zone, such as 2026-11-24T00:00:00Z').refine((v) => {
+    const year = new Date(Date.parse(v)).getUTCFullYear();
+    return year >= 1 && year <= 9999;
+  }, 'must fall in the years 1 to 9999 in UTC');
 
 /** An instant in nanoseconds since the epoch, exact to the digits given (Date keeps milliseconds only). */
 const nanos = (iso: string): bigint => {
@@ -49,11 +37,7 @@ const interval = <T extends { from?: string | undefined; to?: string | undefined
 
 export const operatorStatusSchema = z.enum(OPERATOR_STATUSES);
 
-const limit = z.coerce
-  .number({ message: 'must be a whole number from 1 to 1000' })
-  .int('must be a whole number from 1 to 1000')
-  .min(1, 'must be a whole number from 1 to 1000')
-  .max(1000, 'must be a whole number from 1 to 1000');
+const limit = queryLimit(1000);
 
 export const transactionsQuery = z
   .strictObject({

@@ -8,7 +8,8 @@ const digest = (s: string) => createHash('sha256').update(s).digest();
 export function adminAuth(token: string | undefined): RequestHandler {
   const expected = token ? digest(token) : undefined;
   return (req: Request, _res: Response, next: NextFunction) => {
-    const match = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
+    // The scheme's name in any case (RFC 9110 11.1), then the token.
+    const match = /^bearer +(\S.*)$/i.exec(req.headers.authorization ?? '');
     if (!expected || !match || !timingSafeEqual(digest(match[1]!), expected)) throw unauthorized('unauthorized');
     next();
   };

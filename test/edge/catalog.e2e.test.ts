@@ -34,6 +34,9 @@ describe('catalog through PUT /v1/admin/catalog (contract section 2)', () => {
     const wrong = await put(a, testCatalog(), 'nope');
     expect(wrong.status).toBe(401);
     expect(wrong.json).toEqual({ error: 'unauthorized' });
+    // The scheme's name is case-insensitive (RFC 9110): "bearer" is Bearer.
+    const lower = await fetch(`${a.url}/v1/admin/catalog`, { method: 'PUT', headers: { 'content-type': 'application/json', authorization: `bearer ${ADMIN_TOKEN}` }, body: JSON.stringify(testCatalog()) });
+    expect(lower.status).toBe(200);
   });
 
   it('applies a catalog with defaults filled in, and another API process sees it', async () => {

@@ -92,6 +92,7 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
     }
     expect((await audit('/events?from=9223372036854775807.9223372036854775807')).json).toMatchObject({ events: [] });
     expect((await audit('/events?limit=5000')).status).toBe(400);
+    for (const limit of ['0x10', '1e2', '%205']) expect((await audit(`/events?limit=${limit}`)).status, limit).toBe(400);
   });
 
   it('pages the log by text as well as by count: events holding large wallet replies come in pages of about 8 MiB, each exactly once', async () => {

@@ -200,5 +200,8 @@ describe('time travel on the audit routes (asOf)', () => {
         expect(res.json.error, `${path} ${bad}`).toMatch(/^asOf: /);
       }
     }
+    // RFC 3339 allows a lowercase "t" and "z": the same instant as in capitals.
+    const grant = `/grants/${randomUUID()}`;
+    expect((await audit(grant + asOf('2026-11-24t10:00:00z'))).status).toBe(404);
   });
 });

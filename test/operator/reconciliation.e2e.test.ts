@@ -327,6 +327,9 @@ describe('operator reconciliation routes', () => {
       [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&limit=0`, /^limit: /],
       [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&limit=1001`, /^limit: /],
       [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&limit=ten`, /^limit: /],
+      // A number written otherwise than in decimal digits is no limit either.
+      [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&limit=0x10`, /^limit: /],
+      [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&limit=1e2`, /^limit: /],
       [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&cursor=nonsense`, /^cursor: /],
       [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&colour=red`, /colour/],
       ['/v1/operator/reports/settlement', /^from: /],

@@ -374,7 +374,7 @@ with \`link(0)\` 32 zero bytes and \`link(n-1)\` as 32 raw bytes; canonical JSON
 ${notSigned}`,
     query: historyEventsQuery,
     paramDescriptions: { after: 'Only your events after your `after`-th (a count; 0, the default, starts at your first).', limit: 'Events per page, 1 to 1000; 100 when omitted.' },
-    paramExamples: { after: '0', limit: '100' },
+    paramExamples: { after: '0', limit: 100 },
     responses: {
       200: json(historyEventsPage, 'A page of your events.'),
       400: signedBadRequest(
@@ -399,7 +399,7 @@ ${notSigned}`,
 ${notSigned}`,
     query: checkpointsQuery,
     paramDescriptions: { after: 'Only checkpoints after this count (0, the default, starts at the first).', limit: 'How many, 1 to 1000; 1000 when omitted.' },
-    paramExamples: { after: '0', limit: '1000' },
+    paramExamples: { after: '0', limit: 1000 },
     responses: {
       200: json(operatorCheckpoints, 'Your checkpoints, oldest first.'),
       400: signedBadRequest(
@@ -904,7 +904,7 @@ ${timeTravel('the grant')} Before the grant's first event, \`state\` is \`{"stat
       "The hash chain links every event of the history, in log order: `link(n) = SHA-256(link(n-1) || UTF-8(canonical JSON of {stream, type, data, metadata, position, recordedAt}))`, `link(0)` 32 zero bytes (docs/auditors.md gives the canonical form exactly). Every `CHAIN_CHECKPOINT_SECONDS` (default 60) while new events were linked, the projector role signs a checkpoint of the chain's head with the Ed25519 key of `GET /v1/audit/chain/public-key`. Oldest first. `npm run audit -- verify-chain` checks the chain and every checkpoint against the stored events.",
     query: checkpointsQuery,
     paramDescriptions: chainPage('the checkpoints'),
-    paramExamples: { after: '0', limit: '1000' },
+    paramExamples: { after: '0', limit: 1000 },
     responses: {
       200: json(chainCheckpoints, 'The checkpoints, oldest first.'),
       400: error('`after: must be a whole number (a count of events)`, `limit: must be a whole number from 1 to 1000`, or `query: Unrecognized key: "<name>"`.', 'limit: must be a whole number from 1 to 1000'),
