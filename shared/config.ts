@@ -197,10 +197,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
-/**
- * libpq connects as the OS user when the URL names none; node-pg only looks at $USER, which is not
- * always set (containers, CI). Fill the user in the libpq way so the default URL works everywhere.
- */
 /** The database a postgres:// URL names (its path, decoded), or undefined when it names none or cannot be decoded. */
 export function databaseName(url: string): string | undefined {
   try {
@@ -211,6 +207,10 @@ export function databaseName(url: string): string | undefined {
   }
 }
 
+/**
+ * libpq connects as the OS user when the URL names none; node-pg only looks at $USER, which is not
+ * always set (containers, CI). Fill the user in the libpq way so the default URL works everywhere.
+ */
 function withDefaultUser(url: string, env: NodeJS.ProcessEnv): string {
   const parsed = new URL(url);
   if (parsed.username) return url;

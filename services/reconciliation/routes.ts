@@ -23,7 +23,7 @@ const queryKey = (operatorId: string, q: TransactionsQuery): string =>
  * the query it belongs to. Opaque to operators: base64url of JSON.
  */
 function encodeCursor(after: After, store: string, operatorId: string, q: TransactionsQuery): string {
-  return Buffer.from(JSON.stringify({ v: 1, s: store, q: queryKey(operatorId, q), a: `${after.major}.${after.minor}` })).toString('base64url');
+  return Buffer.from(JSON.stringify({ v: 2, s: store, q: queryKey(operatorId, q), a: `${after.major}.${after.minor}` })).toString('base64url');
 }
 
 function decodeCursor(cursor: string, store: string, operatorId: string, q: TransactionsQuery): After {
@@ -36,7 +36,9 @@ function decodeCursor(cursor: string, store: string, operatorId: string, q: Tran
   // JSON of another kind than an object (null, a number, a string) is no cursor either.
   const c = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { v?: unknown; s?: unknown; q?: unknown; a?: unknown };
   const at = typeof c.a === 'string' ? /^(\d{1,19})\.(\d{1,19})$/.exec(c.a) : null;
-  if (c.v !== 1 || typeof c.s !== 'string' || typeof c.q !== 'string' || !at) {
+  // Version 1 named its query without the operator: given before an upgrade, it cannot be checked.
+  if (c.v === 1) throw badRequest('cursor: given by an earlier version of the service; start again without a cursor');
+  if (c.v !== 2 || typeof c.s !== 'string' || typeof c.q !== 'string' || !at) {
     throw badRequest('cursor: not a cursor this service gave (pass nextCursor as it was answered)');
   }
   if (c.q !== queryKey(operatorId, q)) throw badRequest('cursor: it belongs to another query (keep from, to, roundId, gameId, playerRef and status as they were, and ask as the operator it was given to)');

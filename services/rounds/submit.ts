@@ -110,9 +110,10 @@ async function recordAndAttempt(deps: LedgerDeps, sub: Submission, mine: Registr
     // The claim alone (and its lease); the record is decided under the lease.
     const takenAt = Date.now();
     const outcome = await deps.recorder.record(request(sub, mine, token, ttlMs, guard, -1, []));
-    guard = undefined;
     if (outcome.kind === 'refused') throw new Refused<RoundRefusal>({ kind: 'session-invalid' });
     if (outcome.kind === 'claimed') {
+      // Checked with this claim; a row that vanished before its read claimed nothing, so the next try checks again.
+      guard = undefined;
       const { claim } = outcome;
       revoked ||= outcome.revoked;
       if (!claimIsOwn(claim, mine)) throw transactionIdReused();

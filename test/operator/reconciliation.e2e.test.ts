@@ -360,6 +360,11 @@ describe('operator reconciliation routes', () => {
     const other = await get<{ error: string }>(`/v1/operator/transactions?${q}&status=applied&cursor=${first.json.nextCursor}`);
     expect(other.status).toBe(400);
     expect(other.json.error).toMatch(/^cursor: it belongs to another query/);
+    // A cursor of the earlier version (its query named no operator) is refused, saying so.
+    const v1 = Buffer.from(JSON.stringify({ ...real, v: 1 })).toString('base64url');
+    const old = await get<{ error: string }>(`/v1/operator/transactions?${q}&limit=1&cursor=${v1}`);
+    expect(old.status).toBe(400);
+    expect(old.json.error).toMatch(/^cursor: given by an earlier version of the service/);
     // Nor by another operator asking the same query.
     const theirs = await get<{ error: string }>(`/v1/operator/transactions?${q}&limit=1&cursor=${first.json.nextCursor}`, OP2);
     expect(theirs.status).toBe(400);

@@ -365,7 +365,7 @@ const adjustmentRecord = {
 /** The query of the transactions example (from, to, playerRef p1, limit 2) and the cursor its first page answered. */
 export const TRANSACTIONS_FROM = '2026-11-21T00:00:00Z';
 export const TRANSACTIONS_TO = '2026-11-22T00:00:00Z';
-export const TRANSACTIONS_CURSOR = 'eyJ2IjoxLCJzIjoicG9zdGdyZXMiLCJxIjoiTmJTRWdHZXBLcFU4aE5hOCIsImEiOiIxMDQ0LjEwNDQifQ';
+export const TRANSACTIONS_CURSOR = 'eyJ2IjoyLCJzIjoicG9zdGdyZXMiLCJxIjoiTmJTRWdHZXBLcFU4aE5hOCIsImEiOiIxMDQ0LjEwNDQifQ';
 
 const figure = (count: number, amountMinor: number) => ({ count, amountMinor });
 const fruitEur = { bets: figure(1843, 412600), wins: figure(702, 371240), refunds: figure(3, 600), ggrMinor: 40760 };

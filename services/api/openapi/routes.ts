@@ -252,6 +252,7 @@ const statementTo = `End of the interval (excluded), at most ${MAX_INTERVAL_DAYS
 const interval400 = [
   '`from: must be an RFC 3339 date-time with a time zone, such as 2026-11-24T00:00:00Z` (or `to: …`): malformed, or without a time zone.',
   '`to: must be later than from (the interval is [from, to))`, `to: must be at most 31 days after from`.',
+  '`from: must fall in the years 1 to 9999 in UTC` (or `to: …`).',
 ];
 const unknownParameter = '`query: Unrecognized key: "<name>"`: a parameter the route does not take.';
 
@@ -290,7 +291,7 @@ ${notSigned}`,
         '`query: a time range (from and to) or a round (roundId with gameId) is needed`, `query: either from and to, or roundId with gameId, not both`, `from: is needed with to`, `to: is needed with from`, `gameId: is needed with roundId (a roundId is unique only within its provider, which the game names)`, `gameId: applies only with roundId`.',
         ...interval400,
         '`status: must be one of applied, declined, pending, failed, voided, dead`, `limit: must be a whole number from 1 to 1000`.',
-        '`cursor: not a cursor this service gave (pass nextCursor as it was answered)`, `cursor: it belongs to another query (keep from, to, roundId, gameId, playerRef and status as they were)`, `cursor: the history has moved to another event store since it was given; start again without a cursor`.',
+        '`cursor: not a cursor this service gave (pass nextCursor as it was answered)`, `cursor: it belongs to another query (keep from, to, roundId, gameId, playerRef and status as they were, and ask as the operator it was given to)`, `cursor: given by an earlier version of the service; start again without a cursor`, `cursor: the history has moved to another event store since it was given; start again without a cursor`.',
         unknownParameter,
       ),
       ...operatorErrors,
