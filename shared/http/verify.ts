@@ -43,7 +43,7 @@ export class InvalidSignature extends AppError {
  * The Redis key of a caller's nonce. The caller's id is URI-encoded, so that it holds no ":" and the key
  * names one caller and one nonce: with ids such as "a:b" written as they are, caller "a:b"'s nonce "c"
  * and caller "a"'s nonce "b:c" were one key. (An id of letters, digits and "-_.!~*'()" keeps the key it
- * had, so nonces remembered before an upgrade still count.)
+ * had; for any other, the verifier also looks for the key as it was written before.)
  */
 export const nonceKey = (kind: string, callerId: string, nonce: string): string => `nonce:${kind}:${encodeURIComponent(callerId)}:${nonce}`;
 
@@ -96,7 +96,11 @@ export function signatureVerifier(options: VerifierOptions): RequestHandler {
 
     let fresh: string | null;
     try {
-      fresh = await options.redis.set(nonceKey(options.kind, callerId, nonce), '1', 'PX', nonceLifetimeMs(Number(timestamp), now(), options.windowSeconds), 'NX');
+      const key = nonceKey(options.kind, callerId, nonce);
+      // An id the encoding changes had its nonces kept under the key written as it is (before 2026-12-01):
+      // one used just before an upgrade is still a replay (contract 8, rule 9).
+      const legacy = `nonce:${options.kind}:${callerId}:${nonce}`;
+      fresh = key !== legacy && (await options.redis.exists(legacy)) === 1 ? null : await options.redis.set(key, '1', 'PX', nonceLifetimeMs(Number(timestamp), now(), options.windowSeconds), 'NX');
     } catch {
       throw unavailable('service unavailable');
     }
