@@ -43,6 +43,11 @@ export function jsonFromRaw(req: Request, _res: Response, next: NextFunction): v
   next();
 }
 
+/** express.json's `verify` (the admin routes): the same refusal of bytes that are not UTF-8 as jsonFromRaw's. */
+export function refuseNonUtf8(_req: unknown, _res: unknown, raw: Buffer): void {
+  if (!isUtf8(raw)) throw badRequest('request body is not valid UTF-8');
+}
+
 /** After express.json (the admin routes): the same refusals, on the parsed body. */
 export function refuseUnstorableText(req: Request, _res: Response, next: NextFunction): void {
   if (deeperThan(req.body, MAX_JSON_DEPTH)) throw tooDeep();

@@ -225,6 +225,15 @@ describe('money safety at the wallet boundary', () => {
         expect(res.json).toEqual({ error: 'request body is not valid UTF-8' });
       }
       expect([...h.wallet.processed.keys()].filter((k) => k.startsWith(id))).toEqual([]);
+      // The admin routes alike: two adjustments' ids differing in such a byte are not one.
+      const adjustment = Buffer.from(JSON.stringify({ operatorId: 'op-1', playerRef: p.name, amount: 1, currency: 'EUR', direction: 'CREDIT', reason: 'x', transactionId: `${id}-@` }));
+      const at = adjustment.indexOf(`${id}-@`) + id.length + 1;
+      adjustment[at] = 0xff;
+      const adj = await toTestResponse<{ error: string }>(
+        await fetch(`${h.svc.url}/v1/admin/adjustments`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: new Uint8Array(adjustment) }),
+      );
+      expect(adj.status).toBe(400);
+      expect(adj.json).toEqual({ error: 'request body is not valid UTF-8' });
     });
 
     it('refuses a body nested deeper than 64 levels with 400, on the provider, operator and admin routes alike', async () => {
