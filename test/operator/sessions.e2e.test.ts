@@ -274,4 +274,24 @@ describe('session expiry', () => {
     const kicked = await signedRequest<{ revokedCount: number }>(svc.url, { path: '/v1/operator/players/kick', body: { playerRef: 'p' }, as: OP1 });
     expect(kicked.json).toEqual({ revokedCount: 0 });
   });
+
+  it('answers a failed BET resubmitted after its session expired from the record, sending nothing; its ROLLBACK still settles the round', async () => {
+    const player = `exp-${Date.now()}`;
+    const res = await signedRequest<Launched>(svc.url, { path: '/v1/operator/games/launch', body: { playerRef: player, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, as: OP1 });
+    const base = { sessionToken: res.json.sessionToken, playerRef: player, currency: 'EUR', gameId: 'fruit-1', roundId: `r-${player}` };
+    const bet = { ...base, transactionId: `b-${player}`, type: 'BET', roundComplete: false, amount: 100 };
+    wallet.script(bet.transactionId, { status: 500, body: { error: 'down' } });
+    const tx = (body: Record<string, unknown>) => signedRequest(svc.url, { path: '/v1/wallet/transaction', body, as: PROV_A });
+    const first = await tx(bet);
+    expect(first.status).toBe(502);
+    await new Promise((r) => setTimeout(r, 1100));
+    // Expired: the wallet would take it now, but a new attempt would charge a player whose session is gone.
+    const again = await tx(bet);
+    expect(again.status).toBe(502);
+    expect(again.text).toBe(first.text);
+    expect(wallet.effects.get(bet.transactionId)).toBeUndefined();
+    // An expired session still settles the rounds it opened: the BET's ROLLBACK is taken.
+    const rollback = await tx({ ...base, transactionId: `rb-${player}`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 });
+    expect(rollback.status, rollback.text).toBe(200);
+  });
 });
