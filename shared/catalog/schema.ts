@@ -47,7 +47,7 @@ export const operatorSchema = z.strictObject({
   rateLimit: z
     .strictObject({ limit: z.number().int().min(1).max(MAX_RATE_LIMIT), windowSeconds: z.number().int().min(1).max(MAX_RATE_WINDOW_SECONDS) })
     .default({ limit: 100, windowSeconds: 1 }),
-  visibleGames: z.array(id).default([]).superRefine(unique('game')),
+  visibleGames: z.array(id).default([]).superRefine(once<string>('game', (g) => g)),
   blockedPlayers: z.array(z.string().min(1)).default([]),
 });
 
@@ -65,30 +65,26 @@ export const campaignSchema = z.strictObject({
   message: 'must be later than validFrom (a campaign valid at no moment could never be granted)',
 });
 
-/** Each value (an id) at most once in an array: a second entry would silently replace or repeat the first. */
-function unique(what: string) {
-  return (values: string[], ctx: z.core.$RefinementCtx<string[]>) => {
+/**
+ * Each entry of a list at most once, by `keyOf` (a game id, an entry's id): a second would silently
+ * replace or repeat the first. The issue names the second, at `at` within it.
+ */
+function once<T>(what: string, keyOf: (entry: T) => string, at: Array<string | number> = []) {
+  return (entries: T[], ctx: z.core.$RefinementCtx<T[]>) => {
     const seen = new Set<string>();
-    values.forEach((v, i) => {
-      if (seen.has(v)) ctx.addIssue({ code: 'custom', path: [i], message: `${what} "${v}" is listed twice` });
-      seen.add(v);
+    entries.forEach((e, i) => {
+      const key = keyOf(e);
+      if (seen.has(key)) ctx.addIssue({ code: 'custom', path: [i, ...at], message: `${what} "${key}" is listed twice` });
+      seen.add(key);
     });
   };
 }
-
-/** The ids of a list of entries, each at most once in one document. */
-const uniqueIds = (what: string) => (entries: Array<{ id: string }>, ctx: z.core.$RefinementCtx<Array<{ id: string }>>) => {
-  const seen = new Set<string>();
-  entries.forEach((e, i) => {
-    if (seen.has(e.id)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `${what} "${e.id}" is in the document twice` });
-    seen.add(e.id);
-  });
-};
+const byId = <T extends { id: string }>(what: string) => once<T>(what, (e) => e.id, ['id']);
 
 export const catalogSchema = z.strictObject({
-  providers: z.array(providerSchema).default([]).superRefine(uniqueIds('provider')),
-  operators: z.array(operatorSchema).default([]).superRefine(uniqueIds('operator')),
-  campaigns: z.array(campaignSchema).default([]).superRefine(uniqueIds('campaign')),
+  providers: z.array(providerSchema).default([]).superRefine(byId('provider')),
+  operators: z.array(operatorSchema).default([]).superRefine(byId('operator')),
+  campaigns: z.array(campaignSchema).default([]).superRefine(byId('campaign')),
 });
 
 export type Game = z.infer<typeof gameSchema>;
