@@ -397,7 +397,7 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     const text = (await op1.textContent()) ?? '';
     expect(text).toContain('Operator One');
     expect(text).toContain(h.wallet.url);
-    expect(text).toContain('500 ms');
+    expect(text).toContain('5,000 ms');
     expect(text).toContain('10,000 requests per 1 s');
     expect(text).toContain('fruit-1');
     expect(text).toContain('gems-2');

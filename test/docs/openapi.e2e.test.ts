@@ -30,11 +30,8 @@ describe('the OpenAPI document matches the running service', () => {
     // The express app the service really serves, as startService builds it (nothing rebuilt here).
     const createServer = vi.spyOn(http, 'createServer');
     try {
-      // Chain checkpoints every second, so the checkpoint routes have some to show. A wallet timeout of 5 s,
-      // not the harness's 500 ms: nothing here waits on a hung wallet, and under the suite's load a wallet
-      // call can outlast 500 ms (the reply-size tests saw it; the operator-routes test here failed once
-      // beside another file, its cause not caught, most likely a BET answered 504).
-      h = await startMoneyHarness('openapi', { CHAIN_CHECKPOINT_SECONDS: '1' }, { walletTimeoutMs: 5000 });
+      // Chain checkpoints every second, so the checkpoint routes have some to show.
+      h = await startMoneyHarness('openapi', { CHAIN_CHECKPOINT_SECONDS: '1' });
       app = createServer.mock.calls.map((c) => c[0] as unknown).filter(isExpressApp).at(-1)!;
     } finally {
       createServer.mockRestore();

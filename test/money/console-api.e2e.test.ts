@@ -187,7 +187,7 @@ describe('console data and re-drive (admin routes)', () => {
 
   it("shows each operator's catalog entry without its secret, its statement as JSON and CSV, and mints replay links", async () => {
     const ops = await admin<{ operators: Array<Record<string, unknown>> }>('/v1/admin/console/operators');
-    expect(ops.json.operators.find((o) => o.id === OP1.id)).toMatchObject({ name: 'Operator One', walletUrl: h.wallet.url, walletTimeoutMs: 500, visibleGames: expect.arrayContaining([{ id: 'fruit-1', name: 'Fruit', providerId: 'studio-a' }]) });
+    expect(ops.json.operators.find((o) => o.id === OP1.id)).toMatchObject({ name: 'Operator One', walletUrl: h.wallet.url, walletTimeoutMs: 5000, visibleGames: expect.arrayContaining([{ id: 'fruit-1', name: 'Fruit', providerId: 'studio-a' }]) });
     expect(ops.text).not.toContain(OP1.secret);
     const from = new Date(Date.now() - 3_600_000).toISOString();
     const to = new Date(Date.now() + 60_000).toISOString();

@@ -21,13 +21,21 @@ export interface MoneyHarness {
   close(): Promise<void>;
 }
 
+/**
+ * The wallet timeout of a file that scripts a hung or slow wallet (`{ hang: true }`, `delayMs`): short, so its
+ * tests see the timeout quickly. Every other file gets the default below, 5 s: nothing in it waits on a
+ * timeout, and under the suite's load (three files at a time on two cores) a wallet call answered in time can
+ * still outlast 500 ms and turn a test's BET into a 504.
+ */
+export const SCRIPTED_HANG_TIMEOUT = { walletTimeoutMs: 500 } as const;
+
 export async function startMoneyHarness(label: string, env: Record<string, string> = {}, catalog: TestCatalogOptions = {}): Promise<MoneyHarness> {
   const testEnv = await createTestEnv(label);
   const [wallet, wallet2, provider] = await Promise.all([startFakeWallet(OP1.secret), startFakeWallet(OP2.secret), startFakeProvider(PROV_A.secret)]);
   let svc: (RunningService & { url: string }) | undefined;
   try {
     svc = await startInProcess(testEnv, { DISPATCH_BACKOFF_BASE_MS: '100', DISPATCH_BACKOFF_MAX_MS: '400', RECOVERY_SWEEP_SECONDS: '1', ...env });
-    await svc.ctx.catalog.apply(testCatalog({ walletUrl: wallet.url, wallet2Url: wallet2.url, providerUrl: provider.url, walletTimeoutMs: 500, ...catalog }));
+    await svc.ctx.catalog.apply(testCatalog({ walletUrl: wallet.url, wallet2Url: wallet2.url, providerUrl: provider.url, walletTimeoutMs: 5000, ...catalog }));
   } catch (err) {
     // The caller gets no harness to close: what was started is closed here (vitest runs the next file in this process).
     await svc?.stop().catch(() => undefined);

@@ -5,13 +5,13 @@ import { claimTransaction, takeLease } from '../../shared/eventstore/registry.ts
 import { contentHash } from '../../shared/canonical.ts';
 import { roundStream } from '../../services/rounds/events.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
-import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from './harness.ts';
 
 /** Regressions for money-safety defects found in review; each fails on the code before its fix. */
 describe('money safety', () => {
   let h: MoneyHarness;
   beforeAll(async () => {
-    h = await startMoneyHarness('moneysafety', { STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' });
+    h = await startMoneyHarness('moneysafety', { STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' }, SCRIPTED_HANG_TIMEOUT);
   });
   afterAll(async () => h?.close());
 

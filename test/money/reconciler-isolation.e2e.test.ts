@@ -4,7 +4,7 @@ import { STALE_ROLLBACK_PREFIX } from '../../services/rounds/events.ts';
 import { SWEEP_LOCKS_APPLICATION, SweepLocks } from '../../services/rounds/reconciler.ts';
 import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
 import { within } from '../helpers/eventually.ts';
-import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from './harness.ts';
 
 /**
  * Review finding (services/rounds/reconciler.ts, sweepStaleRounds): the sweep works operators side by
@@ -18,7 +18,7 @@ import { startMoneyHarness, type MoneyHarness } from './harness.ts';
 describe('tenant isolation: stale rounds that go stale while a sweep waits on a hung wallet', () => {
   let h: MoneyHarness;
   beforeAll(async () => {
-    h = await startMoneyHarness('reconcileriso', { STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' });
+    h = await startMoneyHarness('reconcileriso', { STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' }, SCRIPTED_HANG_TIMEOUT);
   });
   afterAll(async () => h?.close());
 
@@ -75,7 +75,7 @@ describe('many operators stale at once, more than the process has connections', 
   let h: MoneyHarness;
   const operators = Array.from({ length: OPERATORS }, (_, i) => ({ kind: 'operator' as const, id: `op-many-${i}`, secret: OP1.secret }));
   beforeAll(async () => {
-    h = await startMoneyHarness('reconcilerpool', { DATABASE_POOL_SIZE: '3', STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' });
+    h = await startMoneyHarness('reconcilerpool', { DATABASE_POOL_SIZE: '3', STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' }, SCRIPTED_HANG_TIMEOUT);
     const base = testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 500 });
     const [template] = base.operators;
     // Every one of them pays through the first wallet (it checks the first operator's secret).

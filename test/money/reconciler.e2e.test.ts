@@ -4,14 +4,14 @@ import { readRound } from '../../services/rounds/dispatch.ts';
 import type { RunningService } from '../../services/service.ts';
 import { roundStream } from '../../services/rounds/events.ts';
 import { startInProcess } from '../helpers/service.ts';
-import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from './harness.ts';
 
 describe('stale-round reconciler (API document 4.2 rules 4 and 5b, contract section 6)', () => {
   let h: MoneyHarness;
   let second: RunningService;
   const STALE = { STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' };
   beforeAll(async () => {
-    h = await startMoneyHarness('reconcile', STALE);
+    h = await startMoneyHarness('reconcile', STALE, SCRIPTED_HANG_TIMEOUT);
     second = await startInProcess(h.env, { ...STALE, ROLES: 'reconciler' });
   });
   afterAll(async () => {

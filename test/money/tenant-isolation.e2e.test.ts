@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STALE_ROLLBACK_PREFIX } from '../../services/rounds/events.ts';
 import { OP1, OP2, testCatalog } from '../helpers/catalog.ts';
 import type { FakeWallet, TransactionBody } from '../helpers/fakes.ts';
-import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from './harness.ts';
 
 /**
  * Contract section 8, rule 8: tenants do not share their failures. One operator's hung wallet, with
@@ -50,7 +50,7 @@ const winsOf = (wallet: FakeWallet, playerPrefix: string) =>
 describe('tenant isolation: retries (contract 8 rule 8)', () => {
   let h: MoneyHarness;
   beforeAll(async () => {
-    h = await startMoneyHarness('tenantretry', { DISPATCH_BACKOFF_BASE_MS: String(BACKOFF_BASE_MS), DISPATCH_BACKOFF_MAX_MS: '5000' });
+    h = await startMoneyHarness('tenantretry', { DISPATCH_BACKOFF_BASE_MS: String(BACKOFF_BASE_MS), DISPATCH_BACKOFF_MAX_MS: '5000' }, SCRIPTED_HANG_TIMEOUT);
     const catalog = testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 1000 });
     catalog.operators[0]!.walletTimeoutMs = A_TIMEOUT_MS;
     await h.svc.ctx.catalog.apply(catalog);
@@ -111,7 +111,7 @@ describe('tenant isolation: retries (contract 8 rule 8)', () => {
 describe('tenant isolation: first attempts (contract 8 rule 8)', () => {
   let h: MoneyHarness;
   beforeAll(async () => {
-    h = await startMoneyHarness('tenantfirst');
+    h = await startMoneyHarness('tenantfirst', {}, SCRIPTED_HANG_TIMEOUT);
     // Both operators' wallets on one host (a white-label wallet platform): one fake wallet serves both,
     // operator two signing with operator one's secret so that the fake checks both signatures.
     const catalog = testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet.url, providerUrl: h.provider.url, walletTimeoutMs: 1000 });
@@ -147,7 +147,7 @@ describe('tenant isolation: first attempts (contract 8 rule 8)', () => {
 describe('tenant isolation: stale-round rollbacks (contract 8 rule 8)', () => {
   let h: MoneyHarness;
   beforeAll(async () => {
-    h = await startMoneyHarness('tenantstale', { STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' });
+    h = await startMoneyHarness('tenantstale', { STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' }, SCRIPTED_HANG_TIMEOUT);
   });
   afterAll(async () => h?.close());
 

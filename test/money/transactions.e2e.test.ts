@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP1, OP2, PROV_A, PROV_B } from '../helpers/catalog.ts';
 import { signedRequest } from '../helpers/signing.ts';
-import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from './harness.ts';
 
 describe('provider transaction API (contract section 5)', () => {
   let h: MoneyHarness;
   beforeAll(async () => {
-    h = await startMoneyHarness('money');
+    h = await startMoneyHarness('money', {}, SCRIPTED_HANG_TIMEOUT);
   });
   afterAll(async () => h?.close());
 

@@ -4,7 +4,7 @@ import { OP1, PROV_A, PROV_B, testCatalog } from '../helpers/catalog.ts';
 import { roundStream } from '../../services/rounds/events.ts';
 import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { signedRequest, toTestResponse } from '../helpers/signing.ts';
-import { startMoneyHarness, type MoneyHarness } from './harness.ts';
+import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from './harness.ts';
 
 /**
  * Contract section 8, rules 1 to 5: the wallet deduplicates on (playerRef, transactionId) and applies the
@@ -14,7 +14,7 @@ import { startMoneyHarness, type MoneyHarness } from './harness.ts';
 describe('money safety at the wallet boundary', () => {
   let h: MoneyHarness;
   beforeAll(async () => {
-    h = await startMoneyHarness('walletboundary');
+    h = await startMoneyHarness('walletboundary', {}, SCRIPTED_HANG_TIMEOUT);
   });
   afterAll(async () => h?.close());
 

@@ -13,10 +13,9 @@ const padRun = STREAM_PAD.repeat(64);
 describe('wallet and provider replies over 1 MiB', () => {
   let h: MoneyHarness;
   beforeAll(async () => {
-    // A wallet timeout of 5 s: the 1 MiB the service reads of a streamed reply before it gives up on it
-    // must arrive within it, which the harness's 500 ms did not always allow with the suite's other files
-    // running (a 504 for the 502 these tests check).
-    h = await startMoneyHarness('replysize', {}, { walletTimeoutMs: 5000 });
+    // The harness's wallet timeout (5 s, not SCRIPTED_HANG_TIMEOUT): the 1 MiB the service reads of a streamed
+    // reply before it gives up on it must arrive within it (else a 504 for the 502 these tests check).
+    h = await startMoneyHarness('replysize');
   });
   afterAll(async () => h?.close());
 

@@ -4,7 +4,7 @@ import { transactionRecordSchema, transactionsPage, roundDetails, settlementStat
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { OP1, OP2 } from '../helpers/catalog.ts';
 import { signedRequest } from '../helpers/signing.ts';
-import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
+import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from '../money/harness.ts';
 
 type Tx = ReturnType<typeof transactionRecordSchema.parse>;
 type Statement = ReturnType<typeof settlementStatement.parse>;
@@ -43,7 +43,7 @@ describe('operator reconciliation routes', () => {
   const range = () => `from=${encodeURIComponent(startedAt)}&to=${encodeURIComponent(new Date(Date.now() + 3_600_000).toISOString())}`;
 
   beforeAll(async () => {
-    h = await startMoneyHarness('reconciliation', { DISPATCH_RETRY_WINDOW_SECONDS: '3', STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' });
+    h = await startMoneyHarness('reconciliation', { DISPATCH_RETRY_WINDOW_SECONDS: '3', STALE_ROUND_AFTER_SECONDS: '1', RECONCILE_INTERVAL_SECONDS: '3600' }, SCRIPTED_HANG_TIMEOUT);
     const token = await h.launch(p1);
     const base = (roundId: string) => ({ sessionToken: token, roundId, playerRef: p1, currency: 'EUR', gameId: 'fruit-1' });
 
