@@ -188,6 +188,7 @@ export const auditTransactions = z.strictObject({
       updated_at: z.iso.datetime(),
     }),
   ),
+  nextCursor: z.string().nullable().meta({ description: 'Pass it as cursor for the next page (with the same status); null on the last one.' }),
 });
 
 // The hash chain (GET /v1/audit/chain/*, GET /v1/operator/history/*): services/chain/routes.ts answers these.

@@ -2,8 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { grantDecider } from '../grants/decider.ts';
 import { grantStream } from '../grants/events.ts';
-import { DEAD_STATUSES, isClosed, isUnsettled, outstandingBets, roundDecider, UNSETTLED_STATUSES, type RoundState, type TxStatus } from '../rounds/decider.ts';
-import { transactionsIn } from '../rounds/queries.ts';
+import { isClosed, outstandingBets, roundDecider, type RoundState } from '../rounds/decider.ts';
 import { roundStream } from '../rounds/events.ts';
 import { openSessions, playerSessionsDecider, type PlayerSessionsState } from '../sessions/decider.ts';
 import { sessionsOfPlayer } from '../sessions/queries.ts';
@@ -15,6 +14,7 @@ import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
 import { queryInstant, queryLimit } from '../../shared/http/query.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
+import { decodeTxCursor, encodeTxCursor, unresolvedPage, UNRESOLVED_LISTS } from './unresolved.ts';
 
 const eventView = (e: RecordedEvent) => ({
   position: e.position,
@@ -120,13 +120,15 @@ export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(
  */
 export const txQuery = z.object({
   status: z
-    .enum(['dead', 'unsettled', 'unresolved'], {
+    .enum(UNRESOLVED_LISTS, {
       error: (issue) =>
         issue.input === 'all'
           ? 'not dead, unsettled or unresolved ("all" was renamed "unresolved": it lists the dead and the unsettled, never the settled)'
           : 'not dead, unsettled or unresolved',
     })
     .default('unresolved'),
+  limit: queryLimit(1000).default(1000),
+  cursor: z.string().min(1).max(12_000).optional(),
 });
 
 /** /v1/audit: read-only views of the history of record (bearer ADMIN_TOKEN). */
@@ -186,11 +188,9 @@ export function auditRoutes(ctx: ServiceContext): Router {
   });
 
   router.get('/transactions', async (req, res) => {
-    const { status } = parseOr400(txQuery, req.query, 'query');
-    const statuses: readonly TxStatus[] = status === 'dead' ? DEAD_STATUSES : status === 'unsettled' ? UNSETTLED_STATUSES : [...DEAD_STATUSES, ...UNSETTLED_STATUSES]; // unresolved
-    // A failed BET its ROLLBACK settled is in an unsettled status for good, and listed by none (isUnsettled).
-    const listed = (await transactionsIn(ctx.pool, statuses)).filter(({ row, rolledBack }) => DEAD_STATUSES.includes(row.status) || isUnsettled(row.type, row.status, rolledBack));
-    res.json({ transactions: listed.map(({ row }) => row) });
+    const { status, limit, cursor } = parseOr400(txQuery, req.query, 'query');
+    const page = await unresolvedPage(ctx.pool, status, limit, cursor === undefined ? undefined : decodeTxCursor(cursor, status));
+    res.json({ transactions: page.rows, nextCursor: page.next === undefined ? null : encodeTxCursor(status, page.next) });
   });
 
   return router;

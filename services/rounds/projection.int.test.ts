@@ -61,7 +61,7 @@ describe('rounds read model: the SQL figures are the decider’s', () => {
 
         // What the worker's sweep and the audit list as unsettled is what the decider calls unsettled, and
         // the BETs a ROLLBACK names are those the decider knows rolled back.
-        const listed = await transactionsIn(pool, UNSETTLED_STATUSES);
+        const listed = await transactionsIn(pool, UNSETTLED_STATUSES, { limit: 100_000 });
         expect(listed.map(({ row }) => row.transaction_id).sort()).toEqual(txs.filter((t) => UNSETTLED_STATUSES.includes(t.status)).map((t) => t.transaction_id).sort());
         const rolledBack = new Set([...states.values()].flatMap((s) => [...s.txs.values()].filter((t) => t.rolledBackBy !== undefined).map((t) => t.request.transactionId)));
         expect(listed.filter((l) => l.row.type === 'BET' && l.rolledBack).map(({ row }) => row.transaction_id).sort()).toEqual(

@@ -67,24 +67,41 @@ export async function staleRoundCandidates(pool: Pool, staleAfterSeconds: number
 /** Whether a ROLLBACK of its round names the transaction `t` (the decider's rolledBackBy, as the read model holds it). */
 const ROLLED_BACK = `EXISTS (SELECT 1 FROM rm_transactions r WHERE r.round_stream = t.round_stream AND r.type = 'ROLLBACK' AND r.original_transaction_id = t.transaction_id)`;
 
+/** Where a page of `transactionsIn` ends: the last row read, by its place in the order of the list. */
+export interface TransactionKey {
+  /** `recorded_at` as Postgres writes it (microseconds and offset kept: a Date would drop the microseconds). */
+  recordedAt: string;
+  roundStream: string;
+  transactionId: string;
+}
+
 /**
- * The transactions in the given statuses, oldest first: rows of rm_transactions, column names as stored,
+ * The transactions in the given statuses, oldest first (by `recorded_at`, then the table's key, so the order
+ * is total), at most `limit`, after `after` when given: rows of rm_transactions, column names as stored,
  * each with whether it is a transaction a ROLLBACK names (`rolledBack`, beside the row) for the decider's
- * rules (isUnsettled).
+ * rules (isUnsettled), and its key (`key`) to read on from.
  */
 export async function transactionsIn(
   pool: Pool,
   statuses: readonly TxStatus[],
-): Promise<Array<{ row: Record<string, unknown> & { amount: number; type: TransactionType; status: TxStatus }; rolledBack: boolean }>> {
-  const { rows } = await pool.query<{ amount: string; type: TransactionType; status: TxStatus; rolled_back: boolean } & Record<string, unknown>>(
+  page: { after?: TransactionKey; limit: number },
+): Promise<Array<{ row: Record<string, unknown> & { amount: number; type: TransactionType; status: TxStatus }; rolledBack: boolean; key: TransactionKey }>> {
+  const { after, limit } = page;
+  const { rows } = await pool.query<{ amount: string; type: TransactionType; status: TxStatus; rolled_back: boolean; recorded_key: string; round_stream: string; transaction_id: string } & Record<string, unknown>>(
     `SELECT t.provider_id, t.operator_id, t.round_id, t.round_stream, t.transaction_id, t.type, t.player_ref, t.amount, t.currency, t.status, t.attempts,
             t.last_error, t.recorded_at, t.dead_lettered_at, t.updated_at,
-            ${ROLLED_BACK} AS rolled_back
-     FROM rm_transactions t WHERE t.status = ANY($1::text[]) ORDER BY t.recorded_at`,
-    [statuses],
+            ${ROLLED_BACK} AS rolled_back, t.recorded_at::text AS recorded_key
+     FROM rm_transactions t
+     WHERE t.status = ANY($1::text[]) AND ($2::timestamptz IS NULL OR (t.recorded_at, t.round_stream, t.transaction_id) > ($2::timestamptz, $3::text, $4::text))
+     ORDER BY t.recorded_at, t.round_stream, t.transaction_id LIMIT $5`,
+    [statuses, after?.recordedAt ?? null, after?.roundStream ?? null, after?.transactionId ?? null, limit],
   );
   // bigint arrives as a decimal string; amounts are accepted only as safe integers, so Number() is exact.
-  return rows.map(({ rolled_back, ...r }) => ({ row: { ...r, amount: Number(r.amount) }, rolledBack: rolled_back }));
+  return rows.map(({ rolled_back, recorded_key, ...r }) => ({
+    row: { ...r, amount: Number(r.amount) },
+    rolledBack: rolled_back,
+    key: { recordedAt: recorded_key, roundStream: r.round_stream, transactionId: r.transaction_id },
+  }));
 }
 
 /** Dead-lettered transactions per operator (operators with none are absent). */

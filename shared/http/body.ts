@@ -150,6 +150,9 @@ function decimalOf(text: string): { negative: boolean; digits: string; exponent:
 /** U+0000, or a surrogate that is not half of a pair: Postgres text and jsonb refuse both (contract 8, rule 6). */
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
+/** Whether Postgres can hold `text` (no U+0000, no lone surrogate): for text that reaches a query by another way than a body. */
+export const isStorableText = (text: string): boolean => !UNSTORABLE.test(text);
+
 function holdsUnstorableText(value: unknown): boolean {
   if (typeof value === 'string') return UNSTORABLE.test(value);
   if (Array.isArray(value)) return value.some(holdsUnstorableText);

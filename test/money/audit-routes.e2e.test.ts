@@ -227,4 +227,53 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
       expect(res.json.transactions.every((t) => ['dead', 'invalid', 'recorded', 'failed', 'timed_out'].includes(t.status))).toBe(true);
     }
   });
+
+  it('pages the list: each transaction once, oldest first, full pages, a last page that says so; a foreign or forged cursor is 400', async () => {
+    const player = `au-pg-${randomUUID().slice(0, 6)}`;
+    const token = await h.launch(player);
+    // Seven failed BETs (each refused once; a BET is not retried): unsettled for good. An eighth is rolled
+    // back, which settles it: read by the query, left out by the decider's rule, and it must not cut a page short.
+    const ids = Array.from({ length: 8 }, (_, i) => `au-pg-${player}-${i}`);
+    for (const [i, id] of ids.entries()) {
+      h.wallet.script(id, { status: 503, body: {} });
+      const base = { sessionToken: token, roundId: `au-pg-${player}-r${i}`, playerRef: player, currency: 'EUR', gameId: 'fruit-1' };
+      expect((await h.tx({ ...base, transactionId: id, type: 'BET', roundComplete: false, amount: 5 + i })).status).toBe(502);
+      if (i === 3) expect((await h.tx({ ...base, transactionId: `${id}-rb`, type: 'ROLLBACK', originalTransactionId: id, amount: 5 + i })).status).toBe(200);
+    }
+    const settledForGood = ids[3]!;
+    type Page = { transactions: Array<{ transaction_id: string; recorded_at: string }>; nextCursor: string | null };
+    const whole = async () => (await audit<Page>('/transactions?status=unsettled&limit=1000')).json;
+    await h.until(async () => (await whole()).transactions.filter((t) => ids.includes(t.transaction_id)).length === 7);
+    const all = await whole();
+    expect(all.nextCursor).toBeNull();
+
+    // Walk it two at a time: the same transactions in the same order, every page but the last full.
+    const walked: string[] = [];
+    const sizes: number[] = [];
+    let cursor: string | null = null;
+    do {
+      const res: { status: number; json: Page } = await audit<Page>(`/transactions?status=unsettled&limit=2${cursor === null ? '' : `&cursor=${cursor}`}`);
+      expect(res.status).toBe(200);
+      walked.push(...res.json.transactions.map((t) => t.transaction_id));
+      sizes.push(res.json.transactions.length);
+      cursor = res.json.nextCursor;
+    } while (cursor !== null && sizes.length < 100);
+    expect(walked).toEqual(all.transactions.map((t) => t.transaction_id));
+    expect(walked.filter((id) => ids.includes(id))).toEqual(ids.filter((id) => id !== settledForGood));
+    expect(sizes.slice(0, -1).every((n) => n === 2)).toBe(true);
+    expect(sizes.at(-1)).toBeGreaterThan(0);
+
+    // A cursor belongs to its status; anything else is no cursor of ours, and never a 500.
+    const first = (await audit<Page>('/transactions?status=unsettled&limit=1')).json.nextCursor!;
+    const other = await audit<{ error: string }>(`/transactions?status=dead&cursor=${first}`);
+    expect(other.status).toBe(400);
+    expect(other.json.error).toContain('status=unsettled');
+    const forged = (k: unknown[]) => Buffer.from(JSON.stringify({ v: 1, l: 'unsettled', k })).toString('base64url');
+    for (const bad of ['nope', Buffer.from('null').toString('base64url'), forged(['2026-13-45 10:00:00+00', 'a', 'b']), forged(['0000-01-01 00:00:00+00', 'a', 'b']), forged(['2026-11-30 10:00:00+00', 'a\u0000', 'b']), forged(['2026-11-30 10:00:00+00', '\ud800', 'b'])]) {
+      const res = await audit<{ error: string }>(`/transactions?status=unsettled&cursor=${encodeURIComponent(bad)}`);
+      expect(res.status, bad).toBe(400);
+      expect(res.json.error).toContain('cursor:');
+    }
+    for (const limit of ['0', '1001', '1.5', 'x']) expect((await audit(`/transactions?limit=${limit}`)).status, limit).toBe(400);
+  });
 });

@@ -1,5 +1,6 @@
 import { GENESIS, nextLink } from '../../chain/link.ts';
 import { LATENCY_BUCKETS, latencyBucket, percentileMs } from '../../console/projection.ts';
+import { encodeTxCursor } from '../../audit/unresolved.ts';
 
 /**
  * Realistic examples for every component schema, keyed by component name. Each one is a value the
@@ -362,6 +363,9 @@ const adjustmentRecord = {
   settledAt: '2026-11-21T18:02:11.583Z',
 };
 
+/** The cursor the audit list's example page (status=unsettled, limit 1) answers: it reads on after tx-win-0001. */
+export const AUDIT_TRANSACTIONS_CURSOR = encodeTxCursor('unsettled', { recordedAt: '2026-11-21 16:22:00+00', roundStream: ROUND_STREAM, transactionId: 'tx-win-0001' });
+
 /** The query of the transactions example (from, to, playerRef p1, limit 2) and the cursor its first page answered. */
 export const TRANSACTIONS_FROM = '2026-11-21T00:00:00Z';
 export const TRANSACTIONS_TO = '2026-11-22T00:00:00Z';
@@ -708,6 +712,7 @@ export const schemaExamples: Record<string, unknown[]> = {
           updated_at: '2026-11-21T16:22:07.000Z',
         },
       ],
+      nextCursor: AUDIT_TRANSACTIONS_CURSOR,
     },
   ],
   ChainCheckpoint: [globalCheckpoint],

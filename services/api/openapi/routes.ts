@@ -45,7 +45,7 @@ import {
   walletBody,
 } from '../schemas.ts';
 import { openApiDocumentSchema, sharedResponses } from './components.ts';
-import { CHAIN_KEY_ID, CHAIN_PUBLIC_KEY, providerTransactionExamples, REDRIVE_BY, REDRIVE_REASON, SESSION_TOKEN, settlementCsvExample, TRANSACTIONS_CURSOR, TRANSACTIONS_FROM, TRANSACTIONS_TO } from './examples.ts';
+import { AUDIT_TRANSACTIONS_CURSOR, CHAIN_KEY_ID, CHAIN_PUBLIC_KEY, providerTransactionExamples, REDRIVE_BY, REDRIVE_REASON, SESSION_TOKEN, settlementCsvExample, TRANSACTIONS_CURSOR, TRANSACTIONS_FROM, TRANSACTIONS_TO } from './examples.ts';
 import { isShared, type HeaderSpec, type ResponseEntry, type ResponseSpec, type Responses, type RouteSpec } from './spec.ts';
 
 const json = (schema: z.ZodType, description: string): ResponseSpec => ({ description, content: { 'application/json': schema } });
@@ -920,9 +920,10 @@ ${timeTravel('the grant')} Before the grant's first event, \`state\` is \`{"stat
     tag: 'Audit',
     summary: 'List dead-lettered and unsettled transactions',
     description:
-      '`dead`: transactions the wallet never accepted before retries stopped (24 h), kept for auditors. `unsettled`: recorded, failed or timed out, not yet settled. `unresolved` (the default): both. Settled transactions are in none of these lists (see the round\'s audit history). Oldest first.',
+      '`dead`: transactions the wallet never accepted before retries stopped (24 h), kept for auditors. `unsettled`: recorded, failed or timed out, not yet settled. `unresolved` (the default): both. Settled transactions are in none of these lists (see the round\'s audit history). Oldest first (by when each was first recorded), `limit` to a page (1 to 1,000, default 1,000); follow `nextCursor`, with the same `status`, until it is null. A transaction that joins the list behind a page already read (recorded earlier, failing only now) is on the next walk.',
     query: txQuery,
-    responses: { 200: json(auditTransactions, 'The transactions.'), 400: error('`status: ...`: not dead, unsettled or unresolved (`all` was renamed `unresolved`).', 'status: not dead, unsettled or unresolved'), ...auditErrors },
+    paramExamples: { status: 'unsettled', limit: 1, cursor: AUDIT_TRANSACTIONS_CURSOR },
+    responses: { 200: json(auditTransactions, 'The transactions.'), 400: error('`status: ...`: not dead, unsettled or unresolved (`all` was renamed `unresolved`); `limit: ...`; `cursor: ...`: not one this service gave, or given for another `status`.', 'status: not dead, unsettled or unresolved'), ...auditErrors },
   },
 ];
 

@@ -1,0 +1,77 @@
+import type { Pool } from 'pg';
+import { DEAD_STATUSES, isUnsettled, UNSETTLED_STATUSES, type TxStatus } from '../rounds/decider.ts';
+import { transactionsIn, type TransactionKey } from '../rounds/queries.ts';
+import { badRequest } from '../../shared/errors.ts';
+import { isStorableText } from '../../shared/http/body.ts';
+
+/** The lists of GET /v1/audit/transactions. */
+export const UNRESOLVED_LISTS = ['dead', 'unsettled', 'unresolved'] as const;
+export type UnresolvedList = (typeof UNRESOLVED_LISTS)[number];
+
+const STATUSES: Record<UnresolvedList, readonly TxStatus[]> = {
+  dead: DEAD_STATUSES,
+  unsettled: UNSETTLED_STATUSES,
+  unresolved: [...DEAD_STATUSES, ...UNSETTLED_STATUSES],
+};
+
+/**
+ * The cursor: the list it belongs to and the key of the last row read. Opaque to callers: base64url of JSON.
+ * Not signed: a caller who forges one only reads its own list from another place, so a decoded key is
+ * checked only for what Postgres would refuse (a time it cannot read, text it cannot hold).
+ */
+export function encodeTxCursor(list: UnresolvedList, key: TransactionKey): string {
+  return Buffer.from(JSON.stringify({ v: 1, l: list, k: [key.recordedAt, key.roundStream, key.transactionId] })).toString('base64url');
+}
+
+const NOT_OURS = 'cursor: not a cursor this service gave (pass nextCursor as it was answered)';
+/** `recorded_at::text` as Postgres writes a timestamptz in ISO style: date, time with up to 6 fractional digits, offset. */
+const PG_INSTANT = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\d{2}(:\d{2})?)?$/;
+/** A key's text: what Postgres can hold (a lone surrogate would arrive as U+FFFD and sort elsewhere). */
+const storable = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 4096 && isStorableText(v);
+
+export function decodeTxCursor(cursor: string, list: UnresolvedList): TransactionKey {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw badRequest(NOT_OURS);
+  }
+  const c = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { v?: unknown; l?: unknown; k?: unknown };
+  const k = Array.isArray(c.k) && c.k.length === 3 ? (c.k as unknown[]) : undefined;
+  if (c.v !== 1 || typeof c.l !== 'string' || !k || typeof k[0] !== 'string' || !PG_INSTANT.test(k[0]) || !storable(k[1]) || !storable(k[2])) throw badRequest(NOT_OURS);
+  if (c.l !== list) throw badRequest(`cursor: it belongs to status=${UNRESOLVED_LISTS.includes(c.l as UnresolvedList) ? c.l : 'another list'} (keep status as it was)`);
+  return { recordedAt: k[0], roundStream: k[1], transactionId: k[2] };
+}
+
+/**
+ * One page of a list, oldest first: up to `limit` transactions after `after`, and the key to read on from
+ * (undefined when the list has no more). Rows are read by key and kept by the decider's rule: a dead one
+ * always; an unsettled one unless a ROLLBACK settled it for good (isUnsettled). A row left out still moves
+ * the page on, so a page holds `limit` rows whenever the list has that many more; one row is read past a
+ * full page, so the last page says it is the last.
+ */
+export async function unresolvedPage(
+  pool: Pool,
+  list: UnresolvedList,
+  limit: number,
+  after: TransactionKey | undefined,
+): Promise<{ rows: Array<Record<string, unknown>>; next: TransactionKey | undefined }> {
+  const rows: Array<Record<string, unknown>> = [];
+  let at = after;
+  for (;;) {
+    const need = limit - rows.length;
+    const batch = await transactionsIn(pool, STATUSES[list], { after: at, limit: need + 1 }).catch((err: unknown) => {
+      // A cursor's time shaped as Postgres writes one but no instant (month 13, year 0): Postgres refuses it (SQLSTATE class 22, data exception).
+      if (at === after && after !== undefined && typeof (err as { code?: unknown }).code === 'string' && (err as { code: string }).code.startsWith('22')) throw badRequest(NOT_OURS);
+      throw err;
+    });
+    let read = 0;
+    for (; read < batch.length && rows.length < limit; read++) {
+      const { row, rolledBack, key } = batch[read]!;
+      if (DEAD_STATUSES.includes(row.status) || isUnsettled(row.type, row.status, rolledBack)) rows.push(row);
+      at = key;
+    }
+    if (read < batch.length) return { rows, next: at }; // the page is full and the list goes on
+    if (batch.length <= need) return { rows, next: undefined }; // the list ended inside this batch
+  }
+}
