@@ -1,40 +1,19 @@
-import { createPool, type Pool } from '../db/pool.ts';
+import type { Pool } from '../db/pool.ts';
+import { kickFence } from './kick-fence.ts';
 import { claimTransaction, releaseClaim, releaseLease } from './registry.ts';
 import { guardBroken, WrongExpectedRevisionError, type EventStore, type RecordOutcome, type RecordRequest, type TransactionRecorder } from './port.ts';
-
-const KICK_FENCE = 7281005;
-/** Records under a guard that may be between their guard check and their append at once, per process: 16, or fewer with a smaller query pool. */
-export const fenceConnections = (poolSize: number): number => Math.min(16, poolSize);
 
 /**
  * The recorder for a store kept apart from the registry (EventStoreDB): the claim, with the guard read
  * beside it, then the append. A claim refused by the guard is released again, so the id stays free.
  *
  * The guard check and the append are two calls to the event store, so a kick could land between them.
- * A guarded record holds a shared Postgres advisory lock on the guard stream from before its check to
- * after its append, and a kick (exclusive) appends under the exclusive lock: the kick waits for the
- * records already checked, and the records after it wait for the kick and then see it. The locks are
- * held on connections of a small pool of their own, so waiting holders never starve the claims.
+ * A guarded record holds the kick fence shared (kickFence) from before its check to after its append, and
+ * a kick (exclusive) appends under it exclusive: the kick waits for the records already checked, and the
+ * records after it wait for the kick and then see it.
  */
 export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecorder {
-  let fences: Pool | undefined;
-  const fenced = async <T>(stream: string, mode: 'shared' | 'exclusive', fn: () => Promise<T>): Promise<T> => {
-    fences ??= createPool(pool.options.connectionString!, fenceConnections(pool.options.max ?? 10));
-    const client = await fences.connect();
-    const suffix = mode === 'shared' ? '_shared' : '';
-    let broken: unknown;
-    try {
-      await client.query(`SELECT pg_advisory_lock${suffix}($1, hashtext($2))`, [KICK_FENCE, stream]);
-      try {
-        return await fn();
-      } finally {
-        await client.query(`SELECT pg_advisory_unlock${suffix}($1, hashtext($2))`, [KICK_FENCE, stream]).catch((err: unknown) => (broken = err));
-      }
-    } finally {
-      // A connection that could not unlock is dropped: its session, and so its lock, ends with it.
-      client.release(broken instanceof Error ? broken : undefined);
-    }
-  };
+  const fence = kickFence(pool, 'esdb');
   const record = async (r: RecordRequest): Promise<RecordOutcome> => {
     const [claimed, checked] = await Promise.allSettled([
       claimTransaction(pool, r.registryKey, r.transactionId, r.entry, r.wallet, r.token, r.ttlMs),
@@ -66,10 +45,8 @@ export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecor
     }
   };
   return {
-    record: (r) => (r.guard ? fenced(r.guard.stream, 'shared', () => record(r)) : record(r)),
-    exclusive: (guardStream, fn) => fenced(guardStream, 'exclusive', fn),
-    async close() {
-      await fences?.end();
-    },
+    record: (r) => (r.guard ? fence.hold(r.guard.stream, 'shared', () => record(r)) : record(r)),
+    exclusive: (guardStream, fn) => fence.hold(guardStream, 'exclusive', fn),
+    close: () => fence.close(),
   };
 }

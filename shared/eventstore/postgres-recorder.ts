@@ -4,27 +4,23 @@ import type { Pool } from '../db/pool.ts';
 import { eventArrays } from './pg-arrays.ts';
 import type { Claim, RecordOutcome, RecordRequest, TransactionRecorder } from './port.ts';
 import { walletKeyRace } from './registry.ts';
+import { KICK_FENCE, kickFence } from './kick-fence.ts';
 
 /**
- * The Postgres adapter's transaction recorder: the registry claim, the guard check and the write-ahead
- * append of a new transaction in one statement and one commit (ledger_claim_and_record), one round trip
- * instead of two before the wallet is called. Concurrent calls share a statement.
+ * ledger_claim_and_record (the wallet key, contract section 8 rule 1; idempotency before session validity,
+ * rule 4), as each migration wrote it: `fence` is what it runs after taking its round streams' locks.
+ * Then per item, in registry key order:
+ * - o_revoked: the guard stream holds the guard event (a kick). A kicked session records nothing new:
+ *   refused (o_refused) unless this provider registered the id before, which is then answered as a
+ *   resubmission (the caller's decider refuses anything new);
+ * - o_taken: an id new to this registrant whose wallet key is held by another registrant (another
+ *   provider, an adjustment, the reconciler): nothing is claimed, the holder's entry is returned. An id
+ *   this registrant holds already is its own, also where the migration left it without a wallet key;
+ * - otherwise claimed as claimBatch claims, and a claim that registered the id appends its record at
+ *   the expected revision (conflict: nothing appended, the claim stands).
  */
-export const postgresRecorderMigrations: Migration[] = [
-  {
-    // ledger_record_batch with the wallet key (section 8, rule 1) and idempotency before session validity
-    // (rule 4). Per item, in registry key order, after every round stream's lock:
-    // - o_revoked: the guard stream holds the guard event (a kick). A kicked session records nothing new:
-    //   refused (o_refused) unless this provider registered the id before, which is then answered as a
-    //   resubmission (the caller's decider refuses anything new);
-    // - o_taken: an id new to this registrant whose wallet key is held by another registrant (another
-    //   provider, an adjustment, the reconciler): nothing is claimed, the holder's entry is returned. An id
-    //   this registrant holds already is its own, also where the migration left it without a wallet key;
-    // - otherwise claimed as claimBatch claims, and a claim that registered the id appends its record at
-    //   the expected revision (conflict: nothing appended, the claim stands).
-    id: 'ledger-006-claim-and-record',
-    sql: `
-      CREATE FUNCTION ledger_claim_and_record(
+const claimAndRecordSql = (create: 'CREATE FUNCTION' | 'CREATE OR REPLACE FUNCTION', fence: string) => `
+      ${create} ledger_claim_and_record(
         p_keys text[], p_tx_ids text[], p_hashes text[], p_rounds text[], p_operators text[], p_players text[], p_tokens text[], p_ttls int[],
         p_guard_streams text[], p_guard_from bigint[], p_guard_types text[],
         p_expected bigint[], p_counts int[], p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[])
@@ -40,7 +36,7 @@ export const postgresRecorderMigrations: Migration[] = [
         i int;
       BEGIN
         PERFORM es_lock_streams(p_rounds);
-        FOR i IN 1 .. cardinality(p_keys) LOOP
+${fence}        FOR i IN 1 .. cardinality(p_keys) LOOP
           v_starts := v_starts || v_next;
           v_next := v_next + p_counts[i];
         END LOOP;
@@ -96,16 +92,44 @@ export const postgresRecorderMigrations: Migration[] = [
         END LOOP;
       END
       $$;
-    `,
+`;
+
+/**
+ * The kick fence's shared side (contract section 8, rule 4): the guard streams of the batch, each locked
+ * shared for the statement's transaction before any guard is read, in the order of their keys (so two
+ * batches cannot deadlock). A kick takes the same key exclusive around its append (kickFence): it waits
+ * for the records that read its guard before it, and a record that comes while it is under way waits
+ * for it and then reads the kick. Without it a kick could commit between a record's guard check and its
+ * commit, be acknowledged, and the transaction be recorded and sent after it.
+ */
+const SHARED_FENCE = `        DECLARE
+          v_key int;
+        BEGIN
+          FOR v_key IN SELECT DISTINCT hashtext(g) FROM unnest(p_guard_streams) AS g WHERE g IS NOT NULL ORDER BY 1 LOOP
+            PERFORM pg_advisory_xact_lock_shared(${KICK_FENCE}, v_key);
+          END LOOP;
+        END;
+`;
+
+export const postgresRecorderMigrations: Migration[] = [
+  {
+    id: 'ledger-006-claim-and-record',
+    sql: claimAndRecordSql('CREATE FUNCTION', ''),
   },
+  { id: 'ledger-007-kick-fence', sql: claimAndRecordSql('CREATE OR REPLACE FUNCTION', SHARED_FENCE) },
 ];
 
+/**
+ * The Postgres adapter's transaction recorder: the registry claim, the guard check and the write-ahead
+ * append of a new transaction in one statement and one commit (ledger_claim_and_record), one round trip
+ * instead of two before the wallet is called. Concurrent calls share a statement.
+ */
 export function postgresRecorder(pool: Pool): TransactionRecorder {
+  const fence = kickFence(pool, 'postgres');
   return {
     record: (request) => claimAndRecord(pool, request),
-    // The guard is checked in the statement that records, so a kick needs no fence of its own.
-    exclusive: (_guardStream, fn) => fn(),
-    close: async () => undefined,
+    exclusive: (guardStream, fn) => fence.hold(guardStream, 'exclusive', fn),
+    close: () => fence.close(),
   };
 }
 

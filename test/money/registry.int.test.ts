@@ -420,3 +420,98 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
     }
   });
 });
+
+/**
+ * The same rule on the Postgres store, whose recorder checks the guard and appends in one statement: a
+ * kick could commit between the statement's guard check and its commit, and be acknowledged before the
+ * transaction it did not stop was recorded (and then sent). The statement holds the fence shared from
+ * before its check to its commit; the kick appends under it exclusive.
+ */
+describe('transaction recorder in one statement (Postgres store): a kick is ordered with the transactions of its player', () => {
+  let env: MigratedDatabase;
+  let pool: Pool;
+  let store: PostgresEventStore;
+  let recorder: TransactionRecorder;
+  beforeAll(async () => {
+    env = await migratedDatabase('pgrecordfence', [...eventStoreMigrations, ...registryMigrations]);
+    pool = env.pool;
+    store = new PostgresEventStore(pool, env.db.url);
+    recorder = store.transactionRecorder();
+  });
+  afterAll(async () => {
+    await recorder?.close();
+    await store.close();
+    await env.close();
+  });
+
+  const request = (txId: string, guardStream: string): RecordRequest => ({
+    registryKey: 'studio-a',
+    transactionId: txId,
+    entry: { contentHash: `h-${txId}`, roundStream: `round|${txId}` },
+    wallet: { operatorId: 'op-1', playerRef: guardStream },
+    token: randomUUID(),
+    ttlMs: 60_000,
+    guard: { stream: guardStream, fromRevision: 1, eventType: 'SessionsRevoked' },
+    expectedRevision: -1,
+    events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: txId } }],
+  });
+  const kick = (stream: string) => store.append(stream, [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'any');
+  const started = async () => {
+    const player = `player-sessions|op-1|pgfenced-${randomUUID()}`;
+    await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+    return player;
+  };
+
+  it('a kick waits for a transaction whose statement is past its kick check: the transaction is recorded before the kick is acknowledged', async () => {
+    const player = await started();
+    const txId = `tx-${randomUUID()}`;
+    // Another session holds the same (provider, id) uncommitted: the record's statement checks the guard,
+    // then waits on that row at its registry insert, inside its transaction.
+    const other = await pool.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(`INSERT INTO tx_registry (provider_id, transaction_id, content_hash, round_stream, operator_id, player_ref) VALUES ('studio-a', $1, 'other', 'round|other', 'op-1', 'someone')`, [txId]);
+      const order: string[] = [];
+      const bet = recorder.record(request(txId, player)).then((o) => (order.push('bet recorded'), o));
+      const waiting = async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%ledger_claim_and_record%'`)).rowCount;
+      expect(await eventually(waiting, (n) => n === 1)).toBe(1);
+      const kicked = recorder.exclusive(player, async () => (await kick(player), order.push('kick acknowledged')));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(order).toEqual([]); // the kick waits while the BET's statement is between its check and its commit
+      await other.query('ROLLBACK');
+      await Promise.all([bet, kicked]);
+      expect(order).toEqual(['bet recorded', 'kick acknowledged']);
+      expect(await bet).toMatchObject({ kind: 'claimed', revoked: false, append: { kind: 'appended' } });
+      // In the log, too, the BET comes before the kick that did not stop it.
+      const [recorded] = await store.readStream(`round|${txId}`);
+      const [, revoked] = await store.readStream(player);
+      expect(BigInt(recorded!.position.split('.')[0]!) <= BigInt(revoked!.position.split('.')[0]!)).toBe(true);
+    } finally {
+      await other.query('ROLLBACK').catch(() => undefined);
+      other.release();
+    }
+  });
+
+  it('a transaction that comes while a kick is under way waits for it, then is refused by it; another player\'s does not wait', async () => {
+    const player = await started();
+    const bystander = await started();
+    let finish!: () => void;
+    const kicking = recorder.exclusive(player, async () => {
+      await new Promise<void>((r) => (finish = r));
+      await kick(player);
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    const txId = `tx-${randomUUID()}`;
+    let settled = false;
+    const bet = recorder.record(request(txId, player)).finally(() => (settled = true));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(settled).toBe(false);
+    // Another player's transaction, issued while this one waits, is recorded meanwhile.
+    const other = await within(recorder.record(request(`tx-${randomUUID()}`, bystander)), 5_000);
+    expect(other).toMatchObject({ kind: 'claimed', revoked: false, append: { kind: 'appended' } });
+    finish();
+    await kicking;
+    expect(await bet).toEqual({ kind: 'refused' });
+    expect(await store.readStream(`round|${txId}`)).toEqual([]);
+  });
+});
