@@ -95,8 +95,8 @@ export const DEAD_STATUSES: readonly TxStatus[] = TX_STATUSES.filter((s) => oper
 /**
  * Whether the worker asks the wallet for a transaction of this round: a credit until it is settled for
  * good. A BET is attempted once and never retried (contract section 5), so only a BET still recorded (no
- * outcome of its own attempt recorded), not rolled back, whose round holds a transaction recorded after
- * it: its provider went on with the round as if it had the BET's answer. That is the BET whose process
+ * outcome of its own attempt recorded), not rolled back, whose round holds a transaction its provider
+ * recorded after it: its provider went on with the round as if it had the BET's answer. That is the BET whose process
  * answered the provider with the wallet's reply and died before the outcome was recorded (the outcome is
  * recorded behind the answer only for a wallet reply, so what was lost is a reply the wallet stored).
  * Asked with the same body, the wallet answers with that stored reply and moves no money (API document
@@ -110,9 +110,12 @@ export function workerAttempts(state: RoundState, transactionId: string): boolea
   if (!tx || isFinal(tx.status)) return false;
   if (isCredit(tx.request.type)) return true;
   if (tx.status !== 'recorded' || tx.rolledBackBy !== undefined) return false;
-  // The round's transactions in the order they were first recorded (the map's insertion order).
+  // The round's transactions in the order they were first recorded (the map's insertion order). Only the
+  // provider's own count: the reconciler's stale rollbacks of a force-closed round's other bets say nothing
+  // about this one (its provider got no answer for it and went on with nothing), and asking for it would
+  // send it for the first time, then refund it.
   const ids = [...state.txs.keys()];
-  return ids.indexOf(transactionId) < ids.length - 1;
+  return ids.slice(ids.indexOf(transactionId) + 1).some((id) => state.txs.get(id)!.origin === 'provider');
 }
 
 /**

@@ -773,6 +773,14 @@ describe('rounds decider: what the worker asks the wallet for (workerAttempts)',
     expect(asks('bet-1', recorded(bet('bet-1')), recorded(rollback('rb-1', 'bet-1')))).toBe(false);
     expect(asks('nope', recorded(bet('bet-1')), recorded(win('win-1')))).toBe(false);
   });
+
+  it("never takes the reconciler's stale rollback of another bet for its provider going on: the BET would be sent for the first time, then refunded", () => {
+    const [refund1] = staleRollbacksOf(bet('bet-1'));
+    const closing = [recorded(bet('bet-1')), settled('bet-1'), recorded(bet('bet-2')), forceClosed('bet-1', 'bet-2'), recorded(refund1!, AN_HOUR_AGO, 'reconciler')];
+    expect(asks('bet-2', ...closing)).toBe(false);
+    // Its provider's own later transaction still counts, whatever the reconciler did after it.
+    expect(asks('bet-2', recorded(bet('bet-1')), recorded(bet('bet-2')), recorded(win('win-1')), forceClosed('bet-1', 'bet-2'), recorded(refund1!, AN_HOUR_AGO, 'reconciler'))).toBe(true);
+  });
 });
 
 describe('rounds decider: shared definitions', () => {

@@ -26,8 +26,8 @@ export async function unsettledCredits(pool: Pool, quietSeconds: number): Promis
 }
 
 /**
- * BETs still recorded (no outcome of their own attempt recorded), in a round that holds a transaction
- * recorded after them in the log (workerAttempts: the provider went on as if it had the BET's answer;
+ * BETs still recorded (no outcome of their own attempt recorded), in a round that holds a transaction of
+ * their provider's recorded after them in the log (workerAttempts: the provider went on as if it had the BET's answer;
  * the log's order, as the decider's, not the api processes' clocks), untouched for `quietSeconds`: never
  * asked yet, or asked and the ask failed.
  * Candidates only: the decider confirms each on its own stream, and the lease keeps out an attempt still
@@ -37,7 +37,7 @@ export async function unansweredBets(pool: Pool, quietSeconds: number): Promise<
   const { rows } = await pool.query<{ round_stream: string; transaction_id: string; operator_id: string }>(
     `SELECT b.round_stream, b.transaction_id, b.operator_id FROM rm_transactions b
      WHERE b.type = 'BET' AND b.status = 'recorded' AND b.updated_at < now() - $1 * interval '1 second'
-       AND EXISTS (SELECT 1 FROM rm_transactions later WHERE later.round_stream = b.round_stream AND (later.log_major, later.log_minor) > (b.log_major, b.log_minor))`,
+       AND EXISTS (SELECT 1 FROM rm_transactions later WHERE later.round_stream = b.round_stream AND later.origin = 'provider' AND (later.log_major, later.log_minor) > (b.log_major, b.log_minor))`,
     [quietSeconds],
   );
   return rows.map((r) => ({ roundStream: r.round_stream, transactionId: r.transaction_id, operatorId: r.operator_id }));

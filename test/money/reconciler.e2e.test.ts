@@ -3,6 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readRound } from '../../services/rounds/dispatch.ts';
 import type { RunningService } from '../../services/service.ts';
 import { roundStream } from '../../services/rounds/events.ts';
+import { contentHash } from '../../shared/canonical.ts';
+import { claimTransaction } from '../../shared/eventstore/registry.ts';
+import { testCatalog } from '../helpers/catalog.ts';
 import { startInProcess } from '../helpers/service.ts';
 import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from './harness.ts';
 
@@ -128,4 +131,44 @@ describe('stale-round reconciler (API document 4.2 rules 4 and 5b, contract sect
     await h.until(() => h.wallet.effects.get(`stale-rollback:${bet}`) === 1);
     expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
   });
+
+  it("never sends a BET nobody was answered for while it rolls back the round's other bets (the worker does not take its rollbacks for the provider going on)", async () => {
+    // Rollbacks that take a while, within a wallet timeout long enough for them: the window between the
+    // first bet's rollback and the second's is wide enough for several of the workers' sweeps (1 s).
+    await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 5000 }));
+    try {
+      const r = await openRound();
+      expect((await h.tx(r.bet(`${r.roundId}-b1`, 100))).status).toBe(200);
+      // The second BET's api process died after its write-ahead record, before the wallet call: its
+      // provider got no answer and sent nothing more. Its claim's lease has lapsed.
+      const request = { ...r.bet(`${r.roundId}-b2`, 300) };
+      const hash = contentHash(request);
+      const stream = roundStream('studio-a', 'op-1', r.roundId);
+      await claimTransaction(h.svc.ctx.pool, 'studio-a', request.transactionId, { contentHash: hash, roundStream: stream }, { operatorId: 'op-1', playerRef: r.playerRef }, 'dead-process', 1);
+      // BET1's outcome is appended behind its answer: the dead process's record came after it.
+      await h.until(async () => (await readRound(h.svc.ctx.eventStore, stream)).state.txs.get(`${r.roundId}-b1`)?.status === 'applied');
+      const known = await readRound(h.svc.ctx.eventStore, stream);
+      await h.svc.ctx.eventStore.append(
+        stream,
+        [{ id: randomUUID(), type: 'TransactionRecorded', data: { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request, walletBody: JSON.stringify(request), contentHash: hash, recordedAt: new Date().toISOString() } }],
+        known.revision,
+      );
+      await projected(r.roundId);
+      await new Promise((res) => setTimeout(res, 2_500)); // past the workers' quiet time for an unanswered BET (2 s)
+      h.wallet.setLatency('ROLLBACK', 2_500);
+      try {
+        await h.svc.reconciler!.sweep();
+      } finally {
+        h.wallet.setLatency('ROLLBACK', 0);
+      }
+      await new Promise((res) => setTimeout(res, 1_500)); // a sweep after the rollbacks too
+      // The BET never reached the wallet: its rollback voided it; the player's balance only saw BET1 and its refund.
+      expect(h.walletCallsFor(request.transactionId)).toHaveLength(0);
+      expect(h.walletCallsFor(`stale-rollback:${request.transactionId}`)).toHaveLength(1);
+      expect((await readRound(h.svc.ctx.eventStore, stream)).state.txs.get(request.transactionId)?.status).toBe('voided');
+      expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
+    } finally {
+      await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, ...SCRIPTED_HANG_TIMEOUT }));
+    }
+  }, 30_000);
 });
