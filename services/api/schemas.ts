@@ -86,7 +86,8 @@ export const auditEvent = z.strictObject({
   type: z.string(),
   data: jsonObject,
   metadata: jsonObject,
-  createdAt: z.iso.datetime(),
+  /** "" when the store holds no time a date can (a row edited by hand): recordedAtText. */
+  createdAt: z.union([z.iso.datetime(), z.literal('')]),
 });
 
 export const eventsPage = z.strictObject({ events: z.array(auditEvent), next: z.string() });
@@ -218,7 +219,7 @@ export const chainPublicKeyPem = z.string().regex(/^-----BEGIN PUBLIC KEY-----\n
 /**
  * One event of an operator's chain. An event the chain linked but the store no longer holds is shown
  * with type `(missing from the event store)`, data and metadata null and recordedAt "": recomputing
- * the chain breaks there, as it should.
+ * the chain breaks there, as it should. So does an event whose stored time is no time (recordedAt "" too).
  */
 export const historyEvent = z.strictObject({
   count: z.number().int().positive(),

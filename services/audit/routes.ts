@@ -1,5 +1,6 @@
 import { Router } from 'express';
 import { z } from 'zod';
+import { recordedAtText } from '../chain/link.ts';
 import { grantDecider } from '../grants/decider.ts';
 import { grantStream } from '../grants/events.ts';
 import { isClosed, outstandingBets, roundDecider, type RoundState } from '../rounds/decider.ts';
@@ -24,7 +25,7 @@ const eventView = (e: RecordedEvent) => ({
   type: e.type,
   data: e.data,
   metadata: e.metadata,
-  createdAt: e.createdAt.toISOString(),
+  createdAt: recordedAtText(e.createdAt),
 });
 
 /** Every event of a stream with the state the decider derives after it. */

@@ -29,13 +29,21 @@ export interface ChainedEvent {
   recordedAt: string;
 }
 
+/**
+ * An event's recorded time as the chain and the audit routes write it: ISO 8601 UTC with milliseconds, or ""
+ * when the store holds no time a date can (a row edited by hand to Postgres's `infinity`, or past year
+ * 275760). No append makes such a time, so the event's link breaks there and verify-chain (and an
+ * operator's check) names it, instead of failing to read it.
+ */
+export const recordedAtText = (createdAt: Date): string => (Number.isNaN(createdAt.getTime()) ? '' : createdAt.toISOString());
+
 export const chainedEvent = (e: RecordedEvent): ChainedEvent => ({
   stream: e.streamId,
   type: e.type,
   data: e.data,
   metadata: e.metadata,
   position: e.position,
-  recordedAt: e.createdAt.toISOString(),
+  recordedAt: recordedAtText(e.createdAt),
 });
 
 export const canonicalEvent = (e: ChainedEvent): string => canonicalJson(e);

@@ -205,6 +205,30 @@ describe('the tamper-evident history', () => {
       expect((await operatorScript()).code).toBe(0);
     });
 
+    it('an event whose recorded time is edited to one no date holds (infinity, year 290000): exit 1 naming it, not a crash; the routes and the operator script name it too', async () => {
+      const rows = await logRows();
+      const i = rows.findIndex((r) => r.stream_id.startsWith(`round|studio-a|${OP1.id}|`));
+      const target = rows[i]!;
+      const { rows: was } = await h.svc.ctx.pool.query<{ created_at: Date }>('SELECT created_at FROM es_events WHERE event_id = $1', [target.event_id]);
+      for (const time of ['infinity', '290000-01-01 00:00:00+00']) {
+        await h.svc.ctx.pool.query('UPDATE es_events SET created_at = $2::timestamptz WHERE event_id = $1', [target.event_id, time]);
+        try {
+          await expectBreakAt(i + 1, position(target), /is not the one that was linked here/);
+          const script = await operatorScript();
+          expect(script.code, script.stdout + script.stderr).toBe(1);
+          expect(script.stdout).toMatch(/^history broken: event #\d+ \(position .*, stream round\|/m);
+          const events = await adminGet(`/v1/audit/streams/${encodeURIComponent(target.stream_id)}`);
+          expect(events.status).toBe(200);
+          const shown = ((await events.json()) as { events: Array<{ id: string; createdAt: string }> }).events.find((e) => e.id === target.event_id);
+          expect(shown?.createdAt).toBe('');
+        } finally {
+          await h.svc.ctx.pool.query('UPDATE es_events SET created_at = $2 WHERE event_id = $1', [target.event_id, was[0]!.created_at]);
+        }
+      }
+      expect((await audit('verify-chain')).code).toBe(0);
+      expect((await operatorScript()).code).toBe(0);
+    });
+
     it('a deleted event: exit 1 at its place', async () => {
       const rows = await logRows();
       const i = Math.floor(rows.length / 2);
