@@ -67,6 +67,18 @@ export function eventStoreContract(name: string, factory: () => Promise<Contract
       expect(read[1]!.position).toBe(result.position);
     });
 
+    it('gives the events of one append one recorded time: a fold up to an instant never shows half an append', async () => {
+      // Large events, so that writing one append's rows takes longer than a millisecond.
+      const stream = s('one-time');
+      for (let i = 0; i < 8; i++) await store.append(stream, Array.from({ length: 12 }, () => ev('Big', { pad: randomBytes(12_000).toString('base64') })), 'any');
+      const byAppend = new Map<number, Set<number>>();
+      for (const e of await store.readStream(stream)) {
+        const append = Math.floor(e.revision / 12);
+        byAppend.set(append, (byAppend.get(append) ?? new Set()).add(e.createdAt.getTime()));
+      }
+      expect([...byAppend.values()].map((times) => times.size)).toEqual(Array.from({ length: 8 }, () => 1));
+    });
+
     it('reads a missing stream as empty, and honours fromRevision and maxCount', async () => {
       expect(await store.readStream(s('missing'))).toEqual([]);
       const stream = s('paged');
