@@ -15,6 +15,7 @@ import { BATCH_BYTES } from '../../shared/eventstore/text-size.ts';
 import { queryInstant, queryLimit } from '../../shared/http/query.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
+import { firstRecordedAt } from './migrate.ts';
 import { decodeTxCursor, encodeTxCursor, unresolvedPage, UNRESOLVED_LISTS } from './unresolved.ts';
 
 const eventView = (e: RecordedEvent) => ({
@@ -25,7 +26,7 @@ const eventView = (e: RecordedEvent) => ({
   type: e.type,
   data: e.data,
   metadata: e.metadata,
-  createdAt: recordedAtText(e.createdAt),
+  createdAt: recordedAtText(firstRecordedAt(e)),
 });
 
 /** Every event of a stream with the state the decider derives after it. */
@@ -48,7 +49,8 @@ export const asOfQuery = z.object({
 
 /**
  * The events of a stream recorded at or before `asOf` (all of them without it). An event's time is
- * its createdAt as these routes show it, in milliseconds (the store's own time of the append), so an
+ * its createdAt as these routes show it, in milliseconds (the store's own time of the append; for an
+ * event moved from another store, the time that store recorded: firstRecordedAt), so an
  * event shown at exactly `asOf` is included, and digits of `asOf` past the millisecond change nothing
  * (Date.parse drops them). The stream's prefix up to the first later event is taken, so the fold is
  * always a state the stream really passed through, even were two appends' clocks out of order.
@@ -56,7 +58,7 @@ export const asOfQuery = z.object({
 function recordedBy(events: RecordedEvent[], asOf: string | undefined): RecordedEvent[] {
   if (asOf === undefined) return events;
   const limit = Date.parse(asOf);
-  const later = events.findIndex((e) => e.createdAt.getTime() > limit);
+  const later = events.findIndex((e) => firstRecordedAt(e).getTime() > limit);
   return later === -1 ? events : events.slice(0, later);
 }
 

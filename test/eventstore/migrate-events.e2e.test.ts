@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, type Pool } from '../../shared/db/pool.ts';
 import { OP1, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { signedRequest } from '../helpers/signing.ts';
-import { startInProcess } from '../helpers/service.ts';
+import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
 import { startEsdbTestServer } from './esdb-server.ts';
 import { entryArgs } from '../helpers/bundle.ts';
@@ -74,6 +74,23 @@ describe('npm run audit -- migrate-events', () => {
       return { code: e.code, stdout: e.stdout, stderr: e.stderr };
     }
   };
+  let firstAppended: Array<{ id: string; at: Date }> = [];
+  /**
+   * Time travel reads the times the events were first recorded at, not the move's: each event is shown at
+   * its first store's time (and says where it came from), and a fold as of the first event's time holds it.
+   */
+  const expectTimesKept = async (url: string, roundId: string, appended: Array<{ id: string; at: Date }>, store: string | undefined) => {
+    firstAppended = appended;
+    const get = async (query: string) =>
+      (await (await fetch(`${url}/v1/audit/rounds/studio-a/op-1/${roundId}${query}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()) as {
+        history: Array<{ event: { id: string; createdAt: string; metadata: { movedFrom?: { store: string; createdAt: string } } } }>;
+      };
+    const all = await get('');
+    expect(all.history.map((x) => [x.event.id, x.event.createdAt])).toEqual(appended.map((e) => [e.id, e.at.toISOString()]));
+    expect(all.history.map((x) => x.event.metadata.movedFrom?.store)).toEqual(appended.map(() => store));
+    const asOfFirst = await get(`?asOf=${encodeURIComponent(appended[0]!.at.toISOString())}`);
+    expect(asOfFirst.history.map((x) => x.event.id)).toEqual(appended.filter((e) => e.at.getTime() <= appended[0]!.at.getTime()).map((e) => e.id));
+  };
   const rows = async (svcPool: Pick<Pool, 'query'>) => ({
     rounds: (await svcPool.query('SELECT * FROM rm_rounds ORDER BY round_stream')).rows,
     // Each row's log position is its store's own; what operators page by is their order, which moves with the history.
@@ -96,7 +113,11 @@ describe('npm run audit -- migrate-events', () => {
   it('moves the history to EventStoreDB, and the service runs on it as before; the old store is then refused at start', async () => {
     const pool = createPool(h.env.db.url, 2);
     const before = await rows(pool);
+    // A round's events and the times Postgres recorded them: time travel must read the same after the move.
+    const round = String(settled[2]!.roundId);
+    const appended = (await pool.query<{ id: string; at: Date }>(`SELECT event_id::text AS id, created_at AS at FROM es_events WHERE stream_id = $1 ORDER BY revision`, [`round|studio-a|op-1|${round}`])).rows;
     await pool.end();
+    expect(appended.length).toBeGreaterThan(1);
     const moved = await audit('postgres', 'migrate-events', '--to', esdb.connectionString);
     expect(moved.stderr.split('\n').filter((l) => /failed|Error/.test(l))).toEqual([]);
     expect(moved.code).toBe(0);
@@ -111,6 +132,7 @@ describe('npm run audit -- migrate-events', () => {
     const svc = await startInProcess(h.env, { EVENT_STORE: esdb.connectionString });
     try {
       expect(await rows(svc.ctx.pool)).toEqual(before);
+      await expectTimesKept(svc.url, round, appended, 'postgres');
       await svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url }));
       // Every transaction is answered from its history, without a wallet call.
       const calls = h.wallet.calls.length;
@@ -161,6 +183,9 @@ describe('npm run audit -- migrate-events', () => {
     expect(back.stdout).toMatch(/^both stores hold the same \d+ events, in the same order$/m);
     const svc = await startInProcess(h.env);
     try {
+      // Back where they were first appended, the round's events are the originals, at their own times
+      // (the copies of them were already there: nothing was written over them).
+      await expectTimesKept(svc.url, String(settled[2]!.roundId), firstAppended, undefined);
       await svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url }));
       const calls = h.wallet.calls.length;
       // The BET made on EventStoreDB is answered from the history now in Postgres, without a wallet call.
