@@ -271,6 +271,8 @@ export const consoleOverview = z.strictObject({
     .meta({ description: 'Per projection and bucket, the most it was behind as the projector processes sampled it every 10 s (null: no sample).' }),
   chain: z.strictObject({
     linked: count,
+    failing: z.string().nullable().meta({ description: "Why the chain's runner stopped (say a chain rewritten under it), null while it runs." }),
+    signingLate: z.boolean().meta({ description: 'Events were linked after the last checkpoint, which is older than two checkpoint periods and half a minute: the projector is not signing them.' }),
     behind: count,
     lastCheckpointAt: nullableTime,
     lastCheckpointCount: z.number().int().positive().nullable(),

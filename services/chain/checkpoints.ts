@@ -194,6 +194,16 @@ export function whyNotSign(
 /** The later of two places in one chain (a deletion of checkpoints never takes a signer's memory back). */
 const later = (a: SignedPlace | undefined, b: SignedPlace | undefined): SignedPlace | undefined => (a === undefined ? b : b === undefined || a.count >= b.count ? a : b);
 
+/**
+ * Whether the signer is late (the console's hash-chain tile): it signs every `periodSeconds` while new events
+ * are linked (contract section 10), so events linked past the last checkpoint, which is older than two periods
+ * and half a minute, are events it is not signing (say it refuses a chain rewritten under it). Before the
+ * first checkpoint there is nothing to measure from: not late.
+ */
+export function signingLate(linked: number, last: { count: number; signedAt: Date } | undefined, now: Date, periodSeconds: number): boolean {
+  return last !== undefined && linked > last.count && now.getTime() - last.signedAt.getTime() > (2 * periodSeconds + 30) * 1000;
+}
+
 export interface SigningRound {
   /** Checkpoints signed. */
   signed: number;

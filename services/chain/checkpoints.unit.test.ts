@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { whyNotSign } from './checkpoints.ts';
+import { signingLate, whyNotSign } from './checkpoints.ts';
 
 /** The chain's links by count, as its tables hold them. */
 const chain = (links: Record<number, string>) => (count: number) => links[count];
@@ -30,5 +30,18 @@ describe('whyNotSign: a head is signed only over a chain that still holds what w
     expect(whyNotSign({ count: 20, link: 'bb' }, { count: 20, link: 'bb' }, links, { count: 30, link: 'cc' })).toBeUndefined();
     expect(whyNotSign({ count: 20, link: 'bb' }, { count: 20, link: 'bb' }, links, { count: 40, link: 'dd' })).toMatch(/link at count 40, this process's last, is no longer in its tables/);
     expect(whyNotSign(undefined, undefined, links, { count: 30, link: 'c0' })).toMatch(/count 30/);
+  });
+});
+
+describe('signingLate (the console: a signer that stopped signing)', () => {
+  const at = (s: number) => new Date(Date.UTC(2026, 11, 1, 12, 0, s));
+  it('is late only with events linked past a checkpoint older than two periods and half a minute', () => {
+    const last = { count: 100, signedAt: at(0) };
+    expect(signingLate(120, last, at(149), 60)).toBe(false);
+    expect(signingLate(120, last, at(151), 60)).toBe(true);
+    // Nothing new linked: nothing to sign, however old the checkpoint.
+    expect(signingLate(100, last, at(3_600), 60)).toBe(false);
+    // No checkpoint yet: nothing to measure from.
+    expect(signingLate(120, undefined, at(3_600), 60)).toBe(false);
   });
 });

@@ -2,8 +2,9 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { notFound } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
-import { projectionLag } from '../../projections/runner.ts';
+import { projectionFailures, projectionLag } from '../../projections/runner.ts';
 import type { ServiceContext } from '../context.ts';
+import { signingLate } from '../chain/checkpoints.ts';
 import { CHAIN } from '../chain/projection.ts';
 import { listGrants } from '../grants/queries.ts';
 import { runnerNames } from '../read-models.ts';
@@ -79,6 +80,9 @@ export function consoleRoutes(ctx: ServiceContext): Router {
        FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT signed_at, seq, key_id FROM chain_checkpoints WHERE chain = '' ORDER BY seq DESC LIMIT 1) c ON true`,
     );
     const c = chain[0]!;
+    const linked = Number(c.linked ?? 0);
+    const failing = (await projectionFailures(ctx.pool, [CHAIN]))[0];
+    const last = c.signed_at !== null && c.seq !== null ? { count: Number(c.seq), signedAt: c.signed_at } : undefined;
     res.json({
       window,
       bucketSeconds,
@@ -102,7 +106,9 @@ export function consoleRoutes(ctx: ServiceContext): Router {
         }),
       })),
       chain: {
-        linked: Number(c.linked ?? 0),
+        linked,
+        failing: failing ? failing.error : null,
+        signingLate: signingLate(linked, last, new Date(now), ctx.config.chainCheckpointSeconds),
         behind: projections.find((p) => p.name === CHAIN)?.eventsBehind ?? 0,
         lastCheckpointAt: c.signed_at?.toISOString() ?? null,
         lastCheckpointCount: c.seq === null ? null : Number(c.seq),

@@ -133,7 +133,7 @@ describe('console data and re-drive (admin routes)', () => {
         unsettled: { pending: number; failed: number; dead: number };
         projections: Array<{ name: string; eventsBehind: number }>;
         lagHistory: Array<{ name: string; buckets: Array<{ eventsBehind: number | null }> }>;
-        chain: { linked: number; behind: number };
+        chain: { linked: number; behind: number; failing: string | null; signingLate: boolean };
       }>(`/v1/admin/console/overview?window=${window}`);
       expect(res.status).toBe(200);
       expect(res.json.bucketSeconds).toBe(window === 'hour' ? 60 : 900);
@@ -154,6 +154,7 @@ describe('console data and re-drive (admin routes)', () => {
       expect(res.json.lagHistory.every((l) => l.buckets.length === res.json.transactions.length)).toBe(true);
       expect(res.json.projections.map((p) => p.name).sort()).toEqual(['chain', 'console', 'grants', 'rounds', 'sessions']);
       expect(res.json.chain.linked).toBeGreaterThan(0);
+      expect(res.json.chain).toMatchObject({ failing: null, signingLate: false });
     }
     expect((await admin('/v1/admin/console/overview?window=week')).status).toBe(400);
   });

@@ -512,7 +512,7 @@ const overview = {
       msBehind: at < '2026-11-21T16:20:00.000Z' ? null : name === 'rounds' && at === '2026-11-21T16:22:00.000Z' ? 180 : 0,
     })),
   })),
-  chain: { linked: 1044, behind: 0, lastCheckpointAt: '2026-11-21T16:22:00.000Z', lastCheckpointCount: 1043, keyId: CHAIN_KEY_ID },
+  chain: { linked: 1044, failing: null, signingLate: false, behind: 0, lastCheckpointAt: '2026-11-21T16:22:00.000Z', lastCheckpointCount: 1043, keyId: CHAIN_KEY_ID },
 };
 
 /** p1 in the console: the session launched and kicked, three rounds (newest first), the grant. */

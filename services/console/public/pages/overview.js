@@ -13,7 +13,7 @@ const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf
  * @typedef {{ at: string, calls: number, failures: number, p50Ms: number | null, p99Ms: number | null }} WalletBucket
  * @typedef {{ operatorId: string, buckets: WalletBucket[] }} WalletSeries
  * @typedef {{ name: string, eventsBehind: number, msBehind: number }} Lag
- * @typedef {{ linked: number, behind: number, lastCheckpointAt: string | null, lastCheckpointCount: number | null, keyId: string | null }} Chain
+ * @typedef {{ linked: number, failing: string | null, signingLate: boolean, behind: number, lastCheckpointAt: string | null, lastCheckpointCount: number | null, keyId: string | null }} Chain
  * @typedef {{ window: 'hour' | 'day', bucketSeconds: number, generatedAt: string, transactions: TxBucket[], wallet: WalletSeries[],
  *   unsettled: { pending: number, failed: number, dead: number }, projections: Lag[], chain: Chain,
  *   lagHistory?: Array<{ name: string, buckets: Array<{ at: string, eventsBehind: number | null, msBehind: number | null }> }> }} Overview
@@ -181,10 +181,10 @@ export async function overviewPage(ctx) {
       tile('Dead', count(o.unsettled.dead), 'retries stopped: re-drive or adjust', href.stuck(), o.unsettled.dead > 0 ? 'bad' : 'ok'),
       tile(
         'Hash chain',
-        c.behind === 0 ? 'up to date' : `${count(c.behind)} behind`,
-        `${count(c.linked)} events linked; last checkpoint ${c.lastCheckpointAt ? `${utc(c.lastCheckpointAt)} (${count(c.lastCheckpointCount ?? 0)} events${c.keyId ? `, key ${c.keyId}` : ''})` : 'none yet'}`,
+        c.failing !== null ? 'stopped' : c.signingLate ? 'not signed' : c.behind === 0 ? 'up to date' : `${count(c.behind)} behind`,
+        `${c.failing !== null ? `${c.failing}; ` : ''}${count(c.linked)} events linked; last checkpoint ${c.lastCheckpointAt ? `${utc(c.lastCheckpointAt)} (${count(c.lastCheckpointCount ?? 0)} events${c.keyId ? `, key ${c.keyId}` : ''})` : 'none yet'}`,
         undefined,
-        c.behind === 0 ? 'ok' : 'warn',
+        c.failing !== null || c.signingLate ? 'bad' : c.behind === 0 ? 'ok' : 'warn',
       ),
     );
     updated.textContent = `Last ${o.window}, in ${o.bucketSeconds / 60}-minute buckets, times in UTC. Updated ${utc(o.generatedAt)}${paused ? ' (paused)' : '; refreshes every 5 s'}.`;
