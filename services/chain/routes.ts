@@ -1,4 +1,4 @@
-import { Router } from 'express';
+import { Router, type Response } from 'express';
 import { z } from 'zod';
 import type { Pool } from '../../shared/db/pool.ts';
 import { notFound } from '../../shared/errors.ts';
@@ -23,18 +23,37 @@ export interface HistoryEvent extends ChainedEvent {
 }
 
 const READ_CONCURRENCY = 8;
+/**
+ * Events read from the store at a time for a page of an operator's history: a page is up to 1,000 events,
+ * and an outcome keeps its wallet's reply (up to 1 MiB), so a page read whole could hold a gigabyte in the
+ * api. Read and sent in runs of this many, it holds at most about 32 MiB.
+ */
+export const HISTORY_READ_RUN = 32;
+
+type LinkRow = { seq: string; link: Buffer; stream_id: string; revision: string; position: string };
 
 /**
  * The operator's events after its `after`-th, in chain order, each with its link, read from the event
- * store itself (the chain's tables say only where each one is). A stream's consecutive events are read
- * in one call.
+ * store itself (the chain's tables say only where each one is), in runs of HISTORY_READ_RUN: a stream's
+ * consecutive events of a run are read in one call.
  */
-export async function operatorHistory(pool: Pool, store: EventStore, operatorId: string, after: number, limit: number): Promise<HistoryEvent[]> {
-  const { rows } = await pool.query<{ seq: string; link: Buffer; stream_id: string; revision: string; position: string }>(
+export async function* operatorHistoryRuns(pool: Pool, store: EventStore, operatorId: string, after: number, limit: number): AsyncGenerator<HistoryEvent[]> {
+  const { rows } = await pool.query<LinkRow>(
     `SELECT operator_seq AS seq, operator_link AS link, stream_id, revision, position FROM chain_links
      WHERE operator_id = $1 AND operator_seq > $2 ORDER BY operator_seq LIMIT $3`,
     [operatorId, after, limit],
   );
+  for (let i = 0; i < rows.length; i += HISTORY_READ_RUN) yield linkedEvents(store, rows.slice(i, i + HISTORY_READ_RUN));
+}
+
+/** All of a page of operatorHistoryRuns. */
+export async function operatorHistory(pool: Pool, store: EventStore, operatorId: string, after: number, limit: number): Promise<HistoryEvent[]> {
+  const out: HistoryEvent[] = [];
+  for await (const run of operatorHistoryRuns(pool, store, operatorId, after, limit)) out.push(...run);
+  return out;
+}
+
+async function linkedEvents(store: EventStore, rows: LinkRow[]): Promise<HistoryEvent[]> {
   const wanted = new Map<string, { from: number; to: number }>();
   for (const r of rows) {
     const rev = Number(r.revision);
@@ -58,14 +77,41 @@ export async function operatorHistory(pool: Pool, store: EventStore, operatorId:
   });
 }
 
+/** Until the response can take more, or its connection is gone (then 'drain' never comes). */
+const drainedOrClosed = (res: Response) =>
+  new Promise<void>((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+
 /** GET /v1/operator/history/events and /checkpoints (contract section 10): an operator's own chain. */
 export function historyRoutes(ctx: ServiceContext): Router {
   const router = Router();
   router.get('/history/events', async (req, res) => {
     const operator = callingOperator(ctx, req);
     const q = parseOr400(historyEventsQuery, req.query, 'query');
-    const events = await operatorHistory(ctx.pool, ctx.eventStore, operator.id, q.after ?? 0, q.limit ?? 100);
-    res.json({ events, next: events.at(-1)?.count ?? q.after ?? 0 });
+    // Written as it is read, run by run (HISTORY_READ_RUN), never held whole: a page of large events is
+    // large. A failure after the first run cuts the connection (the error handler), so a client never
+    // takes a cut page for a whole one.
+    const runs = operatorHistoryRuns(ctx.pool, ctx.eventStore, operator.id, q.after ?? 0, q.limit ?? 100);
+    let next = q.after ?? 0;
+    let first = true;
+    for await (const run of runs) {
+      if (run.length === 0) continue;
+      if (first) res.type('application/json').write('{"events":[');
+      const text = `${first ? '' : ','}${run.map((e) => JSON.stringify(e)).join(',')}`;
+      first = false;
+      next = run.at(-1)!.count;
+      if (!res.write(text)) await drainedOrClosed(res);
+      if (res.destroyed) return; // the caller went away: read no more
+    }
+    if (first) res.type('application/json').write('{"events":[');
+    res.end(`],"next":${next}}`);
   });
   router.get('/history/checkpoints', async (req, res) => {
     const operator = callingOperator(ctx, req);

@@ -155,6 +155,33 @@ describe('the tamper-evident history', () => {
     expect(bad.json.error).toMatch(/^after: /);
   });
 
+  it('sends a page of large events whole, run after run (never held whole): every event once, in order, links recomputable', async () => {
+    // 40 rounds whose wallet replies carry 200 KB each: a page of them spans several of the runs the
+    // route reads and writes at a time (HISTORY_READ_RUN).
+    const player = `ch-big-${run8}`;
+    const token = await h.launch(player);
+    const pad = 'Z'.repeat(200_000);
+    for (let i = 0; i < 40; i++) {
+      const id = `chbig-${run8}-${i}`;
+      h.wallet.script(id, { status: 200, body: { status: 'OK', balance: 10_000 - i, pad } });
+      const res = await h.tx({ sessionToken: token, roundId: `chbig-${run8}-${i}`, playerRef: player, currency: 'EUR', gameId: 'fruit-1', transactionId: id, type: 'BET', roundComplete: true, amount: 1 });
+      expect(res.status).toBe(200);
+    }
+    await caughtUp();
+    const res = await signedRequest<{ events: HistoryEvent[]; next: number }>(h.svc.url, { path: '/v1/operator/history/events?limit=1000', as: OP1 });
+    expect(res.status).toBe(200);
+    const { events, next } = res.json;
+    expect(events.map((e) => e.count)).toEqual(events.map((_, i) => i + 1));
+    expect(next).toBe(events.length);
+    expect(events.filter((e) => JSON.stringify(e.data).includes(pad)).length).toBe(40);
+    let link = GENESIS;
+    for (const e of events) link = nextLink(link, { stream: e.stream, type: e.type, data: e.data, metadata: e.metadata, position: e.position, recordedAt: e.recordedAt });
+    expect(link.toString('hex')).toBe(events.at(-1)!.link);
+    // Past the end: an empty page that names where it stands.
+    const after = (await signedRequest<{ events: HistoryEvent[]; next: number }>(h.svc.url, { path: `/v1/operator/history/events?after=${next + 1000}`, as: OP1 })).json;
+    expect(after).toEqual({ events: [], next: next + 1000 });
+  }, 60_000);
+
   it("the operator's own script, using nothing of ours, finds its history intact", async () => {
     const result = await operatorScript();
     expect(result.code, result.stdout + result.stderr).toBe(0);

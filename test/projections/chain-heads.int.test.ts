@@ -13,6 +13,7 @@ import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstor
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { OP1 } from '../helpers/catalog.ts';
 import { prng } from '../helpers/prng.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { plan, START as HISTORY_START } from '../bench/history.ts';
 
 /**
@@ -162,7 +163,8 @@ for (const kind of ['postgres', 'esdb'] as const) describe(`the chain runner lin
     await linkOn(mine);
     const at = await readCheckpoint(pool, CHAIN);
     await appendRounds(2);
-    const { events } = await store.readPage({ from: at, maxCount: 3, maxBytes: 8 << 20 });
+    // The log shows what was just appended once every older transaction has ended (other files run beside this one).
+    const { events } = await eventually(() => store.readPage({ from: at, maxCount: 3, maxBytes: 8 << 20 }), (page) => page.events.length >= 2);
     for (const moved of [events[1]!.position, START]) {
       await pool.query('UPDATE projection_checkpoints SET position = $2 WHERE name = $1', [CHAIN, moved]);
       await expect(linkOn(mine)).rejects.toThrow(`the chain's checkpoint in the database is at ${moved}, not at the last event linked (${at}, count `);
