@@ -4,7 +4,7 @@ import type { Pool } from '../../shared/db/pool.ts';
 import { isRefusal, Refused } from '../../shared/decider.ts';
 import { AppError } from '../../shared/errors.ts';
 import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
-import type { Claim, RecordRequest, RegistryEntry, StreamGuard, TransactionRecorder } from '../../shared/eventstore/port.ts';
+import { GuardBrokenError, type Claim, type RecordRequest, type RegistryEntry, type StreamGuard, type TransactionRecorder } from '../../shared/eventstore/port.ts';
 import { claimIsOwn, isClaimed, releaseClaim, releaseLease } from '../../shared/eventstore/registry.ts';
 import { isCredit, isFinal, roundDecider, type RoundCommand, type RoundRefusal, type RoundState, type SessionStanding, type TxState } from './decider.ts';
 import { callWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease } from './dispatch.ts';
@@ -222,9 +222,16 @@ async function underLease(
     if (options.recorded) {
       round = options.recorded;
     } else {
+      // Recorded now, after its claim: a kick may have come since the claim's check, so the record's
+      // append checks it again, under the fence (contract section 8, rule 4). A session already found
+      // kicked records nothing new (the decider refuses it).
+      const store = sub.revocation && !options.revoked ? deps.recorder.guarded(sub.revocation) : deps.eventStore;
       try {
-        const recorded = await handleCommand(deps.eventStore, sub.roundStream, roundDecider, recordCommand(sub, claim.entry.contentHash, deps.now(), session), {
+        const recorded = await handleCommand(store, sub.roundStream, roundDecider, recordCommand(sub, claim.entry.contentHash, deps.now(), session), {
           known: options.fresh ? undefined : knownRound(deps, sub),
+        }).catch((err: unknown) => {
+          if (err instanceof GuardBrokenError) throw new Refused<RoundRefusal>({ kind: 'session-invalid' });
+          throw err;
         });
         round = { state: recorded.next, revision: recorded.revision };
         deps.rounds.put(sub.roundStream, round);

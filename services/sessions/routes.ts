@@ -67,8 +67,8 @@ export function sessionRoutes(ctx: ServiceContext, recorder: Pick<TransactionRec
     const stream = playerSessionsStream(operator.id, playerRef);
     // Under the recorder's fence: a transaction of this player not yet recorded when the kick is
     // acknowledged sees the kick (contract section 8, rule 4).
-    const { state } = await recorder.exclusive(stream, () =>
-      handleCommand(ctx.eventStore, stream, playerSessionsDecider, { type: 'RevokeSessions', operatorId: operator.id, playerRef, now }),
+    const { state } = await recorder.exclusive(stream, (fenced) =>
+      handleCommand(fenced, stream, playerSessionsDecider, { type: 'RevokeSessions', operatorId: operator.id, playerRef, now }),
     );
     const ended = activeAt(state, now);
     res.json({ revokedCount: ended.length });

@@ -1,7 +1,7 @@
 import type { Pool } from '../db/pool.ts';
 import { kickFence } from './kick-fence.ts';
 import { claimTransaction, releaseClaim, releaseLease } from './registry.ts';
-import { guardBroken, WrongExpectedRevisionError, type EventStore, type RecordOutcome, type RecordRequest, type TransactionRecorder } from './port.ts';
+import { GuardBrokenError, guardBroken, WrongExpectedRevisionError, type EventStore, type RecordOutcome, type RecordRequest, type TransactionRecorder } from './port.ts';
 
 /**
  * The recorder for a store kept apart from the registry (EventStoreDB): the claim, with the guard read
@@ -13,7 +13,7 @@ import { guardBroken, WrongExpectedRevisionError, type EventStore, type RecordOu
  * records after it wait for the kick and then see it.
  */
 export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecorder {
-  const fence = kickFence(pool, 'esdb');
+  const fence = kickFence(pool);
   const record = async (r: RecordRequest): Promise<RecordOutcome> => {
     const [claimed, checked] = await Promise.allSettled([
       claimTransaction(pool, r.registryKey, r.transactionId, r.entry, r.wallet, r.token, r.ttlMs),
@@ -46,7 +46,17 @@ export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecor
   };
   return {
     record: (r) => (r.guard ? fence.hold(r.guard.stream, 'shared', () => record(r)) : record(r)),
-    exclusive: (guardStream, fn) => fence.hold(guardStream, 'exclusive', fn),
+    // The fence is held on a connection of its own across calls to EventStoreDB, which takes no Postgres
+    // lock: nothing held in Postgres waits on what the fence's holders do.
+    exclusive: (guardStream, fn) => fence.hold(guardStream, 'exclusive', () => fn(store)),
+    guarded: (guard) => ({
+      readStream: (streamId, options) => store.readStream(streamId, options),
+      append: (streamId, events, expected) =>
+        fence.hold(guard.stream, 'shared', async () => {
+          if (await guardBroken(store, guard)) throw new GuardBrokenError(guard);
+          return store.append(streamId, events, expected);
+        }),
+    }),
     close: () => fence.close(),
   };
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { fold, isRefusal, Refused, type Decider, type DomainEvent, type Refusal } from '../decider.ts';
-import { WrongExpectedRevisionError, type AppendResult, type EventStore, type ExpectedRevision, type JsonObject, type Position } from './port.ts';
+import { WrongExpectedRevisionError, type AppendResult, type EventStore, type ExpectedRevision, type JsonObject, type Position, type StreamStore } from './port.ts';
 
 export interface CommandResult<State, Event extends DomainEvent> {
   events: Event[];
@@ -16,7 +16,7 @@ export interface CommandResult<State, Event extends DomainEvent> {
 
 /** A stream's state and the revision it was read at (-1 when the stream does not exist). */
 export async function readState<State, Event extends DomainEvent>(
-  store: EventStore,
+  store: Pick<EventStore, 'readStream'>,
   streamId: string,
   decider: Pick<Decider<never, State, Event, Refusal>, 'initialState' | 'evolve'>,
 ): Promise<{ state: State; revision: number }> {
@@ -53,7 +53,7 @@ export interface KnownState<State> {
  * always made against the stream's latest history. A refusal is thrown as Refused.
  */
 export async function handleCommand<Command, State, Event extends DomainEvent, R extends Refusal>(
-  store: EventStore,
+  store: StreamStore,
   streamId: string,
   decider: Decider<Command, State, Event, R>,
   command: Command,

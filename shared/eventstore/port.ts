@@ -255,12 +255,30 @@ export async function waitForMore(
 export interface TransactionRecorder {
   record(request: RecordRequest): Promise<RecordOutcome>;
   /**
-   * Runs `fn` (a kick: the append of the guard event) while no record guarded by `guardStream` is
-   * between its guard check and its append, and holds back the records that come meanwhile until `fn`
-   * is done: a kick acknowledged before a transaction is recorded stops it, on either store.
+   * Runs `fn` (a kick: the append of the guard event) with a store whose appends are made while no
+   * record guarded by `guardStream` is between its guard check and its append, and that holds back the
+   * records that come meanwhile until the append is done: a kick acknowledged before a transaction is
+   * recorded stops it, on either store. `fn` appends through the store it is given.
    */
-  exclusive<T>(guardStream: string, fn: () => Promise<T>): Promise<T>;
+  exclusive<T>(guardStream: string, fn: (store: StreamStore) => Promise<T>): Promise<T>;
+  /**
+   * A store whose appends check `guard` as `record` does, ordered with `exclusive` the same way: an append
+   * the guard forbids throws GuardBrokenError and appends nothing. For a transaction recorded after its
+   * claim (the claim's own check came before; a kick may have come since).
+   */
+  guarded(guard: StreamGuard): StreamStore;
   close(): Promise<void>;
+}
+
+/** What deciding on a stream needs of a store (handleCommand): its reads and its appends. */
+export type StreamStore = Pick<EventStore, 'readStream' | 'append'>;
+
+/** An append refused by its guard (TransactionRecorder.guarded): the guard stream holds the guard event. */
+export class GuardBrokenError extends Error {
+  constructor(readonly guard: StreamGuard) {
+    super(`${guard.stream} holds ${guard.eventType} from revision ${guard.fromRevision}`);
+    this.name = 'GuardBrokenError';
+  }
 }
 
 /** A condition on another stream: it holds no event of this type from this revision on (say, no kick of a session). */

@@ -2,9 +2,10 @@ import { Coalescer, type Settled } from '../coalesce.ts';
 import type { Migration } from '../db/migrations.ts';
 import type { Pool } from '../db/pool.ts';
 import { eventArrays } from './pg-arrays.ts';
-import type { Claim, RecordOutcome, RecordRequest, TransactionRecorder } from './port.ts';
+import type { Claim, RecordOutcome, RecordRequest, StreamStore, TransactionRecorder } from './port.ts';
+import type { PostgresEventStore } from './postgres.ts';
 import { walletKeyRace } from './registry.ts';
-import { KICK_FENCE, kickFence } from './kick-fence.ts';
+import { KICK_FENCE } from './kick-fence.ts';
 
 /**
  * ledger_claim_and_record (the wallet key, contract section 8 rule 1; idempotency before session validity,
@@ -99,7 +100,7 @@ ${fence}        FOR i IN 1 .. cardinality(p_keys) LOOP
  * shared for the statement's transaction before any guard is read, in the order of their keys (so two
  * batches cannot deadlock). A kick takes the same key exclusive around its append (kickFence): it waits
  * for the records that read its guard before it, and a record that comes while it is under way waits
- * for it and then reads the kick. Without it a kick could commit between a record's guard check and its
+ * for it and then reads the kick. (A kick takes it in its append's statement: es_append_fenced.) Without it a kick could commit between a record's guard check and its
  * commit, be acknowledged, and the transaction be recorded and sent after it.
  */
 const SHARED_FENCE = `        DECLARE
@@ -117,6 +118,39 @@ export const postgresRecorderMigrations: Migration[] = [
     sql: claimAndRecordSql('CREATE FUNCTION', ''),
   },
   { id: 'ledger-007-kick-fence', sql: claimAndRecordSql('CREATE OR REPLACE FUNCTION', SHARED_FENCE) },
+  {
+    // es_append_fenced: one append under the kick fence, for a kick (exclusive) and for a transaction
+    // recorded after its claim (shared, checking the guard as ledger_claim_and_record does). The stream's
+    // lock first, then the fence: the order ledger_claim_and_record takes them in (its rounds', then the
+    // fence), and every wait among them is Postgres's own, which it can see. (A kick that held the fence
+    // on a connection of its own while its append waited, batched, for a round's lock, could wait in a
+    // circle with a record holding that round's lock and waiting for the fence, which no database sees.)
+    id: 'ledger-008-fenced-append',
+    sql: `
+      CREATE FUNCTION es_append_fenced(p_fence text, p_exclusive boolean, p_guard_from bigint, p_guard_type text,
+        p_stream text, p_expected bigint, p_ids uuid[], p_types text[], p_data jsonb[], p_meta jsonb[],
+        OUT o_revoked boolean, OUT o_conflict boolean, OUT o_revision bigint, OUT o_position text) LANGUAGE plpgsql AS $$
+      DECLARE
+        r record;
+      BEGIN
+        PERFORM pg_advisory_xact_lock(7281004, hashtext(p_stream));
+        IF p_exclusive THEN
+          PERFORM pg_advisory_xact_lock(${KICK_FENCE}, hashtext(p_fence));
+        ELSE
+          PERFORM pg_advisory_xact_lock_shared(${KICK_FENCE}, hashtext(p_fence));
+        END IF;
+        o_revoked := p_guard_type IS NOT NULL AND es_stream_has(p_fence, p_guard_from, p_guard_type);
+        IF o_revoked THEN
+          RETURN;
+        END IF;
+        r := es_append_one(p_stream, p_expected, p_ids, p_types, p_data, p_meta);
+        o_conflict := r.o_conflict;
+        o_revision := r.o_revision;
+        o_position := r.o_position;
+      END
+      $$;
+    `,
+  },
 ];
 
 /**
@@ -124,12 +158,15 @@ export const postgresRecorderMigrations: Migration[] = [
  * append of a new transaction in one statement and one commit (ledger_claim_and_record), one round trip
  * instead of two before the wallet is called. Concurrent calls share a statement.
  */
-export function postgresRecorder(pool: Pool): TransactionRecorder {
-  const fence = kickFence(pool, 'postgres');
+export function postgresRecorder(pool: Pool, store: PostgresEventStore): TransactionRecorder {
+  const readStream: StreamStore['readStream'] = (streamId, options) => store.readStream(streamId, options);
   return {
     record: (request) => claimAndRecord(pool, request),
-    exclusive: (guardStream, fn) => fence.hold(guardStream, 'exclusive', fn),
-    close: () => fence.close(),
+    // The fence is taken inside each statement that appends under it (ledger_claim_and_record,
+    // es_append_fenced), never held on a connection of its own across other statements.
+    exclusive: (guardStream, fn) => fn({ readStream, append: (streamId, events, expected) => store.appendFenced({ stream: guardStream, mode: 'exclusive' }, streamId, events, expected) }),
+    guarded: (guard) => ({ readStream, append: (streamId, events, expected) => store.appendFenced({ stream: guard.stream, mode: 'shared', guard }, streamId, events, expected) }),
+    close: async () => undefined,
   };
 }
 

@@ -5,6 +5,7 @@ import { isUniqueViolation, type Pool } from '../db/pool.ts';
 import { eventArrays } from './pg-arrays.ts';
 import { postgresRecorder, postgresRecorderMigrations } from './postgres-recorder.ts';
 import {
+  GuardBrokenError,
   pollingSubscription,
   START,
   WrongExpectedRevisionError,
@@ -21,6 +22,7 @@ import {
   type ReadPageOptions,
   type ReadStreamOptions,
   type RecordedEvent,
+  type StreamGuard,
   type SubscribeOptions,
   type TransactionRecorder,
 } from './port.ts';
@@ -365,7 +367,51 @@ export class PostgresEventStore implements EventStore {
 
   /** The registry is in this same database: claim, guard and record in one statement. */
   transactionRecorder(): TransactionRecorder {
-    return postgresRecorder(this.pool);
+    return postgresRecorder(this.pool, this);
+  }
+
+  /**
+   * An append under the kick fence of `fence.stream` (TransactionRecorder.exclusive and .guarded on this
+   * store), as `append` answers it: one statement of its own (es_append_fenced), never batched with other
+   * appends, that takes the stream's lock, then the fence (exclusive for a kick, shared for a guarded
+   * record), then checks the guard. A guard that forbids it throws GuardBrokenError, appending nothing.
+   */
+  async appendFenced(
+    fence: { stream: string; mode: 'exclusive' } | { stream: string; mode: 'shared'; guard: StreamGuard },
+    streamId: string,
+    events: NewEvent[],
+    expectedRevision: ExpectedRevision,
+  ): Promise<AppendResult> {
+    if (events.length === 0) throw new Error('append needs at least one event');
+    const guard = fence.mode === 'shared' ? fence.guard : undefined;
+    let actual: number | undefined;
+    try {
+      const { rows } = await this.pool.query<{ o_revoked: boolean; o_conflict: boolean | null; o_revision: string | null; o_position: string | null }>({
+        name: 'es_append_fenced',
+        text: 'SELECT o_revoked, o_conflict, o_revision, o_position FROM es_append_fenced($1::text, $2::boolean, $3::bigint, $4::text, $5::text, $6::bigint, $7::uuid[], $8::text[], $9::jsonb[], $10::jsonb[])',
+        values: [
+          fence.stream,
+          fence.mode === 'exclusive',
+          guard?.fromRevision ?? null,
+          guard?.eventType ?? null,
+          streamId,
+          expectedRevision === 'any' ? null : expectedRevision === 'no_stream' ? -1 : expectedRevision,
+          ...eventArrays(events),
+        ],
+      });
+      const r = rows[0]!;
+      if (r.o_revoked) throw new GuardBrokenError(guard!);
+      if (!r.o_conflict) {
+        this.bump();
+        return { nextRevision: Number(r.o_revision), position: r.o_position! };
+      }
+      actual = Number(r.o_revision);
+    } catch (err) {
+      if (!isUniqueViolation(err, 'es_events_event_id_key')) throw err;
+    }
+    const previous = await this.findPreviousAppend(streamId, events);
+    if (previous) return previous;
+    throw new WrongExpectedRevisionError(streamId, expectedRevision, actual ?? (await this.currentRevision(streamId)));
   }
 
   async eventCount(): Promise<number> {

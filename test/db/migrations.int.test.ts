@@ -53,7 +53,7 @@ describe('baselined migrations', () => {
       await migrate(upgraded.pool, allMigrations);
       const [want, got] = [await schemaOf(fresh.pool), await schemaOf(upgraded.pool)];
       expect(want.functions.map((f) => f.proname)).toEqual([
-        'es_append', 'es_append_batch', 'es_append_one', 'es_lock_streams', 'es_notify_appended', 'es_stream_has', 'ledger_claim_and_record',
+        'es_append', 'es_append_batch', 'es_append_fenced', 'es_append_one', 'es_lock_streams', 'es_notify_appended', 'es_stream_has', 'ledger_claim_and_record',
       ]);
       expect(got.relations).toEqual(want.relations);
       expect(got.columns).toEqual(want.columns);

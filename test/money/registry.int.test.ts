@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, type Pool } from '../../shared/db/pool.ts';
 import { claimThenAppend } from '../../shared/eventstore/claim-then-append.ts';
-import type { EventStore, RecordRequest, RegistryEntry, TransactionRecorder, WalletKey } from '../../shared/eventstore/port.ts';
+import { GuardBrokenError, type EventStore, type RecordRequest, type RegistryEntry, type StreamStore, type TransactionRecorder, type WalletKey } from '../../shared/eventstore/port.ts';
 import { claimTransaction, registryMigrations, releaseLease } from '../../shared/eventstore/registry.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
@@ -373,7 +373,8 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
     expectedRevision: -1,
     events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: txId } }],
   });
-  const kick = (stream: string) => store.append(stream, [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'any');
+  /** A kick's append, through the store the recorder's fence gives it. */
+  const kick = (fenced: StreamStore, stream: string) => fenced.append(stream, [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'any');
 
   it('a kick waits for a transaction already past its kick check: the transaction is recorded before the kick is acknowledged', async () => {
     const player = `player-sessions|op-1|fenced-${randomUUID()}`;
@@ -384,7 +385,7 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
       const order: string[] = [];
       const bet = recorder.record(request(`tx-${randomUUID()}`, player)).then((o) => (order.push('bet recorded'), o));
       await atAppend;
-      const kicked = recorder.exclusive(player, async () => (await kick(player), order.push('kick acknowledged')));
+      const kicked = recorder.exclusive(player, async (fenced) => (await kick(fenced, player), order.push('kick acknowledged')));
       await new Promise((r) => setTimeout(r, 200));
       expect(order).toEqual([]); // the kick waits while the BET is between its check and its append
       open();
@@ -403,9 +404,9 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
     try {
       // The kick is under way (it holds the fence) but has not appended yet.
       let finish!: () => void;
-      const kicking = recorder.exclusive(player, async () => {
+      const kicking = recorder.exclusive(player, async (fenced) => {
         await new Promise<void>((r) => (finish = r));
-        await kick(player);
+        await kick(fenced, player);
       });
       await new Promise((r) => setTimeout(r, 50));
       const txId = `tx-${randomUUID()}`;
@@ -415,6 +416,35 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
       await kicking;
       expect(await bet).toEqual({ kind: 'refused' });
       expect(await store.readStream(`round|${txId}`)).toEqual([]);
+    } finally {
+      await recorder.close();
+    }
+  });
+
+  it('a transaction recorded after its claim (guarded) waits for a kick under way, then is refused by it, appending nothing', async () => {
+    const player = `player-sessions|op-1|fenced-${randomUUID()}`;
+    await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+    const recorder = claimThenAppend(pool, store);
+    try {
+      const guard = { stream: player, fromRevision: 1, eventType: 'SessionsRevoked' };
+      const append = (round: string) => recorder.guarded(guard).append(round, [{ id: randomUUID(), type: 'TransactionRecorded', data: {} }], 'no_stream');
+      expect((await append(`round|ok-${randomUUID()}`)).nextRevision).toBe(0);
+      let finish!: () => void;
+      const kicking = recorder.exclusive(player, async (fenced) => {
+        await new Promise<void>((r) => (finish = r));
+        await kick(fenced, player);
+      });
+      await new Promise((r) => setTimeout(r, 50));
+      const round = `round|late-${randomUUID()}`;
+      let settled = false;
+      const late = append(round).finally(() => (settled = true));
+      late.catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(settled).toBe(false);
+      finish();
+      await kicking;
+      await expect(late).rejects.toBeInstanceOf(GuardBrokenError);
+      expect(await store.readStream(round)).toEqual([]);
     } finally {
       await recorder.close();
     }
@@ -455,7 +485,8 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
     expectedRevision: -1,
     events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: txId } }],
   });
-  const kick = (stream: string) => store.append(stream, [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'any');
+  /** A kick's append, through the store the recorder's fence gives it. */
+  const kick = (fenced: StreamStore, stream: string) => fenced.append(stream, [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'any');
   const started = async () => {
     const player = `player-sessions|op-1|pgfenced-${randomUUID()}`;
     await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
@@ -475,7 +506,7 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
       const bet = recorder.record(request(txId, player)).then((o) => (order.push('bet recorded'), o));
       const waiting = async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%ledger_claim_and_record%'`)).rowCount;
       expect(await eventually(waiting, (n) => n === 1)).toBe(1);
-      const kicked = recorder.exclusive(player, async () => (await kick(player), order.push('kick acknowledged')));
+      const kicked = recorder.exclusive(player, async (fenced) => (await kick(fenced, player), order.push('kick acknowledged')));
       await new Promise((r) => setTimeout(r, 200));
       expect(order).toEqual([]); // the kick waits while the BET's statement is between its check and its commit
       await other.query('ROLLBACK');
@@ -492,15 +523,26 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
     }
   });
 
+  /**
+   * A kick under way: its statement (es_append_fenced, exclusive) has appended and holds the fence, not yet
+   * committed. `commit()` ends it.
+   */
+  const kickUnderWay = async (player: string) => {
+    const client = await pool.connect();
+    await client.query('BEGIN');
+    await client.query(`SELECT * FROM es_append_fenced($1, true, NULL, NULL, $1, NULL, ARRAY[$2::uuid], ARRAY['SessionsRevoked'], ARRAY['{}'::jsonb], ARRAY['{}'::jsonb])`, [player, randomUUID()]);
+    return {
+      commit: async () => {
+        await client.query('COMMIT');
+        client.release();
+      },
+    };
+  };
+
   it('a transaction that comes while a kick is under way waits for it, then is refused by it; another player\'s does not wait', async () => {
     const player = await started();
     const bystander = await started();
-    let finish!: () => void;
-    const kicking = recorder.exclusive(player, async () => {
-      await new Promise<void>((r) => (finish = r));
-      await kick(player);
-    });
-    await new Promise((r) => setTimeout(r, 50));
+    const kicking = await kickUnderWay(player);
     const txId = `tx-${randomUUID()}`;
     let settled = false;
     const bet = recorder.record(request(txId, player)).finally(() => (settled = true));
@@ -509,9 +551,47 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
     // Another player's transaction, issued while this one waits, is recorded meanwhile.
     const other = await within(recorder.record(request(`tx-${randomUUID()}`, bystander)), 5_000);
     expect(other).toMatchObject({ kind: 'claimed', revoked: false, append: { kind: 'appended' } });
-    finish();
-    await kicking;
+    await kicking.commit();
     expect(await bet).toEqual({ kind: 'refused' });
     expect(await store.readStream(`round|${txId}`)).toEqual([]);
+  });
+
+  it('a transaction recorded after its claim (guarded) is refused by a kick that came since, waits for one under way, and is recorded when none came', async () => {
+    const player = await started();
+    const guard = { stream: player, fromRevision: 1, eventType: 'SessionsRevoked' };
+    const append = (round: string) => recorder.guarded(guard).append(round, [{ id: randomUUID(), type: 'TransactionRecorded', data: {} }], 'no_stream');
+    expect((await append(`round|ok-${randomUUID()}`)).nextRevision).toBe(0);
+    // A kick under way: the guarded append waits for it, then finds it.
+    const kicking = await kickUnderWay(player);
+    const round = `round|late-${randomUUID()}`;
+    let settled = false;
+    const late = append(round).finally(() => (settled = true));
+    late.catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(settled).toBe(false);
+    await kicking.commit();
+    await expect(late).rejects.toBeInstanceOf(GuardBrokenError);
+    expect(await store.readStream(round)).toEqual([]);
+    // And after it, at once.
+    await expect(append(`round|after-${randomUUID()}`)).rejects.toBeInstanceOf(GuardBrokenError);
+  });
+
+  it('a kick whose append goes beside an append to a round a waiting record holds does not wait in a circle', async () => {
+    // The record's statement holds its round's lock and waits for the fence, which the kick's statement
+    // holds; an outcome's append to that round is made in the same turn as the kick's (batched by the store).
+    const player = await started();
+    const round = `round|circle-${randomUUID()}`;
+    await store.append(round, [{ id: randomUUID(), type: 'Opened', data: {} }], 'no_stream');
+    const kicking = await kickUnderWay(player);
+    const bet = recorder.record({ ...request(`tx-${randomUUID()}`, player), entry: { contentHash: 'h', roundStream: round }, expectedRevision: 0 });
+    await new Promise((r) => setTimeout(r, 200));
+    const kicked = recorder.exclusive(player, async (fenced) => {
+      const outcome = store.append(round, [{ id: randomUUID(), type: 'Outcome', data: {} }], 'any');
+      await kick(fenced, player);
+      return outcome;
+    });
+    await kicking.commit();
+    expect(typeof (await within(kicked, 10_000))).toBe('object');
+    expect(await within(bet, 10_000)).toEqual({ kind: 'refused' });
   });
 });
