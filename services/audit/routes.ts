@@ -26,7 +26,7 @@ const eventView = (e: RecordedEvent) => ({
   type: e.type,
   data: e.data,
   metadata: e.metadata,
-  createdAt: recordedAtText(firstRecordedAt(e)),
+  createdAt: recordedAtText(e.createdAt),
 });
 
 /** Every event of a stream with the state the decider derives after it. */
@@ -49,8 +49,9 @@ export const asOfQuery = z.object({
 
 /**
  * The events of a stream recorded at or before `asOf` (all of them without it). An event's time is
- * its createdAt as these routes show it, in milliseconds (the store's own time of the append; for an
- * event moved from another store, the time that store recorded: firstRecordedAt), so an
+ * when it was first recorded, in milliseconds: its createdAt as these routes show it (the store's own
+ * time of the append), or for an event moved from another store the time that store recorded, which its
+ * metadata keeps (movedFrom.createdAt; firstRecordedAt), so an
  * event shown at exactly `asOf` is included, and digits of `asOf` past the millisecond change nothing
  * (Date.parse drops them). The stream's prefix up to the first later event is taken, so the fold is
  * always a state the stream really passed through, even were two appends' clocks out of order.

@@ -1,4 +1,5 @@
-import { Router, type Response } from 'express';
+import { Router } from 'express';
+import { drainedOrClosed } from '../../shared/http/drain.ts';
 import { z } from 'zod';
 import type { Pool } from '../../shared/db/pool.ts';
 import { notFound } from '../../shared/errors.ts';
@@ -77,18 +78,6 @@ async function linkedEvents(store: EventStore, rows: LinkRow[]): Promise<History
   });
 }
 
-/** Until the response can take more, or its connection is gone (then 'drain' never comes). */
-const drainedOrClosed = (res: Response) =>
-  new Promise<void>((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-  });
-
 /** GET /v1/operator/history/events and /checkpoints (contract section 10): an operator's own chain. */
 export function historyRoutes(ctx: ServiceContext): Router {
   const router = Router();
@@ -102,6 +91,7 @@ export function historyRoutes(ctx: ServiceContext): Router {
     let next = q.after ?? 0;
     let first = true;
     for await (const run of runs) {
+      if (res.destroyed) return; // the caller went away: read no more
       if (run.length === 0) continue;
       if (first) res.type('application/json').write('{"events":[');
       const text = `${first ? '' : ','}${run.map((e) => JSON.stringify(e)).join(',')}`;

@@ -76,8 +76,9 @@ describe('npm run audit -- migrate-events', () => {
   };
   let firstAppended: Array<{ id: string; at: Date }> = [];
   /**
-   * Time travel reads the times the events were first recorded at, not the move's: each event is shown at
-   * its first store's time (and says where it came from), and a fold as of the first event's time holds it.
+   * Time travel reads the times the events were first recorded at, not the move's: each moved event keeps
+   * its first store's time and says where it came from (metadata.movedFrom), and a fold as of the first
+   * event's time holds it.
    */
   const expectTimesKept = async (url: string, roundId: string, appended: Array<{ id: string; at: Date }>, store: string | undefined) => {
     firstAppended = appended;
@@ -86,7 +87,8 @@ describe('npm run audit -- migrate-events', () => {
         history: Array<{ event: { id: string; createdAt: string; metadata: { movedFrom?: { store: string; createdAt: string } } } }>;
       };
     const all = await get('');
-    expect(all.history.map((x) => [x.event.id, x.event.createdAt])).toEqual(appended.map((e) => [e.id, e.at.toISOString()]));
+    const firstTime = (x: (typeof all.history)[number]) => x.event.metadata.movedFrom?.createdAt ?? x.event.createdAt;
+    expect(all.history.map((x) => [x.event.id, firstTime(x)])).toEqual(appended.map((e) => [e.id, e.at.toISOString()]));
     expect(all.history.map((x) => x.event.metadata.movedFrom?.store)).toEqual(appended.map(() => store));
     const asOfFirst = await get(`?asOf=${encodeURIComponent(appended[0]!.at.toISOString())}`);
     expect(asOfFirst.history.map((x) => x.event.id)).toEqual(appended.filter((e) => e.at.getTime() <= appended[0]!.at.getTime()).map((e) => e.id));

@@ -167,6 +167,8 @@ describe('the tamper-evident history', () => {
       const res = await h.tx({ sessionToken: token, roundId: `chbig-${run8}-${i}`, playerRef: player, currency: 'EUR', gameId: 'fruit-1', transactionId: id, type: 'BET', roundComplete: true, amount: 1 });
       expect(res.status).toBe(200);
     }
+    // Each outcome is appended behind its answer: wait for the last ones, then for the chain to link them.
+    await h.until(async () => (await h.svc.ctx.pool.query(`SELECT count(*)::int AS n FROM rm_transactions WHERE transaction_id LIKE $1 AND status = 'applied'`, [`chbig-${run8}-%`])).rows[0].n === 40);
     await caughtUp();
     const res = await signedRequest<{ events: HistoryEvent[]; next: number }>(h.svc.url, { path: '/v1/operator/history/events?limit=1000', as: OP1 });
     expect(res.status).toBe(200);
