@@ -70,6 +70,33 @@ export class StartupError extends Error {
  * Not auto-pipelined: ioredis keeps one pipeline in flight, so while Redis stalls a command would wait
  * up to two timeouts (docs/benchmarks.md, "Tried and not kept").
  */
+/**
+ * The Redis database REDIS_URL names exists on the server. ioredis selects it on connecting, and when the
+ * server has no such database it only reports an error and goes on in database 0: nonces, rate limits and
+ * the retry queues would then be shared with whatever else uses database 0. Checked once at start, when
+ * Redis answers; a Redis not up yet is the start's usual wait, not a refusal.
+ */
+export async function checkRedisDatabase(url: string): Promise<void> {
+  const db = Number(new URL(url).pathname.slice(1) || '0');
+  const probe = new Redis(url, { db: 0, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 2000, retryStrategy: () => null });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+  } catch {
+    probe.disconnect();
+    return;
+  }
+  try {
+    await probe.call('SELECT', String(db));
+  } catch (err) {
+    if (/DB index is out of range/i.test((err as Error).message)) {
+      throw new StartupError(`REDIS_URL: the Redis server has no database ${db} (its databases setting is lower): nothing of the service may share database 0 by mistake; name one it has`);
+    }
+  } finally {
+    probe.disconnect();
+  }
+}
+
 export function createRequestRedis(url: string, logger: Logger): Redis {
   const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2000, autoResendUnfulfilledCommands: false });
   let lastLog = 0;
@@ -187,6 +214,7 @@ export async function startService(config: Config, logger: Logger = createLogger
     })());
 
   try {
+    await checkRedisDatabase(config.redisUrl);
     await retry('database migration', logger, async () => {
       await ensureDatabase(config.databaseUrl);
       await migrate(pool, allMigrations);

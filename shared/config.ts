@@ -37,7 +37,9 @@ const eventStoreSchema = z
     if (v === 'postgres') return;
     const scheme = /^([a-z+]+):\/\//.exec(v)?.[1];
     if (scheme === 'kurrentdb' || scheme === 'kurrent' || scheme === 'kdb') {
-      ctx.addIssue({ code: 'custom', message: `the ${scheme}:// scheme is the KurrentDB client's; this service's EventStoreDB client takes the same string as esdb://${v.slice(scheme.length + 3)}` });
+      // The rest of the string as given, its credentials masked: the message goes to the log.
+      const rest = v.slice(scheme.length + 3).replace(/^[^/?@]*@/, '<user>:<password>@');
+      ctx.addIssue({ code: 'custom', message: `the ${scheme}:// scheme is the KurrentDB client's; this service's EventStoreDB client takes the same string as esdb://${rest}` });
     } else if (scheme !== 'esdb' && scheme !== 'esdb+discover') {
       ctx.addIssue({ code: 'custom', message: 'expected "postgres" or an EventStoreDB connection string (esdb://host:2113?tls=false)' });
     } else if (!/^[a-z+]+:\/\/([^/?@]*@)?[^/?@:,]+/.test(v)) {
@@ -61,7 +63,11 @@ const envSchema = z.object({
     .default('postgres://127.0.0.1:5432/ledger'),
   // Most connections one process holds for its queries (services/connections.ts counts the others it opens).
   DATABASE_POOL_SIZE: z.coerce.number().int().min(2).max(1000).default(20),
-  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'expected a redis:// URL').default('redis://127.0.0.1:6379'),
+  // The database number, when given, is digits: ioredis would select NaN and crash after the start's migrations.
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\/[^/?#]*(\/(\d{1,5})?)?([?#].*)?$/, 'expected a redis:// URL, with a database number of digits after the host if any (redis://host:6379/3)')
+    .default('redis://127.0.0.1:6379'),
   EVENT_STORE: eventStoreSchema,
   CATALOG_FILE: z.string().min(1).optional(),
   ROLES: rolesSchema,

@@ -338,7 +338,9 @@ export function httpMetrics(app: Express, metrics: Metrics): RequestHandler {
     set(this: TrackedRequest, value: unknown) {
       this[ROUTE] = value;
       const path = (value as { path?: unknown } | undefined)?.path;
-      if (path !== undefined) this[TEMPLATE] = this.baseUrl + String(path);
+      // baseUrl is the mount path as the caller wrote it, and Express matches paths whatever their case:
+      // the mounts are lowercase, so the template is too (else every case of a path a series of its own).
+      if (path !== undefined) this[TEMPLATE] = this.baseUrl.toLowerCase() + String(path);
     },
   });
   return (req: TrackedRequest, res: Response, next: NextFunction) => {

@@ -27,8 +27,11 @@ export function withSessionOptions(connectionString: string): string {
   return url.toString();
 }
 
+/** How long opening a connection may take, the server's answer to it included (a server that takes the connection and never answers fails it). */
+export const CONNECT_TIMEOUT_MS = 5000;
+
 export function createPool(connectionString: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: withSessionOptions(connectionString), options: SESSION_OPTIONS, max, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30000 });
+  const pool = new pg.Pool({ connectionString: withSessionOptions(connectionString), options: SESSION_OPTIONS, max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, idleTimeoutMillis: 30000 });
   // A client losing its connection must not crash the process. Idle ones report it on the pool; a
   // checked-out one between two queries (mid-transaction, holding a session lock) emits 'error' on
   // itself, and an unheard 'error' event would be an uncaught exception. Its next query fails instead.
@@ -71,7 +74,9 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
  * connecting to the server's `postgres` database to do so.
  */
 export async function ensureDatabase(connectionString: string): Promise<void> {
-  const probe = new pg.Client({ connectionString });
+  // Bounded like the pool's connections: a server that takes the connection and never answers fails
+  // this try (the start retries it) instead of holding the start for ever.
+  const probe = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   try {
     await probe.connect();
     return;
@@ -83,7 +88,7 @@ export async function ensureDatabase(connectionString: string): Promise<void> {
   const url = new URL(connectionString);
   const name = decodeURIComponent(url.pathname.slice(1));
   url.pathname = '/postgres';
-  const admin = new pg.Client({ connectionString: url.toString() });
+  const admin = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   await admin.connect();
   try {
     await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);

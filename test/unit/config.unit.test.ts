@@ -94,6 +94,20 @@ describe('configuration (contract section 1)', () => {
     expect(c.staleRoundAfterSeconds).toBe(5);
   });
 
+  it.each(['redis://127.0.0.1:6379/abc', 'redis://127.0.0.1:6379/ 12', 'redis://127.0.0.1:6379/1/2', 'http://127.0.0.1:6379'])('refuses REDIS_URL=%s before anything starts', (value) => {
+    expect(() => loadConfig({ REDIS_URL: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ REDIS_URL: value })).toThrow('REDIS_URL');
+  });
+
+  it.each(['redis://127.0.0.1:6379', 'redis://127.0.0.1:6379/', 'redis://:pw@cache:6379/3', 'rediss://cache/12?family=6'])('takes REDIS_URL=%s', (value) => {
+    expect(loadConfig({ REDIS_URL: value }).redisUrl).toBe(value);
+  });
+
+  it('says what to write for a kurrentdb:// string without echoing its password', () => {
+    expect(() => loadConfig({ EVENT_STORE: 'kurrentdb://admin:S3cretPw@127.0.0.1:2113?tls=false' })).toThrow('esdb://<user>:<password>@127.0.0.1:2113?tls=false');
+    expect(() => loadConfig({ EVENT_STORE: 'kurrentdb://admin:S3cretPw@127.0.0.1:2113?tls=false' })).not.toThrow('S3cretPw');
+  });
+
   // #20: a string the EventStoreDB client would refuse at its first call is refused at start, saying what to write.
   it.each([
     ['kurrentdb://127.0.0.1:2113?tls=false', 'esdb://127.0.0.1:2113?tls=false'],
