@@ -78,11 +78,19 @@ export class StartupError extends Error {
  */
 export async function checkRedisDatabase(url: string): Promise<void> {
   const db = Number(new URL(url).pathname.slice(1) || '0');
-  const probe = new Redis(url, { db: 0, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 2000, retryStrategy: () => null });
+  const probe = new Redis(url, { db: 0, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 2000, commandTimeout: 2000, retryStrategy: () => null });
   probe.on('error', () => undefined);
-  try {
-    await probe.connect();
-  } catch {
+  // A Redis that takes the connection and never answers: not this check's to wait for.
+  let timer: NodeJS.Timeout | undefined;
+  const answered = await Promise.race([
+    probe.connect().then(
+      () => true,
+      () => false,
+    ),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), 3000))),
+  ]);
+  clearTimeout(timer);
+  if (!answered) {
     probe.disconnect();
     return;
   }
@@ -296,7 +304,7 @@ export async function startService(config: Config, logger: Logger = createLogger
     queueConnection = bullConnection(config.redisUrl, false);
     queues = new DispatchQueues(queueConnection, (err, operatorId) => logger.warn({ err: err.message, operatorId }, 'dispatch queue error'));
     recorder = eventStore.transactionRecorder(pool);
-    const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recorder };
+    const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recorder, inflight: background };
     // Providers are answered as soon as the wallet replies; the outcome is recorded behind the answer.
     outcomes = new OutcomeWriter(logger, { maxQueuedBytes: config.outcomeBacklogBytes, maxOperatorBytes: config.outcomeBacklogOperatorBytes });
     ctx.metrics.watchOutcomeBacklog(outcomes);

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { contentHash } from '../../shared/canonical.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { isRefusal, Refused } from '../../shared/decider.ts';
+import type { BackgroundTasks } from '../../shared/background.ts';
 import { AppError } from '../../shared/errors.ts';
 import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
 import { GuardBrokenError, type Claim, type RecordRequest, type RegistryEntry, type StreamGuard, type TransactionRecorder } from '../../shared/eventstore/port.ts';
@@ -28,6 +29,12 @@ export interface LedgerDeps extends DispatchDeps {
    * the outcome is recorded before the answer.
    */
   outcomes?: OutcomeWriter;
+  /**
+   * Submissions under way, which a stop waits for before it closes the stores: one whose caller's
+   * connection is gone (dropped, or closed by the stop after 20 s) still has its wallet call and outcome
+   * to finish.
+   */
+  inflight?: BackgroundTasks;
 }
 
 export interface Submission {
@@ -58,7 +65,13 @@ const transactionIdReused = () => new Refused<RoundRefusal>({ kind: 'transaction
  * again; only a transaction whose last attempt failed is attempted again. Different content under a
  * used transactionId (by this registrant, or by anyone for the same operator's player) is 409.
  */
-export async function submitTransaction(deps: LedgerDeps, sub: Submission): Promise<TxState> {
+export function submitTransaction(deps: LedgerDeps, sub: Submission): Promise<TxState> {
+  const submitted = submit(deps, sub);
+  deps.inflight?.track(submitted);
+  return submitted;
+}
+
+async function submit(deps: LedgerDeps, sub: Submission): Promise<TxState> {
   const mine: RegistryEntry = { contentHash: contentHash(sub.request), roundStream: sub.roundStream };
   const ttlMs = leaseTtl(walletTimeoutOf(deps, sub.operatorId));
   const token = leaseToken();

@@ -13,6 +13,8 @@ export interface SignedRequestOptions {
   timestamp?: number;
   /** Override any header after signing (to tamper). */
   headers?: Record<string, string | undefined>;
+  /** Aborts the request: the caller drops its connection. */
+  signal?: AbortSignal;
 }
 
 export interface TestResponse<T = unknown> {
@@ -51,7 +53,7 @@ export function signRequest(opts: SignedRequestOptions): { headers: Record<strin
 export async function signedRequest<T = unknown>(baseUrl: string, opts: SignedRequestOptions): Promise<TestResponse<T>> {
   const { headers, body, bytes, method } = signRequest(opts);
   const payload = bytes ? new Uint8Array(bytes) : body;
-  const res = await fetch(baseUrl + opts.path, { method, headers, ...(payload ? { body: payload } : {}) });
+  const res = await fetch(baseUrl + opts.path, { method, headers, ...(payload ? { body: payload } : {}), ...(opts.signal ? { signal: opts.signal } : {}) });
   return toTestResponse<T>(res);
 }
 
