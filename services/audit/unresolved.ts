@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import { DEAD_STATUSES, isUnsettled, UNSETTLED_STATUSES, type TxStatus } from '../rounds/decider.ts';
+import type { TransactionType } from '../rounds/events.ts';
 import { transactionsIn, type TransactionKey } from '../rounds/queries.ts';
 import { badRequest } from '../../shared/errors.ts';
 import { isStorableText } from '../../shared/http/body.ts';
@@ -43,12 +44,14 @@ export function decodeTxCursor(cursor: string, list: UnresolvedList): Transactio
   return { recordedAt: k[0], roundStream: k[1], transactionId: k[2] };
 }
 
+const READ_BATCH = 200;
+
 /**
  * One page of a list, oldest first: up to `limit` transactions after `after`, and the key to read on from
  * (undefined when the list has no more). Rows are read by key and kept by the decider's rule: a dead one
  * always; an unsettled one unless a ROLLBACK settled it for good (isUnsettled). A row left out still moves
- * the page on, so a page holds `limit` rows whenever the list has that many more; one row is read past a
- * full page, so the last page says it is the last.
+ * the page on, so a page holds `limit` rows whenever the list has that many more; the rows past a full page
+ * are read until one it lists, so the last page says it is the last.
  */
 export async function unresolvedPage(
   pool: Pool,
@@ -60,7 +63,9 @@ export async function unresolvedPage(
   let at = after;
   for (;;) {
     const need = limit - rows.length;
-    const batch = await transactionsIn(pool, STATUSES[list], { after: at, limit: need + 1 }).catch((err: unknown) => {
+    // Rows the rule leaves out (failed BETs rolled back, kept for good) may be many: read in batches of
+    // at least READ_BATCH, so a small page over them is a few queries, not one for each.
+    const batch = await transactionsIn(pool, STATUSES[list], { after: at, limit: Math.max(need + 1, READ_BATCH) }).catch((err: unknown) => {
       // A cursor's time shaped as Postgres writes one but no instant (month 13, year 0): Postgres refuses it (SQLSTATE class 22, data exception).
       if (at === after && after !== undefined && typeof (err as { code?: unknown }).code === 'string' && (err as { code: string }).code.startsWith('22')) throw badRequest(NOT_OURS);
       throw err;
@@ -68,10 +73,15 @@ export async function unresolvedPage(
     let read = 0;
     for (; read < batch.length && rows.length < limit; read++) {
       const { row, rolledBack, key } = batch[read]!;
-      if (DEAD_STATUSES.includes(row.status) || isUnsettled(row.type, row.status, rolledBack)) rows.push(row);
+      if (listed(row, rolledBack)) rows.push(row);
       at = key;
     }
-    if (read < batch.length) return { rows, next: at }; // the page is full and the list goes on
-    if (batch.length <= need) return { rows, next: undefined }; // the list ended inside this batch
+    // The page is full and the list goes on: a row it lists is still to come (rows it leaves out are passed over).
+    if (batch.slice(read).some((t) => listed(t.row, t.rolledBack))) return { rows, next: at };
+    if (batch.length < Math.max(need + 1, READ_BATCH)) return { rows, next: undefined }; // the list ended inside this batch
+    if (read < batch.length) at = batch.at(-1)!.key; // only rows it leaves out after the page: read on past them
   }
 }
+
+/** The decider's rule for the lists: a dead one always; an unsettled one unless a ROLLBACK settled it for good. */
+const listed = (row: { type: TransactionType; status: TxStatus }, rolledBack: boolean): boolean => DEAD_STATUSES.includes(row.status) || isUnsettled(row.type, row.status, rolledBack);
