@@ -325,6 +325,21 @@ describe('transaction recorder as a claim then an append: an event store failure
   });
 });
 
+/** A new transaction's record under a kick guard on `guardStream` (a player's sessions), in a round of its own. */
+const guardedRequest = (txId: string, guardStream: string): RecordRequest => ({
+  registryKey: 'studio-a',
+  transactionId: txId,
+  entry: { contentHash: `h-${txId}`, roundStream: `round|${txId}` },
+  wallet: { operatorId: 'op-1', playerRef: guardStream },
+  token: randomUUID(),
+  ttlMs: 60_000,
+  guard: { stream: guardStream, fromRevision: 1, eventType: 'SessionsRevoked' },
+  expectedRevision: -1,
+  events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: txId } }],
+});
+/** A kick's append, through the store the recorder's fence gives it. */
+const kick = (fenced: StreamStore, stream: string) => fenced.append(stream, [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'any');
+
 /**
  * Contract section 8, rule 4 on EventStoreDB (#20): the kick check and the append of a transaction are two
  * calls to the event store, so a kick could be acknowledged between them and the transaction recorded
@@ -362,19 +377,6 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
     });
     return { held, open, atAppend };
   }
-  const request = (txId: string, guardStream: string): RecordRequest => ({
-    registryKey: 'studio-a',
-    transactionId: txId,
-    entry: { contentHash: `h-${txId}`, roundStream: `round|${txId}` },
-    wallet: { operatorId: 'op-1', playerRef: guardStream },
-    token: randomUUID(),
-    ttlMs: 60_000,
-    guard: { stream: guardStream, fromRevision: 1, eventType: 'SessionsRevoked' },
-    expectedRevision: -1,
-    events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: txId } }],
-  });
-  /** A kick's append, through the store the recorder's fence gives it. */
-  const kick = (fenced: StreamStore, stream: string) => fenced.append(stream, [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'any');
 
   it('a kick waits for a transaction already past its kick check: the transaction is recorded before the kick is acknowledged', async () => {
     const player = `player-sessions|op-1|fenced-${randomUUID()}`;
@@ -383,7 +385,7 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
     const recorder = claimThenAppend(pool, held);
     try {
       const order: string[] = [];
-      const bet = recorder.record(request(`tx-${randomUUID()}`, player)).then((o) => (order.push('bet recorded'), o));
+      const bet = recorder.record(guardedRequest(`tx-${randomUUID()}`, player)).then((o) => (order.push('bet recorded'), o));
       await atAppend;
       const kicked = recorder.exclusive(player, async (fenced) => (await kick(fenced, player), order.push('kick acknowledged')));
       await new Promise((r) => setTimeout(r, 200));
@@ -410,7 +412,7 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
       });
       await new Promise((r) => setTimeout(r, 50));
       const txId = `tx-${randomUUID()}`;
-      const bet = recorder.record(request(txId, player));
+      const bet = recorder.record(guardedRequest(txId, player));
       await new Promise((r) => setTimeout(r, 200));
       finish();
       await kicking;
@@ -474,19 +476,6 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
     await env.close();
   });
 
-  const request = (txId: string, guardStream: string): RecordRequest => ({
-    registryKey: 'studio-a',
-    transactionId: txId,
-    entry: { contentHash: `h-${txId}`, roundStream: `round|${txId}` },
-    wallet: { operatorId: 'op-1', playerRef: guardStream },
-    token: randomUUID(),
-    ttlMs: 60_000,
-    guard: { stream: guardStream, fromRevision: 1, eventType: 'SessionsRevoked' },
-    expectedRevision: -1,
-    events: [{ id: randomUUID(), type: 'TransactionRecorded', data: { transactionId: txId } }],
-  });
-  /** A kick's append, through the store the recorder's fence gives it. */
-  const kick = (fenced: StreamStore, stream: string) => fenced.append(stream, [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'any');
   const started = async () => {
     const player = `player-sessions|op-1|pgfenced-${randomUUID()}`;
     await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
@@ -503,7 +492,7 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
       await other.query('BEGIN');
       await other.query(`INSERT INTO tx_registry (provider_id, transaction_id, content_hash, round_stream, operator_id, player_ref) VALUES ('studio-a', $1, 'other', 'round|other', 'op-1', 'someone')`, [txId]);
       const order: string[] = [];
-      const bet = recorder.record(request(txId, player)).then((o) => (order.push('bet recorded'), o));
+      const bet = recorder.record(guardedRequest(txId, player)).then((o) => (order.push('bet recorded'), o));
       const waiting = async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%ledger_claim_and_record%'`)).rowCount;
       expect(await eventually(waiting, (n) => n === 1)).toBe(1);
       const kicked = recorder.exclusive(player, async (fenced) => (await kick(fenced, player), order.push('kick acknowledged')));
@@ -545,11 +534,11 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
     const kicking = await kickUnderWay(player);
     const txId = `tx-${randomUUID()}`;
     let settled = false;
-    const bet = recorder.record(request(txId, player)).finally(() => (settled = true));
+    const bet = recorder.record(guardedRequest(txId, player)).finally(() => (settled = true));
     await new Promise((r) => setTimeout(r, 200));
     expect(settled).toBe(false);
     // Another player's transaction, issued while this one waits, is recorded meanwhile.
-    const other = await within(recorder.record(request(`tx-${randomUUID()}`, bystander)), 5_000);
+    const other = await within(recorder.record(guardedRequest(`tx-${randomUUID()}`, bystander)), 5_000);
     expect(other).toMatchObject({ kind: 'claimed', revoked: false, append: { kind: 'appended' } });
     await kicking.commit();
     expect(await bet).toEqual({ kind: 'refused' });
@@ -583,7 +572,7 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
     const round = `round|circle-${randomUUID()}`;
     await store.append(round, [{ id: randomUUID(), type: 'Opened', data: {} }], 'no_stream');
     const kicking = await kickUnderWay(player);
-    const bet = recorder.record({ ...request(`tx-${randomUUID()}`, player), entry: { contentHash: 'h', roundStream: round }, expectedRevision: 0 });
+    const bet = recorder.record({ ...guardedRequest(`tx-${randomUUID()}`, player), entry: { contentHash: 'h', roundStream: round }, expectedRevision: 0 });
     await new Promise((r) => setTimeout(r, 200));
     const kicked = recorder.exclusive(player, async (fenced) => {
       const outcome = store.append(round, [{ id: randomUUID(), type: 'Outcome', data: {} }], 'any');
