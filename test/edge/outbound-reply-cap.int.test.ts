@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPLY_LIMIT_BYTES, signedCall } from '../../shared/http/outbound.ts';
 import { signatureMatches } from '../../shared/http/signature.ts';
-import { drained } from '../helpers/fakes.ts';
+import { drainedOrClosed } from '../../shared/http/drain.ts';
 
 const MiB = 1024 * 1024;
 
@@ -41,7 +41,7 @@ beforeAll(async () => {
         const piece = chunk.subarray(0, Math.min(chunk.length, size - w.bytes));
         w.bytes += piece.length;
         if (!res.write(piece)) {
-          await drained(res);
+          await drainedOrClosed(res);
         }
       }
       if (!res.destroyed) {

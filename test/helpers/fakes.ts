@@ -1,6 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { drainedOrClosed } from '../../shared/http/drain.ts';
 
 /** What a partner received, after checking our signature exactly as contract section 3 tells it to. */
 export interface ReceivedCall {
@@ -75,26 +76,10 @@ async function streamJson(res: http.ServerResponse, status: number, bytes: numbe
     const n = Math.min(chunk.length, left);
     left -= n;
     if (!res.write(n === chunk.length ? chunk : chunk.slice(0, n))) {
-      await drained(res);
+      await drainedOrClosed(res);
     }
   }
   if (!res.destroyed) res.end(tail);
-}
-
-/**
- * Until the response can take more, or is gone. Each wait takes its listeners off again: a long reply
- * waits thousands of times, and listeners left behind piled up on the response (Node warned of a leak).
- */
-export function drained(res: http.ServerResponse): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.once('drain', done);
-    res.once('close', done);
-  });
 }
 
 async function send(res: http.ServerResponse, reply: Reply): Promise<void> {
