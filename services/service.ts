@@ -61,16 +61,6 @@ export class StartupError extends Error {
 }
 
 /**
- * Redis for request paths: a command fails at once while Redis is unreachable instead of queueing, and
- * one that Redis leaves unanswered fails after the command timeout. So does a command whose connection
- * dropped before its reply: it is not sent again on the next connection (ioredis then drops it
- * unanswered, and the timeout fails it, 2 s after it was sent). Redis may have run it, and a nonce's
- * SET NX sent again finds its own nonce: a genuine request would be refused as a replay (401) where
- * Redis only failed to confirm it (503). A rate-limit check sent again would count its request twice.
- * Not auto-pipelined: ioredis keeps one pipeline in flight, so while Redis stalls a command would wait
- * up to two timeouts (docs/benchmarks.md, "Tried and not kept").
- */
-/**
  * The Redis database REDIS_URL names exists on the server. ioredis selects it on connecting, and when the
  * server has no such database it only reports an error and goes on in database 0: nonces, rate limits and
  * the retry queues would then be shared with whatever else uses database 0. Checked once at start, when
@@ -105,6 +95,16 @@ export async function checkRedisDatabase(url: string): Promise<void> {
   }
 }
 
+/**
+ * Redis for request paths: a command fails at once while Redis is unreachable instead of queueing, and
+ * one that Redis leaves unanswered fails after the command timeout. So does a command whose connection
+ * dropped before its reply: it is not sent again on the next connection (ioredis then drops it
+ * unanswered, and the timeout fails it, 2 s after it was sent). Redis may have run it, and a nonce's
+ * SET NX sent again finds its own nonce: a genuine request would be refused as a replay (401) where
+ * Redis only failed to confirm it (503). A rate-limit check sent again would count its request twice.
+ * Not auto-pipelined: ioredis keeps one pipeline in flight, so while Redis stalls a command would wait
+ * up to two timeouts (docs/benchmarks.md, "Tried and not kept").
+ */
 export function createRequestRedis(url: string, logger: Logger): Redis {
   const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2000, autoResendUnfulfilledCommands: false });
   let lastLog = 0;
