@@ -340,16 +340,25 @@ describe('the tamper-evident history', () => {
      * the running service's runner links nothing after rows it did not write). Returns what it linked.
      */
     const rechain = async (): Promise<ChainProjection> => {
-      // One connection of its own for the transaction (the pool's queries may each take another).
-      const client = await h.svc.ctx.pool.connect();
-      try {
-        await client.query('BEGIN');
-        await client.query('LOCK TABLE chain_links, chain_operator_heads, chain_grant_owners, chain_checkpoints IN ACCESS EXCLUSIVE MODE');
-        for (const t of ['chain_checkpoints', 'chain_operator_heads', 'chain_grant_owners', 'chain_links']) await client.query(`DELETE FROM ${t}`);
-        await client.query(`UPDATE projection_checkpoints SET position = 'start' WHERE name = $1`, [CHAIN]);
-        await client.query('COMMIT');
-      } finally {
-        client.release();
+      // One connection of its own for the transaction (the pool's queries may each take another). Its
+      // table locks can meet the running service's chain runner in a deadlock, which Postgres ends by
+      // failing one of them: then rolled back (never handed back to the pool in a failed transaction,
+      // which would fail the next query of whoever takes it) and tried again.
+      for (let attempt = 1; ; attempt++) {
+        const client = await h.svc.ctx.pool.connect();
+        try {
+          await client.query('BEGIN');
+          await client.query('LOCK TABLE chain_links, chain_operator_heads, chain_grant_owners, chain_checkpoints IN ACCESS EXCLUSIVE MODE');
+          for (const t of ['chain_checkpoints', 'chain_operator_heads', 'chain_grant_owners', 'chain_links']) await client.query(`DELETE FROM ${t}`);
+          await client.query(`UPDATE projection_checkpoints SET position = 'start' WHERE name = $1`, [CHAIN]);
+          await client.query('COMMIT');
+          break;
+        } catch (err) {
+          await client.query('ROLLBACK').catch(() => undefined);
+          if ((err as { code?: string }).code !== '40P01' || attempt >= 5) throw err;
+        } finally {
+          client.release();
+        }
       }
       const own = chainProjection(h.svc.ctx.eventStore);
       await catchUpChain(h.svc.ctx.pool, h.svc.ctx.eventStore, own);
