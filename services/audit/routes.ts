@@ -186,7 +186,8 @@ export function auditRoutes(ctx: ServiceContext): Router {
 
   router.get('/grants/:id', async (req, res) => {
     const { asOf } = parseOr400(asOfQuery, req.query, 'query');
-    const events = await ctx.eventStore.readStream(grantStream(String(req.params.id)));
+    // A grant id is a UUID, read whatever its case as the operator routes read it.
+    const events = await ctx.eventStore.readStream(grantStream(String(req.params.id).toLowerCase()));
     if (events.length === 0) throw notFound('grant not found');
     res.json(timeTravel(events, asOf, grantDecider, (g) => g));
   });

@@ -152,8 +152,18 @@ export function grantRoutes(ctx: ServiceContext): Router {
       ({ state, revision } = await load(id));
     }
     if (state.status === 'none') throw new AppError(500, 'grant vanished');
-    return state.status === 'pending' ? issueAtProvider(state, revision) : state;
+    if (state.status !== 'pending') return state;
+    // Repeats that find it abandoned at once share one call to the provider (in this process; see
+    // docs/operators.md for repeats spread over processes).
+    let finishing = finishers.get(id);
+    if (!finishing) {
+      finishing = issueAtProvider(state, revision).finally(() => finishers.delete(id));
+      finishers.set(id, finishing);
+    }
+    return finishing;
   };
+  /** Abandoned grants being finished by this process, by id. */
+  const finishers = new Map<string, Promise<Grant>>();
 
   router.post('/free-spins/grants', async (req, res) => {
     const operator = callingOperator(ctx, req);

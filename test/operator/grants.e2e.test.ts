@@ -5,7 +5,7 @@ import type { Grant as GrantRecord } from '../../services/grants/decider.ts';
 import { grantIdFor, grantStream } from '../../services/grants/events.ts';
 import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { startFakeProvider, type FakeProvider } from '../helpers/fakes.ts';
-import { createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
+import { ADMIN_TOKEN, createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 
 /** The grant as the API answers it, or an error body. */
@@ -36,6 +36,23 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
   const issueCalls = () => provider.calls.filter((c) => c.target === '/v1/free-spins/grants');
 
   describe('issue', () => {
+    it('finishes an abandoned grant with one provider call however many repeats find it at once, and its audit history answers its id in capitals', async () => {
+      const key = `orphan-${randomUUID()}`;
+      const id = grantIdFor('op-1', key);
+      await svc.ctx.eventStore.append(grantStream(id), [{
+        id: randomUUID(),
+        type: 'GrantRequested',
+        data: { grantId: id, operatorId: 'op-1', providerId: 'studio-a', gameId: 'fruit-1', playerRef: 'ab-p', spins: 3, betAmountMinor: 0, currency: 'EUR', idempotencyKey: key, requestedAt: new Date(Date.now() - 60_000).toISOString() },
+      }], 'no_stream');
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-abandoned' }, delayMs: 200 });
+      const body = { playerRef: 'ab-p', idempotencyKey: key, gameId: 'fruit-1', spins: 3, currency: 'EUR' };
+      const answers = await Promise.all([issue(body), issue(body), issue(body)]);
+      expect(answers.map((a) => [a.status, a.json.status, a.json.externalRef])).toEqual(answers.map(() => [200, 'active', 'ext-abandoned']));
+      expect(issueCalls().filter((c) => (c.body as { requestRef: string }).requestRef === id)).toHaveLength(1);
+      const audit = await fetch(`${svc.url}/v1/audit/grants/${id.toUpperCase()}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      expect(audit.status).toBe(200);
+    });
+
     it('issues an active grant with the provider’s externalRef, 201, after a signed provider call', async () => {
       const body = direct({ expiresAt: '2026-12-31T23:59:59Z' });
       const res = await issue(body);
