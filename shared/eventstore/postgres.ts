@@ -339,6 +339,9 @@ interface PendingAppend {
 /** An append's own answer in a batch: written, or refused for a wrong expected revision. */
 type AppendOutcome = { kind: 'ok'; result: AppendResult } | { kind: 'refused'; actual: number };
 
+/** An expected revision as the SQL functions take it: NULL for any, -1 for no stream. */
+const expectedParam = (e: ExpectedRevision): number | null => (e === 'any' ? null : e === 'no_stream' ? -1 : e);
+
 interface PendingRead {
   streamId: string;
   fromRevision: number;
@@ -382,36 +385,17 @@ export class PostgresEventStore implements EventStore {
     events: NewEvent[],
     expectedRevision: ExpectedRevision,
   ): Promise<AppendResult> {
-    if (events.length === 0) throw new Error('append needs at least one event');
     const guard = fence.mode === 'shared' ? fence.guard : undefined;
-    let actual: number | undefined;
-    try {
+    return this.appendAs(streamId, events, expectedRevision, async () => {
       const { rows } = await this.pool.query<{ o_revoked: boolean; o_conflict: boolean | null; o_revision: string | null; o_position: string | null }>({
         name: 'es_append_fenced',
         text: 'SELECT o_revoked, o_conflict, o_revision, o_position FROM es_append_fenced($1::text, $2::boolean, $3::bigint, $4::text, $5::text, $6::bigint, $7::uuid[], $8::text[], $9::jsonb[], $10::jsonb[])',
-        values: [
-          fence.stream,
-          fence.mode === 'exclusive',
-          guard?.fromRevision ?? null,
-          guard?.eventType ?? null,
-          streamId,
-          expectedRevision === 'any' ? null : expectedRevision === 'no_stream' ? -1 : expectedRevision,
-          ...eventArrays(events),
-        ],
+        values: [fence.stream, fence.mode === 'exclusive', guard?.fromRevision ?? null, guard?.eventType ?? null, streamId, expectedParam(expectedRevision), ...eventArrays(events)],
       });
       const r = rows[0]!;
       if (r.o_revoked) throw new GuardBrokenError(guard!);
-      if (!r.o_conflict) {
-        this.bump();
-        return { nextRevision: Number(r.o_revision), position: r.o_position! };
-      }
-      actual = Number(r.o_revision);
-    } catch (err) {
-      if (!isUniqueViolation(err, 'es_events_event_id_key')) throw err;
-    }
-    const previous = await this.findPreviousAppend(streamId, events);
-    if (previous) return previous;
-    throw new WrongExpectedRevisionError(streamId, expectedRevision, actual ?? (await this.currentRevision(streamId)));
+      return r.o_conflict ? { kind: 'refused', actual: Number(r.o_revision) } : { kind: 'ok', result: { nextRevision: Number(r.o_revision), position: r.o_position! } };
+    });
   }
 
   async eventCount(): Promise<number> {
@@ -420,10 +404,18 @@ export class PostgresEventStore implements EventStore {
   }
 
   async append(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision): Promise<AppendResult> {
+    return this.appendAs(streamId, events, expectedRevision, () => this.appends.submit({ streamId, events, expected: expectedRevision }));
+  }
+
+  /**
+   * An append made by `attempt` (batched, or fenced), answered as the port says: a repeat of an append that
+   * already happened (its event ids stored there, in that order) is a success, not a conflict.
+   */
+  private async appendAs(streamId: string, events: NewEvent[], expectedRevision: ExpectedRevision, attempt: () => Promise<AppendOutcome>): Promise<AppendResult> {
     if (events.length === 0) throw new Error('append needs at least one event');
     let actual: number | undefined;
     try {
-      const outcome = await this.appends.submit({ streamId, events, expected: expectedRevision });
+      const outcome = await attempt();
       if (outcome.kind === 'ok') {
         this.bump(); // this process's subscribers at once; the others through its notification (at most one in NOTIFY_EVERY_MS a connection) or their poll
         return outcome.result;
@@ -432,7 +424,6 @@ export class PostgresEventStore implements EventStore {
     } catch (err) {
       if (!isUniqueViolation(err, 'es_events_event_id_key')) throw err;
     }
-    // A repeat of an append that already happened is a success, not a conflict.
     const previous = await this.findPreviousAppend(streamId, events);
     if (previous) return previous;
     throw new WrongExpectedRevisionError(streamId, expectedRevision, actual ?? (await this.currentRevision(streamId)));
@@ -459,7 +450,7 @@ export class PostgresEventStore implements EventStore {
       text: 'SELECT o_index, o_conflict, o_revision, o_position FROM es_append_batch($1::text[], $2::bigint[], $3::int[], $4::uuid[], $5::text[], $6::jsonb[], $7::jsonb[])',
       values: [
         batch.map((a) => a.streamId),
-        batch.map((a) => (a.expected === 'any' ? null : a.expected === 'no_stream' ? -1 : a.expected)),
+        batch.map((a) => expectedParam(a.expected)),
         batch.map((a) => a.events.length),
         ...eventArrays(batch.flatMap((a) => a.events)),
       ],
