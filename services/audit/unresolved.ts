@@ -4,6 +4,7 @@ import type { TransactionType } from '../rounds/events.ts';
 import { transactionsIn, type TransactionKey } from '../rounds/queries.ts';
 import { badRequest } from '../../shared/errors.ts';
 import { isStorableText } from '../../shared/http/body.ts';
+import { decodeCursor, encodeCursor, notOurCursor } from '../../shared/http/cursor.ts';
 
 /** The lists of GET /v1/audit/transactions. */
 export const UNRESOLVED_LISTS = ['dead', 'unsettled', 'unresolved'] as const;
@@ -16,30 +17,23 @@ const STATUSES: Record<UnresolvedList, readonly TxStatus[]> = {
 };
 
 /**
- * The cursor: the list it belongs to and the key of the last row read. Opaque to callers: base64url of JSON.
+ * The cursor: the list it belongs to and the key of the last row read. Opaque to callers (shared/http/cursor.ts).
  * Not signed: a caller who forges one only reads its own list from another place, so a decoded key is
  * checked only for what Postgres would refuse (a time it cannot read, text it cannot hold).
  */
 export function encodeTxCursor(list: UnresolvedList, key: TransactionKey): string {
-  return Buffer.from(JSON.stringify({ v: 1, l: list, k: [key.recordedAt, key.roundStream, key.transactionId] })).toString('base64url');
+  return encodeCursor({ v: 1, l: list, k: [key.recordedAt, key.roundStream, key.transactionId] });
 }
 
-const NOT_OURS = 'cursor: not a cursor this service gave (pass nextCursor as it was answered)';
 /** `recorded_at::text` as Postgres writes a timestamptz in ISO style: date, time with up to 6 fractional digits, offset. */
 const PG_INSTANT = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\d{2}(:\d{2})?)?$/;
 /** A key's text: what Postgres can hold (a lone surrogate would arrive as U+FFFD and sort elsewhere). */
 const storable = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 4096 && isStorableText(v);
 
 export function decodeTxCursor(cursor: string, list: UnresolvedList): TransactionKey {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    throw badRequest(NOT_OURS);
-  }
-  const c = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { v?: unknown; l?: unknown; k?: unknown };
+  const c = decodeCursor(cursor);
   const k = Array.isArray(c.k) && c.k.length === 3 ? (c.k as unknown[]) : undefined;
-  if (c.v !== 1 || typeof c.l !== 'string' || !k || typeof k[0] !== 'string' || !PG_INSTANT.test(k[0]) || !storable(k[1]) || !storable(k[2])) throw badRequest(NOT_OURS);
+  if (c.v !== 1 || typeof c.l !== 'string' || !k || typeof k[0] !== 'string' || !PG_INSTANT.test(k[0]) || !storable(k[1]) || !storable(k[2])) throw notOurCursor();
   if (c.l !== list) throw badRequest(`cursor: it belongs to status=${UNRESOLVED_LISTS.includes(c.l as UnresolvedList) ? c.l : 'another list'} (keep status as it was)`);
   return { recordedAt: k[0], roundStream: k[1], transactionId: k[2] };
 }
@@ -67,7 +61,7 @@ export async function unresolvedPage(
     // at least READ_BATCH, so a small page over them is a few queries, not one for each.
     const batch = await transactionsIn(pool, STATUSES[list], { after: at, limit: Math.max(need + 1, READ_BATCH) }).catch((err: unknown) => {
       // A cursor's time shaped as Postgres writes one but no instant (month 13, year 0): Postgres refuses it (SQLSTATE class 22, data exception).
-      if (at === after && after !== undefined && typeof (err as { code?: unknown }).code === 'string' && (err as { code: string }).code.startsWith('22')) throw badRequest(NOT_OURS);
+      if (at === after && after !== undefined && typeof (err as { code?: unknown }).code === 'string' && (err as { code: string }).code.startsWith('22')) throw notOurCursor();
       throw err;
     });
     let read = 0;

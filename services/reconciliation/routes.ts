@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import { bigJson } from '../../shared/http/big-json.ts';
+import { decodeCursor, encodeCursor, notOurCursor } from '../../shared/http/cursor.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../context.ts';
@@ -20,32 +21,23 @@ const queryKey = (operatorId: string, q: TransactionsQuery): string =>
 
 /**
  * The cursor: where the next page starts (a log position), the store whose positions those are, and
- * the query it belongs to. Opaque to operators: base64url of JSON.
+ * the query it belongs to. Opaque to operators (shared/http/cursor.ts).
  */
-function encodeCursor(after: After, store: string, operatorId: string, q: TransactionsQuery): string {
-  return Buffer.from(JSON.stringify({ v: 2, s: store, q: queryKey(operatorId, q), a: `${after.major}.${after.minor}` })).toString('base64url');
+function encodeQueryCursor(after: After, store: string, operatorId: string, q: TransactionsQuery): string {
+  return encodeCursor({ v: 2, s: store, q: queryKey(operatorId, q), a: `${after.major}.${after.minor}` });
 }
 
-function decodeCursor(cursor: string, store: string, operatorId: string, q: TransactionsQuery): After {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    throw badRequest('cursor: not a cursor this service gave (pass nextCursor as it was answered)');
-  }
-  // JSON of another kind than an object (null, a number, a string) is no cursor either.
-  const c = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { v?: unknown; s?: unknown; q?: unknown; a?: unknown };
+function decodeQueryCursor(cursor: string, store: string, operatorId: string, q: TransactionsQuery): After {
+  const c = decodeCursor(cursor);
   const at = typeof c.a === 'string' ? /^(\d{1,19})\.(\d{1,19})$/.exec(c.a) : null;
   // Version 1 named its query without the operator: given before an upgrade, it cannot be checked.
   if (c.v === 1) throw badRequest('cursor: given by an earlier version of the service; start again without a cursor');
-  if (c.v !== 2 || typeof c.s !== 'string' || typeof c.q !== 'string' || !at) {
-    throw badRequest('cursor: not a cursor this service gave (pass nextCursor as it was answered)');
-  }
+  if (c.v !== 2 || typeof c.s !== 'string' || typeof c.q !== 'string' || !at) throw notOurCursor();
   if (c.q !== queryKey(operatorId, q)) throw badRequest('cursor: it belongs to another query (keep from, to, roundId, gameId, playerRef and status as they were, and ask as the operator it was given to)');
   if (c.s !== store) throw badRequest('cursor: the history has moved to another event store since it was given; start again without a cursor');
   // A position is two bigints: a number past them is no cursor of ours (and no query of Postgres's).
   const MAX = 9_223_372_036_854_775_807n;
-  if (BigInt(at[1]!) > MAX || BigInt(at[2]!) > MAX) throw badRequest('cursor: not a cursor this service gave (pass nextCursor as it was answered)');
+  if (BigInt(at[1]!) > MAX || BigInt(at[2]!) > MAX) throw notOurCursor();
   return { major: at[1]!, minor: at[2]! };
 }
 
@@ -67,7 +59,7 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
   router.get('/transactions', async (req, res) => {
     const operator = callingOperator(ctx, req);
     const q = parseOr400(transactionsQuery, req.query, 'query');
-    const after = q.cursor !== undefined ? decodeCursor(q.cursor, ctx.eventStore.kind, operator.id, q) : undefined;
+    const after = q.cursor !== undefined ? decodeQueryCursor(q.cursor, ctx.eventStore.kind, operator.id, q) : undefined;
     const filter: TransactionFilter = {
       ...(q.roundId !== undefined
         ? { roundId: q.roundId, gameId: q.gameId! }
@@ -76,7 +68,7 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
       status: q.status,
     };
     const page = await transactionsPage(ctx.pool, operator.id, filter, q.limit ?? DEFAULT_LIMIT, after);
-    res.json({ transactions: page.transactions, nextCursor: page.last ? encodeCursor(page.last, ctx.eventStore.kind, operator.id, q) : null });
+    res.json({ transactions: page.transactions, nextCursor: page.last ? encodeQueryCursor(page.last, ctx.eventStore.kind, operator.id, q) : null });
   });
 
   router.get('/rounds/:roundId', async (req, res) => {
