@@ -24,10 +24,10 @@ export const MAX_JSON_DEPTH = 64;
  * UTF-8 are refused, not read with U+FFFD in their place: two transactionIds differing only in such
  * bytes would read as one, the second answered as the first's resubmission.
  */
-export function jsonFromRaw(req: Request, _res: Response, next: NextFunction): void {
+export function jsonFromRaw(req: Request, res: Response, next: NextFunction): void {
   const raw = req.rawBody;
   if (raw && raw.length > 0) {
-    if (!isUtf8(raw)) throw badRequest('request body is not valid UTF-8');
+    refuseNonUtf8(req, res, raw);
     const text = raw.toString('utf8');
     try {
       req.body = parseJson(text);
