@@ -2,6 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { recordedAtText } from '../chain/link.ts';
 import { grantDecider } from '../grants/decider.ts';
+import { grantIdParam } from '../grants/routes.ts';
 import { grantStream } from '../grants/events.ts';
 import { isClosed, outstandingBets, roundDecider, type RoundState } from '../rounds/decider.ts';
 import { roundStream } from '../rounds/events.ts';
@@ -186,8 +187,10 @@ export function auditRoutes(ctx: ServiceContext): Router {
 
   router.get('/grants/:id', async (req, res) => {
     const { asOf } = parseOr400(asOfQuery, req.query, 'query');
-    // A grant id is a UUID, read whatever its case as the operator routes read it.
-    const events = await ctx.eventStore.readStream(grantStream(String(req.params.id).toLowerCase()));
+    // A grant id read as the operator routes read it (grantIdParam: a UUID, whatever its case); anything
+    // else is no grant's id, and found by none.
+    const id = grantIdParam.safeParse(req.params.id);
+    const events = await ctx.eventStore.readStream(grantStream(id.success ? id.data : String(req.params.id)));
     if (events.length === 0) throw notFound('grant not found');
     res.json(timeTravel(events, asOf, grantDecider, (g) => g));
   });
