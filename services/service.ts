@@ -39,6 +39,7 @@ import { RoundCache } from './rounds/round-cache.ts';
 import { OutcomeWriter } from './rounds/outcome-writer.ts';
 import { startWorkerRole, type RunningWorker } from './rounds/worker.ts';
 import { startReconcilerRole, type RunningReconciler } from './rounds/reconciler.ts';
+import { startGrantFinisher, type GrantFinisher } from './grants/issue.ts';
 import { within } from '../shared/timeout.ts';
 import { postgresConnections } from './connections.ts';
 import type { ServiceContext } from './context.ts';
@@ -53,6 +54,8 @@ export interface RunningService {
   runners: ProjectionRunner[];
   worker: RunningWorker | undefined;
   reconciler: RunningReconciler | undefined;
+  /** The reconciler role's finishing of free-spin grants a process abandoned mid-call. */
+  grantFinisher: GrantFinisher | undefined;
   stop(): Promise<void>;
 }
 
@@ -172,6 +175,7 @@ export async function startService(config: Config, logger: Logger = createLogger
   let outcomes: OutcomeWriter | undefined;
   let worker: RunningWorker | undefined;
   let reconciler: RunningReconciler | undefined;
+  let grantFinisher: GrantFinisher | undefined;
   let server: http.Server | undefined;
   const pool = createPool(config.databaseUrl, config.databasePoolSize);
 
@@ -202,6 +206,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       }
       await close(() => outcomes?.drain());
       await close(() => reconciler?.close());
+      await close(() => grantFinisher?.close());
       await close(() => worker?.close());
       await close(() => signer?.stop());
       await close(() => witness?.stop());
@@ -328,6 +333,9 @@ export async function startService(config: Config, logger: Logger = createLogger
     reconciler = config.roles.includes('reconciler')
       ? startReconcilerRole({ ...ledger, staleAfterSeconds: config.staleRoundAfterSeconds, intervalSeconds: config.reconcileIntervalSeconds }, logger)
       : undefined;
+    // Free-spin grants a process left pending mid-call (it died before the provider answered) are
+    // finished by the reconciler too, whether or not their operator repeats the request.
+    grantFinisher = config.roles.includes('reconciler') ? startGrantFinisher(ctx, config.reconcileIntervalSeconds, logger) : undefined;
 
     // Without the api role the port serves only /healthz, /readyz and /metrics (probes and scraping).
     const listener = http.createServer(
@@ -351,7 +359,7 @@ export async function startService(config: Config, logger: Logger = createLogger
     const url = config.roles.includes('api') ? httpUrl : undefined;
     logger.info({ roles: config.roles, url: httpUrl, host: config.host, eventStore: eventStore.kind, postgresConnections: postgresConnections(config) }, 'service started');
     warnAboutFirstRun(config, catalog, logger);
-    return { ctx, url, httpUrl, runners, worker, reconciler, stop };
+    return { ctx, url, httpUrl, runners, worker, reconciler, grantFinisher, stop };
   } catch (err) {
     // Said before the closing, which can wait (a worker's sweep for a Redis that is down, say), and the
     // closing bounded: a process whose start failed exits (services/main.ts) rather than hang unlistening.

@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { recordedAtText } from '../chain/link.ts';
-import { grantDecider } from '../grants/decider.ts';
+import { grantDecider, grantOf } from '../grants/decider.ts';
 import { grantIdParam } from '../grants/routes.ts';
 import { grantStream } from '../grants/events.ts';
 import { isClosed, outstandingBets, roundDecider, type RoundState } from '../rounds/decider.ts';
@@ -192,7 +192,8 @@ export function auditRoutes(ctx: ServiceContext): Router {
     const id = grantIdParam.safeParse(req.params.id);
     const events = await ctx.eventStore.readStream(grantStream(id.success ? id.data : String(req.params.id)));
     if (events.length === 0) throw notFound('grant not found');
-    res.json(timeTravel(events, asOf, grantDecider, (g) => g));
+    // The grant as operators see it (grantOf), not the decider's bookkeeping of the issue call.
+    res.json(timeTravel(events, asOf, grantDecider, (g) => grantOf(g) ?? g));
   });
 
   router.get('/transactions', async (req, res) => {

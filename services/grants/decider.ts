@@ -21,10 +21,43 @@ export type Grant = Omit<GrantRequested['data'], 'grantId' | 'requestedAt'> & {
   updatedAt: string;
 };
 
-/** none: the key was never used. Otherwise the grant, whose `status` tells pending, active, cancelled or failed. */
-export type GrantState = { status: 'none' } | Grant;
+/**
+ * The issue call a pending grant waits for: the request's own (take 0), or a take-over's (GrantIssueTaken,
+ * numbered from 1), made at `at` and bounded by `timeoutMs` (absent: a grant requested before the bound
+ * was recorded). Kept in the decider's state only; operators never see it.
+ */
+export interface IssueCall {
+  take: number;
+  at: string;
+  timeoutMs?: number;
+}
 
-export const grantOf = (s: GrantState): Grant | undefined => (s.status === 'none' ? undefined : s);
+/** none: the key was never used. Otherwise the grant, whose `status` tells pending, active, cancelled or failed. */
+export type GrantState = { status: 'none' } | (Grant & { issue?: IssueCall });
+
+/** The grant as operators see it (without the decider's own bookkeeping), or undefined for none. */
+export function grantOf(s: GrantState): Grant | undefined {
+  if (s.status === 'none') return undefined;
+  const { issue: _issue, ...grant } = s;
+  return grant;
+}
+
+/**
+ * How long past its bound an issue call's process is given to record the provider's answer before the
+ * grant counts as abandoned: the call's own timeoutMs plus this.
+ */
+export const ISSUE_MARGIN_MS = 2000;
+
+/**
+ * When a pending grant's issue call is abandoned if its outcome is still not recorded (epoch ms): the call's
+ * time plus its bound (`fallbackTimeoutMs`, the provider's timeoutMs now, for a grant that recorded none)
+ * plus ISSUE_MARGIN_MS. Undefined when the grant is not pending.
+ */
+export function issueDeadline(state: GrantState, fallbackTimeoutMs: number): number | undefined {
+  if (state.status !== 'pending') return undefined;
+  const call = state.issue ?? { take: 0, at: state.createdAt };
+  return Date.parse(call.at) + (call.timeoutMs ?? fallbackTimeoutMs) + ISSUE_MARGIN_MS;
+}
 
 /** What an operator asks for, after the body's shape was checked (with a campaign, the request's terms were dropped). */
 export interface GrantRequest {
@@ -42,7 +75,10 @@ export type ProviderOutcome = { ok: true; externalRef?: string } | { ok: false; 
 
 export type GrantCommand =
   | { type: 'RequestGrant'; grantId: string; operatorId: string; request: GrantRequest; catalog: CatalogSnapshot; now: Date }
-  | { type: 'RecordIssueOutcome'; outcome: ProviderOutcome; now: Date }
+  /** Take over the issue call of a grant abandoned mid-call; `timeoutMs`: the provider's timeoutMs now, which bounds the new call. */
+  | { type: 'TakeOverIssue'; timeoutMs: number; now: Date }
+  /** `take`: which issue call answered (IssueCall.take of the call made). */
+  | { type: 'RecordIssueOutcome'; outcome: ProviderOutcome; take: number; now: Date }
   | { type: 'RecordCancelOutcome'; outcome: ProviderOutcome; now: Date };
 
 export type GrantRefusal =
@@ -96,16 +132,37 @@ function decideRequest(cmd: Extract<GrantCommand, { type: 'RequestGrant' }>, sta
     ...(r.campaignId !== undefined ? { campaignId: r.campaignId } : {}),
     ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}),
     requestedAt: cmd.now.toISOString(),
+    issueTimeoutMs: entry.provider.timeoutMs,
   };
   return [{ type: 'GrantRequested', data }];
 }
 
-/** The provider's answer to the issue call; nothing if the grant already left pending. A 200 without an externalRef is a failure. */
+/**
+ * A pending grant whose issue call is past its deadline (issueDeadline) is taken over: one taker at a
+ * time, since the take is appended at the revision it was decided on and moves the deadline. Nothing for a
+ * grant not pending, or whose call may still answer.
+ */
+function decideTakeOver(cmd: Extract<GrantCommand, { type: 'TakeOverIssue' }>, state: GrantState): GrantEvent[] {
+  const deadline = issueDeadline(state, cmd.timeoutMs);
+  if (deadline === undefined || cmd.now.getTime() < deadline) return [];
+  return [{ type: 'GrantIssueTaken', data: { takenAt: cmd.now.toISOString(), timeoutMs: cmd.timeoutMs } }];
+}
+
+/**
+ * The provider's answer to an issue call. A batch the provider accepted (a 200 with an externalRef) makes
+ * the grant active from pending, and from failed too: overlapping calls with one requestRef (a take-over
+ * beside a call that was only slow) can disagree, and the provider holds the batch. A failure ends a
+ * pending grant only from the call now awaited (IssueCall.take); a superseded call's failure says nothing
+ * of the call that replaced it. Nothing for an active, cancelled or unknown grant. A 200 without an
+ * externalRef is a failure.
+ */
 function decideIssueOutcome(cmd: Extract<GrantCommand, { type: 'RecordIssueOutcome' }>, state: GrantState): GrantEvent[] {
-  if (state.status !== 'pending') return [];
   const at = cmd.now.toISOString();
   const o = cmd.outcome;
-  if (o.ok && o.externalRef !== undefined && o.externalRef.length > 0) return [{ type: 'GrantActivated', data: { externalRef: o.externalRef, activatedAt: at } }];
+  if (o.ok && o.externalRef !== undefined && o.externalRef.length > 0) {
+    return state.status === 'pending' || state.status === 'failed' ? [{ type: 'GrantActivated', data: { externalRef: o.externalRef, activatedAt: at } }] : [];
+  }
+  if (state.status !== 'pending' || cmd.take !== (state.issue?.take ?? 0)) return [];
   return [{ type: 'GrantFailed', data: { lastError: o.ok ? 'provider answered 200 without an externalRef' : o.error, failedAt: at } }];
 }
 
@@ -140,12 +197,23 @@ function evolve(state: GrantState, event: GrantEvent): GrantState {
         ...(d.expiresAt !== undefined ? { expiresAt: d.expiresAt } : {}),
         createdAt: d.requestedAt,
         updatedAt: d.requestedAt,
+        issue: { take: 0, at: d.requestedAt, ...(d.issueTimeoutMs !== undefined ? { timeoutMs: d.issueTimeoutMs } : {}) },
       };
     }
-    case 'GrantActivated':
-      return state.status === 'none' ? state : { ...state, status: 'active', externalRef: event.data.externalRef, updatedAt: event.data.activatedAt };
-    case 'GrantFailed':
-      return state.status === 'none' ? state : { ...state, status: 'failed', lastError: event.data.lastError, updatedAt: event.data.failedAt };
+    case 'GrantIssueTaken':
+      // Operators see no change: the grant is still pending, its call made again.
+      return state.status === 'none' ? state : { ...state, issue: { take: (state.issue?.take ?? 0) + 1, at: event.data.takenAt, timeoutMs: event.data.timeoutMs } };
+    case 'GrantActivated': {
+      if (state.status === 'none') return state;
+      // No call is awaited any more; and accepted after a failure was recorded, the failure no longer describes the grant.
+      const { lastError: _lastError, issue: _issue, ...rest } = state;
+      return { ...rest, status: 'active', externalRef: event.data.externalRef, updatedAt: event.data.activatedAt };
+    }
+    case 'GrantFailed': {
+      if (state.status === 'none') return state;
+      const { issue: _issue, ...rest } = state;
+      return { ...rest, status: 'failed', lastError: event.data.lastError, updatedAt: event.data.failedAt };
+    }
     case 'GrantCancelled':
       return state.status === 'none' ? state : { ...state, status: 'cancelled', updatedAt: event.data.cancelledAt };
     case 'GrantCancelFailed':
@@ -165,6 +233,8 @@ export const grantDecider: Decider<GrantCommand, GrantState, GrantEvent, GrantRe
     switch (command.type) {
       case 'RequestGrant':
         return decideRequest(command, state);
+      case 'TakeOverIssue':
+        return decideTakeOver(command, state);
       case 'RecordIssueOutcome':
         return decideIssueOutcome(command, state);
       case 'RecordCancelOutcome':

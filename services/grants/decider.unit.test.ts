@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { Campaign, Operator, Provider } from '../../shared/catalog/schema.ts';
 import { CatalogSnapshot } from '../../shared/catalog/store.ts';
 import { deciderSpec } from '../../test/helpers/decider-spec.ts';
-import type { GrantActivated, GrantCancelFailed, GrantCancelled, GrantEvent, GrantFailed, GrantRequested } from './events.ts';
-import { cancelRefusal, grantDecider, grantOf, type Grant, type GrantCommand, type GrantRequest, type ProviderOutcome } from './decider.ts';
+import type { GrantActivated, GrantCancelFailed, GrantCancelled, GrantEvent, GrantFailed, GrantIssueTaken, GrantRequested } from './events.ts';
+import { cancelRefusal, grantDecider, grantOf, ISSUE_MARGIN_MS, issueDeadline, type Grant, type GrantCommand, type GrantRequest, type ProviderOutcome } from './decider.ts';
 
 /**
  * Free-spin grants (API document 2.7, 3.1, 4.1.5; contract section 4) as given / when / then.
@@ -72,7 +72,11 @@ const requestGrant = (changes: Partial<GrantRequest> = {}, operatorId = 'op-1'):
 /** A campaign grant: the request's own terms are left out unless given. */
 const requestCampaign = (campaignId: string, changes: Partial<GrantRequest> = {}): GrantCommand =>
   requestGrant({ campaignId, gameId: undefined, spins: undefined, currency: undefined, ...changes });
-const issueOutcome = (outcome: ProviderOutcome): GrantCommand => ({ type: 'RecordIssueOutcome', outcome, now: LATER });
+const issueOutcome = (outcome: ProviderOutcome, take = 0): GrantCommand => ({ type: 'RecordIssueOutcome', outcome, take, now: LATER });
+const takeOver = (at: Date, timeoutMs = 5000): GrantCommand => ({ type: 'TakeOverIssue', timeoutMs, now: at });
+const taken = (takenAt: string, timeoutMs = 5000): GrantIssueTaken => ({ type: 'GrantIssueTaken', data: { takenAt, timeoutMs } });
+/** `ms` after NOW. */
+const after = (ms: number): Date => new Date(NOW.getTime() + ms);
 const cancelOutcome = (outcome: ProviderOutcome): GrantCommand => ({ type: 'RecordCancelOutcome', outcome, now: LATER });
 
 const requested = (changes: Partial<GrantRequested['data']> = {}): GrantRequested => ({
@@ -154,6 +158,7 @@ describe('RequestGrant with a campaign', () => {
             idempotencyKey: 'key-1',
             campaignId: 'welcome-10',
             requestedAt: NOW_ISO,
+            issueTimeoutMs: 5000,
           },
         },
       ]);
@@ -252,6 +257,8 @@ describe('RequestGrant without a campaign', () => {
             currency: 'GBP',
             idempotencyKey: 'key-1',
             requestedAt: NOW_ISO,
+            // studio-b's timeoutMs: the bound of the issue call this request makes.
+            issueTimeoutMs: 5000,
           },
         },
       ]);
@@ -261,7 +268,7 @@ describe('RequestGrant without a campaign', () => {
     spec
       .given()
       .when(requestGrant({ expiresAt: '2020-01-01T00:00:00Z' }))
-      .then([requested({ expiresAt: '2020-01-01T00:00:00Z' })]);
+      .then([requested({ expiresAt: '2020-01-01T00:00:00Z', issueTimeoutMs: 5000 })]);
   });
 });
 
@@ -284,13 +291,73 @@ describe('RecordIssueOutcome', () => {
       .then([{ type: 'GrantFailed', data: { lastError: 'provider did not answer in time', failedAt: LATER_ISO } }]);
   });
 
-  it.each(['active', 'failed', 'cancelled'] as const)('a grant already %s gives nothing, whatever the outcome', (status) => {
-    spec.given(...HISTORIES[status]).when(issueOutcome({ ok: true, externalRef: 'late' })).thenNothing();
+  it.each(['active', 'failed', 'cancelled'] as const)('a grant already %s gives nothing for a failure', (status) => {
     spec.given(...HISTORIES[status]).when(issueOutcome({ ok: false, error: 'late' })).thenNothing();
+  });
+
+  it.each(['active', 'cancelled'] as const)('a grant already %s gives nothing for a success either (the first batch stands)', (status) => {
+    spec.given(...HISTORIES[status]).when(issueOutcome({ ok: true, externalRef: 'late' })).thenNothing();
+  });
+
+  it('failed + a later success → GrantActivated: overlapping calls disagreed, and the provider holds the batch', () => {
+    spec.given(requested(), taken(LATER_ISO), failed()).when(issueOutcome({ ok: true, externalRef: 'held' }, 0)).then([{ type: 'GrantActivated', data: { externalRef: 'held', activatedAt: LATER_ISO } }]);
+  });
+
+  it("a superseded call's failure gives nothing while the take-over's call is awaited; the take-over's own failure ends it", () => {
+    const given = spec.given(requested(), taken(LATER_ISO));
+    given.when(issueOutcome({ ok: false, error: 'provider did not answer in time' }, 0)).thenNothing();
+    given.when(issueOutcome({ ok: false, error: 'provider answered 503' }, 1)).then([{ type: 'GrantFailed', data: { lastError: 'provider answered 503', failedAt: LATER_ISO } }]);
+  });
+
+  it("a superseded call's success still activates the grant (the provider accepted the batch)", () => {
+    spec.given(requested(), taken(LATER_ISO)).when(issueOutcome({ ok: true, externalRef: 'slow-but-accepted' }, 0)).thenMatches([{ type: 'GrantActivated', data: { externalRef: 'slow-but-accepted' } }]);
   });
 
   it('no grant gives nothing', () => {
     spec.given().when(issueOutcome({ ok: true, externalRef: 'x' })).thenNothing();
+  });
+});
+
+describe('TakeOverIssue: a grant abandoned mid-call', () => {
+  const recordedBound = requested({ issueTimeoutMs: 300 });
+
+  it('gives nothing while the call may still answer: before its recorded bound plus the margin', () => {
+    spec.given(recordedBound).when(takeOver(after(300 + ISSUE_MARGIN_MS - 1))).thenNothing();
+  });
+
+  it('takes it at the deadline, with the provider timeoutMs now as the new call’s bound', () => {
+    spec.given(recordedBound).when(takeOver(after(300 + ISSUE_MARGIN_MS), 800)).then([taken(after(300 + ISSUE_MARGIN_MS).toISOString(), 800)]);
+  });
+
+  it('keeps to the bound recorded with the call, whatever the catalog says now', () => {
+    // The provider's timeout was raised to 60 s after the request: the request's call was bounded by 300 ms.
+    spec.given(recordedBound).when(takeOver(after(300 + ISSUE_MARGIN_MS), 60_000)).thenMatches([{ type: 'GrantIssueTaken' }]);
+    expect(issueDeadline(spec.given(recordedBound).state, 60_000)).toBe(NOW.getTime() + 300 + ISSUE_MARGIN_MS);
+  });
+
+  it('a grant requested before the bound was recorded uses the provider timeoutMs now', () => {
+    spec.given(requested()).when(takeOver(after(1000 + ISSUE_MARGIN_MS - 1), 1000)).thenNothing();
+    spec.given(requested()).when(takeOver(after(1000 + ISSUE_MARGIN_MS), 1000)).thenMatches([{ type: 'GrantIssueTaken' }]);
+  });
+
+  it('a take moves the deadline to its own call: a second taker waits for it', () => {
+    const takenAt = after(10_000);
+    const given = spec.given(recordedBound, taken(takenAt.toISOString(), 500));
+    given.when(takeOver(new Date(takenAt.getTime() + 500 + ISSUE_MARGIN_MS - 1))).thenNothing();
+    given.when(takeOver(new Date(takenAt.getTime() + 500 + ISSUE_MARGIN_MS))).thenMatches([{ type: 'GrantIssueTaken' }]);
+  });
+
+  it.each(['active', 'failed', 'cancelled'] as const)('a grant %s is never taken over', (status) => {
+    spec.given(...HISTORIES[status]).when(takeOver(after(3_600_000))).thenNothing();
+    expect(issueDeadline(spec.given(...HISTORIES[status]).state, 5000)).toBeUndefined();
+  });
+
+  it('no grant gives nothing', () => {
+    spec.given().when(takeOver(after(3_600_000))).thenNothing();
+  });
+
+  it('operators never see the take: the grant stays pending, its updatedAt unmoved', () => {
+    expect(grantOf(spec.given(recordedBound, taken(LATER_ISO)).state)).toEqual(grantOf(spec.given(recordedBound).state));
   });
 });
 
@@ -363,17 +430,20 @@ describe('evolve: the Grant view (API document 2.7)', () => {
 
   it('GrantRequested → pending, createdAt = updatedAt = requestedAt, no externalRef, lastError, campaignId or expiresAt', () => {
     const { state } = spec.given(requested());
-    expect(state).toEqual(pendingView);
     expect(grantOf(state)).toEqual(pendingView);
   });
 
   it('keeps campaignId and expiresAt when recorded', () => {
     const { state } = spec.given(requested({ campaignId: 'welcome-10', expiresAt: '2026-12-31T00:00:00Z', betAmountMinor: 20 }));
-    expect(state).toEqual({ ...pendingView, campaignId: 'welcome-10', expiresAt: '2026-12-31T00:00:00Z', betAmountMinor: 20 });
+    expect(grantOf(state)).toEqual({ ...pendingView, campaignId: 'welcome-10', expiresAt: '2026-12-31T00:00:00Z', betAmountMinor: 20 });
   });
 
   it('GrantActivated → active with the externalRef', () => {
     expect(spec.given(requested(), activated('batch-7')).state).toEqual({ ...pendingView, status: 'active', externalRef: 'batch-7', updatedAt: LATER_ISO });
+  });
+
+  it('GrantActivated after GrantFailed → active, the failure no longer its lastError', () => {
+    expect(grantOf(spec.given(requested(), failed('provider did not answer in time'), activated('batch-7')).state)).toEqual({ ...pendingView, status: 'active', externalRef: 'batch-7', updatedAt: LATER_ISO });
   });
 
   it('GrantFailed → failed with lastError', () => {

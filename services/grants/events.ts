@@ -16,17 +16,31 @@ export type GrantRequested = DomainEvent<
     campaignId?: string;
     expiresAt?: string;
     requestedAt: string;
+    /**
+     * The bound on the issue call this request makes (its provider's timeoutMs then): the grant is
+     * abandoned if still pending once it and ISSUE_MARGIN_MS have passed (absent on grants requested
+     * before it was recorded: the provider's timeoutMs now stands in).
+     */
+    issueTimeoutMs?: number;
   }
 >;
+/**
+ * A request found the grant abandoned (still pending past its issue call's deadline: the process calling
+ * the provider died) and took the call over: it calls the provider again with the same requestRef, bounded
+ * by `timeoutMs`, and until `takenAt` + `timeoutMs` + ISSUE_MARGIN_MS nobody else does. Appended at the
+ * revision the taker read, so of takers racing across processes one takes it.
+ */
+export type GrantIssueTaken = DomainEvent<'GrantIssueTaken', { takenAt: string; timeoutMs: number }>;
 export type GrantActivated = DomainEvent<'GrantActivated', { externalRef: string; activatedAt: string }>;
 export type GrantFailed = DomainEvent<'GrantFailed', { lastError: string; failedAt: string }>;
 export type GrantCancelled = DomainEvent<'GrantCancelled', { cancelledAt: string }>;
 export type GrantCancelFailed = DomainEvent<'GrantCancelFailed', { error: string; failedAt: string }>;
 
-export type GrantEvent = GrantRequested | GrantActivated | GrantFailed | GrantCancelled | GrantCancelFailed;
+export type GrantEvent = GrantRequested | GrantIssueTaken | GrantActivated | GrantFailed | GrantCancelled | GrantCancelFailed;
 
 export const GRANT_EVENT_TYPES: ReadonlySet<string> = new Set<GrantEvent['type']>([
   'GrantRequested',
+  'GrantIssueTaken',
   'GrantActivated',
   'GrantFailed',
   'GrantCancelled',

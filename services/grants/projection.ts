@@ -36,6 +36,11 @@ export const grantsReadModelMigrations: Migration[] = [
       CREATE INDEX rm_grants_list_idx ON rm_grants (operator_id, created_at DESC);
     `,
   },
+  {
+    // The reconciler's candidates for finishing abandoned grants (abandonedGrantCandidates): few rows.
+    id: 'rm-grants-003-pending',
+    sql: `CREATE INDEX rm_grants_pending_idx ON rm_grants (created_at) WHERE status = 'pending';`,
+  },
 ];
 
 /** Writes the grant as of stream revision `version` (a row already at that revision or later is kept). */

@@ -53,3 +53,12 @@ export async function listGrants(db: Pool, operatorId: string, playerRef: string
   return rows.map(rowToGrant);
 }
 
+
+/**
+ * Grants still pending that were requested before `before`, oldest first (at most 100): the candidates
+ * for the reconciler's finishing of abandoned grants. Which are abandoned the decider decides.
+ */
+export async function abandonedGrantCandidates(db: Pool, before: Date): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(`SELECT id FROM rm_grants WHERE status = 'pending' AND created_at < $1 ORDER BY created_at LIMIT 100`, [before]);
+  return rows.map((r) => r.id);
+}

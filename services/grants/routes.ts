@@ -5,7 +5,8 @@ import { grantsProjection } from './projection.ts';
 import { listGrants } from './queries.ts';
 import { waitForProjection } from '../../projections/runner.ts';
 import type { Position } from '../../shared/eventstore/port.ts';
-import { cancelRefusal, grantDecider, grantOf, type Grant, type GrantState, type ProviderOutcome } from './decider.ts';
+import { cancelRefusal, grantDecider, grantOf, ISSUE_MARGIN_MS, issueDeadline, type Grant, type GrantState } from './decider.ts';
+import { describeCall, issueAtProvider, providerTimeoutMs, takeOverIssue } from './issue.ts';
 import { Refused } from '../../shared/decider.ts';
 import { grantIdFor, grantStream } from './events.ts';
 import { AppError, notFound } from '../../shared/errors.ts';
@@ -13,7 +14,7 @@ import { handleCommand, readState } from '../../shared/eventstore/command.ts';
 import { providerTarget, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
-import { type ProviderCancelRequest, type ProviderGrantRequest } from './schemas.ts';
+import type { ProviderCancelRequest } from './schemas.ts';
 import { callingOperator } from '../context.ts';
 
 export const issueGrantBody = z.object({
@@ -54,34 +55,6 @@ export function parseIssueBody(raw: unknown): IssueGrantBody {
 export const grantIdParam = z.guid({ message: 'expected a UUID' }).transform((id) => id.toLowerCase());
 export const listQuery = z.object({ playerRef: z.string().min(1).max(255).optional() });
 
-function describe(r: OutboundResult): string {
-  switch (r.kind) {
-    case 'timeout':
-      return 'provider did not answer in time';
-    case 'unreachable':
-      return `provider unreachable: ${r.error}`;
-    case 'oversized':
-      return 'provider reply over 1 MiB';
-    case 'response':
-      return `provider answered ${r.status}`;
-    default: {
-      const unknown: never = r;
-      return String(unknown);
-    }
-  }
-}
-
-/** The provider's answer as the decider sees it: a 200 (with the externalRef it carries, if any), or a failure. */
-function outcomeOf(r: OutboundResult): ProviderOutcome {
-  if (r.kind !== 'response' || r.status !== 200) return { ok: false, error: describe(r) };
-  try {
-    const ref = (JSON.parse(r.body) as { externalRef?: unknown }).externalRef;
-    return typeof ref === 'string' ? { ok: true, externalRef: ref } : { ok: true };
-  } catch {
-    return { ok: true };
-  }
-}
-
 export function grantRoutes(ctx: ServiceContext): Router {
   const router = Router();
 
@@ -108,62 +81,31 @@ export function grantRoutes(ctx: ServiceContext): Router {
     return state;
   };
 
-  /** Calls the provider to issue the batch (requestRef = grant id, so a repeat is deduplicated there) and records the outcome. */
-  const issueAtProvider = async (grant: Grant, revision: number): Promise<Grant> => {
-    const provider = ctx.catalog.snapshot().providers.get(grant.providerId);
-    const result: OutboundResult = provider
-      ? await signedCall({
-          ...providerTarget(provider),
-          pathAndQuery: '/v1/free-spins/grants',
-          method: 'POST',
-          body: {
-            requestRef: grant.id,
-            operatorId: grant.operatorId,
-            playerRef: grant.playerRef,
-            gameId: grant.gameId,
-            spins: grant.spins,
-            betAmountMinor: grant.betAmountMinor,
-            currency: grant.currency,
-            ...(grant.expiresAt !== undefined ? { expiresAt: grant.expiresAt } : {}),
-          } satisfies ProviderGrantRequest,
-        })
-      : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
-    const { next, position } = await handleCommand(
-      ctx.eventStore,
-      grantStream(grant.id),
-      grantDecider,
-      { type: 'RecordIssueOutcome', outcome: outcomeOf(result), now: ctx.now() },
-      { known: { state: grant, revision } },
-    );
-    return visible(next, position);
-  };
-
   /**
-   * A repeat of a key: the original grant, once it has left pending. A grant still pending after the
-   * provider's timeout was abandoned by a process that died mid-call; this request finishes it (the
-   * provider deduplicates on requestRef, so the batch is never issued twice).
+   * A repeat of a key: the original grant, once it has left pending. A grant still pending past its issue
+   * call's deadline was abandoned by a process that died mid-call; this request takes the call over
+   * (takeOverIssue: one taker across processes; the provider deduplicates on requestRef, so the batch is
+   * never issued twice). Waits at most one more call's length past the deadline first seen, then answers
+   * the grant as it stands (pending while another taker's call is under way).
    */
   const settled = async (id: string): Promise<Grant> => {
-    let { state, revision } = await load(id);
-    const provider = state.status === 'none' ? undefined : ctx.catalog.snapshot().providers.get(state.providerId);
-    const deadline = Date.parse(state.status === 'none' ? new Date().toISOString() : state.createdAt) + (provider?.timeoutMs ?? 5000) + 2000;
-    while (state.status === 'pending' && Date.now() < deadline) {
+    let waitUntil: number | undefined;
+    for (;;) {
+      const known = await load(id);
+      const { state } = known;
+      if (state.status === 'none') throw new AppError(500, 'grant vanished');
+      if (state.status !== 'pending') return grantOf(state)!;
+      const timeoutMs = providerTimeoutMs(ctx, state.providerId);
+      const due = issueDeadline(state, timeoutMs)! - ctx.now().getTime();
+      waitUntil ??= Date.now() + Math.max(0, due) + timeoutMs + ISSUE_MARGIN_MS;
+      if (due <= 0) {
+        const issued = await takeOverIssue(ctx, id, known);
+        if (issued) return visible(issued.state, issued.position);
+      }
+      if (Date.now() >= waitUntil) return grantOf(state)!;
       await new Promise((r) => setTimeout(r, 20));
-      ({ state, revision } = await load(id));
     }
-    if (state.status === 'none') throw new AppError(500, 'grant vanished');
-    if (state.status !== 'pending') return state;
-    // Repeats that find it abandoned at once share one call to the provider (in this process; see
-    // docs/operators.md for repeats spread over processes).
-    let finishing = finishers.get(id);
-    if (!finishing) {
-      finishing = issueAtProvider(state, revision).finally(() => finishers.delete(id));
-      finishers.set(id, finishing);
-    }
-    return finishing;
   };
-  /** Abandoned grants being finished by this process, by id. */
-  const finishers = new Map<string, Promise<Grant>>();
 
   router.post('/free-spins/grants', async (req, res) => {
     const operator = callingOperator(ctx, req);
@@ -189,7 +131,8 @@ export function grantRoutes(ctx: ServiceContext): Router {
       res.status(200).json(await settled(id));
       return;
     }
-    const grant = await issueAtProvider(created.next, created.revision);
+    const issued = await issueAtProvider(ctx, { state: created.next, revision: created.revision }, created.next.issue ?? { take: 0, at: created.next.createdAt });
+    const grant = await visible(issued.state, issued.position);
     if (grant.status === 'failed') throw new AppError(502, `provider call failed: ${grant.lastError ?? 'unknown error'}`);
     res.status(201).json(grant);
   });
@@ -222,11 +165,11 @@ export function grantRoutes(ctx: ServiceContext): Router {
       ctx.eventStore,
       grantStream(grant.id),
       grantDecider,
-      { type: 'RecordCancelOutcome', outcome: ok ? { ok: true } : { ok: false, error: describe(result) }, now: ctx.now() },
+      { type: 'RecordCancelOutcome', outcome: ok ? { ok: true } : { ok: false, error: describeCall(result) }, now: ctx.now() },
       { known: { state: grant, revision } },
     );
     const updated = await visible(next, position);
-    if (!ok && updated.status === 'active') throw new AppError(502, `provider cancel failed: ${describe(result)}; the grant stays active, retry the cancel`);
+    if (!ok && updated.status === 'active') throw new AppError(502, `provider cancel failed: ${describeCall(result)}; the grant stays active, retry the cancel`);
     res.json(updated);
   });
 

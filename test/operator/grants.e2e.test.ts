@@ -3,8 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/service.ts';
 import type { Grant as GrantRecord } from '../../services/grants/decider.ts';
 import { grantIdFor, grantStream } from '../../services/grants/events.ts';
+import { takeOverIssue } from '../../services/grants/issue.ts';
 import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { startFakeProvider, type FakeProvider } from '../helpers/fakes.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { ADMIN_TOKEN, createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 
@@ -321,6 +323,103 @@ describe('free-spin grants across a restart of the service', () => {
       expect(refs.filter((r) => r === issued.json.id)).toHaveLength(1);
     } finally {
       await second.stop();
+    }
+  });
+});
+
+describe('free-spin grants abandoned mid-call, across api processes (one taker, and the reconciler finishes them)', () => {
+  let env: TestEnv;
+  let provider: FakeProvider;
+
+  beforeAll(async () => {
+    env = await createTestEnv('grantstakeover');
+    provider = await startFakeProvider(PROV_A.secret);
+  });
+  afterAll(async () => {
+    await provider?.close();
+    await env?.cleanup();
+  });
+
+  /** A grant a process recorded and then died before the provider answered (requested a minute ago). */
+  const abandon = async (svc: RunningService, key: string, bound?: number) => {
+    const id = grantIdFor('op-1', key);
+    await svc.ctx.eventStore.append(grantStream(id), [{
+      id: randomUUID(),
+      type: 'GrantRequested',
+      data: {
+        grantId: id, operatorId: 'op-1', providerId: 'studio-a', gameId: 'fruit-1', playerRef: 'to-p', spins: 3, betAmountMinor: 0, currency: 'EUR',
+        idempotencyKey: key, requestedAt: new Date(Date.now() - 60_000).toISOString(), ...(bound !== undefined ? { issueTimeoutMs: bound } : {}),
+      },
+    }], 'no_stream');
+    return id;
+  };
+  const callsFor = (id: string) => provider.calls.filter((c) => c.target === '/v1/free-spins/grants' && (c.body as { requestRef: string }).requestRef === id);
+
+  it('repeats reaching two api processes at once make one provider call, and both answer the grant it made', async () => {
+    const [a, b] = [await startInProcess(env, { ROLES: 'api,projector' }), await startInProcess(env, { ROLES: 'api' })];
+    try {
+      for (const svc of [a, b]) await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 1000 }));
+      const key = `two-${randomUUID()}`;
+      const id = await abandon(a, key, 300);
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-one-taker' }, delayMs: 300 });
+      const body = { playerRef: 'to-p', idempotencyKey: key, gameId: 'fruit-1', spins: 3, currency: 'EUR' };
+      const answers = await Promise.all([a, b, a, b].map((svc) => signedRequest<Grant>(svc.url, { path: '/v1/operator/free-spins/grants', body, as: OP1 })));
+      expect(answers.map((r) => [r.status, r.json.status, r.json.externalRef])).toEqual(answers.map(() => [200, 'active', 'ext-one-taker']));
+      expect(callsFor(id)).toHaveLength(1);
+      // The take is in the grant's history for auditors; operators see no trace of it.
+      const events = (await a.ctx.eventStore.readStream(grantStream(id))).map((e) => e.type);
+      expect(events).toEqual(['GrantRequested', 'GrantIssueTaken', 'GrantActivated']);
+      expect(Object.keys(answers[0]!.json)).not.toContain('issue');
+    } finally {
+      await b.stop();
+      await a.stop();
+    }
+  });
+
+  it('the reconciler finishes an abandoned grant nobody repeats: get and list show it active, cancel works, one provider call', async () => {
+    const svc = await startInProcess(env, { ROLES: 'api,projector,reconciler', RECONCILE_INTERVAL_SECONDS: '1' });
+    try {
+      await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 500 }));
+      // One recorded before the issue call's bound was (the provider's timeoutMs now stands in), one after.
+      const ids = [await abandon(svc, `quiet-${randomUUID()}`), await abandon(svc, `quiet-${randomUUID()}`, 500)];
+      for (const id of ids) {
+        const got = await eventually(
+          () => signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}`, as: OP1 }),
+          (r) => r.json.status !== 'pending',
+        );
+        expect([got.status, got.json.status]).toEqual([200, 'active']);
+        expect(callsFor(id)).toHaveLength(1);
+        const listed = await eventually(
+          () => signedRequest<Grant[]>(svc.url, { path: '/v1/operator/free-spins/grants?playerRef=to-p', as: OP1 }),
+          (r) => r.json.find((g) => g.id === id)?.status === 'active',
+        );
+        expect(listed.json.find((g) => g.id === id)?.externalRef).toBe(got.json.externalRef);
+        const cancelled = await signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}/cancel`, method: 'POST', as: OP1 });
+        expect([cancelled.status, cancelled.json.status]).toEqual([200, 'cancelled']);
+      }
+      // Finished grants are left alone by later passes.
+      await svc.grantFinisher!.pass();
+      for (const id of ids) expect(callsFor(id)).toHaveLength(1);
+    } finally {
+      await svc.stop();
+    }
+  });
+
+  it('a failed take-over is recorded failed, with the reason, and is not taken again', async () => {
+    const svc = await startInProcess(env, { ROLES: 'api,projector' });
+    try {
+      await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 500 }));
+      const id = await abandon(svc, `fails-${randomUUID()}`, 500);
+      provider.script('/v1/free-spins/grants', { status: 503, body: { error: 'down' } });
+      // (No reconciler role in this process: nothing takes it over behind the test's back.)
+      const issued = await takeOverIssue(svc.ctx, id);
+      expect(issued?.state.status).toBe('failed');
+      expect(await takeOverIssue(svc.ctx, id)).toBeUndefined();
+      const got = await signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}`, as: OP1 });
+      expect([got.json.status, got.json.lastError]).toEqual(['failed', 'provider answered 503']);
+      expect(callsFor(id)).toHaveLength(1);
+    } finally {
+      await svc.stop();
     }
   });
 });
