@@ -308,7 +308,12 @@ export async function startService(config: Config, logger: Logger = createLogger
 
     queueConnection = bullConnection(config.redisUrl, false);
     queues = new DispatchQueues(queueConnection, (err, operatorId) => logger.warn({ err: err.message, operatorId }, 'dispatch queue error'));
-    recorder = eventStore.transactionRecorder(pool);
+    recorder = eventStore.transactionRecorder(pool, {
+      kickMissed: (missed) => {
+        logger.error(missed, 'transaction recorded after a kick while the kick fence was being lost (its Postgres connection died): the kick may have been acknowledged first; tell the operator');
+        ctx.metrics.kickFenceMissed();
+      },
+    });
     const ledger: LedgerDeps = { ...ctx, queues, retryDelayMs: config.dispatchBackoffBaseMs, rounds: new RoundCache(), recorder, inflight: background };
     // Providers are answered as soon as the wallet replies; the outcome is recorded behind the answer.
     outcomes = new OutcomeWriter(logger, { maxQueuedBytes: config.outcomeBacklogBytes, maxOperatorBytes: config.outcomeBacklogOperatorBytes });

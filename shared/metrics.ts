@@ -57,6 +57,7 @@ export class Metrics {
   private readonly projectionFailures: Counter<'projection'>;
   private readonly chainRefusals: Counter<'chain'>;
   private readonly chainWitnessRefusals: Counter;
+  private readonly kickFenceMisses: Counter;
   private readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
   private readModels: (() => Promise<ReadModelSnapshot | undefined>) | undefined;
   private outcomeBacklog: OutcomeBacklog | undefined;
@@ -109,6 +110,11 @@ export class Metrics {
     this.chainWitnessRefusals = new Counter({
       name: 'chain_witness_refusals_total',
       help: "Checks of this process, standing by while another one's runner links the chain, that found its tables holding links it cannot compute again from the log (it will not link after them: npm run audit -- verify-chain)",
+      registers,
+    });
+    this.kickFenceMisses = new Counter({
+      name: 'kick_fence_missed_total',
+      help: "Transactions this process recorded on EventStoreDB after a kick of their player, while the kick fence's Postgres connection was being lost (a failover): the kick may have been acknowledged first",
       registers,
     });
     this.httpRequests = new Histogram({
@@ -231,6 +237,11 @@ export class Metrics {
   /** A check of the chain by a standing-by process that refused it (services/chain/projection.ts startChainWitness). */
   chainWitnessRefused(): void {
     this.chainWitnessRefusals.inc();
+  }
+
+  /** A transaction recorded while its kick fence was lost, after a kick (shared/eventstore/claim-then-append.ts). */
+  kickFenceMissed(): void {
+    this.kickFenceMisses.inc();
   }
 
   /** The api's outcome write-behind, read at scrape time (services/rounds/outcome-writer.ts). */

@@ -30,8 +30,16 @@ export function withSessionOptions(connectionString: string): string {
 /** How long opening a connection may take, the server's answer to it included (a server that takes the connection and never answers fails it). */
 export const CONNECT_TIMEOUT_MS = 5000;
 
-export function createPool(connectionString: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: withSessionOptions(connectionString), options: SESSION_OPTIONS, max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, idleTimeoutMillis: 30000 });
+/** `applicationName`: what pg_stat_activity shows for the pool's connections (a connection string's own wins). */
+export function createPool(connectionString: string, max = 10, options: { applicationName?: string } = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: withSessionOptions(connectionString),
+    options: SESSION_OPTIONS,
+    max,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    idleTimeoutMillis: 30000,
+    ...(options.applicationName !== undefined ? { application_name: options.applicationName } : {}),
+  });
   // A client losing its connection must not crash the process. Idle ones report it on the pool; a
   // checked-out one between two queries (mid-transaction, holding a session lock) emits 'error' on
   // itself, and an unheard 'error' event would be an uncaught exception. Its next query fails instead.

@@ -1,7 +1,19 @@
 import type { Pool } from '../db/pool.ts';
-import { kickFence } from './kick-fence.ts';
+import { kickFence, type FenceHold } from './kick-fence.ts';
 import { claimTransaction, releaseClaim, releaseLease } from './registry.ts';
-import { GuardBrokenError, guardBroken, WrongExpectedRevisionError, type EventStore, type RecordOutcome, type RecordRequest, type TransactionRecorder } from './port.ts';
+import {
+  comparePositions,
+  GuardBrokenError,
+  guardBroken,
+  WrongExpectedRevisionError,
+  type AppendResult,
+  type EventStore,
+  type RecorderHooks,
+  type RecordOutcome,
+  type RecordRequest,
+  type StreamGuard,
+  type TransactionRecorder,
+} from './port.ts';
 
 /**
  * The recorder for a store kept apart from the registry (EventStoreDB): the claim, with the guard read
@@ -11,10 +23,33 @@ import { GuardBrokenError, guardBroken, WrongExpectedRevisionError, type EventSt
  * A guarded record holds the kick fence shared (kickFence) from before its check to after its append, and
  * a kick (exclusive) appends under it exclusive: the kick waits for the records already checked, and the
  * records after it wait for the kick and then see it.
+ *
+ * The fence is a lock of a Postgres session, which a dying connection lets go of unseen. A record whose
+ * fence connection has ended by the time of its append appends nothing: it gives back what its claim took
+ * and fails with the connection's error (503 to its provider, whose resubmission takes the fence afresh
+ * and sees any kick that came meanwhile). A kick that lost its fence takes it again before it is
+ * acknowledged (kickFence). What is left, a connection dying during the append itself with a kick in
+ * that moment, cannot be undone once the append has landed: it is reported (`hooks.kickMissed`) when the
+ * kick's event precedes the append in the log.
  */
-export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecorder {
+export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHooks = {}): TransactionRecorder {
   const fence = kickFence(pool);
-  const record = async (r: RecordRequest): Promise<RecordOutcome> => {
+  /** After a fence lost while `guard` was held over an append that landed at `appended`: was a kick before it? */
+  const reportMissedKick = async (guard: StreamGuard, streamId: string, appended: AppendResult | undefined) => {
+    if (!appended || !hooks.kickMissed) return;
+    const missed = { guardStream: guard.stream, streamId, position: appended.position };
+    // The append stands either way: a log that cannot be read now is reported as a kick that may have been missed.
+    const kicks = await store.readStream(guard.stream, { fromRevision: guard.fromRevision }).catch(() => undefined);
+    if (!kicks) return hooks.kickMissed({ ...missed, kickPosition: undefined });
+    const first = kicks.find((e) => e.type === guard.eventType);
+    if (first && comparePositions(first.position, appended.position) < 0) hooks.kickMissed({ ...missed, kickPosition: first.position });
+  };
+  /** A fence whose connection has ended holds nothing: the append must not be made under it. */
+  const stillFenced = (held: FenceHold | undefined) => {
+    const lost = held?.lost();
+    if (lost) throw lost;
+  };
+  const record = async (r: RecordRequest, held?: FenceHold): Promise<RecordOutcome> => {
     const [claimed, checked] = await Promise.allSettled([
       claimTransaction(pool, r.registryKey, r.transactionId, r.entry, r.wallet, r.token, r.ttlMs),
       r.guard ? guardBroken(store, r.guard) : Promise.resolve(false),
@@ -35,6 +70,12 @@ export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecor
     }
     if (!claim.inserted || r.events.length === 0 || revoked) return { kind: 'claimed', claim, revoked, append: undefined };
     try {
+      stillFenced(held);
+    } catch (err) {
+      await giveBack();
+      throw err;
+    }
+    try {
       const result = await store.append(r.entry.roundStream, r.events, r.expectedRevision === -1 ? 'no_stream' : r.expectedRevision);
       return { kind: 'claimed', claim, revoked, append: { kind: 'appended', result } };
     } catch (err) {
@@ -45,17 +86,29 @@ export function claimThenAppend(pool: Pool, store: EventStore): TransactionRecor
     }
   };
   return {
-    record: (r) => (r.guard ? fence.hold(r.guard.stream, 'shared', () => record(r)) : record(r)),
+    record: (r) => {
+      const guard = r.guard;
+      if (!guard) return record(r);
+      return fence.hold(guard.stream, 'shared', (held) => record(r, held), (o) =>
+        reportMissedKick(guard, r.entry.roundStream, o.kind === 'claimed' && o.append?.kind === 'appended' ? o.append.result : undefined),
+      );
+    },
     // The fence is held on a connection of its own across calls to EventStoreDB, which takes no Postgres
     // lock: nothing held in Postgres waits on what the fence's holders do.
     exclusive: (guardStream, fn) => fence.hold(guardStream, 'exclusive', () => fn(store)),
     guarded: (guard) => ({
       readStream: (streamId, options) => store.readStream(streamId, options),
       append: (streamId, events, expected) =>
-        fence.hold(guard.stream, 'shared', async () => {
-          if (await guardBroken(store, guard)) throw new GuardBrokenError(guard);
-          return store.append(streamId, events, expected);
-        }),
+        fence.hold(
+          guard.stream,
+          'shared',
+          async (held) => {
+            if (await guardBroken(store, guard)) throw new GuardBrokenError(guard);
+            stillFenced(held);
+            return store.append(streamId, events, expected);
+          },
+          (appended) => reportMissedKick(guard, streamId, appended),
+        ),
     }),
     close: () => fence.close(),
   };

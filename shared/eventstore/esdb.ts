@@ -41,6 +41,7 @@ import {
   type ReadStreamOptions,
   type RecordedEvent,
   type SubscribeOptions,
+  type RecorderHooks,
   type TransactionRecorder,
 } from './port.ts';
 
@@ -80,8 +81,8 @@ class EsdbEventStore implements EventStore {
   ) {}
 
   /** The registry lives in Postgres, the events here: the claim (and the guard beside it), then the append. */
-  transactionRecorder(registry: Pool): TransactionRecorder {
-    return claimThenAppend(registry, this);
+  transactionRecorder(registry: Pool, hooks?: RecorderHooks): TransactionRecorder {
+    return claimThenAppend(registry, this, hooks);
   }
 
   async eventCount(): Promise<undefined> {

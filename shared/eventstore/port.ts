@@ -158,7 +158,7 @@ export interface EventStore {
    * This store's way to claim a transaction id in the registry (Postgres, `registry`) and record it
    * (see recorder.ts): in one statement where the events share the registry's database.
    */
-  transactionRecorder(registry: Pool): TransactionRecorder;
+  transactionRecorder(registry: Pool, hooks?: RecorderHooks): TransactionRecorder;
   /** How many events the log holds, when the store can tell cheaply (for progress reports); else undefined. */
   eventCount(): Promise<number | undefined>;
   /**
@@ -268,6 +268,25 @@ export interface TransactionRecorder {
    */
   guarded(guard: StreamGuard): StreamStore;
   close(): Promise<void>;
+}
+
+/**
+ * A transaction appended under a kick fence that was lost while it was held (its connection died: a
+ * failover, a killed backend), after the kick event at `kickPosition`: the kick may have been
+ * acknowledged before this append landed, which the fence is there to prevent. Nothing can undo an append
+ * that has landed; the recorder reports it (EventStoreDB only: the Postgres store's fence is taken inside
+ * the appending statement, and a lost connection aborts that statement with it).
+ */
+export interface KickMissed {
+  guardStream: string;
+  streamId: string;
+  position: Position;
+  /** Undefined: the guard stream could not be read to tell, so a kick may have been missed. */
+  kickPosition: Position | undefined;
+}
+
+export interface RecorderHooks {
+  kickMissed?(missed: KickMissed): void;
 }
 
 /** What deciding on a stream needs of a store (handleCommand): its reads and its appends. */

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, type Pool } from '../../shared/db/pool.ts';
 import { claimThenAppend } from '../../shared/eventstore/claim-then-append.ts';
-import { GuardBrokenError, type EventStore, type RecordRequest, type RegistryEntry, type StreamStore, type TransactionRecorder, type WalletKey } from '../../shared/eventstore/port.ts';
+import { KICK_FENCE, KICK_FENCE_APPLICATION } from '../../shared/eventstore/kick-fence.ts';
+import { comparePositions, GuardBrokenError, type EventStore, type KickMissed, type RecordRequest, type RegistryEntry, type StreamStore, type TransactionRecorder, type WalletKey } from '../../shared/eventstore/port.ts';
 import { claimTransaction, registryMigrations, releaseLease } from '../../shared/eventstore/registry.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
@@ -447,6 +448,168 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
       await kicking;
       await expect(late).rejects.toBeInstanceOf(GuardBrokenError);
       expect(await store.readStream(round)).toEqual([]);
+    } finally {
+      await recorder.close();
+    }
+  });
+});
+
+/**
+ * The fence is a lock of a Postgres session: a fence connection that dies (a failover, a killed backend)
+ * lets go of it while its holder goes on with its calls to EventStoreDB. Each holder finds out and acts so
+ * that a kick acknowledged before a transaction is recorded still stops it, or, where nothing can (the
+ * connection died during the append itself), the transaction is reported.
+ */
+describe('transaction recorder as a claim then an append: a kick fence whose connection dies', () => {
+  let env: MigratedDatabase;
+  let pool: Pool;
+  let store: PostgresEventStore;
+  beforeAll(async () => {
+    env = await migratedDatabase('recordfencelost', [...eventStoreMigrations, ...registryMigrations]);
+    pool = env.pool;
+    store = new PostgresEventStore(pool, env.db.url);
+  });
+  afterAll(async () => {
+    await store.close();
+    await env.close();
+  });
+
+  /** Ends the fence connections holding a kick fence in this database, as a failover would, and waits until they are gone. */
+  const endFenceConnections = async () => {
+    const { rows } = await pool.query<{ pid: number }>(
+      `SELECT DISTINCT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.granted AND a.application_name = $2 AND a.datname = current_database()`,
+      [KICK_FENCE, KICK_FENCE_APPLICATION],
+    );
+    expect(rows).toHaveLength(1);
+    await pool.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
+    await eventually(async () => (await pool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [rows[0]!.pid])).rowCount, (n) => n === 0);
+    // The holder's client reads the server's goodbye on its socket.
+    await new Promise((r) => setTimeout(r, 100));
+  };
+  /** A gate: `reached` resolves when something waits at it, `open()` lets it through. */
+  const gate = () => {
+    let open!: () => void;
+    const opened = new Promise<void>((r) => (open = r));
+    let arrive!: () => void;
+    const reached = new Promise<void>((r) => (arrive = r));
+    return { open, reached, pass: async () => (arrive(), await opened) };
+  };
+  const newPlayer = async () => {
+    const player = `player-sessions|op-1|lost-${randomUUID()}`;
+    await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+    return player;
+  };
+
+  it('a transaction whose fence connection died after its kick check appends nothing and gives its id back; the kick is not held up', async () => {
+    const player = await newPlayer();
+    const checked = gate();
+    // The guard is read, then the transaction waits before going on: it has checked, and found no kick.
+    const slowCheck = Object.assign(Object.create(store) as EventStore, {
+      readStream: async (...args: Parameters<EventStore['readStream']>) => {
+        const read = await store.readStream(...args);
+        if (args[0] === player) await checked.pass();
+        return read;
+      },
+    });
+    const recorder = claimThenAppend(pool, slowCheck);
+    try {
+      const txId = `tx-${randomUUID()}`;
+      const request = guardedRequest(txId, player);
+      const bet = recorder.record(request);
+      bet.catch(() => undefined);
+      await checked.reached;
+      await endFenceConnections();
+      // With the fence gone, the kick goes through at once, and is acknowledged.
+      expect(await within(recorder.exclusive(player, (fenced) => kick(fenced, player)), 5000)).toMatchObject({ nextRevision: 1 });
+      checked.open();
+      await expect(bet).rejects.toMatchObject({ code: '57P01' });
+      expect(await store.readStream(`round|${txId}`)).toEqual([]);
+      // The id is free again: the provider's resubmission is refused by the kick.
+      expect(await recorder.record({ ...request, token: randomUUID() })).toEqual({ kind: 'refused' });
+    } finally {
+      await recorder.close();
+    }
+  });
+
+  it('a kick whose fence connection died during its append is acknowledged only after a transaction that checked before it landed is recorded', async () => {
+    const player = await newPlayer();
+    const appending = gate();
+    const heldAppend = Object.assign(Object.create(store) as EventStore, {
+      append: async (...args: Parameters<EventStore['append']>) => {
+        if (args[0].startsWith('round|')) await appending.pass();
+        return store.append(...args);
+      },
+    });
+    const recorder = claimThenAppend(pool, heldAppend);
+    try {
+      const order: string[] = [];
+      const kickGate = gate();
+      const kicked = recorder.exclusive(player, async (fenced) => {
+        await kickGate.pass();
+        await kick(fenced, player);
+      }).then(() => order.push('kick acknowledged'));
+      await kickGate.reached;
+      await endFenceConnections();
+      // The fence is gone: a transaction checks (no kick yet) and goes on to its append, where it waits.
+      const txId = `tx-${randomUUID()}`;
+      const bet = recorder.record(guardedRequest(txId, player)).then((o) => (order.push('bet recorded'), o));
+      await appending.reached;
+      kickGate.open();
+      await new Promise((r) => setTimeout(r, 300));
+      expect(order).toEqual([]); // the kick's event is in, but it waits for the transaction that missed it
+      appending.open();
+      await Promise.all([bet, kicked]);
+      expect(order).toEqual(['bet recorded', 'kick acknowledged']);
+      expect(await bet).toMatchObject({ kind: 'claimed', revoked: false, append: { kind: 'appended' } });
+    } finally {
+      await recorder.close();
+    }
+  });
+
+  it('a transaction whose fence connection died during its append, while a kick was acknowledged, is recorded and reported; one with no kick is not reported', async () => {
+    const missed: KickMissed[] = [];
+    const appending = gate();
+    const heldAppend = Object.assign(Object.create(store) as EventStore, {
+      append: async (...args: Parameters<EventStore['append']>) => {
+        if (args[0].startsWith('round|')) await appending.pass();
+        return store.append(...args);
+      },
+    });
+    const recorder = claimThenAppend(pool, heldAppend, { kickMissed: (m) => missed.push(m) });
+    try {
+      const player = await newPlayer();
+      const txId = `tx-${randomUUID()}`;
+      const bet = recorder.record(guardedRequest(txId, player));
+      await appending.reached;
+      await endFenceConnections();
+      await recorder.exclusive(player, (fenced) => kick(fenced, player));
+      appending.open();
+      const outcome = await bet;
+      expect(outcome).toMatchObject({ kind: 'claimed', append: { kind: 'appended' } });
+      expect(missed).toHaveLength(1);
+      expect(missed[0]).toMatchObject({ guardStream: player, streamId: `round|${txId}` });
+      expect(comparePositions(missed[0]!.kickPosition!, missed[0]!.position)).toBeLessThan(0);
+
+      // The same loss with no kick: recorded, nothing to report.
+      const quiet = await newPlayer();
+      const second = gate();
+      const again = claimThenAppend(pool, Object.assign(Object.create(store) as EventStore, {
+        append: async (...args: Parameters<EventStore['append']>) => {
+          if (args[0].startsWith('round|')) await second.pass();
+          return store.append(...args);
+        },
+      }), { kickMissed: (m) => missed.push(m) });
+      try {
+        const quietBet = again.record(guardedRequest(`tx-${randomUUID()}`, quiet));
+        await second.reached;
+        await endFenceConnections();
+        second.open();
+        expect(await quietBet).toMatchObject({ kind: 'claimed', append: { kind: 'appended' } });
+        expect(missed).toHaveLength(1);
+      } finally {
+        await again.close();
+      }
     } finally {
       await recorder.close();
     }
