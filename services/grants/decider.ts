@@ -24,7 +24,8 @@ export type Grant = Omit<GrantRequested['data'], 'grantId' | 'requestedAt'> & {
 /**
  * The issue call a pending grant waits for: the request's own (take 0), or a take-over's (GrantIssueTaken,
  * numbered from 1), made at `at` and bounded by `timeoutMs` (absent: a grant requested before the bound
- * was recorded). Kept in the decider's state only; operators never see it.
+ * was recorded). Kept in the decider's state only: the grant as operators read it (grantOf) leaves it out,
+ * though the grant's history (GrantIssueTaken) shows the take.
  */
 export interface IssueCall {
   take: number;
@@ -201,7 +202,7 @@ function evolve(state: GrantState, event: GrantEvent): GrantState {
       };
     }
     case 'GrantIssueTaken':
-      // Operators see no change: the grant is still pending, its call made again.
+      // The grant as operators read it does not change: still pending, its call made again.
       return state.status === 'none' ? state : { ...state, issue: { take: (state.issue?.take ?? 0) + 1, at: event.data.takenAt, timeoutMs: event.data.timeoutMs } };
     case 'GrantActivated': {
       if (state.status === 'none') return state;

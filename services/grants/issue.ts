@@ -91,10 +91,11 @@ export async function issueAtProvider(ctx: ServiceContext, known: KnownState<Gra
  * call's deadline) and makes the call again. Undefined when there was nothing to take: the grant is not
  * pending, its call may still answer, or another taker (in any process) took it first.
  */
-export async function takeOverIssue(ctx: ServiceContext, id: string, known?: KnownState<GrantState>): Promise<Issued | undefined> {
+export async function takeOverIssue(ctx: ServiceContext, id: string, known?: KnownState<GrantState>, options: { knownProviderOnly?: boolean } = {}): Promise<Issued | undefined> {
   const stream = grantStream(id);
   const current = known ?? (await readState(ctx.eventStore, stream, grantDecider));
   if (current.state.status !== 'pending') return undefined;
+  if (options.knownProviderOnly && !ctx.catalog.snapshot().providers.has(current.state.providerId)) return undefined;
   const timeoutMs = providerTimeoutMs(ctx, current.state.providerId);
   const taken = await handleCommand(ctx.eventStore, stream, grantDecider, { type: 'TakeOverIssue', timeoutMs, now: ctx.now() }, { known: current });
   if (taken.events.length === 0 || taken.next.status !== 'pending' || !taken.next.issue) return undefined;
@@ -110,15 +111,17 @@ const FINISHING_AT_ONCE = 8;
  * over and finished (the decider decides which are due; the read model only lists candidates). Returns
  * how many it finished.
  */
-export async function finishAbandonedGrants(ctx: ServiceContext): Promise<number> {
+export async function finishAbandonedGrants(ctx: ServiceContext, stopping: () => boolean = () => false): Promise<number> {
   const candidates = await abandonedGrantCandidates(ctx.pool, new Date(ctx.now().getTime() - 1000));
   let finished = 0;
   const next = candidates[Symbol.iterator]();
   const lane = async () => {
-    for (let c = next.next(); !c.done; c = next.next()) {
+    // A stop ends the pass after the calls under way (each bounded by its provider's timeoutMs).
+    for (let c = next.next(); !c.done && !stopping(); c = next.next()) {
       const id = c.value;
       try {
-        const issued = await takeOverIssue(ctx, id);
+        // A provider this process's catalog does not know is left to one that does (or to a repeat).
+        const issued = await takeOverIssue(ctx, id, undefined, { knownProviderOnly: true });
         if (issued) finished++;
       } catch (err) {
         ctx.logger.warn({ err, grantId: id }, 'could not finish an abandoned grant; the next pass tries again');
@@ -136,12 +139,19 @@ export interface GrantFinisher {
 
 /** The reconciler role's finishing of abandoned grants, every `intervalSeconds`. */
 export function startGrantFinisher(ctx: ServiceContext, intervalSeconds: number, logger: Logger): GrantFinisher {
+  let stopping = false;
   const periodic = everyInterval(intervalSeconds * 1000, async () => {
-    const finished = await finishAbandonedGrants(ctx).catch((err: unknown) => {
+    const finished = await finishAbandonedGrants(ctx, () => stopping).catch((err: unknown) => {
       logger.error({ err }, 'grant finisher pass failed');
       return 0;
     });
     if (finished > 0) logger.info({ finished }, 'abandoned grants finished');
   });
-  return { pass: () => finishAbandonedGrants(ctx), close: () => periodic.stop() };
+  return {
+    pass: () => finishAbandonedGrants(ctx, () => stopping),
+    close: async () => {
+      stopping = true;
+      await periodic.stop();
+    },
+  };
 }

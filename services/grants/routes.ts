@@ -132,7 +132,10 @@ export function grantRoutes(ctx: ServiceContext): Router {
       return;
     }
     const issued = await issueAtProvider(ctx, { state: created.next, revision: created.revision }, created.next.issue ?? { take: 0, at: created.next.createdAt });
-    const grant = await visible(issued.state, issued.position);
+    // Still pending: this call was taken over meanwhile (this process stalled past its deadline), and the
+    // taker's call decides; its outcome is the answer, as a repeat's would be.
+    const grant = issued.state.status === 'pending' ? await settled(id) : await visible(issued.state, issued.position);
+    if (grant.status === 'pending') throw new AppError(504, 'grant still in progress; repeat the request with the same idempotencyKey to get its outcome');
     if (grant.status === 'failed') throw new AppError(502, `provider call failed: ${grant.lastError ?? 'unknown error'}`);
     res.status(201).json(grant);
   });

@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/service.ts';
+import type { EventStore } from '../../shared/eventstore/port.ts';
 import type { Grant as GrantRecord } from '../../services/grants/decider.ts';
 import { grantIdFor, grantStream } from '../../services/grants/events.ts';
-import { takeOverIssue } from '../../services/grants/issue.ts';
+import { finishAbandonedGrants, takeOverIssue } from '../../services/grants/issue.ts';
+import { abandonedGrantCandidates } from '../../services/grants/queries.ts';
 import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { startFakeProvider, type FakeProvider } from '../helpers/fakes.ts';
-import { eventually } from '../helpers/eventually.ts';
+import { eventually, within } from '../helpers/eventually.ts';
 import { ADMIN_TOKEN, createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 
@@ -405,6 +407,57 @@ describe('free-spin grants abandoned mid-call, across api processes (one taker, 
     }
   });
 
+  it('a request that stalled past its deadline while its call was taken over answers with the taker’s outcome, never 201 pending', async () => {
+    const svc = await startInProcess(env, { ROLES: 'api,projector' });
+    const store = svc.ctx.eventStore;
+    try {
+      await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 500 }));
+      // The request's own append stalls past its call's deadline (500 ms + 2 s) before it lands.
+      svc.ctx.eventStore = Object.assign(Object.create(store) as EventStore, {
+        append: async (...args: Parameters<EventStore['append']>) => {
+          if (args[1][0]?.type === 'GrantRequested') await new Promise((r) => setTimeout(r, 2600));
+          return store.append(...args);
+        },
+      });
+      provider.script('/v1/free-spins/grants', { status: 503, body: {}, delayMs: 150 }, { status: 503, body: {}, delayMs: 400 });
+      const key = `stalled-${randomUUID()}`;
+      const id = grantIdFor('op-1', key);
+      const answer = signedRequest<Grant>(svc.url, { path: '/v1/operator/free-spins/grants', body: { playerRef: 'to-p', idempotencyKey: key, gameId: 'fruit-1', spins: 3, currency: 'EUR' }, as: OP1 });
+      await eventually(async () => (await store.readStream(grantStream(id))).length, (n) => n > 0);
+      // Another process finds it abandoned and takes the call over while the request's own call runs.
+      const taker = takeOverIssue(svc.ctx, id);
+      const [answered, taken] = await Promise.all([answer, taker]);
+      expect(taken?.state.status).toBe('failed');
+      expect([answered.status, answered.json.error]).toEqual([502, 'provider call failed: provider answered 503']);
+      expect((await store.readStream(grantStream(id))).map((e) => e.type)).toEqual(['GrantRequested', 'GrantIssueTaken', 'GrantFailed']);
+    } finally {
+      svc.ctx.eventStore = store;
+      await svc.stop();
+    }
+  });
+
+  it('a stop ends the reconciler’s finishing after the provider calls under way, starting none', async () => {
+    const slow = await startFakeProvider(PROV_A.secret);
+    slow.setDefault('/v1/free-spins/grants', { status: 200, body: { externalRef: 'late' }, delayMs: 1500 });
+    const svc = await startInProcess(env, { ROLES: 'api,projector,reconciler', RECONCILE_INTERVAL_SECONDS: '1' });
+    let stopped = false;
+    try {
+      await svc.ctx.catalog.apply(testCatalog({ providerUrl: slow.url, providerTimeoutMs: 1000 }));
+      for (let i = 0; i < 40; i++) await abandon(svc, `hung-${randomUUID()}`, 1000);
+      const grantCalls = () => slow.calls.filter((c) => c.target === '/v1/free-spins/grants').length;
+      await eventually(async () => grantCalls(), (n) => n > 0);
+      const atStop = grantCalls();
+      expect(await within(svc.stop(), 5000)).toBeUndefined();
+      stopped = true;
+      // Only calls already past their lane's check when the stop began (at most one a lane) may follow it.
+      expect(grantCalls() - atStop).toBeLessThanOrEqual(8);
+      expect(grantCalls()).toBeLessThan(40);
+    } finally {
+      if (!stopped) await svc.stop();
+      await slow.close();
+    }
+  });
+
   it('a failed take-over is recorded failed, with the reason, and is not taken again', async () => {
     const svc = await startInProcess(env, { ROLES: 'api,projector' });
     try {
@@ -418,6 +471,17 @@ describe('free-spin grants abandoned mid-call, across api processes (one taker, 
       const got = await signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}`, as: OP1 });
       expect([got.json.status, got.json.lastError]).toEqual(['failed', 'provider answered 503']);
       expect(callsFor(id)).toHaveLength(1);
+
+      // A grant of a provider this process's catalog does not hold is left to a process that knows it.
+      const unknownId = grantIdFor('op-1', `ghost-${randomUUID()}`);
+      await svc.ctx.eventStore.append(grantStream(unknownId), [{
+        id: randomUUID(),
+        type: 'GrantRequested',
+        data: { grantId: unknownId, operatorId: 'op-1', providerId: 'studio-gone', gameId: 'fruit-1', playerRef: 'to-p', spins: 3, betAmountMinor: 0, currency: 'EUR', idempotencyKey: 'ghost', requestedAt: new Date(Date.now() - 60_000).toISOString() },
+      }], 'no_stream');
+      await eventually(() => abandonedGrantCandidates(svc.ctx.pool, new Date()), (ids) => ids.includes(unknownId));
+      await finishAbandonedGrants(svc.ctx);
+      expect((await svc.ctx.eventStore.readStream(grantStream(unknownId))).map((e) => e.type)).toEqual(['GrantRequested']);
     } finally {
       await svc.stop();
     }

@@ -163,7 +163,7 @@ A DEMO session never reaches your wallet.`,
     summary: 'Issue a free-spin grant',
     description: `Issues a batch of free spins through the game's provider, synchronously. The game must be visible to your tenant and the currency supported by its provider, as for a launch.
 
-**Idempotency:** the grant is identified by (your operator, idempotencyKey). A new key answers **201** with the grant \`active\`; the same key repeated answers **200** with the original grant unchanged, whatever its status (\`failed\` included), whatever the body says now, and calls the provider no second time. A failed issuance consumes its key: retry with a fresh one.`,
+**Idempotency:** the grant is identified by (your operator, idempotencyKey). A new key answers **201** with the grant \`active\`; the same key repeated answers **200** with the original grant unchanged, whatever its status (\`failed\` included), whatever the body says now, and calls the provider no second time (except to finish a grant a service process abandoned mid-call: one call with the same requestRef, which the provider deduplicates). A failed issuance consumes its key: retry with a fresh one.`,
     body: { schema: issueGrantBody, example: { playerRef: 'p1', idempotencyKey: 'promo-42-p1', campaignId: 'welcome-10' } },
     responses: {
       200: json(grantSchema, 'A repeated idempotencyKey: the original grant, unchanged.'),
@@ -177,6 +177,10 @@ A DEMO session never reaches your wallet.`,
       403: error('`game not visible to this operator`.'),
       404: error('`campaign not found` or `game not found`.'),
       502: error('`provider call failed: <reason>`, e.g. `provider answered 500`: the grant was recorded with status `failed` and lastError; its idempotencyKey is consumed.', 'provider call failed: provider answered 500'),
+      504: error(
+        '`grant still in progress; repeat the request with the same idempotencyKey to get its outcome`: rare; this request stalled past its provider call\'s deadline, another took the call over, and that call had not answered in time either.',
+        'grant still in progress; repeat the request with the same idempotencyKey to get its outcome',
+      ),
       ...operatorErrors,
     },
   },
