@@ -309,6 +309,7 @@ export async function startService(config: Config, logger: Logger = createLogger
     queueConnection = bullConnection(config.redisUrl, false);
     queues = new DispatchQueues(queueConnection, (err, operatorId) => logger.warn({ err: err.message, operatorId }, 'dispatch queue error'));
     recorder = eventStore.transactionRecorder(pool, {
+      fenceLost: (guardStream, mode, err) => logger.warn({ guardStream, mode, err: err?.message }, 'kick fence connection lost while held: a record appends nothing under it, a kick takes the fence again before it is acknowledged'),
       kickMissed: (missed) => {
         logger.error(missed, 'transaction recorded after a kick while the kick fence was being lost (its Postgres connection died): the kick may have been acknowledged first; tell the operator');
         ctx.metrics.kickFenceMissed();

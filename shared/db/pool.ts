@@ -30,8 +30,11 @@ export function withSessionOptions(connectionString: string): string {
 /** How long opening a connection may take, the server's answer to it included (a server that takes the connection and never answers fails it). */
 export const CONNECT_TIMEOUT_MS = 5000;
 
-/** `applicationName`: what pg_stat_activity shows for the pool's connections (a connection string's own wins). */
-export function createPool(connectionString: string, max = 10, options: { applicationName?: string } = {}): pg.Pool {
+/**
+ * `applicationName`: what pg_stat_activity shows for the pool's connections (a connection string's own
+ * wins). `keepAlive`: TCP keepalive on the connections, for a pool whose connections sit idle while held.
+ */
+export function createPool(connectionString: string, max = 10, options: { applicationName?: string; keepAlive?: boolean } = {}): pg.Pool {
   const pool = new pg.Pool({
     connectionString: withSessionOptions(connectionString),
     options: SESSION_OPTIONS,
@@ -39,6 +42,7 @@ export function createPool(connectionString: string, max = 10, options: { applic
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     idleTimeoutMillis: 30000,
     ...(options.applicationName !== undefined ? { application_name: options.applicationName } : {}),
+    ...(options.keepAlive ? { keepAlive: true } : {}),
   });
   // A client losing its connection must not crash the process. Idle ones report it on the pool; a
   // checked-out one between two queries (mid-transaction, holding a session lock) emits 'error' on

@@ -33,7 +33,7 @@ import {
  * kick's event precedes the append in the log.
  */
 export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHooks = {}): TransactionRecorder {
-  const fence = kickFence(pool);
+  const fence = kickFence(pool, hooks);
   /** After a fence lost while `guard` was held over an append that landed at `appended`: was a kick before it? */
   const reportMissedKick = async (guard: StreamGuard, streamId: string, appended: AppendResult | undefined) => {
     if (!appended || !hooks.kickMissed) return;
@@ -43,11 +43,6 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
     if (!kicks) return hooks.kickMissed({ ...missed, kickPosition: undefined });
     const first = kicks.find((e) => e.type === guard.eventType);
     if (first && comparePositions(first.position, appended.position) < 0) hooks.kickMissed({ ...missed, kickPosition: first.position });
-  };
-  /** A fence whose connection has ended holds nothing: the append must not be made under it. */
-  const stillFenced = (held: FenceHold | undefined) => {
-    const lost = held?.lost();
-    if (lost) throw lost;
   };
   const record = async (r: RecordRequest, held?: FenceHold): Promise<RecordOutcome> => {
     const [claimed, checked] = await Promise.allSettled([
@@ -70,7 +65,8 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
     }
     if (!claim.inserted || r.events.length === 0 || revoked) return { kind: 'claimed', claim, revoked, append: undefined };
     try {
-      stillFenced(held);
+      // A fence whose connection has ended (or gone silent) holds nothing: no append under it.
+      await held?.confirm();
     } catch (err) {
       await giveBack();
       throw err;
@@ -104,7 +100,7 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
           'shared',
           async (held) => {
             if (await guardBroken(store, guard)) throw new GuardBrokenError(guard);
-            stillFenced(held);
+            await held.confirm();
             return store.append(streamId, events, expected);
           },
           (appended) => reportMissedKick(guard, streamId, appended),

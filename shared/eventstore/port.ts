@@ -1,5 +1,6 @@
 import type { Pool } from '../db/pool.ts';
 import { BATCH_BYTES } from './text-size.ts';
+import type { FenceHooks } from './kick-fence.ts';
 
 /**
  * The event store port. Two adapters implement it (Postgres, EventStoreDB) and both must pass
@@ -285,7 +286,7 @@ export interface KickMissed {
   kickPosition: Position | undefined;
 }
 
-export interface RecorderHooks {
+export interface RecorderHooks extends FenceHooks {
   kickMissed?(missed: KickMissed): void;
 }
 

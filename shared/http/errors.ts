@@ -62,14 +62,15 @@ export function errorRenderer(logger: Logger, answerRefusal?: (refused: Refused)
 /**
  * A failure of the database connection itself, not of a statement: SQLSTATE class 08 (connection
  * exception), but not 08P01 (a protocol violation: a bug, failing the same way every time); 57P01-57P03
- * (the server shutting down or not yet up); 53300 (too many connections); or the socket failing under
+ * (the server shutting down or not yet up), 57P05 (an idle session timed out); 53300 (too many
+ * connections); or the socket failing (or a statement given a read timeout going unanswered) under
  * node-postgres.
  */
 export function isLostConnection(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const { code, message } = err as { code?: unknown; message?: unknown };
-  if (typeof code === 'string' && ((/^08/.test(code) && code !== '08P01') || ['57P01', '57P02', '57P03', '53300', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(code))) return true;
-  return typeof message === 'string' && /^(Connection terminated|Client has encountered a connection error|connection timeout|timeout exceeded when trying to connect)/i.test(message);
+  if (typeof code === 'string' && ((/^08/.test(code) && code !== '08P01') || ['57P01', '57P02', '57P03', '57P05', '53300', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH'].includes(code))) return true;
+  return typeof message === 'string' && /^(Connection terminated|Client has encountered a connection error|connection timeout|timeout exceeded when trying to connect|Query read timeout)/i.test(message);
 }
 
 /** The request id the api answered with (X-Request-Id), for the request's log lines. */

@@ -567,6 +567,78 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
     }
   });
 
+  it('a transaction whose fence connection went silent (its backend stopped, the socket open) appends nothing once the fence cannot be confirmed', async () => {
+    const player = await newPlayer();
+    const checked = gate();
+    const slowCheck = Object.assign(Object.create(store) as EventStore, {
+      readStream: async (...args: Parameters<EventStore['readStream']>) => {
+        const read = await store.readStream(...args);
+        if (args[0] === player) await checked.pass();
+        return read;
+      },
+    });
+    const recorder = claimThenAppend(pool, slowCheck);
+    let stopped: number | undefined;
+    try {
+      const txId = `tx-${randomUUID()}`;
+      const bet = recorder.record(guardedRequest(txId, player));
+      bet.catch(() => undefined);
+      await checked.reached;
+      const holder = await pool.query<{ pid: number }>(
+        `SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+          WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.granted AND a.application_name = $2 AND a.datname = current_database()`,
+        [KICK_FENCE, KICK_FENCE_APPLICATION],
+      );
+      stopped = holder.rows[0]!.pid;
+      // The backend stops answering, as a server cut off by a partition does: no error, no end.
+      process.kill(stopped, 'SIGSTOP');
+      checked.open();
+      await expect(bet).rejects.toThrow('Query read timeout');
+      expect(await store.readStream(`round|${txId}`)).toEqual([]);
+    } finally {
+      if (stopped !== undefined) process.kill(stopped, 'SIGCONT');
+      await recorder.close();
+    }
+  });
+
+  it('a kick that lost its fence while every fence connection is taken keeps trying to take it again, and is acknowledged once it can', async () => {
+    // A query pool of 2, so the fence has 2 connections: the kick's (killed) and one a transaction of another player holds.
+    const small = createPool(env.db.url, 2);
+    const other = await newPlayer();
+    const player = await newPlayer();
+    const otherChecked = gate();
+    const slowOther = Object.assign(Object.create(store) as EventStore, {
+      readStream: async (...args: Parameters<EventStore['readStream']>) => {
+        const read = await store.readStream(...args);
+        if (args[0] === other) await otherChecked.pass();
+        return read;
+      },
+    });
+    const recorder = claimThenAppend(small, slowOther);
+    try {
+      const kickGate = gate();
+      const kicked = recorder.exclusive(player, async (fenced) => {
+        await kickGate.pass();
+        return kick(fenced, player);
+      });
+      await kickGate.reached;
+      await endFenceConnections();
+      // Both fence connections are taken again: one by a transaction of another player (waiting), one queued behind it.
+      const first = recorder.record(guardedRequest(`tx-${randomUUID()}`, other));
+      await otherChecked.reached;
+      const second = recorder.record(guardedRequest(`tx-${randomUUID()}`, other));
+      kickGate.open();
+      // Past the pool's 5 s wait for a connection: the kick's re-take is still trying, not failed.
+      await new Promise((r) => setTimeout(r, 6000));
+      otherChecked.open();
+      expect(await within(kicked, 10_000)).toMatchObject({ nextRevision: 1 });
+      await Promise.all([first, second]);
+    } finally {
+      await recorder.close();
+      await small.end();
+    }
+  }, 30_000);
+
   it('a transaction whose fence connection died during its append, while a kick was acknowledged, is recorded and reported; one with no kick is not reported', async () => {
     const missed: KickMissed[] = [];
     const appending = gate();

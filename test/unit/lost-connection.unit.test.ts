@@ -11,6 +11,12 @@ describe('isLostConnection', () => {
     expect(isLostConnection({ code: '57P01', message: 'terminating connection due to administrator command' })).toBe(true);
     expect(isLostConnection(new Error('Connection terminated unexpectedly'))).toBe(true);
   });
+  it('treats a session timed out while idle, an unreachable host and an unanswered statement with a read timeout (a silent connection) as transient', () => {
+    expect(isLostConnection({ code: '57P05', message: 'terminating connection due to idle-session timeout' })).toBe(true);
+    expect(isLostConnection({ code: 'EHOSTUNREACH', message: 'connect EHOSTUNREACH 10.0.0.5:5432' })).toBe(true);
+    expect(isLostConnection({ code: 'ENETUNREACH', message: 'connect ENETUNREACH 10.0.0.5:5432' })).toBe(true);
+    expect(isLostConnection(new Error('Query read timeout'))).toBe(true);
+  });
   it('does not treat a protocol violation (a bug, not an outage) as transient', () => {
     expect(isLostConnection({ code: '08P01', message: 'bind message supplies 1 parameters, but prepared statement "" requires 2' })).toBe(false);
   });
