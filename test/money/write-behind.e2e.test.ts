@@ -75,7 +75,9 @@ describe('the outcome recorded behind the answer', () => {
     (await samples(url)).find((x) => x.name === name && x.labels.operator === operatorId)?.value;
   const backlogOf = (url: string, operatorId: string) => byOperator(url, 'outcome_backlog_operator_bytes', operatorId);
   const refusals = (url: string, operatorId: string) => byOperator(url, 'outcome_backlog_refusals_total', operatorId);
-  const lockWaiter = async () => (await db.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)).rowCount! > 0;
+  /** An append waiting for an advisory lock in this database (other test files' databases wait for theirs). */
+  const lockWaiter = async () =>
+    (await db.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)).rowCount! > 0;
   /** Ends the connections waiting for an advisory lock in this database (an append waiting for the held round). */
   const terminateLockWaiters = async () => {
     const { rowCount } = await db.query(
