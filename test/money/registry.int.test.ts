@@ -9,6 +9,26 @@ import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstor
 import { migratedDatabase, type MigratedDatabase } from '../helpers/db.ts';
 import { eventually, within } from '../helpers/eventually.ts';
 
+/**
+ * A describe's own migrated database (event store and registry) with the Postgres event store on it,
+ * opened before its tests and closed after them: `use` receives them, and may return what to close first.
+ */
+function withStoreDatabase(name: string, use: (d: { env: MigratedDatabase; pool: Pool; store: PostgresEventStore }) => void | (() => Promise<void>)): void {
+  let env: MigratedDatabase | undefined;
+  let store: PostgresEventStore | undefined;
+  let closeFirst: (() => Promise<void>) | undefined;
+  beforeAll(async () => {
+    env = await migratedDatabase(name, [...eventStoreMigrations, ...registryMigrations]);
+    store = new PostgresEventStore(env.pool, env.db.url);
+    closeFirst = use({ env, pool: env.pool, store }) ?? undefined;
+  });
+  afterAll(async () => {
+    await closeFirst?.();
+    await store?.close();
+    await env?.close();
+  });
+}
+
 describe('transaction registry: claims made at the same moment', () => {
   let env: MigratedDatabase;
   let pool: Pool;
@@ -91,16 +111,10 @@ describe.each([
   let store: PostgresEventStore;
   let recorder: TransactionRecorder;
   const claimAndRecord = (_pool: Pool, request: RecordRequest) => recorder.record(request);
-  beforeAll(async () => {
-    env = await migratedDatabase('record', [...eventStoreMigrations, ...registryMigrations]);
-    pool = env.pool;
-    store = new PostgresEventStore(pool, env.db.url);
+  withStoreDatabase('record', (d) => {
+    ({ env, pool, store } = d);
     recorder = recorderOf(pool, store);
-  });
-  afterAll(async () => {
-    await recorder.close();
-    await store.close();
-    await env.close();
+    return () => recorder.close();
   });
 
   const request = (txId: string, round: string, hash: string, extra: Partial<RecordRequest> = {}): RecordRequest => ({
@@ -274,17 +288,10 @@ describe.each([
  * refused kick would hold the player's wallet key).
  */
 describe('transaction recorder as a claim then an append: an event store failure frees what the claim took', () => {
-  let env: MigratedDatabase;
   let pool: Pool;
   let store: PostgresEventStore;
-  beforeAll(async () => {
-    env = await migratedDatabase('recordfail', [...eventStoreMigrations, ...registryMigrations]);
-    pool = env.pool;
-    store = new PostgresEventStore(pool, env.db.url);
-  });
-  afterAll(async () => {
-    await store.close();
-    await env.close();
+  withStoreDatabase('recordfail', (d) => {
+    ({ pool, store } = d);
   });
 
   /** The store, but with one method failing as a lost EventStoreDB connection would (after a while: the claim beside it is in by then). */
@@ -348,17 +355,10 @@ const kick = (fenced: StreamStore, stream: string) => fenced.append(stream, [{ i
  * the transactions after it wait for the kick, then see it.
  */
 describe('transaction recorder as a claim then an append: a kick is ordered with the transactions of its player', () => {
-  let env: MigratedDatabase;
   let pool: Pool;
   let store: PostgresEventStore;
-  beforeAll(async () => {
-    env = await migratedDatabase('recordfence', [...eventStoreMigrations, ...registryMigrations]);
-    pool = env.pool;
-    store = new PostgresEventStore(pool, env.db.url);
-  });
-  afterAll(async () => {
-    await store.close();
-    await env.close();
+  withStoreDatabase('recordfence', (d) => {
+    ({ pool, store } = d);
   });
 
   /** The store, but every append to a round waits for `open()`: a transaction held between its kick check and its append. */
@@ -464,14 +464,8 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
   let env: MigratedDatabase;
   let pool: Pool;
   let store: PostgresEventStore;
-  beforeAll(async () => {
-    env = await migratedDatabase('recordfencelost', [...eventStoreMigrations, ...registryMigrations]);
-    pool = env.pool;
-    store = new PostgresEventStore(pool, env.db.url);
-  });
-  afterAll(async () => {
-    await store.close();
-    await env.close();
+  withStoreDatabase('recordfencelost', (d) => {
+    ({ env, pool, store } = d);
   });
 
   /** Ends the fence connections holding a kick fence in this database, as a failover would, and waits until they are gone. */
@@ -500,18 +494,30 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
     await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
     return player;
   };
+  type Gate = ReturnType<typeof gate>;
+  /** The store, but a read of `guardStream` waits at `at` once it has read: the kick check is made, and what it found comes back later. */
+  const checkedThenWaiting = (guardStream: string, at: Gate): EventStore =>
+    Object.assign(Object.create(store) as EventStore, {
+      readStream: async (...args: Parameters<EventStore['readStream']>) => {
+        const read = await store.readStream(...args);
+        if (args[0] === guardStream) await at.pass();
+        return read;
+      },
+    });
+  /** The store, but an append to a round waits at `at` before it is made. */
+  const appendingAfter = (at: Gate): EventStore =>
+    Object.assign(Object.create(store) as EventStore, {
+      append: async (...args: Parameters<EventStore['append']>) => {
+        if (args[0].startsWith('round|')) await at.pass();
+        return store.append(...args);
+      },
+    });
 
   it('a transaction whose fence connection died after its kick check appends nothing and gives its id back; the kick is not held up', async () => {
     const player = await newPlayer();
     const checked = gate();
     // The guard is read, then the transaction waits before going on: it has checked, and found no kick.
-    const slowCheck = Object.assign(Object.create(store) as EventStore, {
-      readStream: async (...args: Parameters<EventStore['readStream']>) => {
-        const read = await store.readStream(...args);
-        if (args[0] === player) await checked.pass();
-        return read;
-      },
-    });
+    const slowCheck = checkedThenWaiting(player, checked);
     const recorder = claimThenAppend(pool, slowCheck);
     try {
       const txId = `tx-${randomUUID()}`;
@@ -535,12 +541,7 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
   it('a kick whose fence connection died during its append is acknowledged only after a transaction that checked before it landed is recorded', async () => {
     const player = await newPlayer();
     const appending = gate();
-    const heldAppend = Object.assign(Object.create(store) as EventStore, {
-      append: async (...args: Parameters<EventStore['append']>) => {
-        if (args[0].startsWith('round|')) await appending.pass();
-        return store.append(...args);
-      },
-    });
+    const heldAppend = appendingAfter(appending);
     const recorder = claimThenAppend(pool, heldAppend);
     try {
       const order: string[] = [];
@@ -570,13 +571,7 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
   it('a transaction whose fence connection went silent (its backend stopped, the socket open) appends nothing once the fence cannot be confirmed', async () => {
     const player = await newPlayer();
     const checked = gate();
-    const slowCheck = Object.assign(Object.create(store) as EventStore, {
-      readStream: async (...args: Parameters<EventStore['readStream']>) => {
-        const read = await store.readStream(...args);
-        if (args[0] === player) await checked.pass();
-        return read;
-      },
-    });
+    const slowCheck = checkedThenWaiting(player, checked);
     const recorder = claimThenAppend(pool, slowCheck);
     let stopped: number | undefined;
     try {
@@ -607,13 +602,7 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
     const other = await newPlayer();
     const player = await newPlayer();
     const otherChecked = gate();
-    const slowOther = Object.assign(Object.create(store) as EventStore, {
-      readStream: async (...args: Parameters<EventStore['readStream']>) => {
-        const read = await store.readStream(...args);
-        if (args[0] === other) await otherChecked.pass();
-        return read;
-      },
-    });
+    const slowOther = checkedThenWaiting(other, otherChecked);
     const recorder = claimThenAppend(small, slowOther);
     try {
       const kickGate = gate();
@@ -642,12 +631,7 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
   it('a transaction whose fence connection died during its append, while a kick was acknowledged, is recorded and reported; one with no kick is not reported', async () => {
     const missed: KickMissed[] = [];
     const appending = gate();
-    const heldAppend = Object.assign(Object.create(store) as EventStore, {
-      append: async (...args: Parameters<EventStore['append']>) => {
-        if (args[0].startsWith('round|')) await appending.pass();
-        return store.append(...args);
-      },
-    });
+    const heldAppend = appendingAfter(appending);
     const recorder = claimThenAppend(pool, heldAppend, { kickMissed: (m) => missed.push(m) });
     try {
       const player = await newPlayer();
@@ -666,12 +650,7 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
       // The same loss with no kick: recorded, nothing to report.
       const quiet = await newPlayer();
       const second = gate();
-      const again = claimThenAppend(pool, Object.assign(Object.create(store) as EventStore, {
-        append: async (...args: Parameters<EventStore['append']>) => {
-          if (args[0].startsWith('round|')) await second.pass();
-          return store.append(...args);
-        },
-      }), { kickMissed: (m) => missed.push(m) });
+      const again = claimThenAppend(pool, appendingAfter(second), { kickMissed: (m) => missed.push(m) });
       try {
         const quietBet = again.record(guardedRequest(`tx-${randomUUID()}`, quiet));
         await second.reached;
@@ -695,20 +674,13 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
  * before its check to its commit; the kick appends under it exclusive.
  */
 describe('transaction recorder in one statement (Postgres store): a kick is ordered with the transactions of its player', () => {
-  let env: MigratedDatabase;
   let pool: Pool;
   let store: PostgresEventStore;
   let recorder: TransactionRecorder;
-  beforeAll(async () => {
-    env = await migratedDatabase('pgrecordfence', [...eventStoreMigrations, ...registryMigrations]);
-    pool = env.pool;
-    store = new PostgresEventStore(pool, env.db.url);
+  withStoreDatabase('pgrecordfence', (d) => {
+    ({ pool, store } = d);
     recorder = store.transactionRecorder();
-  });
-  afterAll(async () => {
-    await recorder?.close();
-    await store.close();
-    await env.close();
+    return () => recorder.close();
   });
 
   const started = async () => {
