@@ -396,12 +396,14 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
 
 /**
  * Retries stop once a transaction is as old as the retry window (24 h by default): it is dead-lettered,
- * kept for auditors. A re-driven one gets a window of its own, from its re-drive. A BET whose lost reply
- * the worker asks for (workerAttempts) is asked at least once first: its round may have gone on a day
- * after it was recorded.
+ * kept for auditors. A re-driven one gets a window of its own, from its re-drive. Every transaction is
+ * sent at least once first: a credit whose process died before its call, found by a worker only after
+ * the window (the workers were down that long), and a BET whose lost reply the worker asks for
+ * (workerAttempts), whose round may have gone on a day after it was recorded. Dead-lettered unsent, the
+ * credit would wait for a re-drive that nothing showed it needed.
  */
 export function retriesExhausted(tx: TxState, now: Date, retryWindowSeconds: number): boolean {
-  if (!isCredit(tx.request.type) && tx.attempts === 0) return false;
+  if (tx.attempts === 0) return false;
   return (now.getTime() - Date.parse(tx.redrivenAt ?? tx.recordedAt)) / 1000 >= retryWindowSeconds;
 }
 

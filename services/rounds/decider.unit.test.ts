@@ -531,11 +531,12 @@ describe('rounds decider: dead-lettering a transaction whose retries ran out (De
       .thenMatches([{ data: { transactionId: 'win-1', attempts: 4, lastError: 'no reply within the wallet timeout' } }]);
   });
 
-  it('dead-letters one never answered as "never answered", with no attempt', () => {
+  it('sends a credit never sent (its process died, then the workers were down past the window) once before its retries stop', () => {
+    spec.given(recorded(win('win-1'), ago(2 * DAY))).when(deadLetter('win-1')).thenNothing();
     spec
-      .given(recorded(win('win-1'), ago(DAY + 1)))
+      .given(recorded(win('win-1'), ago(2 * DAY)), failed('win-1', 1, 'wallet answered 503'))
       .when(deadLetter('win-1'))
-      .then([{ type: 'TransactionDeadLettered', data: { transactionId: 'win-1', attempts: 0, lastError: 'never answered', deadLetteredAt: NOW_ISO } }]);
+      .then([{ type: 'TransactionDeadLettered', data: { transactionId: 'win-1', attempts: 1, lastError: 'wallet answered 503', deadLetteredAt: NOW_ISO } }]);
   });
 
   it('dead-letters a BET whose lost reply is asked for only once it was asked at least once', () => {
@@ -560,7 +561,7 @@ describe('rounds decider: dead-lettering a transaction whose retries ran out (De
   });
 
   it('retriesExhausted: from the moment the transaction is exactly as old as the window', () => {
-    const recordedAt = (at: string) => txAfter('win-1', recorded(win('win-1'), at));
+    const recordedAt = (at: string) => txAfter('win-1', recorded(win('win-1'), at), failed('win-1', 1));
     expect(retriesExhausted(recordedAt(ago(DAY)), NOW, DAY)).toBe(true);
     expect(retriesExhausted(recordedAt(ago(DAY + 3600)), NOW, DAY)).toBe(true);
     expect(retriesExhausted(recordedAt(new Date(NOW.getTime() - DAY * 1000 + 1).toISOString()), NOW, DAY)).toBe(false);
