@@ -81,11 +81,15 @@ function parseReply(body: string): WalletReply | undefined {
   return { status, balance, body };
 }
 
-/** The dispatch lease a caller holds: its key, token and when it was taken (Date.now()). */
+/**
+ * The dispatch lease a caller holds: its key, token, when it was taken (Date.now()) and for how long
+ * (`ttlMs`, leaseTtl of the wallet timeout the catalog had then: a catalog change since does not change it).
+ */
 export interface HeldLease {
   registryKey: string;
   token: string;
   takenAt: number;
+  ttlMs: number;
 }
 
 /**
@@ -126,7 +130,7 @@ export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSna
     // answers "still in progress") for longer than the wallet timeout plus 5 s (contract section 8.5):
     // the BET is waited for until then at most. Still under way at that point, the ROLLBACK is not sent
     // in this attempt: recorded as failed, it is retried (it waits again), answered meanwhile as failed.
-    const waited = await untilBetAttemptDone(deps, { roundStream: ref.roundStream, transactionId: bet }, timeoutMs, lease.takenAt + leaseTtl(timeoutMs) - timeoutMs - 1000);
+    const waited = await untilBetAttemptDone(deps, { roundStream: ref.roundStream, transactionId: bet }, timeoutMs, lease.takenAt + lease.ttlMs - timeoutMs - 1000);
     if (waited.cutShort) return notSent(deps, ref, round, tx, by, `not sent: the BET it reverses (${bet}) was still being attempted at the wallet; retried after it`);
     if (waited.waited) {
       round = await readRound(deps.eventStore, ref.roundStream);
@@ -135,8 +139,9 @@ export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSna
     }
   }
   // The lease must outlast the whole call. Taken just now (the usual case) it does; after a wait (a
-  // ROLLBACK behind its BET, a slow record) it is renewed, and a holder that lost it does not call.
-  const remaining = lease.takenAt + leaseTtl(timeoutMs) - Date.now();
+  // ROLLBACK behind its BET, a slow record), or taken under a shorter wallet timeout than the catalog's
+  // now, it is renewed, and a holder that lost it does not call.
+  const remaining = lease.takenAt + lease.ttlMs - Date.now();
   if (remaining < timeoutMs + 1000 && !(await renewLease(deps.pool, lease.registryKey, ref.transactionId, lease.token, leaseTtl(timeoutMs)))) return { tx };
   const number = tx.attempts + 1;
   const startedAt = performance.now();
@@ -217,11 +222,12 @@ const notSent = (deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, tx: TxSta
 export async function dispatch(deps: DispatchDeps, ref: TxRef, known: TxState): Promise<{ tx: TxState; attempted: boolean } | undefined> {
   const token = leaseToken();
   const takenAt = Date.now();
-  if (!(await takeLease(deps.pool, known.providerId, ref.transactionId, token, leaseTtl(walletTimeoutOf(deps, known.operatorId))))) return undefined;
+  const ttlMs = leaseTtl(walletTimeoutOf(deps, known.operatorId));
+  if (!(await takeLease(deps.pool, known.providerId, ref.transactionId, token, ttlMs))) return undefined;
   try {
     const round = await readRound(deps.eventStore, ref.roundStream);
     if (!workerAttempts(round.state, ref.transactionId)) return { tx: round.state.txs.get(ref.transactionId) ?? known, attempted: false };
-    return { tx: await attemptWallet(deps, ref, round, { registryKey: known.providerId, token, takenAt }, 'worker'), attempted: true };
+    return { tx: await attemptWallet(deps, ref, round, { registryKey: known.providerId, token, takenAt, ttlMs }, 'worker'), attempted: true };
   } finally {
     await releaseLease(deps.pool, known.providerId, ref.transactionId, token);
   }

@@ -130,7 +130,7 @@ async function recordAndAttempt(deps: LedgerDeps, sub: Submission, mine: Registr
       const { claim } = outcome;
       revoked ||= outcome.revoked;
       if (!claimIsOwn(claim, mine)) throw transactionIdReused();
-      if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt }, { revoked });
+      if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt, ttlMs }, { revoked });
       // Another submission (or the worker) is attempting it: its outcome is usually the answer.
       const held = (await readRound(deps.eventStore, sub.roundStream)).state.txs.get(txId);
       if (held && isFinal(held.status)) return held;
@@ -193,7 +193,7 @@ async function recordInOneTrip(deps: LedgerDeps, sub: Submission, mine: Registry
   const { claim, append, revoked } = outcome;
   if (!claimIsOwn(claim, mine)) throw transactionIdReused();
   if (!claim.leased) return undefined;
-  const lease = { registryKey: sub.registryKey, token, takenAt };
+  const lease = { registryKey: sub.registryKey, token, takenAt, ttlMs };
   if (append?.kind === 'appended') {
     const round = { state: evolveAppended(roundDecider, known.state, decision, append.result), revision: append.result.nextRevision };
     deps.rounds.put(sub.roundStream, round);

@@ -111,9 +111,32 @@ describe('money safety', () => {
       registryKey: 'studio-a',
       token: 'lost-token',
       takenAt: Date.now() - 60_000, // taken long ago: it must be renewed, and the renewal finds it lost
+      ttlMs: leaseTtl(SCRIPTED_HANG_TIMEOUT.walletTimeoutMs),
     }, 'submission');
     expect(tx.status).toBe('failed');
     expect(h.walletCallsFor(bet.transactionId)).toHaveLength(calls);
+  });
+
+  it('renews a lease taken under a shorter wallet timeout than the catalog has now before the call, so no other holder can call meanwhile', async () => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-bet`);
+    h.wallet.script(bet.transactionId, { status: 500, body: {} });
+    await h.tx(bet);
+    const stream = roundStream('studio-a', 'op-1', r.roundId);
+    // The api's own lease on the failed BET lapses; this caller then takes it for 200 ms, as if the
+    // operator's walletTimeoutMs had been that short when it was taken and raised before the call.
+    await h.until(() => takeLease(h.svc.ctx.pool, 'studio-a', bet.transactionId, 'short-lease', 200));
+    h.wallet.script(bet.transactionId, { status: 200, body: { status: 'OK', balance: 1 }, delayMs: 400 });
+    const attempt = attemptWallet(h.svc.ctx, { roundStream: stream, transactionId: bet.transactionId }, await readRound(h.svc.ctx.eventStore, stream), {
+      registryKey: 'studio-a',
+      token: 'short-lease',
+      takenAt: Date.now(),
+      ttlMs: 200,
+    }, 'submission');
+    // Past the 200 ms the lease was taken for, the call is still under way: the lease must still be held.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await takeLease(h.svc.ctx.pool, 'studio-a', bet.transactionId, 'another-holder', 60_000)).toBe(false);
+    expect((await attempt).status).toBe('applied');
   });
 
   it('has the worker re-read a BET under its lease: one whose own attempt failed after the job read it is not asked for', async () => {
