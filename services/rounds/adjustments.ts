@@ -10,7 +10,7 @@ import { submitTransaction, type LedgerDeps } from './submit.ts';
 import { submittedTransactionId } from './schemas.ts';
 import { adjustmentAnswer } from './answers.ts';
 
-export const adjustmentBody = z.object({
+export const adjustmentBody = z.strictObject({
   operatorId: z.string().min(1),
   playerRef: z.string().min(1).max(255),
   amount: amountMinor().min(1, 'expected a positive integer'),

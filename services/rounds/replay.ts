@@ -11,7 +11,7 @@ import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../context.ts';
 
-export const replayBody = z.object({ roundId: z.string().min(1).max(255), gameId: z.string().min(1).max(200) });
+export const replayBody = z.strictObject({ roundId: z.string().min(1).max(255), gameId: z.string().min(1).max(200) });
 
 /**
  * A replay link for the operator's round of this game (API document 4.1.4, contract section 6): 404

@@ -8,7 +8,7 @@ import { signedCall, walletTarget } from '../../shared/http/outbound.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 
-export const balanceBody = z.object({ sessionToken: z.string().min(1).max(512) });
+export const balanceBody = z.strictObject({ sessionToken: z.string().min(1).max(512) });
 
 /** On every answer of POST /v1/wallet/balance that is the wallet's status and body, passed through. */
 export const WALLET_PASSTHROUGH_HEADER = 'X-Wallet-Passthrough';

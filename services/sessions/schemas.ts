@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /** Launch and kick bodies (API document 4.1.2, 4.1.3), as operators send them. */
-export const launchBody = z.object({
+export const launchBody = z.strictObject({
   playerRef: z.string().min(1).max(255),
   gameId: z.string().min(1).max(200),
   // Format is checked with the game's currencies (after the game lookup), as the contract orders the checks.
@@ -10,7 +10,7 @@ export const launchBody = z.object({
   language: z.string().min(1).max(35).optional(),
   lobbyUrl: z.string().optional(),
 });
-export const kickBody = z.object({
+export const kickBody = z.strictObject({
   playerRef: z.string().min(1).max(255),
 });
 

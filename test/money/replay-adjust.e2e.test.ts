@@ -80,6 +80,8 @@ describe('round replay links (API document 4.1.4, contract section 6)', () => {
     const unsupported = await replay({ roundId: 'x', gameId: 'gems-2' });
     expect(unsupported.status).toBe(400);
     expect(unsupported.json.error).toContain('replay');
+    const extra = await replay({ roundId: 'x', gameId: 'fruit-1', round: 'x' });
+    expect([extra.status, extra.json.error]).toEqual([400, 'body: Unrecognized key: "round"']);
   });
 
   it("answers the same 404 for a missing round, another operator's round and an unknown game", async () => {
@@ -155,6 +157,9 @@ describe('admin adjustments', () => {
     const bad = await adjust({ operatorId: 'op-1', playerRef: 'p', amount: 5, currency: 'EUR', direction: 'SIDEWAYS', reason: 'r' });
     expect(bad.status).toBe(400);
     expect(String(bad.json.error)).toContain('direction');
+    // A field the body does not have (a misspelt one would be dropped otherwise): refused, nothing sent.
+    const misspelt = await adjust({ operatorId: 'op-1', playerRef: 'p', amount: 5, currency: 'EUR', direction: 'CREDIT', reason: 'r', transactionID: 'adj-typo' });
+    expect([misspelt.status, misspelt.json.error]).toEqual([400, 'body: Unrecognized key: "transactionID"']);
   });
 });
 

@@ -149,6 +149,17 @@ describe('operator API: games, launch, kick', () => {
       expect(res.json.error).toContain('playerRef');
     });
 
+    it('refuses a field the body does not have, on kick and launch (a misspelt field is not silently dropped), ending and starting nothing', async () => {
+      const started = await launch({ playerRef: 'typo-p', gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' });
+      expect(started.status).toBe(200);
+      const kicked = await signedRequest<{ error?: string }>(svc.url, { path: '/v1/operator/players/kick', body: { playerRef: 'typo-p', reason: 'fraud' }, as: OP1 });
+      expect([kicked.status, kicked.json.error]).toEqual([400, 'body: Unrecognized key: "reason"']);
+      const launched = await launch({ playerRef: 'typo-p', gameId: 'fruit-1', currency: 'EUR', mode: 'REAL', langauge: 'de' });
+      expect([launched.status, launched.json.error]).toEqual([400, 'body: Unrecognized key: "langauge"']);
+      // The session launched first still stands: the refused kick ended nothing.
+      expect((await kick('typo-p')).json.revokedCount).toBe(1);
+    });
+
     it('answers revokedCount 0 for a player with no session', async () => {
       const res = await kick('nobody');
       expect(res.status).toBe(200);
