@@ -80,6 +80,8 @@ export type GrantCommand =
   | { type: 'TakeOverIssue'; timeoutMs: number; now: Date }
   /** `take`: which issue call answered (IssueCall.take of the call made). */
   | { type: 'RecordIssueOutcome'; outcome: ProviderOutcome; take: number; now: Date }
+  /** A batch accepted for a grant already failed (issueAcceptedTooLate), and the answer to its cancel at the provider. */
+  | { type: 'RecordLateAcceptance'; externalRef: string; cancel: ProviderOutcome; now: Date }
   | { type: 'RecordCancelOutcome'; outcome: ProviderOutcome; now: Date };
 
 export type GrantRefusal =
@@ -149,22 +151,39 @@ function decideTakeOver(cmd: Extract<GrantCommand, { type: 'TakeOverIssue' }>, s
   return [{ type: 'GrantIssueTaken', data: { takenAt: cmd.now.toISOString(), timeoutMs: cmd.timeoutMs } }];
 }
 
+/** A 200 with an externalRef: the provider accepted the batch. */
+const accepted = (o: ProviderOutcome): o is { ok: true; externalRef: string } => o.ok && o.externalRef !== undefined && o.externalRef.length > 0;
+
 /**
- * The provider's answer to an issue call. A batch the provider accepted (a 200 with an externalRef) makes
- * the grant active from pending, and from failed too: overlapping calls with one requestRef (a take-over
- * beside a call that was only slow) can disagree, and the provider holds the batch. A failure ends a
- * pending grant only from the call now awaited (IssueCall.take); a superseded call's failure says nothing
- * of the call that replaced it. Nothing for an active, cancelled or unknown grant. A 200 without an
- * externalRef is a failure.
+ * The provider's answer to an issue call, for a pending grant: a batch the provider accepted (a 200 with
+ * an externalRef) makes it active, from any call (a superseded one's too: the provider accepted it). A
+ * failure ends it only from the call now awaited (IssueCall.take); a superseded call's failure says
+ * nothing of the call that replaced it. Nothing for a grant that left pending: `failed` is final (its
+ * operator was told, and its key is used up; a batch accepted too late is cancelled, issueAcceptedTooLate),
+ * and an active grant keeps its first batch. A 200 without an externalRef is a failure.
  */
 function decideIssueOutcome(cmd: Extract<GrantCommand, { type: 'RecordIssueOutcome' }>, state: GrantState): GrantEvent[] {
+  if (state.status !== 'pending') return [];
   const at = cmd.now.toISOString();
   const o = cmd.outcome;
-  if (o.ok && o.externalRef !== undefined && o.externalRef.length > 0) {
-    return state.status === 'pending' || state.status === 'failed' ? [{ type: 'GrantActivated', data: { externalRef: o.externalRef, activatedAt: at } }] : [];
-  }
-  if (state.status !== 'pending' || cmd.take !== (state.issue?.take ?? 0)) return [];
+  if (accepted(o)) return [{ type: 'GrantActivated', data: { externalRef: o.externalRef, activatedAt: at } }];
+  if (cmd.take !== (state.issue?.take ?? 0)) return [];
   return [{ type: 'GrantFailed', data: { lastError: o.ok ? 'provider answered 200 without an externalRef' : o.error, failedAt: at } }];
+}
+
+/**
+ * Whether an issue call's answer is a batch the provider accepted for a grant already recorded `failed`:
+ * a stray batch the service must cancel at the provider (the grant stays failed, as its operator was told).
+ */
+export function issueAcceptedTooLate(outcome: ProviderOutcome, after: GrantState): string | undefined {
+  return after.status === 'failed' && accepted(outcome) ? outcome.externalRef : undefined;
+}
+
+/** The stray batch of a failed grant, and whether its cancel at the provider succeeded: kept in the grant's history. */
+function decideLateAcceptance(cmd: Extract<GrantCommand, { type: 'RecordLateAcceptance' }>, state: GrantState): GrantEvent[] {
+  if (state.status !== 'failed') return [];
+  const c = cmd.cancel;
+  return [{ type: 'GrantAcceptedAfterFailure', data: { externalRef: cmd.externalRef, cancelled: c.ok, ...(c.ok ? {} : { error: c.error }), at: cmd.now.toISOString() } }];
 }
 
 /** Only an active grant can be cancelled (asked before the provider is called). */
@@ -206,10 +225,13 @@ function evolve(state: GrantState, event: GrantEvent): GrantState {
       return state.status === 'none' ? state : { ...state, issue: { take: (state.issue?.take ?? 0) + 1, at: event.data.takenAt, timeoutMs: event.data.timeoutMs } };
     case 'GrantActivated': {
       if (state.status === 'none') return state;
-      // No call is awaited any more; and accepted after a failure was recorded, the failure no longer describes the grant.
-      const { lastError: _lastError, issue: _issue, ...rest } = state;
+      // No call is awaited any more.
+      const { issue: _issue, ...rest } = state;
       return { ...rest, status: 'active', externalRef: event.data.externalRef, updatedAt: event.data.activatedAt };
     }
+    case 'GrantAcceptedAfterFailure':
+      // The grant stays failed, as its operator was told; the stray batch is in its history.
+      return state;
     case 'GrantFailed': {
       if (state.status === 'none') return state;
       const { issue: _issue, ...rest } = state;
@@ -238,6 +260,8 @@ export const grantDecider: Decider<GrantCommand, GrantState, GrantEvent, GrantRe
         return decideTakeOver(command, state);
       case 'RecordIssueOutcome':
         return decideIssueOutcome(command, state);
+      case 'RecordLateAcceptance':
+        return decideLateAcceptance(command, state);
       case 'RecordCancelOutcome':
         return decideCancelOutcome(command, state);
       default: {

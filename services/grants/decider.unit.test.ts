@@ -3,7 +3,7 @@ import type { Campaign, Operator, Provider } from '../../shared/catalog/schema.t
 import { CatalogSnapshot } from '../../shared/catalog/store.ts';
 import { deciderSpec } from '../../test/helpers/decider-spec.ts';
 import type { GrantActivated, GrantCancelFailed, GrantCancelled, GrantEvent, GrantFailed, GrantIssueTaken, GrantRequested } from './events.ts';
-import { cancelRefusal, grantDecider, grantOf, ISSUE_MARGIN_MS, issueDeadline, type Grant, type GrantCommand, type GrantRequest, type ProviderOutcome } from './decider.ts';
+import { cancelRefusal, grantDecider, grantOf, ISSUE_MARGIN_MS, issueAcceptedTooLate, issueDeadline, type Grant, type GrantCommand, type GrantRequest, type ProviderOutcome } from './decider.ts';
 
 /**
  * Free-spin grants (API document 2.7, 3.1, 4.1.5; contract section 4) as given / when / then.
@@ -295,12 +295,16 @@ describe('RecordIssueOutcome', () => {
     spec.given(...HISTORIES[status]).when(issueOutcome({ ok: false, error: 'late' })).thenNothing();
   });
 
-  it.each(['active', 'cancelled'] as const)('a grant already %s gives nothing for a success either (the first batch stands)', (status) => {
+  it.each(['active', 'failed', 'cancelled'] as const)('a grant already %s gives nothing for a success either: the first batch stands, and failed is final', (status) => {
     spec.given(...HISTORIES[status]).when(issueOutcome({ ok: true, externalRef: 'late' })).thenNothing();
   });
 
-  it('failed + a later success → GrantActivated: overlapping calls disagreed, and the provider holds the batch', () => {
-    spec.given(requested(), taken(LATER_ISO), failed()).when(issueOutcome({ ok: true, externalRef: 'held' }, 0)).then([{ type: 'GrantActivated', data: { externalRef: 'held', activatedAt: LATER_ISO } }]);
+  it('a batch accepted for a grant already failed is one to cancel at the provider (issueAcceptedTooLate); for any other grant, or a failure, it is not', () => {
+    const failedAfterTake = spec.given(requested(), taken(LATER_ISO), failed()).state;
+    expect(issueAcceptedTooLate({ ok: true, externalRef: 'stray' }, failedAfterTake)).toBe('stray');
+    expect(issueAcceptedTooLate({ ok: true }, failedAfterTake)).toBeUndefined();
+    expect(issueAcceptedTooLate({ ok: false, error: 'x' }, failedAfterTake)).toBeUndefined();
+    for (const status of ['active', 'cancelled', 'pending'] as const) expect(issueAcceptedTooLate({ ok: true, externalRef: 'stray' }, spec.given(...HISTORIES[status]).state)).toBeUndefined();
   });
 
   it("a superseded call's failure gives nothing while the take-over's call is awaited; the take-over's own failure ends it", () => {
@@ -315,6 +319,25 @@ describe('RecordIssueOutcome', () => {
 
   it('no grant gives nothing', () => {
     spec.given().when(issueOutcome({ ok: true, externalRef: 'x' })).thenNothing();
+  });
+});
+
+describe('RecordLateAcceptance: the stray batch of a failed grant, kept with its cancel', () => {
+  const late = (cancel: ProviderOutcome): GrantCommand => ({ type: 'RecordLateAcceptance', externalRef: 'stray', cancel, now: LATER });
+
+  it('failed + the cancel succeeded → GrantAcceptedAfterFailure, cancelled; the grant stays failed, unchanged', () => {
+    const given = spec.given(...HISTORIES.failed);
+    given.when(late({ ok: true })).then([{ type: 'GrantAcceptedAfterFailure', data: { externalRef: 'stray', cancelled: true, at: LATER_ISO } }]);
+    const after = spec.given(...HISTORIES.failed, { type: 'GrantAcceptedAfterFailure', data: { externalRef: 'stray', cancelled: true, at: '2026-11-24T13:00:00.000Z' } }).state;
+    expect(grantOf(after)).toEqual(grantOf(given.state));
+  });
+
+  it('failed + the cancel failed → GrantAcceptedAfterFailure with its error', () => {
+    spec.given(...HISTORIES.failed).when(late({ ok: false, error: 'provider answered 500' })).then([{ type: 'GrantAcceptedAfterFailure', data: { externalRef: 'stray', cancelled: false, error: 'provider answered 500', at: LATER_ISO } }]);
+  });
+
+  it.each(['pending', 'active', 'cancelled'] as const)('a grant %s gives nothing', (status) => {
+    spec.given(...HISTORIES[status]).when(late({ ok: true })).thenNothing();
   });
 });
 
@@ -440,10 +463,6 @@ describe('evolve: the Grant view (API document 2.7)', () => {
 
   it('GrantActivated → active with the externalRef', () => {
     expect(spec.given(requested(), activated('batch-7')).state).toEqual({ ...pendingView, status: 'active', externalRef: 'batch-7', updatedAt: LATER_ISO });
-  });
-
-  it('GrantActivated after GrantFailed → active, the failure no longer its lastError', () => {
-    expect(grantOf(spec.given(requested(), failed('provider did not answer in time'), activated('batch-7')).state)).toEqual({ ...pendingView, status: 'active', externalRef: 'batch-7', updatedAt: LATER_ISO });
   });
 
   it('GrantFailed → failed with lastError', () => {

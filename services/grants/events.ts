@@ -34,9 +34,15 @@ export type GrantIssueTaken = DomainEvent<'GrantIssueTaken', { takenAt: string; 
 export type GrantActivated = DomainEvent<'GrantActivated', { externalRef: string; activatedAt: string }>;
 export type GrantFailed = DomainEvent<'GrantFailed', { lastError: string; failedAt: string }>;
 export type GrantCancelled = DomainEvent<'GrantCancelled', { cancelledAt: string }>;
+/**
+ * The provider accepted a batch for a grant already recorded `failed` (a call given up as abandoned, whose
+ * process stalled and then read the acceptance): the grant stays failed, as its operator was told, and the
+ * service cancelled the stray batch at the provider (`cancelled`; `error` when that cancel failed).
+ */
+export type GrantAcceptedAfterFailure = DomainEvent<'GrantAcceptedAfterFailure', { externalRef: string; cancelled: boolean; error?: string; at: string }>;
 export type GrantCancelFailed = DomainEvent<'GrantCancelFailed', { error: string; failedAt: string }>;
 
-export type GrantEvent = GrantRequested | GrantIssueTaken | GrantActivated | GrantFailed | GrantCancelled | GrantCancelFailed;
+export type GrantEvent = GrantRequested | GrantIssueTaken | GrantActivated | GrantFailed | GrantCancelled | GrantCancelFailed | GrantAcceptedAfterFailure;
 
 export const GRANT_EVENT_TYPES: ReadonlySet<string> = new Set<GrantEvent['type']>([
   'GrantRequested',
@@ -45,6 +51,7 @@ export const GRANT_EVENT_TYPES: ReadonlySet<string> = new Set<GrantEvent['type']
   'GrantFailed',
   'GrantCancelled',
   'GrantCancelFailed',
+  'GrantAcceptedAfterFailure',
 ]);
 
 export const grantStream = (grantId: string): string => `grant|${grantId}`;

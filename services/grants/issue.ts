@@ -4,10 +4,10 @@ import { providerTarget, signedCall, type OutboundResult } from '../../shared/ht
 import type { Logger } from '../../shared/logger.ts';
 import { everyInterval } from '../../shared/periodic.ts';
 import type { ServiceContext } from '../context.ts';
-import { grantDecider, type GrantState, type IssueCall, type ProviderOutcome } from './decider.ts';
+import { grantDecider, issueAcceptedTooLate, type Grant, type GrantState, type IssueCall, type ProviderOutcome } from './decider.ts';
 import { grantStream } from './events.ts';
 import { abandonedGrantCandidates } from './queries.ts';
-import type { ProviderGrantRequest } from './schemas.ts';
+import type { ProviderCancelRequest, ProviderGrantRequest } from './schemas.ts';
 
 /**
  * Issuing a grant at its provider: the request's own call, and the take-over of a call a process abandoned
@@ -82,8 +82,32 @@ export async function issueAtProvider(ctx: ServiceContext, known: KnownState<Gra
         } satisfies ProviderGrantRequest,
       })
     : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
-  const recorded = await handleCommand(ctx.eventStore, grantStream(grant.id), grantDecider, { type: 'RecordIssueOutcome', outcome: outcomeOf(result), take: call.take, now: ctx.now() }, { known });
-  return { state: recorded.next, revision: recorded.revision, position: recorded.position };
+  const outcome = outcomeOf(result);
+  const recorded = await handleCommand(ctx.eventStore, grantStream(grant.id), grantDecider, { type: 'RecordIssueOutcome', outcome, take: call.take, now: ctx.now() }, { known });
+  const stray = issueAcceptedTooLate(outcome, recorded.next);
+  if (stray === undefined) return { state: recorded.next, revision: recorded.revision, position: recorded.position };
+  // Accepted for a grant already failed (its operator was told, its key used up): the batch is cancelled
+  // at the provider, and both are kept in the grant's history.
+  ctx.logger.warn({ grantId: grant.id, externalRef: stray }, 'provider accepted a batch for a grant already failed: cancelling it at the provider');
+  const cancel = await cancelAtProvider(ctx, grant, stray);
+  const kept = await handleCommand(ctx.eventStore, grantStream(grant.id), grantDecider, { type: 'RecordLateAcceptance', externalRef: stray, cancel: cancel.outcome, now: ctx.now() }, {
+    known: { state: recorded.next, revision: recorded.revision },
+  });
+  return { state: kept.next, revision: kept.revision, position: kept.position };
+}
+
+/** Cancels the batch `externalRef` of `grant` at its provider (API document 3.1): the answer as the decider sees it. */
+export async function cancelAtProvider(ctx: ServiceContext, grant: Pick<Grant, 'id' | 'providerId'>, externalRef: string): Promise<{ outcome: ProviderOutcome }> {
+  const provider = ctx.catalog.snapshot().providers.get(grant.providerId);
+  const result: OutboundResult = provider
+    ? await signedCall({
+        ...providerTarget(provider),
+        pathAndQuery: `/v1/free-spins/grants/${encodeURIComponent(externalRef)}/cancel`,
+        method: 'POST',
+        body: { requestRef: grant.id } satisfies ProviderCancelRequest,
+      })
+    : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
+  return { outcome: result.kind === 'response' && result.status === 200 ? { ok: true } : { ok: false, error: describeCall(result) } };
 }
 
 /**

@@ -6,18 +6,16 @@ import { listGrants } from './queries.ts';
 import { waitForProjection } from '../../projections/runner.ts';
 import type { Position } from '../../shared/eventstore/port.ts';
 import { cancelRefusal, grantDecider, grantOf, ISSUE_MARGIN_MS, issueDeadline, type Grant, type GrantState } from './decider.ts';
-import { describeCall, issueAtProvider, providerTimeoutMs, takeOverIssue } from './issue.ts';
+import { cancelAtProvider, issueAtProvider, providerTimeoutMs, takeOverIssue } from './issue.ts';
 import { Refused } from '../../shared/decider.ts';
 import { grantIdFor, grantStream } from './events.ts';
 import { AppError, notFound } from '../../shared/errors.ts';
 import { handleCommand, readState } from '../../shared/eventstore/command.ts';
-import { providerTarget, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
-import type { ProviderCancelRequest } from './schemas.ts';
 import { callingOperator } from '../context.ts';
 
-export const issueGrantBody = z.object({
+export const issueGrantBody = z.strictObject({
   playerRef: z.string().min(1).max(255),
   idempotencyKey: z.string().min(1).max(255),
   campaignId: z.string().min(1).max(200).optional(),
@@ -28,7 +26,8 @@ export const issueGrantBody = z.object({
   expiresAt: z.iso.datetime({ offset: true }).optional(),
 });
 type IssueGrantBody = z.infer<typeof issueGrantBody>;
-const idempotencyKeyOnly = issueGrantBody.pick({ idempotencyKey: true });
+// Read alone first (a repeat answers whatever the rest of the body says now), so the rest is not checked here.
+const idempotencyKeyOnly = issueGrantBody.pick({ idempotencyKey: true }).loose();
 
 /** The request fields a campaign supplies: with campaignId, the API document (2.7) says the request's are ignored. */
 const CAMPAIGN_TERMS = ['gameId', 'spins', 'betAmountMinor', 'currency'] as const;
@@ -53,7 +52,7 @@ export function parseIssueBody(raw: unknown): IssueGrantBody {
  * (found in whatever case it is written, or 404) rather than refused as malformed (400).
  */
 export const grantIdParam = z.guid({ message: 'expected a UUID' }).transform((id) => id.toLowerCase());
-export const listQuery = z.object({ playerRef: z.string().min(1).max(255).optional() });
+export const listQuery = z.strictObject({ playerRef: z.string().min(1).max(255).optional() });
 
 export function grantRoutes(ctx: ServiceContext): Router {
   const router = Router();
@@ -86,9 +85,11 @@ export function grantRoutes(ctx: ServiceContext): Router {
    * call's deadline was abandoned by a process that died mid-call; this request takes the call over
    * (takeOverIssue: one taker across processes; the provider deduplicates on requestRef, so the batch is
    * never issued twice). Waits at most one more call's length past the deadline first seen, then answers
-   * the grant as it stands (pending while another taker's call is under way).
+   * the grant as it stands (pending while another taker's call is under way); `untilSettled`: until it
+   * has left pending (the request that created it, whose own call was taken over), taking the call over
+   * itself whenever it is abandoned again.
    */
-  const settled = async (id: string): Promise<Grant> => {
+  const settled = async (id: string, untilSettled = false): Promise<Grant> => {
     let waitUntil: number | undefined;
     for (;;) {
       const known = await load(id);
@@ -102,7 +103,7 @@ export function grantRoutes(ctx: ServiceContext): Router {
         const issued = await takeOverIssue(ctx, id, known);
         if (issued) return visible(issued.state, issued.position);
       }
-      if (Date.now() >= waitUntil) return grantOf(state)!;
+      if (!untilSettled && Date.now() >= waitUntil) return grantOf(state)!;
       await new Promise((r) => setTimeout(r, 20));
     }
   };
@@ -133,9 +134,8 @@ export function grantRoutes(ctx: ServiceContext): Router {
     }
     const issued = await issueAtProvider(ctx, { state: created.next, revision: created.revision }, created.next.issue ?? { take: 0, at: created.next.createdAt });
     // Still pending: this call was taken over meanwhile (this process stalled past its deadline), and the
-    // taker's call decides; its outcome is the answer, as a repeat's would be.
-    const grant = issued.state.status === 'pending' ? await settled(id) : await visible(issued.state, issued.position);
-    if (grant.status === 'pending') throw new AppError(504, 'grant still in progress; repeat the request with the same idempotencyKey to get its outcome');
+    // taker's call decides; its outcome is the answer.
+    const grant = issued.state.status === 'pending' ? await settled(id, true) : await visible(issued.state, issued.position);
     if (grant.status === 'failed') throw new AppError(502, `provider call failed: ${grant.lastError ?? 'unknown error'}`);
     res.status(201).json(grant);
   });
@@ -154,25 +154,10 @@ export function grantRoutes(ctx: ServiceContext): Router {
     const { grant, revision } = await ownGrant(req);
     const refusal = cancelRefusal(grant);
     if (refusal) throw new Refused(refusal);
-    const provider = ctx.catalog.snapshot().providers.get(grant.providerId);
-    const result: OutboundResult = provider
-      ? await signedCall({
-          ...providerTarget(provider),
-          pathAndQuery: `/v1/free-spins/grants/${encodeURIComponent(grant.externalRef ?? '')}/cancel`,
-          method: 'POST',
-          body: { requestRef: grant.id } satisfies ProviderCancelRequest,
-        })
-      : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
-    const ok = result.kind === 'response' && result.status === 200;
-    const { next, position } = await handleCommand(
-      ctx.eventStore,
-      grantStream(grant.id),
-      grantDecider,
-      { type: 'RecordCancelOutcome', outcome: ok ? { ok: true } : { ok: false, error: describeCall(result) }, now: ctx.now() },
-      { known: { state: grant, revision } },
-    );
+    const { outcome } = await cancelAtProvider(ctx, grant, grant.externalRef ?? '');
+    const { next, position } = await handleCommand(ctx.eventStore, grantStream(grant.id), grantDecider, { type: 'RecordCancelOutcome', outcome, now: ctx.now() }, { known: { state: grant, revision } });
     const updated = await visible(next, position);
-    if (!ok && updated.status === 'active') throw new AppError(502, `provider cancel failed: ${describeCall(result)}; the grant stays active, retry the cancel`);
+    if (!outcome.ok && updated.status === 'active') throw new AppError(502, `provider cancel failed: ${outcome.error}; the grant stays active, retry the cancel`);
     res.json(updated);
   });
 

@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/service.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
-import type { Grant as GrantRecord } from '../../services/grants/decider.ts';
+import { grantDecider, type Grant as GrantRecord } from '../../services/grants/decider.ts';
 import { grantIdFor, grantStream } from '../../services/grants/events.ts';
-import { finishAbandonedGrants, takeOverIssue } from '../../services/grants/issue.ts';
+import { finishAbandonedGrants, issueAtProvider, takeOverIssue } from '../../services/grants/issue.ts';
+import { readState } from '../../shared/eventstore/command.ts';
 import { abandonedGrantCandidates } from '../../services/grants/queries.ts';
 import { OP1, OP2, PROV_A, testCatalog } from '../helpers/catalog.ts';
 import { startFakeProvider, type FakeProvider } from '../helpers/fakes.ts';
@@ -71,6 +72,18 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
       const call = issueCalls().at(-1)!;
       expect(call.signatureValid).toBe(true);
       expect(call.body).toEqual({ requestRef: res.json.id, operatorId: 'op-1', playerRef: 'fs-p', gameId: 'fruit-1', spins: 5, betAmountMinor: 10, currency: 'EUR', expiresAt: '2026-12-31T23:59:59Z' });
+    });
+
+    it('refuses a field the body does not have on a new key (400, no grant, no provider call), and answers a repeat of a used key whatever its body holds', async () => {
+      const key = randomUUID();
+      const calls = issueCalls().length;
+      const refused = await issue({ ...direct({ idempotencyKey: key }), expiresat: '2030-01-01T00:00:00Z' });
+      expect([refused.status, refused.json.error]).toEqual([400, 'body: Unrecognized key: "expiresat"']);
+      expect(issueCalls()).toHaveLength(calls);
+      const issued = await issue(direct({ idempotencyKey: key }));
+      expect(issued.status).toBe(201);
+      const repeated = await issue({ ...direct({ idempotencyKey: key }), anything: 1 });
+      expect([repeated.status, repeated.json]).toEqual([200, issued.json]);
     });
 
     it('uses 0 (the wallet default stake) when betAmountMinor is omitted', async () => {
@@ -432,6 +445,31 @@ describe('free-spin grants abandoned mid-call, across api processes (one taker, 
       expect((await store.readStream(grantStream(id))).map((e) => e.type)).toEqual(['GrantRequested', 'GrantIssueTaken', 'GrantFailed']);
     } finally {
       svc.ctx.eventStore = store;
+      await svc.stop();
+    }
+  });
+
+  it('a batch the provider accepts for a grant already failed is cancelled at the provider; the grant stays failed, the stray batch in its history', async () => {
+    const svc = await startInProcess(env, { ROLES: 'api,projector' });
+    try {
+      await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 500 }));
+      const id = await abandon(svc, `stray-${randomUUID()}`, 500);
+      // The take-over's call fails: the grant is failed, and its operator told so.
+      provider.script('/v1/free-spins/grants', { status: 503, body: {} });
+      expect((await takeOverIssue(svc.ctx, id))?.state.status).toBe('failed');
+      // Then the abandoned call's process, which had stalled, reads the provider's acceptance after all.
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-stray' } });
+      const known = await readState(svc.ctx.eventStore, grantStream(id), grantDecider);
+      const late = await issueAtProvider(svc.ctx, known, { take: 0, at: new Date().toISOString(), timeoutMs: 500 });
+      expect(late.state.status).toBe('failed');
+      const cancels = provider.calls.filter((c) => c.target === '/v1/free-spins/grants/ext-stray/cancel');
+      expect(cancels.map((c) => c.body)).toEqual([{ requestRef: id }]);
+      const events = await svc.ctx.eventStore.readStream(grantStream(id));
+      expect(events.map((e) => e.type)).toEqual(['GrantRequested', 'GrantIssueTaken', 'GrantFailed', 'GrantAcceptedAfterFailure']);
+      expect(events[3]!.data).toMatchObject({ externalRef: 'ext-stray', cancelled: true });
+      const got = await signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}`, as: OP1 });
+      expect([got.json.status, got.json.lastError, got.json.externalRef]).toEqual(['failed', 'provider answered 503', undefined]);
+    } finally {
       await svc.stop();
     }
   });
