@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { allMigrations } from './migrations.ts';
+import { answerClientError } from '../shared/http/client-error.ts';
 import { allProjections, runnerNames } from './read-models.ts';
 import { checkCheckpointStore, CheckpointStoreMismatch, projectionFailures, ProjectionRunner, type Projection } from '../projections/runner.ts';
 import { SharedLogReads } from '../projections/shared-reads.ts';
@@ -356,6 +357,8 @@ export async function startService(config: Config, logger: Logger = createLogger
     );
     server = listener;
     listener.keepAliveTimeout = 65_000;
+    // A request Node's parser cannot read is answered in the service's error form, not Node's bare status line.
+    listener.on('clientError', answerClientError);
     await new Promise<void>((resolve, reject) => {
       listener.once('error', (err) => reject(new StartupError(`HOST ${config.host} PORT ${config.port}: ${err.message}`)));
       listener.listen(config.port, config.host, () => resolve());

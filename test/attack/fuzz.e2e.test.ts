@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP1, OP2, PROV_A } from '../helpers/catalog.ts';
@@ -95,6 +96,37 @@ describe('attack run: every route takes any input and answers a documented statu
       { numRuns: RUNS },
     );
   }, 120_000);
+
+  it('requests the HTTP parser cannot read get the error form of every other error: JSON, an X-Request-Id, the connection closed', async () => {
+    const { hostname, port } = new URL(h.svc.url);
+    /** Sends `raw` on a connection of its own and reads everything the service answers until it closes. */
+    const sendRaw = (raw: string) =>
+      new Promise<string>((resolve, reject) => {
+        const chunks: Buffer[] = [];
+        const socket = net.connect({ host: hostname, port: Number(port) }, () => socket.write(raw));
+        socket.on('data', (c: Buffer) => chunks.push(c));
+        socket.on('end', () => resolve(Buffer.concat(chunks).toString('latin1')));
+        socket.on('error', reject);
+        socket.setTimeout(5000, () => socket.destroy(new Error('no answer')));
+      });
+    const malformed = [
+      'GARBAGE\r\n\r\n',
+      'POST /v1/wallet/transaction HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}',
+      'POST /v1/wallet/transaction HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n',
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n',
+    ];
+    for (const raw of malformed) {
+      const answer = await sendRaw(raw);
+      const [head, body] = answer.split('\r\n\r\n');
+      expect(head!.split('\r\n')[0], JSON.stringify(raw)).toBe('HTTP/1.1 400 Bad Request');
+      expect(head).toMatch(/\r\nX-Request-Id: [0-9a-f-]{36}\r\n/);
+      expect(head).toMatch(/\r\nContent-Type: application\/json/);
+      expect(JSON.parse(body!)).toEqual({ error: 'bad request' });
+    }
+    const huge = await sendRaw(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(huge.split('\r\n')[0]).toBe('HTTP/1.1 431 Request Header Fields Too Large');
+    expect(JSON.parse(huge.split('\r\n\r\n')[1]!)).toEqual({ error: 'request headers too large' });
+  });
 
   it('queries and path ids of the read routes', async () => {
     await fc.assert(
