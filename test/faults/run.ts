@@ -600,8 +600,8 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
           violations.push(`${t.operatorId}: BET ${t.request.transactionId} of ${t.request.playerRef}: its provider acted on ${answered}; the history holds it ${t.status}${t.reply ? ` with ${t.reply.body}` : ''}`);
         }
         const toldAt = closedOnFailure.get(key);
-        const late = toldAt === undefined ? [] : (wallets.get(t.operatorId)?.arrivals.get(t.request.transactionId) ?? []).filter((at) => at > toldAt);
-        if (late.length > 0) violations.push(`${t.operatorId}: BET ${t.request.transactionId} (${t.status}) sent to the wallet ${late.length} time(s) after its provider was told it failed`);
+        const late = toldAt === undefined ? 0 : sentAfterToldFailed(wallets.get(t.operatorId)?.arrivals.get(t.request.transactionId) ?? [], toldAt, t.attempts);
+        if (late > 0) violations.push(`${t.operatorId}: BET ${t.request.transactionId} (${t.status}) sent to the wallet ${late} time(s) after its provider was told it failed`);
       }
       violations.push(...crashed);
       // What the service logged about each 500.
@@ -733,6 +733,18 @@ const ledgerKey = (operatorId: string, playerRef: string, transactionId: string)
  * Each wallet's own ledger against the service's history, player by player: the same transactions with
  * the same bodies, the same outcomes, and the same money.
  */
+/**
+ * How many wallet calls of a BET its provider was told failed (at `toldAt`, and closed its round) were
+ * made after that answer: the arrivals at the wallet after it, except the BET's own call when it is the
+ * only one the wallet got and the history counts (one attempt). That call was made before the answer
+ * (the answer is its outcome) and may reach the wallet after it: a host or network slow enough that the
+ * call timed out before its bytes were read. Any other arrival after the answer is a call made after it.
+ */
+export function sentAfterToldFailed(arrivals: readonly number[], toldAt: number, attempts: number): number {
+  if (arrivals.length === 1 && attempts <= 1) return 0;
+  return arrivals.filter((at) => at > toldAt).length;
+}
+
 export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<string, SimWallet>, closedOnFailure: ReadonlyMap<string, number> = new Map()): string[] {
   const v: string[] = [];
   const byKey = new Map<string, TxState>();
