@@ -600,7 +600,9 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
           violations.push(`${t.operatorId}: BET ${t.request.transactionId} of ${t.request.playerRef}: its provider acted on ${answered}; the history holds it ${t.status}${t.reply ? ` with ${t.reply.body}` : ''}`);
         }
         const toldAt = closedOnFailure.get(key);
-        const late = toldAt === undefined ? 0 : sentAfterToldFailed(wallets.get(t.operatorId)?.arrivals.get(t.request.transactionId) ?? [], toldAt, t.attempts);
+        const wallet = wallets.get(t.operatorId);
+        const calls = (wallet?.arrivals.get(t.request.transactionId) ?? []).map((at, i) => ({ at, signedAt: wallet!.signedAt.get(t.request.transactionId)![i]! }));
+        const late = toldAt === undefined ? 0 : sentAfterToldFailed(calls, toldAt, t.attempts);
         if (late > 0) violations.push(`${t.operatorId}: BET ${t.request.transactionId} (${t.status}) sent to the wallet ${late} time(s) after its provider was told it failed`);
       }
       violations.push(...crashed);
@@ -735,14 +737,16 @@ const ledgerKey = (operatorId: string, playerRef: string, transactionId: string)
  */
 /**
  * How many wallet calls of a BET its provider was told failed (at `toldAt`, and closed its round) were
- * made after that answer: the arrivals at the wallet after it, except the BET's own call when it is the
- * only one the wallet got and the history counts (one attempt). That call was made before the answer
- * (the answer is its outcome) and may reach the wallet after it: a host or network slow enough that the
- * call timed out before its bytes were read. Any other arrival after the answer is a call made after it.
+ * made after that answer. A call signed in a later second than the answer was made after it. One that
+ * arrived after the answer but was signed no later than its second is excused only when it is the BET's
+ * own call: the only one the wallet got and the one attempt the history counts. That call was made before
+ * the answer (the answer is its outcome) and may reach the wallet after it, on a host or network slow
+ * enough that the call timed out before its bytes were read.
  */
-export function sentAfterToldFailed(arrivals: readonly number[], toldAt: number, attempts: number): number {
-  if (arrivals.length === 1 && attempts <= 1) return 0;
-  return arrivals.filter((at) => at > toldAt).length;
+export function sentAfterToldFailed(calls: ReadonlyArray<{ at: number; signedAt: number }>, toldAt: number, attempts: number): number {
+  const ownCallOnly = calls.length === 1 && attempts === 1;
+  const toldSecond = Math.floor(toldAt / 1000) * 1000;
+  return calls.filter((c) => c.signedAt > toldSecond || (c.at > toldAt && !ownCallOnly)).length;
 }
 
 export function compareWallets(ledger: readonly TxState[], wallets: ReadonlyMap<string, SimWallet>, closedOnFailure: ReadonlyMap<string, number> = new Map()): string[] {

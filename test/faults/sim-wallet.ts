@@ -32,6 +32,8 @@ export interface SimWallet {
   balances: Map<string, number>;
   /** Arrival times of every transaction call, per transactionId. */
   arrivals: Map<string, number[]>;
+  /** The second each of those calls was signed in (its X-Timestamp, in ms), in the same order: when the service made it. */
+  signedAt: Map<string, number[]>;
   /** Calls that reused a (playerRef, transactionId) with another body: the service broke identity. */
   conflicts: string[];
   /** Calls whose signature did not verify. */
@@ -52,6 +54,7 @@ export async function startSimWallet(operatorId: string, secret: string, initial
   const entries = new Map<string, WalletEntry>();
   const balances = new Map<string, number>();
   const arrivals = new Map<string, number[]>();
+  const signedAt = new Map<string, number[]>();
   const conflicts: string[] = [];
   const failures = new Map<string, number>();
   let chaos: ((tx: TransactionRequest) => WalletChaos | undefined) | undefined;
@@ -135,6 +138,7 @@ export async function startSimWallet(operatorId: string, secret: string, initial
         if (req.method !== 'POST' || url.pathname !== '/v1/wallet/transaction') return reply(res, 404, { error: 'not found' });
         const tx = JSON.parse(raw) as TransactionRequest;
         arrivals.set(tx.transactionId, [...(arrivals.get(tx.transactionId) ?? []), Date.now()]);
+        signedAt.set(tx.transactionId, [...(signedAt.get(tx.transactionId) ?? []), Number(req.headers['x-timestamp']) * 1000]);
         if (hung) return hang(res);
         const failing = failures.get(tx.transactionId) ?? 0;
         if (failing > 0) {
@@ -160,6 +164,7 @@ export async function startSimWallet(operatorId: string, secret: string, initial
     entries,
     balances,
     arrivals,
+    signedAt,
     conflicts,
     get badSignatures() {
       return badSignatures;
