@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { allMigrations } from './migrations.ts';
 import { answerClientError } from '../shared/http/client-error.ts';
@@ -358,7 +358,7 @@ export async function startService(config: Config, logger: Logger = createLogger
     server = listener;
     listener.keepAliveTimeout = 65_000;
     // A request Node's parser cannot read is answered in the service's error form, not Node's bare status line.
-    listener.on('clientError', answerClientError);
+    listener.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => answerClientError(err, socket, logger));
     await new Promise<void>((resolve, reject) => {
       listener.once('error', (err) => reject(new StartupError(`HOST ${config.host} PORT ${config.port}: ${err.message}`)));
       listener.listen(config.port, config.host, () => resolve());
