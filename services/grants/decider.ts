@@ -159,8 +159,9 @@ const accepted = (o: ProviderOutcome): o is { ok: true; externalRef: string } =>
  * an externalRef) makes it active, from any call (a superseded one's too: the provider accepted it). A
  * failure ends it only from the call now awaited (IssueCall.take); a superseded call's failure says
  * nothing of the call that replaced it. Nothing for a grant that left pending: `failed` is final (its
- * operator was told, and its key is used up; a batch accepted too late is cancelled, issueAcceptedTooLate),
- * and an active grant keeps its first batch. A 200 without an externalRef is a failure.
+ * operator was told, and its key is used up; a batch accepted too late is cancelled at the provider,
+ * issueAcceptedTooLate, decideLateAcceptance), and an active grant keeps its first batch. A 200 without an
+ * externalRef is a failure.
  */
 function decideIssueOutcome(cmd: Extract<GrantCommand, { type: 'RecordIssueOutcome' }>, state: GrantState): GrantEvent[] {
   if (state.status !== 'pending') return [];
@@ -179,11 +180,21 @@ export function issueAcceptedTooLate(outcome: ProviderOutcome, after: GrantState
   return after.status === 'failed' && accepted(outcome) ? outcome.externalRef : undefined;
 }
 
-/** The stray batch of a failed grant, and whether its cancel at the provider succeeded: kept in the grant's history. */
+/**
+ * The stray batch of a failed grant, and whether its cancel at the provider succeeded: kept in the grant's
+ * history. Cancelled, the grant stays failed, as its operator was told. Not cancelled, the provider holds a
+ * live batch, and the grant shows it: active with its externalRef (the one way a failed grant changes), so
+ * that its operator sees the spins the player has and can cancel them with the cancel route.
+ */
 function decideLateAcceptance(cmd: Extract<GrantCommand, { type: 'RecordLateAcceptance' }>, state: GrantState): GrantEvent[] {
   if (state.status !== 'failed') return [];
   const c = cmd.cancel;
-  return [{ type: 'GrantAcceptedAfterFailure', data: { externalRef: cmd.externalRef, cancelled: c.ok, ...(c.ok ? {} : { error: c.error }), at: cmd.now.toISOString() } }];
+  const at = cmd.now.toISOString();
+  if (c.ok) return [{ type: 'GrantAcceptedAfterFailure', data: { externalRef: cmd.externalRef, cancelled: true, at } }];
+  return [
+    { type: 'GrantAcceptedAfterFailure', data: { externalRef: cmd.externalRef, cancelled: false, error: c.error, at } },
+    { type: 'GrantActivated', data: { externalRef: cmd.externalRef, activatedAt: at } },
+  ];
 }
 
 /** Only an active grant can be cancelled (asked before the provider is called). */
@@ -225,8 +236,8 @@ function evolve(state: GrantState, event: GrantEvent): GrantState {
       return state.status === 'none' ? state : { ...state, issue: { take: (state.issue?.take ?? 0) + 1, at: event.data.takenAt, timeoutMs: event.data.timeoutMs } };
     case 'GrantActivated': {
       if (state.status === 'none') return state;
-      // No call is awaited any more.
-      const { issue: _issue, ...rest } = state;
+      // No call is awaited any more; and from failed (a stray batch its provider would not cancel), the failure no longer describes the grant.
+      const { issue: _issue, lastError: _lastError, ...rest } = state;
       return { ...rest, status: 'active', externalRef: event.data.externalRef, updatedAt: event.data.activatedAt };
     }
     case 'GrantAcceptedAfterFailure':

@@ -332,8 +332,16 @@ describe('RecordLateAcceptance: the stray batch of a failed grant, kept with its
     expect(grantOf(after)).toEqual(grantOf(given.state));
   });
 
-  it('failed + the cancel failed → GrantAcceptedAfterFailure with its error', () => {
-    spec.given(...HISTORIES.failed).when(late({ ok: false, error: 'provider answered 500' })).then([{ type: 'GrantAcceptedAfterFailure', data: { externalRef: 'stray', cancelled: false, error: 'provider answered 500', at: LATER_ISO } }]);
+  it('failed + the cancel failed → GrantAcceptedAfterFailure with its error, and GrantActivated: the live batch shows, active, to be cancelled by its operator', () => {
+    const cancelFailedOnce = spec.given(...HISTORIES.failed).when(late({ ok: false, error: 'provider answered 500' }));
+    cancelFailedOnce.then([
+      { type: 'GrantAcceptedAfterFailure', data: { externalRef: 'stray', cancelled: false, error: 'provider answered 500', at: LATER_ISO } },
+      { type: 'GrantActivated', data: { externalRef: 'stray', activatedAt: LATER_ISO } },
+    ]);
+    const after = spec.given(...HISTORIES.failed, ...(cancelFailedOnce.decision as GrantEvent[])).state;
+    expect(grantOf(after)).toMatchObject({ status: 'active', externalRef: 'stray' });
+    expect(grantOf(after)).not.toHaveProperty('lastError');
+    expect(cancelRefusal(after)).toBeUndefined();
   });
 
   it.each(['pending', 'active', 'cancelled'] as const)('a grant %s gives nothing', (status) => {

@@ -87,9 +87,11 @@ export async function issueAtProvider(ctx: ServiceContext, known: KnownState<Gra
   const stray = issueAcceptedTooLate(outcome, recorded.next);
   if (stray === undefined) return { state: recorded.next, revision: recorded.revision, position: recorded.position };
   // Accepted for a grant already failed (its operator was told, its key used up): the batch is cancelled
-  // at the provider, and both are kept in the grant's history.
+  // at the provider, and both are kept in the grant's history (a batch the provider would not cancel
+  // makes the grant active: decideLateAcceptance).
   ctx.logger.warn({ grantId: grant.id, externalRef: stray }, 'provider accepted a batch for a grant already failed: cancelling it at the provider');
   const cancel = await cancelAtProvider(ctx, grant, stray);
+  if (!cancel.outcome.ok) ctx.logger.error({ grantId: grant.id, externalRef: stray, error: cancel.outcome.error }, 'could not cancel a stray batch at the provider: the grant shows it, active, for its operator to cancel');
   const kept = await handleCommand(ctx.eventStore, grantStream(grant.id), grantDecider, { type: 'RecordLateAcceptance', externalRef: stray, cancel: cancel.outcome, now: ctx.now() }, {
     known: { state: recorded.next, revision: recorded.revision },
   });

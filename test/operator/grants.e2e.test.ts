@@ -469,6 +469,19 @@ describe('free-spin grants abandoned mid-call, across api processes (one taker, 
       expect(events[3]!.data).toMatchObject({ externalRef: 'ext-stray', cancelled: true });
       const got = await signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}`, as: OP1 });
       expect([got.json.status, got.json.lastError, got.json.externalRef]).toEqual(['failed', 'provider answered 503', undefined]);
+
+      // Again, but the provider will not cancel the stray batch: the grant shows it, active, and its operator cancels it.
+      const other = await abandon(svc, `stray-${randomUUID()}`, 500);
+      provider.script('/v1/free-spins/grants', { status: 503, body: {} });
+      await takeOverIssue(svc.ctx, other);
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-stray-live' } });
+      provider.script('/v1/free-spins/grants/ext-stray-live/cancel', { status: 503, body: {} });
+      const live = await issueAtProvider(svc.ctx, await readState(svc.ctx.eventStore, grantStream(other), grantDecider), { take: 0, at: new Date().toISOString(), timeoutMs: 500 });
+      expect(live.state).toMatchObject({ status: 'active', externalRef: 'ext-stray-live' });
+      const shown = await eventually(() => signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${other}`, as: OP1 }), (r) => r.json.status === 'active');
+      expect([shown.json.status, shown.json.externalRef, shown.json.lastError]).toEqual(['active', 'ext-stray-live', undefined]);
+      const cancelled = await signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${other}/cancel`, method: 'POST', as: OP1 });
+      expect([cancelled.status, cancelled.json.status]).toEqual([200, 'cancelled']);
     } finally {
       await svc.stop();
     }
