@@ -397,10 +397,11 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
 /**
  * Retries stop once a transaction is as old as the retry window (24 h by default): it is dead-lettered,
  * kept for auditors. A re-driven one gets a window of its own, from its re-drive. Every transaction is
- * sent at least once first: a credit whose process died before its call, found by a worker only after
- * the window (the workers were down that long), and a BET whose lost reply the worker asks for
- * (workerAttempts), whose round may have gone on a day after it was recorded. Dead-lettered unsent, the
- * credit would wait for a re-drive that nothing showed it needed.
+ * tried at least once first (an attempt is recorded: a try for an operator gone from the catalog fails
+ * without a call): a credit whose process died before its call, found by a worker only after the window
+ * (the workers were down that long), and a BET whose lost reply the worker asks for (workerAttempts),
+ * whose round may have gone on a day after it was recorded. Dead-lettered untried, the credit would wait
+ * for a re-drive that nothing showed it needed.
  */
 export function retriesExhausted(tx: TxState, now: Date, retryWindowSeconds: number): boolean {
   if (tx.attempts === 0) return false;
