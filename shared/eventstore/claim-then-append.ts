@@ -5,6 +5,7 @@ import {
   comparePositions,
   GuardBrokenError,
   guardBroken,
+  guardEvent,
   WrongExpectedRevisionError,
   type AppendResult,
   type EventStore,
@@ -39,10 +40,12 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
     if (!appended || !hooks.kickMissed) return;
     const missed = { guardStream: guard.stream, streamId, position: appended.position };
     // The append stands either way: a log that cannot be read now is reported as a kick that may have been missed.
-    const kicks = await store.readStream(guard.stream, { fromRevision: guard.fromRevision }).catch(() => undefined);
-    if (!kicks) return hooks.kickMissed({ ...missed, kickPosition: undefined });
-    const first = kicks.find((e) => e.type === guard.eventType);
-    if (first && comparePositions(first.position, appended.position) < 0) hooks.kickMissed({ ...missed, kickPosition: first.position });
+    const kick = await guardEvent(store, guard).then(
+      (e) => ({ e }),
+      () => undefined,
+    );
+    if (!kick) return hooks.kickMissed({ ...missed, kickPosition: undefined });
+    if (kick.e && comparePositions(kick.e.position, appended.position) < 0) hooks.kickMissed({ ...missed, kickPosition: kick.e.position });
   };
   const record = async (r: RecordRequest, held?: FenceHold): Promise<RecordOutcome> => {
     const [claimed, checked] = await Promise.allSettled([

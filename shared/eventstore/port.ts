@@ -310,8 +310,13 @@ export interface StreamGuard {
 
 /** Whether the guard is broken: the stream holds such an event. */
 export async function guardBroken(store: EventStore, guard: StreamGuard): Promise<boolean> {
+  return (await guardEvent(store, guard)) !== undefined;
+}
+
+/** The first event that breaks `guard` (of its type, from its revision on), if any. */
+export async function guardEvent(store: EventStore, guard: StreamGuard): Promise<RecordedEvent | undefined> {
   const later = await store.readStream(guard.stream, { fromRevision: guard.fromRevision });
-  return later.some((e) => e.type === guard.eventType);
+  return later.find((e) => e.type === guard.eventType);
 }
 
 export interface RegistryEntry {
