@@ -347,6 +347,38 @@ const guardedRequest = (txId: string, guardStream: string): RecordRequest => ({
 });
 /** A kick's append, through the store the recorder's fence gives it. */
 const kick = (fenced: StreamStore, stream: string) => fenced.append(stream, [{ id: randomUUID(), type: 'SessionsRevoked', data: {} }], 'any');
+/** A player with one session started: its sessions stream, the guard stream of its transactions. */
+const startedPlayer = async (store: EventStore, prefix: string) => {
+  const player = `player-sessions|op-1|${prefix}-${randomUUID()}`;
+  await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+  return player;
+};
+/** A gate: `reached` resolves when something waits at it (`pass`), `open()` lets it through. */
+const gate = () => {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => (open = r));
+  let arrive!: () => void;
+  const reached = new Promise<void>((r) => (arrive = r));
+  return { open, reached, pass: async () => (arrive(), await opened) };
+};
+type Gate = ReturnType<typeof gate>;
+/** `store`, but a read of `guardStream` waits at `at` once it has read: the kick check is made, and what it found comes back later. */
+const checkedThenWaiting = (store: EventStore, guardStream: string, at: Gate): EventStore =>
+  Object.assign(Object.create(store) as EventStore, {
+    readStream: async (...args: Parameters<EventStore['readStream']>) => {
+      const read = await store.readStream(...args);
+      if (args[0] === guardStream) await at.pass();
+      return read;
+    },
+  });
+/** `store`, but an append to a round waits at `at` before it is made: a transaction held between its kick check and its append. */
+const appendingAfter = (store: EventStore, at: Gate): EventStore =>
+  Object.assign(Object.create(store) as EventStore, {
+    append: async (...args: Parameters<EventStore['append']>) => {
+      if (args[0].startsWith('round|')) await at.pass();
+      return store.append(...args);
+    },
+  });
 
 /**
  * Contract section 8, rule 4 on EventStoreDB (#20): the kick check and the append of a transaction are two
@@ -361,37 +393,18 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
     ({ pool, store } = d);
   });
 
-  /** The store, but every append to a round waits for `open()`: a transaction held between its kick check and its append. */
-  function heldStore() {
-    let open!: () => void;
-    const gate = new Promise<void>((r) => (open = r));
-    let reached!: () => void;
-    const atAppend = new Promise<void>((r) => (reached = r));
-    const held = Object.assign(Object.create(store) as EventStore, {
-      append: async (...args: Parameters<EventStore['append']>) => {
-        if (args[0].startsWith('round|')) {
-          reached();
-          await gate;
-        }
-        return store.append(...args);
-      },
-    });
-    return { held, open, atAppend };
-  }
-
   it('a kick waits for a transaction already past its kick check: the transaction is recorded before the kick is acknowledged', async () => {
-    const player = `player-sessions|op-1|fenced-${randomUUID()}`;
-    await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
-    const { held, open, atAppend } = heldStore();
-    const recorder = claimThenAppend(pool, held);
+    const player = await startedPlayer(store, 'fenced');
+    const appending = gate();
+    const recorder = claimThenAppend(pool, appendingAfter(store, appending));
     try {
       const order: string[] = [];
       const bet = recorder.record(guardedRequest(`tx-${randomUUID()}`, player)).then((o) => (order.push('bet recorded'), o));
-      await atAppend;
+      await appending.reached;
       const kicked = recorder.exclusive(player, async (fenced) => (await kick(fenced, player), order.push('kick acknowledged')));
       await new Promise((r) => setTimeout(r, 200));
       expect(order).toEqual([]); // the kick waits while the BET is between its check and its append
-      open();
+      appending.open();
       await Promise.all([bet, kicked]);
       expect(order).toEqual(['bet recorded', 'kick acknowledged']);
       expect(await bet).toMatchObject({ kind: 'claimed', revoked: false, append: { kind: 'appended' } });
@@ -401,8 +414,7 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
   });
 
   it('a transaction that comes while a kick is under way waits for it, then is refused by it', async () => {
-    const player = `player-sessions|op-1|fenced-${randomUUID()}`;
-    await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+    const player = await startedPlayer(store, 'fenced');
     const recorder = claimThenAppend(pool, store);
     try {
       // The kick is under way (it holds the fence) but has not appended yet.
@@ -425,8 +437,7 @@ describe('transaction recorder as a claim then an append: a kick is ordered with
   });
 
   it('a transaction recorded after its claim (guarded) waits for a kick under way, then is refused by it, appending nothing', async () => {
-    const player = `player-sessions|op-1|fenced-${randomUUID()}`;
-    await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+    const player = await startedPlayer(store, 'fenced');
     const recorder = claimThenAppend(pool, store);
     try {
       const guard = { stream: player, fromRevision: 1, eventType: 'SessionsRevoked' };
@@ -481,43 +492,11 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
     // The holder's client reads the server's goodbye on its socket.
     await new Promise((r) => setTimeout(r, 100));
   };
-  /** A gate: `reached` resolves when something waits at it, `open()` lets it through. */
-  const gate = () => {
-    let open!: () => void;
-    const opened = new Promise<void>((r) => (open = r));
-    let arrive!: () => void;
-    const reached = new Promise<void>((r) => (arrive = r));
-    return { open, reached, pass: async () => (arrive(), await opened) };
-  };
-  const newPlayer = async () => {
-    const player = `player-sessions|op-1|lost-${randomUUID()}`;
-    await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
-    return player;
-  };
-  type Gate = ReturnType<typeof gate>;
-  /** The store, but a read of `guardStream` waits at `at` once it has read: the kick check is made, and what it found comes back later. */
-  const checkedThenWaiting = (guardStream: string, at: Gate): EventStore =>
-    Object.assign(Object.create(store) as EventStore, {
-      readStream: async (...args: Parameters<EventStore['readStream']>) => {
-        const read = await store.readStream(...args);
-        if (args[0] === guardStream) await at.pass();
-        return read;
-      },
-    });
-  /** The store, but an append to a round waits at `at` before it is made. */
-  const appendingAfter = (at: Gate): EventStore =>
-    Object.assign(Object.create(store) as EventStore, {
-      append: async (...args: Parameters<EventStore['append']>) => {
-        if (args[0].startsWith('round|')) await at.pass();
-        return store.append(...args);
-      },
-    });
-
   it('a transaction whose fence connection died after its kick check appends nothing and gives its id back; the kick is not held up', async () => {
-    const player = await newPlayer();
+    const player = await startedPlayer(store, 'lost');
     const checked = gate();
     // The guard is read, then the transaction waits before going on: it has checked, and found no kick.
-    const slowCheck = checkedThenWaiting(player, checked);
+    const slowCheck = checkedThenWaiting(store, player, checked);
     const recorder = claimThenAppend(pool, slowCheck);
     try {
       const txId = `tx-${randomUUID()}`;
@@ -539,9 +518,9 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
   });
 
   it('a kick whose fence connection died during its append is acknowledged only after a transaction that checked before it landed is recorded', async () => {
-    const player = await newPlayer();
+    const player = await startedPlayer(store, 'lost');
     const appending = gate();
-    const heldAppend = appendingAfter(appending);
+    const heldAppend = appendingAfter(store, appending);
     const recorder = claimThenAppend(pool, heldAppend);
     try {
       const order: string[] = [];
@@ -569,9 +548,9 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
   });
 
   it('a transaction whose fence connection went silent (its backend stopped, the socket open) appends nothing once the fence cannot be confirmed', async () => {
-    const player = await newPlayer();
+    const player = await startedPlayer(store, 'lost');
     const checked = gate();
-    const slowCheck = checkedThenWaiting(player, checked);
+    const slowCheck = checkedThenWaiting(store, player, checked);
     const recorder = claimThenAppend(pool, slowCheck);
     let stopped: number | undefined;
     try {
@@ -599,10 +578,10 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
   it('a kick that lost its fence while every fence connection is taken keeps trying to take it again, and is acknowledged once it can', async () => {
     // A query pool of 2, so the fence has 2 connections: the kick's (killed) and one a transaction of another player holds.
     const small = createPool(env.db.url, 2);
-    const other = await newPlayer();
-    const player = await newPlayer();
+    const other = await startedPlayer(store, 'lost');
+    const player = await startedPlayer(store, 'lost');
     const otherChecked = gate();
-    const slowOther = checkedThenWaiting(other, otherChecked);
+    const slowOther = checkedThenWaiting(store, other, otherChecked);
     const recorder = claimThenAppend(small, slowOther);
     try {
       const kickGate = gate();
@@ -631,10 +610,10 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
   it('a transaction whose fence connection died during its append, while a kick was acknowledged, is recorded and reported; one with no kick is not reported', async () => {
     const missed: KickMissed[] = [];
     const appending = gate();
-    const heldAppend = appendingAfter(appending);
+    const heldAppend = appendingAfter(store, appending);
     const recorder = claimThenAppend(pool, heldAppend, { kickMissed: (m) => missed.push(m) });
     try {
-      const player = await newPlayer();
+      const player = await startedPlayer(store, 'lost');
       const txId = `tx-${randomUUID()}`;
       const bet = recorder.record(guardedRequest(txId, player));
       await appending.reached;
@@ -648,9 +627,9 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
       expect(comparePositions(missed[0]!.kickPosition!, missed[0]!.position)).toBeLessThan(0);
 
       // The same loss with no kick: recorded, nothing to report.
-      const quiet = await newPlayer();
+      const quiet = await startedPlayer(store, 'lost');
       const second = gate();
-      const again = claimThenAppend(pool, appendingAfter(second), { kickMissed: (m) => missed.push(m) });
+      const again = claimThenAppend(pool, appendingAfter(store, second), { kickMissed: (m) => missed.push(m) });
       try {
         const quietBet = again.record(guardedRequest(`tx-${randomUUID()}`, quiet));
         await second.reached;
@@ -684,8 +663,7 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
   });
 
   const started = async () => {
-    const player = `player-sessions|op-1|pgfenced-${randomUUID()}`;
-    await store.append(player, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+    const player = await startedPlayer(store, 'pgfenced');
     return player;
   };
 
