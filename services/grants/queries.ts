@@ -53,7 +53,6 @@ export async function listGrants(db: Pool, operatorId: string, playerRef: string
   return rows.map(rowToGrant);
 }
 
-
 /**
  * Grants still pending that were requested before `before`, oldest first (at most 100): the candidates
  * for the reconciler's finishing of abandoned grants. Which are abandoned the decider decides.

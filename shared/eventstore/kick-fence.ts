@@ -64,7 +64,7 @@ export interface KickFence {
  */
 export function kickFence(pool: Pool, hooks: FenceHooks = {}): KickFence {
   let fences: Pool | undefined;
-  const holdOnce = async <T>(stream: string, mode: 'shared' | 'exclusive', fn: (held: FenceHold) => Promise<T>): Promise<{ value: T; kept: boolean; lost: Error | undefined }> => {
+  const holdOnce = async <T>(stream: string, mode: 'shared' | 'exclusive', fn: (held: FenceHold) => Promise<T>): Promise<{ value: T; kept: boolean }> => {
     fences ??= createPool(pool.options.connectionString!, fenceConnections(pool.options.max ?? 10), { applicationName: KICK_FENCE_APPLICATION, keepAlive: true });
     const client = await fences.connect();
     const suffix = mode === 'shared' ? '_shared' : '';
@@ -102,7 +102,7 @@ export function kickFence(pool: Pool, hooks: FenceHooks = {}): KickFence {
       client.release(drop instanceof Error ? drop : undefined);
     }
     if (!kept) hooks.fenceLost?.(stream, mode, lost ?? (broken instanceof Error ? broken : undefined));
-    return { value, kept, lost };
+    return { value, kept };
   };
   /** Takes the fence exclusive and lets it go, trying again while its connections fail (RETAKE_FOR_MS). */
   const retake = async (stream: string) => {
