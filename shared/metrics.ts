@@ -57,6 +57,7 @@ export class Metrics {
   private readonly projectionFailures: Counter<'projection'>;
   private readonly chainRefusals: Counter<'chain'>;
   private readonly chainWitnessRefusals: Counter;
+  private readonly strayBatches: Counter<'grant' | 'cancelled'>;
   private readonly kickFenceMisses: Counter;
   private readonly httpRequests: Histogram<'method' | 'route' | 'status'>;
   private readModels: (() => Promise<ReadModelSnapshot | undefined>) | undefined;
@@ -115,6 +116,12 @@ export class Metrics {
     this.kickFenceMisses = new Counter({
       name: 'kick_fence_missed_total',
       help: "Transactions this process recorded on EventStoreDB after a kick of their player, while the kick fence's Postgres connection was being lost (a failover): the kick may have been acknowledged first",
+      registers,
+    });
+    this.strayBatches = new Counter({
+      name: 'grant_stray_batches_total',
+      help: "Free-spin batches a provider accepted that their grant does not hold (the grant already failed, or holding another batch), by the grant's status and whether this process's cancel of the batch at the provider succeeded",
+      labelNames: ['grant', 'cancelled'],
       registers,
     });
     this.httpRequests = new Histogram({
@@ -242,6 +249,11 @@ export class Metrics {
   /** A transaction recorded while its kick fence was lost, after a kick (shared/eventstore/claim-then-append.ts). */
   kickFenceMissed(): void {
     this.kickFenceMisses.inc();
+  }
+
+  /** A stray batch of a grant, cancelled at its provider or not (services/grants/issue.ts). */
+  strayBatch(grantStatus: string, cancelled: boolean): void {
+    this.strayBatches.inc({ grant: grantStatus, cancelled: String(cancelled) });
   }
 
   /** The api's outcome write-behind, read at scrape time (services/rounds/outcome-writer.ts). */

@@ -80,8 +80,8 @@ export type GrantCommand =
   | { type: 'TakeOverIssue'; timeoutMs: number; now: Date }
   /** `take`: which issue call answered (IssueCall.take of the call made). */
   | { type: 'RecordIssueOutcome'; outcome: ProviderOutcome; take: number; now: Date }
-  /** A batch accepted for a grant already failed (issueAcceptedTooLate), and the answer to its cancel at the provider. */
-  | { type: 'RecordLateAcceptance'; externalRef: string; cancel: ProviderOutcome; now: Date }
+  /** A batch accepted that is not the grant's (strayBatch), and the answer to its cancel at the provider. */
+  | { type: 'RecordStrayBatch'; externalRef: string; cancel: ProviderOutcome; now: Date }
   | { type: 'RecordCancelOutcome'; outcome: ProviderOutcome; now: Date };
 
 export type GrantRefusal =
@@ -160,7 +160,7 @@ const accepted = (o: ProviderOutcome): o is { ok: true; externalRef: string } =>
  * failure ends it only from the call now awaited (IssueCall.take); a superseded call's failure says
  * nothing of the call that replaced it. Nothing for a grant that left pending: `failed` is final (its
  * operator was told, and its key is used up; a batch accepted too late is cancelled at the provider,
- * issueAcceptedTooLate, decideLateAcceptance), and an active grant keeps its first batch. A 200 without an
+ * strayBatch, decideStrayBatch), and an active grant keeps its first batch. A 200 without an
  * externalRef is a failure.
  */
 function decideIssueOutcome(cmd: Extract<GrantCommand, { type: 'RecordIssueOutcome' }>, state: GrantState): GrantEvent[] {
@@ -173,28 +173,39 @@ function decideIssueOutcome(cmd: Extract<GrantCommand, { type: 'RecordIssueOutco
 }
 
 /**
- * Whether an issue call's answer is a batch the provider accepted for a grant already recorded `failed`:
- * a stray batch the service must cancel at the provider (the grant stays failed, as its operator was told).
+ * Whether an issue call's answer is a batch the provider accepted that the grant, as recorded after it,
+ * does not hold: a stray batch the service must cancel at the provider. Either the grant is already
+ * `failed` (a call given up as abandoned whose process stalled, then read the acceptance), or it is
+ * `active` or `cancelled` with another batch (a provider that does not deduplicate on requestRef accepted
+ * both the abandoned call and its taker's). The batch the grant holds, answered again, is not stray.
  */
-export function issueAcceptedTooLate(outcome: ProviderOutcome, after: GrantState): string | undefined {
-  return after.status === 'failed' && accepted(outcome) ? outcome.externalRef : undefined;
+export function strayBatch(outcome: ProviderOutcome, after: GrantState): string | undefined {
+  if (after.status === 'none' || after.status === 'pending' || !accepted(outcome)) return undefined;
+  return outcome.externalRef === after.externalRef ? undefined : outcome.externalRef;
 }
 
 /**
- * The stray batch of a failed grant, and whether its cancel at the provider succeeded: kept in the grant's
- * history. Cancelled, the grant stays failed, as its operator was told. Not cancelled, the provider holds a
- * live batch, and the grant shows it: active with its externalRef (the one way a failed grant changes), so
- * that its operator sees the spins the player has and can cancel them with the cancel route.
+ * A stray batch (strayBatch), and whether its cancel at the provider succeeded: kept in the grant's
+ * history. For a failed grant: cancelled, the grant stays failed, as its operator was told; not
+ * cancelled, the provider holds a live batch, and the grant shows it: active with its externalRef (the one
+ * way a failed grant changes), so that its operator sees the spins the player has and can cancel them
+ * with the cancel route. For a grant active or cancelled with another batch, the grant keeps its own
+ * (GrantExtraBatch): a second batch of one grant has no place in it, so one the provider would not cancel
+ * is left to the platform team (the service logs it as an error).
  */
-function decideLateAcceptance(cmd: Extract<GrantCommand, { type: 'RecordLateAcceptance' }>, state: GrantState): GrantEvent[] {
-  if (state.status !== 'failed') return [];
+function decideStrayBatch(cmd: Extract<GrantCommand, { type: 'RecordStrayBatch' }>, state: GrantState): GrantEvent[] {
   const c = cmd.cancel;
   const at = cmd.now.toISOString();
-  if (c.ok) return [{ type: 'GrantAcceptedAfterFailure', data: { externalRef: cmd.externalRef, cancelled: true, at } }];
-  return [
-    { type: 'GrantAcceptedAfterFailure', data: { externalRef: cmd.externalRef, cancelled: false, error: c.error, at } },
-    { type: 'GrantActivated', data: { externalRef: cmd.externalRef, activatedAt: at } },
-  ];
+  const outcome = c.ok ? { externalRef: cmd.externalRef, cancelled: true, at } : { externalRef: cmd.externalRef, cancelled: false, error: c.error, at };
+  if (state.status === 'failed') {
+    if (c.ok) return [{ type: 'GrantAcceptedAfterFailure', data: outcome }];
+    return [
+      { type: 'GrantAcceptedAfterFailure', data: outcome },
+      { type: 'GrantActivated', data: { externalRef: cmd.externalRef, activatedAt: at } },
+    ];
+  }
+  if ((state.status === 'active' || state.status === 'cancelled') && state.externalRef !== cmd.externalRef) return [{ type: 'GrantExtraBatch', data: outcome }];
+  return [];
 }
 
 /** Only an active grant can be cancelled (asked before the provider is called). */
@@ -241,7 +252,8 @@ function evolve(state: GrantState, event: GrantEvent): GrantState {
       return { ...rest, status: 'active', externalRef: event.data.externalRef, updatedAt: event.data.activatedAt };
     }
     case 'GrantAcceptedAfterFailure':
-      // The grant stays failed, as its operator was told; the stray batch is in its history.
+    case 'GrantExtraBatch':
+      // The grant keeps its status and its own batch (failed, as its operator was told); the stray batch is in its history.
       return state;
     case 'GrantFailed': {
       if (state.status === 'none') return state;
@@ -271,8 +283,8 @@ export const grantDecider: Decider<GrantCommand, GrantState, GrantEvent, GrantRe
         return decideTakeOver(command, state);
       case 'RecordIssueOutcome':
         return decideIssueOutcome(command, state);
-      case 'RecordLateAcceptance':
-        return decideLateAcceptance(command, state);
+      case 'RecordStrayBatch':
+        return decideStrayBatch(command, state);
       case 'RecordCancelOutcome':
         return decideCancelOutcome(command, state);
       default: {

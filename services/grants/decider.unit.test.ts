@@ -3,7 +3,7 @@ import type { Campaign, Operator, Provider } from '../../shared/catalog/schema.t
 import { CatalogSnapshot } from '../../shared/catalog/store.ts';
 import { deciderSpec } from '../../test/helpers/decider-spec.ts';
 import type { GrantActivated, GrantCancelFailed, GrantCancelled, GrantEvent, GrantFailed, GrantIssueTaken, GrantRequested } from './events.ts';
-import { cancelRefusal, grantDecider, grantOf, ISSUE_MARGIN_MS, issueAcceptedTooLate, issueDeadline, type Grant, type GrantCommand, type GrantRequest, type ProviderOutcome } from './decider.ts';
+import { cancelRefusal, grantDecider, grantOf, ISSUE_MARGIN_MS, issueDeadline, strayBatch, type Grant, type GrantCommand, type GrantRequest, type ProviderOutcome } from './decider.ts';
 
 /**
  * Free-spin grants (API document 2.7, 3.1, 4.1.5; contract section 4) as given / when / then.
@@ -299,12 +299,20 @@ describe('RecordIssueOutcome', () => {
     spec.given(...HISTORIES[status]).when(issueOutcome({ ok: true, externalRef: 'late' })).thenNothing();
   });
 
-  it('a batch accepted for a grant already failed is one to cancel at the provider (issueAcceptedTooLate); for any other grant, or a failure, it is not', () => {
+  it('a batch accepted that the grant does not hold is one to cancel at the provider (strayBatch): any for a failed grant, another for an active or cancelled one', () => {
     const failedAfterTake = spec.given(requested(), taken(LATER_ISO), failed()).state;
-    expect(issueAcceptedTooLate({ ok: true, externalRef: 'stray' }, failedAfterTake)).toBe('stray');
-    expect(issueAcceptedTooLate({ ok: true }, failedAfterTake)).toBeUndefined();
-    expect(issueAcceptedTooLate({ ok: false, error: 'x' }, failedAfterTake)).toBeUndefined();
-    for (const status of ['active', 'cancelled', 'pending'] as const) expect(issueAcceptedTooLate({ ok: true, externalRef: 'stray' }, spec.given(...HISTORIES[status]).state)).toBeUndefined();
+    expect(strayBatch({ ok: true, externalRef: 'stray' }, failedAfterTake)).toBe('stray');
+    expect(strayBatch({ ok: true }, failedAfterTake)).toBeUndefined();
+    expect(strayBatch({ ok: false, error: 'x' }, failedAfterTake)).toBeUndefined();
+    for (const status of ['active', 'cancelled'] as const) {
+      const holding = spec.given(...HISTORIES[status]).state;
+      expect(strayBatch({ ok: true, externalRef: 'stray' }, holding)).toBe('stray');
+      // Its own batch answered again (a provider that deduplicates on requestRef) is not stray.
+      expect(strayBatch({ ok: true, externalRef: 'batch-1' }, holding)).toBeUndefined();
+      expect(strayBatch({ ok: false, error: 'x' }, holding)).toBeUndefined();
+    }
+    expect(strayBatch({ ok: true, externalRef: 'stray' }, spec.given(...HISTORIES.pending).state)).toBeUndefined();
+    expect(strayBatch({ ok: true, externalRef: 'stray' }, spec.given().state)).toBeUndefined();
   });
 
   it("a superseded call's failure gives nothing while the take-over's call is awaited; the take-over's own failure ends it", () => {
@@ -322,8 +330,8 @@ describe('RecordIssueOutcome', () => {
   });
 });
 
-describe('RecordLateAcceptance: the stray batch of a failed grant, kept with its cancel', () => {
-  const late = (cancel: ProviderOutcome): GrantCommand => ({ type: 'RecordLateAcceptance', externalRef: 'stray', cancel, now: LATER });
+describe('RecordStrayBatch: a batch the grant does not hold, kept with its cancel', () => {
+  const late = (cancel: ProviderOutcome, externalRef = 'stray'): GrantCommand => ({ type: 'RecordStrayBatch', externalRef, cancel, now: LATER });
 
   it('failed + the cancel succeeded → GrantAcceptedAfterFailure, cancelled; the grant stays failed, unchanged', () => {
     const given = spec.given(...HISTORIES.failed);
@@ -344,8 +352,23 @@ describe('RecordLateAcceptance: the stray batch of a failed grant, kept with its
     expect(cancelRefusal(after)).toBeUndefined();
   });
 
-  it.each(['pending', 'active', 'cancelled'] as const)('a grant %s gives nothing', (status) => {
-    spec.given(...HISTORIES[status]).when(late({ ok: true })).thenNothing();
+  it.each(['active', 'cancelled'] as const)('%s with another batch → GrantExtraBatch, cancelled or with its error; the grant keeps its own batch and status', (status) => {
+    const given = spec.given(...HISTORIES[status]);
+    given.when(late({ ok: true })).then([{ type: 'GrantExtraBatch', data: { externalRef: 'stray', cancelled: true, at: LATER_ISO } }]);
+    const notCancelled = given.when(late({ ok: false, error: 'provider answered 500' }));
+    notCancelled.then([{ type: 'GrantExtraBatch', data: { externalRef: 'stray', cancelled: false, error: 'provider answered 500', at: LATER_ISO } }]);
+    const after = spec.given(...HISTORIES[status], ...(notCancelled.decision as GrantEvent[])).state;
+    expect(grantOf(after)).toEqual(grantOf(given.state));
+    expect(grantOf(after)).toMatchObject({ status, externalRef: 'batch-1' });
+  });
+
+  it.each(['active', 'cancelled'] as const)('%s, its own batch gives nothing', (status) => {
+    spec.given(...HISTORIES[status]).when(late({ ok: true }, 'batch-1')).thenNothing();
+  });
+
+  it('a pending grant, or none, gives nothing', () => {
+    spec.given(...HISTORIES.pending).when(late({ ok: true })).thenNothing();
+    spec.given().when(late({ ok: true })).thenNothing();
   });
 });
 

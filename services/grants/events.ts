@@ -40,9 +40,16 @@ export type GrantCancelled = DomainEvent<'GrantCancelled', { cancelledAt: string
  * service cancelled the stray batch at the provider (`cancelled`; `error` when that cancel failed).
  */
 export type GrantAcceptedAfterFailure = DomainEvent<'GrantAcceptedAfterFailure', { externalRef: string; cancelled: boolean; error?: string; at: string }>;
+/**
+ * The provider accepted a second batch for a grant already active or cancelled with another one (a
+ * provider that does not deduplicate on requestRef, answering both an abandoned call and its taker's):
+ * the grant keeps its own batch, and the service cancelled this one at the provider (`cancelled`; `error`
+ * when that cancel failed, and the batch is live at the provider).
+ */
+export type GrantExtraBatch = DomainEvent<'GrantExtraBatch', { externalRef: string; cancelled: boolean; error?: string; at: string }>;
 export type GrantCancelFailed = DomainEvent<'GrantCancelFailed', { error: string; failedAt: string }>;
 
-export type GrantEvent = GrantRequested | GrantIssueTaken | GrantActivated | GrantFailed | GrantCancelled | GrantCancelFailed | GrantAcceptedAfterFailure;
+export type GrantEvent = GrantRequested | GrantIssueTaken | GrantActivated | GrantFailed | GrantCancelled | GrantCancelFailed | GrantAcceptedAfterFailure | GrantExtraBatch;
 
 export const GRANT_EVENT_TYPES: ReadonlySet<string> = new Set<GrantEvent['type']>([
   'GrantRequested',
@@ -52,6 +59,7 @@ export const GRANT_EVENT_TYPES: ReadonlySet<string> = new Set<GrantEvent['type']
   'GrantCancelled',
   'GrantCancelFailed',
   'GrantAcceptedAfterFailure',
+  'GrantExtraBatch',
 ]);
 
 export const grantStream = (grantId: string): string => `grant|${grantId}`;

@@ -4,7 +4,7 @@ import { providerTarget, signedCall, type OutboundResult } from '../../shared/ht
 import type { Logger } from '../../shared/logger.ts';
 import { everyInterval } from '../../shared/periodic.ts';
 import type { ServiceContext } from '../context.ts';
-import { grantDecider, issueAcceptedTooLate, type Grant, type GrantState, type IssueCall, type ProviderOutcome } from './decider.ts';
+import { grantDecider, strayBatch, type Grant, type GrantState, type IssueCall, type ProviderOutcome } from './decider.ts';
 import { grantStream } from './events.ts';
 import { abandonedGrantCandidates } from './queries.ts';
 import type { ProviderCancelRequest, ProviderGrantRequest } from './schemas.ts';
@@ -84,15 +84,24 @@ export async function issueAtProvider(ctx: ServiceContext, known: KnownState<Gra
     : { kind: 'unreachable', error: `provider ${grant.providerId} is not in the catalog` };
   const outcome = outcomeOf(result);
   const recorded = await handleCommand(ctx.eventStore, grantStream(grant.id), grantDecider, { type: 'RecordIssueOutcome', outcome, take: call.take, now: ctx.now() }, { known });
-  const stray = issueAcceptedTooLate(outcome, recorded.next);
+  const stray = strayBatch(outcome, recorded.next);
   if (stray === undefined) return { state: recorded.next, revision: recorded.revision, position: recorded.position };
-  // Accepted for a grant already failed (its operator was told, its key used up): the batch is cancelled
-  // at the provider, and both are kept in the grant's history (a batch the provider would not cancel
-  // makes the grant active: decideLateAcceptance).
-  ctx.logger.warn({ grantId: grant.id, externalRef: stray }, 'provider accepted a batch for a grant already failed: cancelling it at the provider');
+  // Accepted, but not the grant's batch: the grant already failed (its operator was told, its key used up),
+  // or holds another batch (a provider that does not deduplicate on requestRef). The batch is cancelled at
+  // the provider, and both are kept in the grant's history (decideStrayBatch).
+  const status = recorded.next.status;
+  ctx.logger.warn({ grantId: grant.id, externalRef: stray, status }, `provider accepted a batch for a grant already ${status}: cancelling it at the provider`);
   const cancel = await cancelAtProvider(ctx, grant, stray);
-  if (!cancel.outcome.ok) ctx.logger.error({ grantId: grant.id, externalRef: stray, error: cancel.outcome.error }, 'could not cancel a stray batch at the provider: the grant shows it, active, for its operator to cancel');
-  const kept = await handleCommand(ctx.eventStore, grantStream(grant.id), grantDecider, { type: 'RecordLateAcceptance', externalRef: stray, cancel: cancel.outcome, now: ctx.now() }, {
+  ctx.metrics.strayBatch(status, cancel.outcome.ok);
+  if (!cancel.outcome.ok) {
+    ctx.logger.error(
+      { grantId: grant.id, externalRef: stray, status, error: cancel.outcome.error },
+      status === 'failed'
+        ? 'could not cancel a stray batch at the provider: the grant shows it, active, for its operator to cancel'
+        : 'could not cancel a second batch of a grant at the provider: the player holds it; cancel it at the provider by hand',
+    );
+  }
+  const kept = await handleCommand(ctx.eventStore, grantStream(grant.id), grantDecider, { type: 'RecordStrayBatch', externalRef: stray, cancel: cancel.outcome, now: ctx.now() }, {
     known: { state: recorded.next, revision: recorded.revision },
   });
   return { state: kept.next, revision: kept.revision, position: kept.position };

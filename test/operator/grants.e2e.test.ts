@@ -12,6 +12,7 @@ import { startFakeProvider, type FakeProvider } from '../helpers/fakes.ts';
 import { eventually, within } from '../helpers/eventually.ts';
 import { ADMIN_TOKEN, createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
+import { parseExposition, total } from '../metrics/exposition.ts';
 
 /** The grant as the API answers it, or an error body. */
 type Grant = GrantRecord & { error?: string };
@@ -482,6 +483,49 @@ describe('free-spin grants abandoned mid-call, across api processes (one taker, 
       expect([shown.json.status, shown.json.externalRef, shown.json.lastError]).toEqual(['active', 'ext-stray-live', undefined]);
       const cancelled = await signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${other}/cancel`, method: 'POST', as: OP1 });
       expect([cancelled.status, cancelled.json.status]).toEqual([200, 'cancelled']);
+    } finally {
+      await svc.stop();
+    }
+  });
+
+  it('a second batch a non-deduplicating provider accepts for a grant already active is cancelled at the provider; the grant keeps its own', async () => {
+    const svc = await startInProcess(env, { ROLES: 'api,projector' });
+    const strayTotal = async (grant: string, cancelled: boolean) =>
+      total(parseExposition(await (await fetch(`${svc.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text()), 'grant_stray_batches_total', { grant, cancelled: String(cancelled) });
+    try {
+      await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 500 }));
+      const id = await abandon(svc, `extra-${randomUUID()}`, 500);
+      // The take-over's call is accepted: the grant is active with that batch.
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-first' } });
+      expect((await takeOverIssue(svc.ctx, id))?.state).toMatchObject({ status: 'active', externalRef: 'ext-first' });
+      // The abandoned call's process reads its own acceptance: a provider that does not deduplicate on requestRef made a second batch.
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-second' } });
+      const second = await issueAtProvider(svc.ctx, await readState(svc.ctx.eventStore, grantStream(id), grantDecider), { take: 0, at: new Date().toISOString(), timeoutMs: 500 });
+      expect(second.state).toMatchObject({ status: 'active', externalRef: 'ext-first' });
+      expect(provider.calls.filter((c) => c.target === '/v1/free-spins/grants/ext-second/cancel').map((c) => c.body)).toEqual([{ requestRef: id }]);
+      expect(provider.calls.filter((c) => c.target === '/v1/free-spins/grants/ext-first/cancel')).toEqual([]);
+      const events = await svc.ctx.eventStore.readStream(grantStream(id));
+      expect(events.map((e) => e.type)).toEqual(['GrantRequested', 'GrantIssueTaken', 'GrantActivated', 'GrantExtraBatch']);
+      expect(events[3]!.data).toMatchObject({ externalRef: 'ext-second', cancelled: true });
+      expect(await strayTotal('active', true)).toBe(1);
+      // The same batch answered again (a provider that deduplicates) is not stray: nothing cancelled, nothing recorded.
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-first' } });
+      await issueAtProvider(svc.ctx, await readState(svc.ctx.eventStore, grantStream(id), grantDecider), { take: 0, at: new Date().toISOString(), timeoutMs: 500 });
+      expect(provider.calls.filter((c) => c.target === '/v1/free-spins/grants/ext-first/cancel')).toEqual([]);
+      expect(await svc.ctx.eventStore.readStream(grantStream(id))).toHaveLength(4);
+
+      // The operator cancels the grant; a late second batch is then cancelled too, and one the provider will not cancel is recorded and counted.
+      const cancelled = await signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}/cancel`, method: 'POST', as: OP1 });
+      expect([cancelled.status, cancelled.json.status]).toEqual([200, 'cancelled']);
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-third' } });
+      provider.script('/v1/free-spins/grants/ext-third/cancel', { status: 503, body: {} });
+      const third = await issueAtProvider(svc.ctx, await readState(svc.ctx.eventStore, grantStream(id), grantDecider), { take: 0, at: new Date().toISOString(), timeoutMs: 500 });
+      expect(third.state).toMatchObject({ status: 'cancelled', externalRef: 'ext-first' });
+      const last = (await svc.ctx.eventStore.readStream(grantStream(id))).at(-1)!;
+      expect([last.type, last.data]).toEqual(['GrantExtraBatch', expect.objectContaining({ externalRef: 'ext-third', cancelled: false, error: 'provider answered 503' })]);
+      expect(await strayTotal('cancelled', false)).toBe(1);
+      const got = await signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}`, as: OP1 });
+      expect([got.json.status, got.json.externalRef]).toEqual(['cancelled', 'ext-first']);
     } finally {
       await svc.stop();
     }
