@@ -87,11 +87,15 @@ export function grantRoutes(ctx: ServiceContext): Router {
    * never issued twice). Waits at most one more call's length past the deadline first seen, then answers
    * the grant as it stands (pending while another taker's call is under way); `untilSettled`: until it
    * has left pending (the request that created it, whose own call was taken over), taking the call over
-   * itself whenever it is abandoned again.
+   * itself whenever it is abandoned again, unless its client has gone (`gone`: undefined, nobody to
+   * answer; the reconciler role, or a repeat, finishes the grant).
    */
-  const settled = async (id: string, untilSettled = false): Promise<Grant> => {
+  async function settled(id: string): Promise<Grant>;
+  async function settled(id: string, untilSettled: true, gone: () => boolean): Promise<Grant | undefined>;
+  async function settled(id: string, untilSettled = false, gone: () => boolean = () => false): Promise<Grant | undefined> {
     let waitUntil: number | undefined;
     for (;;) {
+      if (gone()) return undefined;
       const known = await load(id);
       const { state } = known;
       if (state.status === 'none') throw new AppError(500, 'grant vanished');
@@ -106,10 +110,15 @@ export function grantRoutes(ctx: ServiceContext): Router {
       if (!untilSettled && Date.now() >= waitUntil) return grantOf(state)!;
       await new Promise((r) => setTimeout(r, 20));
     }
-  };
+  }
 
   router.post('/free-spins/grants', async (req, res) => {
     const operator = callingOperator(ctx, req);
+    // The response closes before it is written only when the client has gone.
+    let clientGone = false;
+    res.once('close', () => {
+      clientGone = true;
+    });
     // The key is the identity: a repeat gets the original grant, whatever its status and whatever the body
     // says now, even what a new request would be refused for; so the key alone is read first.
     const { idempotencyKey } = parseOr400(idempotencyKeyOnly, req.body);
@@ -135,7 +144,11 @@ export function grantRoutes(ctx: ServiceContext): Router {
     const issued = await issueAtProvider(ctx, { state: created.next, revision: created.revision }, created.next.issue ?? { take: 0, at: created.next.createdAt });
     // Still pending: this call was taken over meanwhile (this process stalled past its deadline), and the
     // taker's call decides; its outcome is the answer.
-    const grant = issued.state.status === 'pending' ? await settled(id, true) : await visible(issued.state, issued.position);
+    const grant = issued.state.status === 'pending' ? await settled(id, true, () => clientGone) : await visible(issued.state, issued.position);
+    if (grant === undefined) {
+      ctx.logger.info({ grantId: id }, 'grant request gone before its taken-over call settled: the reconciler or a repeat of the key finishes the grant');
+      return;
+    }
     if (grant.status === 'failed') throw new AppError(502, `provider call failed: ${grant.lastError ?? 'unknown error'}`);
     res.status(201).json(grant);
   });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/service.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
-import { grantDecider, type Grant as GrantRecord } from '../../services/grants/decider.ts';
+import { grantDecider, ISSUE_MARGIN_MS, type Grant as GrantRecord } from '../../services/grants/decider.ts';
 import { grantIdFor, grantStream } from '../../services/grants/events.ts';
 import { finishAbandonedGrants, issueAtProvider, takeOverIssue } from '../../services/grants/issue.ts';
 import { readState } from '../../shared/eventstore/command.ts';
@@ -446,6 +446,35 @@ describe('free-spin grants abandoned mid-call, across api processes (one taker, 
       expect((await store.readStream(grantStream(id))).map((e) => e.type)).toEqual(['GrantRequested', 'GrantIssueTaken', 'GrantFailed']);
     } finally {
       svc.ctx.eventStore = store;
+      await svc.stop();
+    }
+  });
+
+  it('a request whose call was taken over stops waiting once its client has gone: it takes no call over itself, the grant is left to the reconciler', async () => {
+    const svc = await startInProcess(env, { ROLES: 'api,projector' });
+    try {
+      await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 1000 }));
+      const key = `gone-${randomUUID()}`;
+      const id = grantIdFor('op-1', key);
+      // The request's own call fails slowly; meanwhile another process takes the call over (as if it found it abandoned) and dies.
+      provider.script('/v1/free-spins/grants', { status: 503, body: {}, delayMs: 600 });
+      const client = new AbortController();
+      const answer = signedRequest<Grant>(svc.url, { path: '/v1/operator/free-spins/grants', body: { playerRef: 'to-p', idempotencyKey: key, gameId: 'fruit-1', spins: 3, currency: 'EUR' }, as: OP1, signal: client.signal })
+        .then(() => 'answered', () => 'aborted');
+      await eventually(async () => (await svc.ctx.eventStore.readStream(grantStream(id))).length, (n) => n === 1);
+      await svc.ctx.eventStore.append(grantStream(id), [{ id: randomUUID(), type: 'GrantIssueTaken', data: { takenAt: new Date().toISOString(), timeoutMs: 200 } }], 0);
+      // The request's own failure no longer decides (the take's call is awaited): it waits; its client gives up.
+      await eventually(async () => callsFor(id).length, (n) => n === 1);
+      client.abort();
+      expect(await answer).toBe('aborted');
+      // Past the take's deadline (200 ms + 2 s), a request still waiting would take the call over itself.
+      await new Promise((r) => setTimeout(r, 200 + ISSUE_MARGIN_MS + 1200));
+      expect(callsFor(id)).toHaveLength(1);
+      expect((await readState(svc.ctx.eventStore, grantStream(id), grantDecider)).state.status).toBe('pending');
+      // The reconciler role finishes it.
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-after-gone' } });
+      expect((await takeOverIssue(svc.ctx, id))?.state).toMatchObject({ status: 'active', externalRef: 'ext-after-gone' });
+    } finally {
       await svc.stop();
     }
   });
