@@ -9,6 +9,8 @@ import {
   WrongExpectedRevisionError,
   type AppendResult,
   type EventStore,
+  type NewEvent,
+  type Position,
   type RecorderHooks,
   type RecordOutcome,
   type RecordRequest,
@@ -31,21 +33,35 @@ import {
  * and sees any kick that came meanwhile). A kick that lost its fence takes it again before it is
  * acknowledged (kickFence). What is left, a connection dying during the append itself with a kick in
  * that moment, cannot be undone once the append has landed: it is reported (`hooks.kickMissed`) when the
- * kick's event precedes the append in the log.
+ * kick's event precedes the append in the log. An append whose answer was lost (its error thrown) is
+ * looked for in its stream, since it may have landed.
  */
 export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHooks = {}): TransactionRecorder {
   const fence = kickFence(pool, hooks);
-  /** After a fence lost while `guard` was held over an append that landed at `appended`: was a kick before it? */
-  const reportMissedKick = async (guard: StreamGuard, streamId: string, appended: AppendResult | undefined) => {
-    if (!appended || !hooks.kickMissed) return;
-    const missed = { guardStream: guard.stream, streamId, position: appended.position };
+  /** After a fence lost while `guard` was held over an append that landed at `position`: was a kick before it? */
+  const reportMissedKick = async (guard: StreamGuard, streamId: string, position: Position | undefined) => {
+    if (position === undefined || !hooks.kickMissed) return;
+    const missed = { guardStream: guard.stream, streamId, position };
     // The append stands either way: a log that cannot be read now is reported as a kick that may have been missed.
     const kick = await guardEvent(store, guard).then(
       (e) => ({ e }),
       () => undefined,
     );
     if (!kick) return hooks.kickMissed({ ...missed, kickPosition: undefined });
-    if (kick.e && comparePositions(kick.e.position, appended.position) < 0) hooks.kickMissed({ ...missed, kickPosition: kick.e.position });
+    if (kick.e && comparePositions(kick.e.position, position) < 0) hooks.kickMissed({ ...missed, kickPosition: kick.e.position });
+  };
+  /**
+   * Where an append made under a fence since lost landed: its answer's position, or, for an append that
+   * failed (its answer lost with a connection, so it may have landed), where the log holds its first event.
+   * Undefined when it is not there, or the log cannot be read now (the fence's loss is logged either way).
+   */
+  const landed = async (streamId: string, first: NewEvent | undefined, settled: PromiseSettledResult<AppendResult | undefined>): Promise<Position | undefined> => {
+    if (settled.status === 'fulfilled') return settled.value?.position;
+    if (first === undefined || settled.reason instanceof WrongExpectedRevisionError || settled.reason instanceof GuardBrokenError) return undefined;
+    return store.readStream(streamId).then(
+      (events) => events.find((e) => e.id === first.id)?.position,
+      () => undefined,
+    );
   };
   const record = async (r: RecordRequest, held?: FenceHold): Promise<RecordOutcome> => {
     const [claimed, checked] = await Promise.allSettled([
@@ -88,9 +104,11 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
     record: (r) => {
       const guard = r.guard;
       if (!guard) return record(r);
-      return fence.hold(guard.stream, 'shared', (held) => record(r, held), (o) =>
-        reportMissedKick(guard, r.entry.roundStream, o.kind === 'claimed' && o.append?.kind === 'appended' ? o.append.result : undefined),
-      );
+      return fence.hold(guard.stream, 'shared', (held) => record(r, held), async (settled) => {
+        const appended: PromiseSettledResult<AppendResult | undefined> =
+          settled.status === 'rejected' ? settled : { status: 'fulfilled', value: settled.value.kind === 'claimed' && settled.value.append?.kind === 'appended' ? settled.value.append.result : undefined };
+        await reportMissedKick(guard, r.entry.roundStream, await landed(r.entry.roundStream, r.events[0], appended));
+      });
     },
     // The fence is held on a connection of its own across calls to EventStoreDB, which takes no Postgres
     // lock: nothing held in Postgres waits on what the fence's holders do.
@@ -106,7 +124,7 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
             await held.confirm();
             return store.append(streamId, events, expected);
           },
-          (appended) => reportMissedKick(guard, streamId, appended),
+          async (settled) => reportMissedKick(guard, streamId, await landed(streamId, events[0], settled)),
         ),
     }),
     close: () => fence.close(),

@@ -41,9 +41,11 @@ export interface KickFence {
    * have been lost meanwhile (its connection ended, or its unlock found no lock to release), a holder
    * who appended under it learns of it after `fn`: an exclusive holder (a kick) takes the fence again
    * (trying for RETAKE_FOR_MS), so that it returns only once every shared holder that could have missed
-   * its append has finished; a shared holder's `afterLoss` is called with what `fn` returned.
+   * its append has finished; a shared holder's `afterLoss` is called with how `fn` settled (what it
+   * returned, or what it threw: an append whose answer was lost may have landed). Then `fn`'s value is
+   * returned, or its error thrown.
    */
-  hold<T>(guardStream: string, mode: 'shared' | 'exclusive', fn: (held: FenceHold) => Promise<T>, afterLoss?: (value: T) => Promise<void>): Promise<T>;
+  hold<T>(guardStream: string, mode: 'shared' | 'exclusive', fn: (held: FenceHold) => Promise<T>, afterLoss?: (settled: PromiseSettledResult<T>) => Promise<void>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -64,7 +66,7 @@ export interface KickFence {
  */
 export function kickFence(pool: Pool, hooks: FenceHooks = {}): KickFence {
   let fences: Pool | undefined;
-  const holdOnce = async <T>(stream: string, mode: 'shared' | 'exclusive', fn: (held: FenceHold) => Promise<T>): Promise<{ value: T; kept: boolean }> => {
+  const holdOnce = async <T>(stream: string, mode: 'shared' | 'exclusive', fn: (held: FenceHold) => Promise<T>): Promise<{ settled: PromiseSettledResult<T>; kept: boolean }> => {
     fences ??= createPool(pool.options.connectionString!, fenceConnections(pool.options.max ?? 10), { applicationName: KICK_FENCE_APPLICATION, keepAlive: true });
     const client = await fences.connect();
     const suffix = mode === 'shared' ? '_shared' : '';
@@ -81,11 +83,14 @@ export function kickFence(pool: Pool, hooks: FenceHooks = {}): KickFence {
     };
     let broken: unknown;
     let kept = false;
-    let value: T;
+    let settled: PromiseSettledResult<T>;
     try {
       await client.query(`SELECT pg_advisory_lock${suffix}($1, hashtext($2))`, [KICK_FENCE, stream]);
       try {
-        value = await fn(held);
+        settled = await fn(held).then(
+          (value): PromiseSettledResult<T> => ({ status: 'fulfilled', value }),
+          (reason: unknown): PromiseSettledResult<T> => ({ status: 'rejected', reason }),
+        );
       } finally {
         const unlocked = lost
           ? undefined
@@ -102,7 +107,7 @@ export function kickFence(pool: Pool, hooks: FenceHooks = {}): KickFence {
       client.release(drop instanceof Error ? drop : undefined);
     }
     if (!kept) hooks.fenceLost?.(stream, mode, lost ?? (broken instanceof Error ? broken : undefined));
-    return { value, kept };
+    return { settled, kept };
   };
   /** Takes the fence exclusive and lets it go, trying again while its connections fail (RETAKE_FOR_MS). */
   const retake = async (stream: string) => {
@@ -119,12 +124,13 @@ export function kickFence(pool: Pool, hooks: FenceHooks = {}): KickFence {
   };
   return {
     async hold(stream, mode, fn, afterLoss) {
-      const { value, kept } = await holdOnce(stream, mode, fn);
+      const { settled, kept } = await holdOnce(stream, mode, fn);
       if (!kept) {
         if (mode === 'exclusive') await retake(stream);
-        else await afterLoss?.(value);
+        else await afterLoss?.(settled);
       }
-      return value;
+      if (settled.status === 'rejected') throw settled.reason;
+      return settled.value;
     },
     async close() {
       await fences?.end();

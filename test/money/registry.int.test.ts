@@ -644,6 +644,55 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
       await recorder.close();
     }
   });
+
+  it('an append whose answer is lost with its fence, while a kick was acknowledged, is found in the log and reported; one that did not land is not', async () => {
+    const missed: KickMissed[] = [];
+    let appending = gate();
+    let landsFirst = true;
+    // The append reaches the store (or not), and its answer is lost, as when EventStoreDB's connection drops.
+    const answerLost = Object.assign(Object.create(store) as EventStore, {
+      append: async (...args: Parameters<EventStore['append']>) => {
+        if (!args[0].startsWith('round|')) return store.append(...args);
+        await appending.pass();
+        if (landsFirst) await store.append(...args);
+        throw Object.assign(new Error('14 UNAVAILABLE: connection dropped'), { code: 14 });
+      },
+    });
+    const recorder = claimThenAppend(pool, answerLost, { kickMissed: (m) => missed.push(m) });
+    try {
+      const player = await startedPlayer(store, 'lost');
+      const txId = `tx-${randomUUID()}`;
+      const bet = recorder.record(guardedRequest(txId, player));
+      bet.catch(() => undefined);
+      await appending.reached;
+      await endFenceConnections();
+      await recorder.exclusive(player, (fenced) => kick(fenced, player));
+      appending.open();
+      await expect(bet).rejects.toThrow('connection dropped');
+      const landed = await store.readStream(`round|${txId}`);
+      expect(landed).toHaveLength(1);
+      expect(missed).toHaveLength(1);
+      expect(missed[0]).toMatchObject({ guardStream: player, streamId: `round|${txId}`, position: landed[0]!.position });
+      expect(comparePositions(missed[0]!.kickPosition!, missed[0]!.position)).toBeLessThan(0);
+
+      // The same, but the append did not land: nothing was recorded after the kick, nothing to report.
+      landsFirst = false;
+      appending = gate();
+      const other = await startedPlayer(store, 'lost');
+      const notLanded = `tx-${randomUUID()}`;
+      const second = recorder.record(guardedRequest(notLanded, other));
+      second.catch(() => undefined);
+      await appending.reached;
+      await endFenceConnections();
+      await recorder.exclusive(other, (fenced) => kick(fenced, other));
+      appending.open();
+      await expect(second).rejects.toThrow('connection dropped');
+      expect(await store.readStream(`round|${notLanded}`)).toEqual([]);
+      expect(missed).toHaveLength(1);
+    } finally {
+      await recorder.close();
+    }
+  });
 });
 
 /**
