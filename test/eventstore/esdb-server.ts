@@ -115,6 +115,11 @@ export interface EsdbTestServer {
   eventsSent(): number;
   /** Holds every read that arrives from now on (as a stuck node would) until the returned function is called. */
   holdReads(): () => void;
+  /**
+   * Holds the next write to a stream whose name starts with `prefix` (Append or BatchAppend), as a slow
+   * node would, after it has arrived (`reached`) and before it is written, until `release` is called.
+   */
+  holdNextAppend(prefix: string): { reached: Promise<void>; release(): void };
   /** Ends every running subscription with UNAVAILABLE, as a node going down does to its subscribers. */
   dropSubscriptions(): void;
   /** Writes an event directly, as a server-side writer (a projection, the node itself) would. */
@@ -560,6 +565,15 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
   const subscriptions = new Map<AbortController, grpc.ServerWritableStream<ReadReq, ReadResp>>();
   const reads = new Set<AbortController>();
   let held: Promise<void> | undefined;
+  let appendHold: { prefix: string; arrive(): void; released: Promise<void> } | undefined;
+  /** The hold a write to `stream` waits on (holdNextAppend), taken by the first write it matches. */
+  const takeAppendHold = (stream: string): Promise<void> | undefined => {
+    if (!appendHold || !stream.startsWith(appendHold.prefix)) return undefined;
+    const hold = appendHold;
+    appendHold = undefined;
+    hold.arrive();
+    return hold.released;
+  };
   let fellBehind = 0;
   let eventsSent = 0;
   /** Every call in progress, with how to end it when the server goes away. */
@@ -707,9 +721,12 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
         answer(err instanceof RpcError ? err : handlerException());
       }
     });
-    call.on('end', () => {
+    call.on('end', async () => {
       if (answered || controller.signal.aborted) return;
       if (!options) return answer(handlerException());
+      // Without a hold the write goes on in the same turn, as before (no await).
+      const hold = takeAppendHold(streamName(options.getStreamIdentifier()));
+      if (hold) await hold;
       const expected = expectedOf(options);
       const result = log.write(streamName(options.getStreamIdentifier()), expected, events);
       const resp = new streamsPb.AppendResp();
@@ -787,7 +804,7 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
     const timeoutStatus = () => packStatus(grpc.status.DEADLINE_EXCEEDED, 'Timeout', new sharedPb.Timeout(), 'event_store.client.Timeout');
     const badRequest = (message: string) => packStatus(grpc.status.INVALID_ARGUMENT, 'BadRequest', new sharedPb.BadRequest().setMessage(message), 'event_store.client.BadRequest');
 
-    call.on('data', (req: BatchAppendReq) => {
+    call.on('data', async (req: BatchAppendReq) => {
       let stream = '';
       try {
         const correlationId = uuidFromDto(req.getCorrelationId());
@@ -855,6 +872,8 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
         if (!req.getIsFinal()) return;
         if (!pending.delete(correlationId)) return;
         clearTimeout(write.timer);
+        const hold = takeAppendHold(write.streamId);
+        if (hold) await hold;
         const result = log.write(write.streamId, write.expected, write.events);
         respond(req.getCorrelationId(), write.streamId, (r) => {
           if (result.kind === 'success') {
@@ -1226,6 +1245,14 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
         if (held === hold) held = undefined;
         release();
       };
+    },
+    holdNextAppend(prefix) {
+      let arrive!: () => void;
+      const reached = new Promise<void>((r) => (arrive = r));
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      appendHold = { prefix, arrive, released };
+      return { reached, release };
     },
     dropSubscriptions() {
       for (const [controller, call] of [...subscriptions]) {

@@ -8,6 +8,7 @@ import { startService, type RunningService } from '../../services/service.ts';
 import { createTestDatabase, type TestDatabase } from './db.ts';
 import { claimTestRedis, type TestRedis } from './redis.ts';
 import { entryArgs } from './bundle.ts';
+import type { EsdbTestServer } from '../eventstore/esdb-server.ts';
 
 export const ADMIN_TOKEN = 'test-admin-token';
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -16,6 +17,8 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 export interface TestEnv {
   db: TestDatabase;
   redis: TestRedis;
+  /** The file's EventStoreDB test server (TEST_EVENT_STORE=esdb without ESDB_CONNECTION_STRING), for tests that steer it. */
+  esdb?: EsdbTestServer;
   env(extra?: Record<string, string>): Record<string, string>;
   cleanup(): Promise<void>;
 }
@@ -29,13 +32,13 @@ export interface TestEnv {
 /** EVENTSTORE_MAX_APPEND_SIZE of compose.yaml (test/docs/compose.unit.test.ts checks they agree). */
 export const ESDB_MAX_APPEND_SIZE = 4 * 1024 * 1024;
 
-async function testEventStore(): Promise<{ setting: string; close(): Promise<void> } | undefined> {
+async function testEventStore(): Promise<{ setting: string; server?: EsdbTestServer; close(): Promise<void> } | undefined> {
   if (process.env.TEST_EVENT_STORE !== 'esdb') return undefined;
   if (process.env.ESDB_CONNECTION_STRING) return { setting: process.env.ESDB_CONNECTION_STRING, close: async () => undefined };
   const { startEsdbTestServer } = await import('../eventstore/esdb-server.ts');
   // As compose.yaml configures EventStoreDB: writes up to 4 MiB (a TransactionSettled carries a wallet reply of up to 1 MiB).
   const server = await startEsdbTestServer({ maxAppendSize: ESDB_MAX_APPEND_SIZE });
-  return { setting: server.connectionString, close: () => server.close() };
+  return { setting: server.connectionString, server, close: () => server.close() };
 }
 
 /**
@@ -50,6 +53,7 @@ export async function createTestEnv(label: string): Promise<TestEnv> {
   return {
     db,
     redis,
+    ...(store?.server ? { esdb: store.server } : {}),
     env: (extra = {}) => ({
       DATABASE_URL: db.url,
       REDIS_URL: redis.url,

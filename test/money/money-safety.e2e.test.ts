@@ -4,7 +4,11 @@ import { attemptWallet, dispatch, leaseTtl, readRound } from '../../services/rou
 import { claimTransaction, takeLease } from '../../shared/eventstore/registry.ts';
 import { contentHash } from '../../shared/canonical.ts';
 import { roundStream } from '../../services/rounds/events.ts';
+import { KICK_FENCE_APPLICATION } from '../../shared/eventstore/kick-fence.ts';
+import { OP1 } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
+import { signedRequest } from '../helpers/signing.ts';
+import { parseExposition, total } from '../metrics/exposition.ts';
 import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from './harness.ts';
 
 /** Regressions for money-safety defects found in review; each fails on the code before its fix. */
@@ -194,4 +198,29 @@ describe('money safety', () => {
     expect(h.wallet.effects.get(`stale-rollback:${r.roundId}-b1`)).toBe(1);
     expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
   });
+
+  // EventStoreDB only (the Postgres store's statement holds its fence itself): the one window the kick
+  // fence leaves, end to end in a running service (shared/eventstore/claim-then-append.ts).
+  it.runIf(process.env.TEST_EVENT_STORE === 'esdb' && !process.env.ESDB_CONNECTION_STRING)(
+    'a BET recorded after a kick of its player, its kick fence lost during its append, is counted for the platform team (kick_fence_missed_total)',
+    async () => {
+      const missed = async () =>
+        total(parseExposition(await (await fetch(`${h.svc.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text()), 'kick_fence_missed_total');
+      const { playerRef, bet } = await round();
+      const before = await missed();
+      const hold = h.env.esdb!.holdNextAppend('round|');
+      const answer = h.tx(bet(`ms-fence-${randomUUID()}`));
+      await hold.reached;
+      // The fence's Postgres connection dies (a failover) while the BET's append is under way at EventStoreDB.
+      const ended = await h.svc.ctx.pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`, [KICK_FENCE_APPLICATION]);
+      expect(ended.rowCount).toBeGreaterThan(0);
+      const kicked = await signedRequest<{ revokedCount: number }>(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef }, as: OP1 });
+      expect([kicked.status, kicked.json.revokedCount]).toEqual([200, 1]);
+      hold.release();
+      // The append has landed after the kick: it stands, and its wallet call goes ahead (docs/architecture.md).
+      expect((await answer).status).toBe(200);
+      await expect.poll(missed).toBe(before + 1);
+    },
+  );
+
 });
