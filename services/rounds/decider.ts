@@ -128,8 +128,11 @@ function asksForLostReply(tx: TxState, by: AttemptBy): boolean {
   return tx.request.type === 'BET' && tx.status === 'recorded' && by === 'worker';
 }
 
-/** What a failed attempt leaves a transaction as: failed or timed out, or still recorded after an ask for a lost reply. */
-export const statusAfterFailure = (d: TransactionAttemptFailed['data']): TxStatus => (d.replyLost ? 'recorded' : d.outcome);
+/**
+ * What a failed attempt leaves a transaction as: failed or timed out; still recorded after an ask for a
+ * lost reply; voided after the call a BET's ROLLBACK found under way.
+ */
+export const statusAfterFailure = (d: TransactionAttemptFailed['data']): TxStatus => (d.voided ? 'voided' : d.replyLost ? 'recorded' : d.outcome);
 
 export interface TxState {
   request: TransactionRequest;
@@ -339,11 +342,6 @@ function decideRecord(cmd: Extract<RoundCommand, { type: 'RecordTransaction' }>,
 }
 
 /**
- * The outcome of one wallet attempt; nothing when the transaction was already settled for good. A
- * voided BET's attempt that was in flight when its ROLLBACK was recorded still records the wallet's
- * reply (the wallet did answer it), but not a failure: the BET stays voided.
- */
-/**
  * What a wallet reply makes of a transaction: applied (OK), declined (DECLINED to a BET: a valid answer,
  * say insufficient funds), invalid (DECLINED to anything else).
  */
@@ -366,14 +364,22 @@ export function attemptStatus(type: TransactionRequest['type'], outcome: WalletO
   }
 }
 
+/**
+ * The outcome of one wallet attempt; nothing when the transaction was already settled for good. A
+ * voided BET's call that was under way when its ROLLBACK was recorded is still recorded, once: the
+ * wallet was called, so the call is the BET's attempt (contract section 9: `attempts`). Its reply
+ * settles the BET (the wallet did answer it: applied or declined, and the ROLLBACK refunds it); its
+ * failure leaves it voided.
+ */
 function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, state: RoundState): RoundEvent[] {
   const { transactionId, attempt, outcome } = cmd;
   const tx = state.txs.get(transactionId);
   if (!tx) return [];
-  if (isFinal(tx.status) && !(tx.status === 'voided' && outcome.kind === 'reply')) return [];
+  const inFlightWhenVoided = tx.status === 'voided' && attempt > tx.attempts;
+  if (isFinal(tx.status) && !inFlightWhenVoided) return [];
   const at = cmd.now.toISOString();
   const duration = cmd.durationMs !== undefined ? { durationMs: cmd.durationMs } : {};
-  const lost = asksForLostReply(tx, cmd.by) ? { replyLost: true as const } : {};
+  const lost = inFlightWhenVoided ? { voided: true as const } : asksForLostReply(tx, cmd.by) ? { replyLost: true as const } : {};
   switch (outcome.kind) {
     case 'reply': {
       return [{ type: 'TransactionSettled', data: { transactionId, outcome: replyStatus(tx.request.type, outcome.reply), reply: outcome.reply, attempt, settledAt: at, ...duration } }];

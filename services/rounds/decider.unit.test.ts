@@ -504,14 +504,21 @@ describe('rounds decider: recording a wallet attempt\'s outcome (RecordOutcome, 
     spec.given().when(outcome('bet-1', { kind: 'timed_out' })).thenNothing();
   });
 
-  it('records the wallet\'s reply to a voided BET\'s attempt in flight, but not its failure', () => {
+  it('records the wallet\'s reply to a voided BET\'s attempt in flight, and its failure as its attempt, the BET staying voided', () => {
     const voidedBet = [recorded(bet('bet-1')), recorded(rollback('rb-1', 'bet-1')), voided('bet-1', 'rb-1')];
     spec.given(...voidedBet).when(outcome('bet-1', { kind: 'reply', reply: OK })).thenMatches([{ type: 'TransactionSettled', data: { transactionId: 'bet-1', outcome: 'applied' } }]);
     spec.given(...voidedBet).when(outcome('bet-1', { kind: 'reply', reply: DECLINED })).thenMatches([{ type: 'TransactionSettled', data: { transactionId: 'bet-1', outcome: 'declined' } }]);
-    spec.given(...voidedBet).when(outcome('bet-1', { kind: 'failed', detail: 'wallet answered 503', httpStatus: 503 })).thenNothing();
-    spec.given(...voidedBet).when(outcome('bet-1', { kind: 'timed_out' })).thenNothing();
-    // Once answered, it is final like any other.
+    const failedCall = spec.given(...voidedBet).when(outcome('bet-1', { kind: 'failed', detail: 'wallet answered 503', httpStatus: 503 }));
+    failedCall.thenMatches([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'failed', attempt: 1, voided: true } }]);
+    expect(txAfter('bet-1', ...voidedBet, ...(failedCall.decision as RoundEvent[]))).toMatchObject({ status: 'voided', attempts: 1 });
+    const timedOut = spec.given(...voidedBet).when(outcome('bet-1', { kind: 'timed_out' }));
+    timedOut.thenMatches([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', attempt: 1, voided: true } }]);
+    expect(txAfter('bet-1', ...voidedBet, ...(timedOut.decision as RoundEvent[]))).toMatchObject({ status: 'voided', attempts: 1 });
+    // Once its call is recorded, it is final like any other: nothing more for that call, or any other.
     spec.given(...voidedBet, settled('bet-1')).when(outcome('bet-1', { kind: 'reply', reply: OK }, 2)).thenNothing();
+    const afterFailure = [...voidedBet, ...(failedCall.decision as RoundEvent[])];
+    spec.given(...afterFailure).when(outcome('bet-1', { kind: 'reply', reply: OK })).thenNothing();
+    spec.given(...afterFailure).when(outcome('bet-1', { kind: 'timed_out' })).thenNothing();
   });
 });
 

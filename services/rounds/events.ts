@@ -82,6 +82,11 @@ export type TransactionAttemptFailed = DomainEvent<
      * the wallet replies. Absent: the attempt's own failure.
      */
     replyLost?: true;
+    /**
+     * The failed call of a BET its ROLLBACK voided while the call was under way: kept as the BET's attempt
+     * (the wallet was called), the BET staying voided. Absent: any other transaction's failure.
+     */
+    voided?: true;
   }
 >;
 

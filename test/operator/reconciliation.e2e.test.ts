@@ -66,13 +66,14 @@ describe('operator reconciliation routes', () => {
     expected.set(id('c-bet'), { status: 'failed', attempts: 1 });
     expected.set(id('c-rb'), { status: 'applied', type: 'ROLLBACK', originalTransactionId: id('c-bet') });
 
-    // Round D: a BET whose wallet call hangs, rolled back before the wallet answered: voided.
+    // Round D: a BET whose wallet call hangs, rolled back before the wallet answered: voided, its call
+    // (which timed out) kept as its attempt.
     h.wallet.script(id('d-bet'), { hang: true });
     const hung = h.tx({ ...base(id('D')), transactionId: id('d-bet'), type: 'BET', roundComplete: false, amount: 40 });
     await h.until(() => h.walletCallsFor(id('d-bet')).length === 1);
     expect((await h.tx({ ...base(id('D')), transactionId: id('d-rb'), type: 'ROLLBACK', originalTransactionId: id('d-bet'), amount: 40 })).status).toBe(200);
     await hung;
-    expected.set(id('d-bet'), { status: 'voided' });
+    expected.set(id('d-bet'), { status: 'voided', attempts: 1 });
     expected.set(id('d-rb'), { status: 'applied', type: 'ROLLBACK', originalTransactionId: id('d-bet') });
 
     // Round E: a WIN the wallet never accepts: retried (pending), then dead once the retry window is over.
