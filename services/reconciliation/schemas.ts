@@ -132,5 +132,9 @@ export function ceilMs(iso: string): number {
   return /[1-9]/.test(fraction.slice(3)) ? ms + 1 : ms;
 }
 
-/** The bound as the queries take it: ceilMs, as an ISO string. */
-export const bound = (iso: string): string => new Date(ceilMs(iso)).toISOString();
+/**
+ * The bound as the queries take it: ceilMs, as an ISO string. Past year 9999 (the first millisecond at or
+ * after an instant of its last one) JavaScript writes the year with a sign and six digits, which Postgres
+ * reads as a time zone: the year is written plainly.
+ */
+export const bound = (iso: string): string => new Date(ceilMs(iso)).toISOString().replace(/^\+0*/, '');

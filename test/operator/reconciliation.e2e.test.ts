@@ -352,6 +352,14 @@ describe('operator reconciliation routes', () => {
       expect(res.status, path).toBe(400);
       expect(res.json.error, path).toMatch(message);
     }
+    // The last instants of year 9999 are bounds like any other (the first whole millisecond at or after one is in year 10000).
+    for (const path of [
+      '/v1/operator/transactions?from=9999-12-31T00:00:00Z&to=9999-12-31T23:59:59.9999Z',
+      '/v1/operator/reports/settlement?from=9999-12-31T23:59:59.9991Z&to=9999-12-31T23:59:59.9999Z',
+    ]) {
+      const res = await get<{ transactions?: unknown[]; lines?: unknown[] }>(path);
+      expect([res.status, res.json.transactions ?? res.json.lines], path).toEqual([200, []]);
+    }
     // A cursor is honoured only by the query that gave it.
     const q = range();
     const first = await get<{ nextCursor: string | null }>(`/v1/operator/transactions?${q}&limit=1`);
