@@ -1,3 +1,4 @@
+import { preferredType } from '../../shared/http/negotiate.ts';
 import { createHash } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import { badRequest, notFound } from '../../shared/errors.ts';
@@ -48,7 +49,7 @@ function decodeQueryCursor(cursor: string, store: string, operatorId: string, q:
 export async function sendStatement(ctx: ServiceContext, req: Request, res: Response, operatorId: string): Promise<void> {
   const q = parseOr400(settlementQuery, req.query, 'query');
   const statement = buildStatement(q.from, q.to, await settlementCells(ctx.pool, operatorId, bound(q.from), bound(q.to)));
-  if (req.accepts(['application/json', 'text/csv']) === 'text/csv') res.type('text/csv; charset=utf-8').send(statementCsv(statement));
+  if (preferredType(req.get('accept'), ['application/json', 'text/csv']) === 'text/csv') res.type('text/csv; charset=utf-8').send(statementCsv(statement));
   else res.type('application/json').send(bigJson(statement));
 }
 

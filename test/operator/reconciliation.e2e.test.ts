@@ -314,6 +314,11 @@ describe('operator reconciliation routes', () => {
     expect(rows.slice(1)).toEqual(
       json.lines.map((l) => [l.providerId, l.gameId, l.currency, l.bets.count, l.bets.amountMinor, l.wins.count, l.wins.amountMinor, l.refunds.count, l.refunds.amountMinor, l.ggrMinor].join(',')),
     );
+    // Asked for with a parameter of the type (a charset, RFC 4180's header), it is still CSV.
+    for (const accept of ['text/csv; charset=utf-8', 'text/csv;header=present', 'application/json;q=0.5, text/csv;charset=UTF-8']) {
+      const again = await get(`/v1/operator/reports/settlement?${q}`, OP1, { accept });
+      expect([again.status, again.headers.get('content-type'), again.text], accept).toEqual([200, 'text/csv; charset=utf-8', csv.text]);
+    }
   });
 
   it('refuses bad queries with 400 naming the parameter', async () => {
