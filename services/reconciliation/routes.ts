@@ -1,17 +1,42 @@
-import { preferredType } from '../../shared/http/negotiate.ts';
 import { createHash } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import { bigJson } from '../../shared/http/big-json.ts';
 import { decodeCursor, encodeCursor, notOurCursor } from '../../shared/http/cursor.ts';
+import { preferredType } from '../../shared/http/negotiate.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../context.ts';
 import { roundOf, settlementCells, transactionsPage, type After, type TransactionFilter } from './queries.ts';
-import { bound, roundQuery, settlementQuery, transactionsQuery, type TransactionsQuery } from './schemas.ts';
+import { waitForProjection } from '../../projections/runner.ts';
+import { roundsProjection } from '../rounds/projection.ts';
+import { bound, ceilMs, roundQuery, settlementQuery, transactionsQuery, type TransactionsQuery } from './schemas.ts';
 import { buildStatement, statementCsv } from './statement.ts';
 
 const DEFAULT_LIMIT = 100;
+
+/** How long a list or statement waits for the read model to hold what the log held when it was asked. */
+const CATCH_UP_MS = 5000;
+/**
+ * A transaction's recording time is taken just before its append, so an interval that ended a moment
+ * ago may still gain one: a query whose `to` is less than this in the past waits until it is this much.
+ */
+const APPEND_GRACE_MS = 1000;
+
+/**
+ * Waits until the rounds read model (which the lists and statements read) holds every event the log
+ * held when asked, after the append grace of an interval that has just ended: so an interval wholly in
+ * the past gives the same answer asked now and later (contract section 9), not one short of the events
+ * the read model had yet to apply. Bounded: past CATCH_UP_MS it answers with what the read model holds.
+ */
+async function caughtUp(ctx: ServiceContext, to: string | undefined): Promise<void> {
+  const grace = to === undefined ? 0 : ceilMs(to) + APPEND_GRACE_MS - Date.now();
+  if (grace > 0 && grace <= APPEND_GRACE_MS) await new Promise((r) => setTimeout(r, grace));
+  const head = await ctx.eventStore.headPosition();
+  if (!(await waitForProjection(ctx.pool, roundsProjection.name, head, CATCH_UP_MS))) {
+    ctx.logger.warn({ projection: roundsProjection.name, head }, `the rounds read model did not reach the log's head in ${CATCH_UP_MS / 1000} s: answered with what it holds`);
+  }
+}
 
 /** A query's identity, the operator's included, so a cursor is honoured only by the query that gave it. */
 const queryKey = (operatorId: string, q: TransactionsQuery): string =>
@@ -48,6 +73,7 @@ function decodeQueryCursor(cursor: string, store: string, operatorId: string, q:
  */
 export async function sendStatement(ctx: ServiceContext, req: Request, res: Response, operatorId: string): Promise<void> {
   const q = parseOr400(settlementQuery, req.query, 'query');
+  await caughtUp(ctx, q.to);
   const statement = buildStatement(q.from, q.to, await settlementCells(ctx.pool, operatorId, bound(q.from), bound(q.to)));
   if (preferredType(req.get('accept'), ['application/json', 'text/csv']) === 'text/csv') res.type('text/csv; charset=utf-8').send(statementCsv(statement));
   else res.type('application/json').send(bigJson(statement));
@@ -61,6 +87,8 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
     const operator = callingOperator(ctx, req);
     const q = parseOr400(transactionsQuery, req.query, 'query');
     const after = q.cursor !== undefined ? decodeQueryCursor(q.cursor, ctx.eventStore.kind, operator.id, q) : undefined;
+    // A query's first page reads what the log held when asked; the next pages follow on from it.
+    if (after === undefined) await caughtUp(ctx, q.to);
     const filter: TransactionFilter = {
       ...(q.roundId !== undefined
         ? { roundId: q.roundId, gameId: q.gameId! }

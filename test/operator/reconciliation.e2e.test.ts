@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { transactionRecordSchema, transactionsPage, roundDetails, settlementStatement } from '../../services/reconciliation/schemas.ts';
-import { ADMIN_TOKEN } from '../helpers/service.ts';
+import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { OP1, OP2 } from '../helpers/catalog.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from '../money/harness.ts';
@@ -428,5 +428,45 @@ describe('operator reconciliation routes', () => {
     expect(g.status, g.text).toBe(200);
     expect(g.text).toContain('"winMinor":27021597764222973,');
     expect(g.text).toContain('"betMinor":1,');
+  });
+});
+
+/**
+ * Contract section 9: an interval wholly in the past gives the same statement asked now and later. The
+ * read models apply the log a moment behind it; a list or statement waits for them to hold what the log
+ * held when asked, rather than answering short of it.
+ */
+describe('operator reconciliation routes behind a read model that lags the log', () => {
+  let h: MoneyHarness;
+  beforeAll(async () => {
+    // No projector yet: what is recorded is in the log, not in the read models.
+    h = await startMoneyHarness('reclag', { ROLES: 'api,worker' });
+  });
+  afterAll(async () => h?.close());
+
+  it('a statement and a list of an interval just ended wait for the read model to hold every transaction recorded in it', async () => {
+    const playerRef = `lag-${randomUUID().slice(0, 6)}`;
+    const token = await h.launch(playerRef);
+    const from = new Date(Date.now() - 60_000).toISOString();
+    const bet = h.bet(token, { playerRef });
+    const answered = await h.tx(bet);
+    expect(answered.status).toBe(200);
+    const to = new Date(Date.now() - 1).toISOString();
+    const query = `from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`;
+    const asked = Promise.all([
+      signedRequest<Statement>(h.svc.url, { path: `/v1/operator/reports/settlement?${query}`, as: OP1 }),
+      signedRequest<{ transactions: Tx[] }>(h.svc.url, { path: `/v1/operator/transactions?${query}`, as: OP1 }),
+    ]);
+    // The read models' process starts after the questions were asked.
+    await new Promise((r) => setTimeout(r, 1500));
+    const projector = await startInProcess(h.env, { ROLES: 'projector' });
+    try {
+      const [statement, list] = await asked;
+      expect(statement.status).toBe(200);
+      expect(statement.json.lines.map((l) => [l.gameId, l.bets.count, l.bets.amountMinor])).toEqual([['fruit-1', 1, 100]]);
+      expect(list.json.transactions.map((t) => [t.transactionId, t.status])).toEqual([[bet.transactionId, 'applied']]);
+    } finally {
+      await projector.stop();
+    }
   });
 });
