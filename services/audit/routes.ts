@@ -44,7 +44,7 @@ function history<S, E extends DomainEvent>(events: RecordedEvent[], decider: Pic
  * decodes an unencoded "+" as a space, so "…T10:00:00 01:00" (no other valid form) is read as the
  * "+01:00" the caller wrote.
  */
-export const asOfQuery = z.object({
+export const asOfQuery = z.strictObject({
   asOf: queryInstant('not an RFC 3339 date-time with a time zone, such as 2026-11-24T10:00:00.000Z').optional(),
 });
 
@@ -118,12 +118,12 @@ function sessionRowsOf(events: RecordedEvent[]) {
   return rows;
 }
 
-export const eventsQuery = z.object({ from: z.string().min(1).max(100).optional(), limit: queryLimit(1000).default(100) });
+export const eventsQuery = z.strictObject({ from: z.string().min(1).max(100).optional(), limit: queryLimit(1000).default(100) });
 /**
  * `unresolved` (dead or unsettled) was called `all` until issue #24, though it never listed a settled
  * transaction; `all` is refused, naming its new name, rather than quietly meaning something else.
  */
-export const txQuery = z.object({
+export const txQuery = z.strictObject({
   status: z
     .enum(UNRESOLVED_LISTS, {
       error: (issue) =>
@@ -157,6 +157,8 @@ export function auditRoutes(ctx: ServiceContext): Router {
   });
 
   router.get('/streams/:streamId', async (req, res) => {
+    // No parameters: one given (an asOf, which only the rounds, sessions and grants routes take) is refused.
+    parseOr400(z.strictObject({}), req.query, 'query');
     const streamId = String(req.params.streamId);
     const events = await ctx.eventStore.readStream(streamId);
     if (events.length === 0) throw notFound('stream not found');

@@ -92,6 +92,11 @@ describe('auditor routes (bearer ADMIN_TOKEN)', () => {
     }
     expect((await audit('/events?from=9223372036854775807.9223372036854775807')).json).toMatchObject({ events: [] });
     expect((await audit('/events?limit=5000')).status).toBe(400);
+    // An unknown parameter is refused, naming it, on every audit route with a query.
+    for (const path of ['/events?form=0.0', '/transactions?state=dead', `/streams/${encodeURIComponent('round|x')}?asOf=2026-11-24T10:00:00Z`]) {
+      const res = await audit<{ error: string }>(path);
+      expect([res.status, res.json.error], path).toEqual([400, expect.stringMatching(/form|state|asOf/)]);
+    }
     for (const limit of ['0x10', '1e2', '%205']) expect((await audit(`/events?limit=${limit}`)).status, limit).toBe(400);
   });
 

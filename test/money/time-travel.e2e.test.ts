@@ -200,6 +200,11 @@ describe('time travel on the audit routes (asOf)', () => {
         expect(res.json.error, `${path} ${bad}`).toMatch(/^asOf: /);
       }
     }
+    // A misspelt asOf is refused, naming it, rather than answering the present as if none were given.
+    for (const path of paths) {
+      const res = await audit<{ error: string }>(`${path}?asof=2026-11-24T10:00:00Z`);
+      expect([res.status, res.json.error], path).toEqual([400, expect.stringMatching(/asof/)]);
+    }
     // RFC 3339 allows a lowercase "t" and "z": the same instant as in capitals.
     const grant = `/grants/${randomUUID()}`;
     expect((await audit(grant + asOf('2026-11-24t10:00:00z'))).status).toBe(404);
