@@ -9,6 +9,7 @@ import type { Pool } from '../shared/db/pool.ts';
 import type { EventStore } from '../shared/eventstore/port.ts';
 import type { Logger } from '../shared/logger.ts';
 import type { Metrics } from '../shared/metrics.ts';
+import type { Cursors } from '../shared/http/cursor.ts';
 
 /** What every role of a process shares: built once at start by services/service.ts. */
 export interface ServiceContext {
@@ -24,6 +25,8 @@ export interface ServiceContext {
   now: () => Date;
   /** This service instance's Prometheus metrics (GET /metrics). */
   metrics: Metrics;
+  /** The paged routes' cursors, under the database's key. */
+  cursors: Cursors;
 }
 
 /** The operator the signature check proved; every operator route is scoped to it. */

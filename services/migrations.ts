@@ -6,6 +6,7 @@ import { registryMigrations } from '../shared/eventstore/registry.ts';
 import { readModelMigrations } from './read-models.ts';
 import { sessionsMigrations } from './sessions/store.ts';
 import { chainMigrations } from './chain/projection.ts';
+import { cursorKeyMigrations } from '../shared/http/cursor.ts';
 
 /** The service's whole database schema, in the order it is built; every process applies it at start. */
 export const allMigrations: Migration[] = [
@@ -16,4 +17,5 @@ export const allMigrations: Migration[] = [
   ...sessionsMigrations,
   ...readModelMigrations,
   ...chainMigrations,
+  ...cursorKeyMigrations,
 ];

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { Redis } from 'ioredis';
+import { loadCursors } from '../shared/http/cursor.ts';
 import { allMigrations } from './migrations.ts';
 import { answerClientError } from '../shared/http/client-error.ts';
 import { allProjections, runnerNames } from './read-models.ts';
@@ -273,7 +274,7 @@ export async function startService(config: Config, logger: Logger = createLogger
       requests.once('ready', done);
       requests.once('error', done);
     });
-    const ctx: ServiceContext = { config, logger, pool, redis: requests, eventStore, catalog, background, now: () => new Date(), metrics: createMetrics() };
+    const ctx: ServiceContext = { config, logger, pool, redis: requests, eventStore, catalog, background, now: () => new Date(), metrics: createMetrics(), cursors: await loadCursors(pool) };
 
     if (config.roles.includes('projector')) {
       // The chain's signing key first: a process that may not sign starts nothing.

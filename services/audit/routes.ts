@@ -200,8 +200,8 @@ export function auditRoutes(ctx: ServiceContext): Router {
 
   router.get('/transactions', async (req, res) => {
     const { status, limit, cursor } = parseOr400(txQuery, req.query, 'query');
-    const page = await unresolvedPage(ctx.pool, status, limit, cursor === undefined ? undefined : decodeTxCursor(cursor, status));
-    res.json({ transactions: page.rows, nextCursor: page.next === undefined ? null : encodeTxCursor(status, page.next) });
+    const page = await unresolvedPage(ctx.pool, status, limit, cursor === undefined ? undefined : decodeTxCursor(ctx.cursors, cursor, status));
+    res.json({ transactions: page.rows, nextCursor: page.next === undefined ? null : encodeTxCursor(ctx.cursors, status, page.next) });
   });
 
   return router;

@@ -4,7 +4,7 @@ import type { TransactionType } from '../rounds/events.ts';
 import { transactionsIn, type TransactionKey } from '../rounds/queries.ts';
 import { badRequest } from '../../shared/errors.ts';
 import { isStorableText } from '../../shared/http/body.ts';
-import { decodeCursor, encodeCursor, notOurCursor } from '../../shared/http/cursor.ts';
+import { notOurCursor, type Cursors } from '../../shared/http/cursor.ts';
 
 /** The lists of GET /v1/audit/transactions. */
 export const UNRESOLVED_LISTS = ['dead', 'unsettled', 'unresolved'] as const;
@@ -17,12 +17,12 @@ const STATUSES: Record<UnresolvedList, readonly TxStatus[]> = {
 };
 
 /**
- * The cursor: the list it belongs to and the key of the last row read. Opaque to callers (shared/http/cursor.ts).
- * Not signed: a caller who forges one only reads its own list from another place, so a decoded key is
- * checked only for what Postgres would refuse (a time it cannot read, text it cannot hold).
+ * The cursor: the list it belongs to and the key of the last row read. Opaque to callers, and signed
+ * (shared/http/cursor.ts); a decoded key is checked too for what Postgres would refuse (a time it cannot
+ * read, text it cannot hold), for a cursor given before a change of its form.
  */
-export function encodeTxCursor(list: UnresolvedList, key: TransactionKey): string {
-  return encodeCursor({ v: 1, l: list, k: [key.recordedAt, key.roundStream, key.transactionId] });
+export function encodeTxCursor(cursors: Cursors, list: UnresolvedList, key: TransactionKey): string {
+  return cursors.encode({ v: 1, l: list, k: [key.recordedAt, key.roundStream, key.transactionId] });
 }
 
 /** `recorded_at::text` as Postgres writes a timestamptz in ISO style: date, time with up to 6 fractional digits, offset. */
@@ -30,8 +30,8 @@ const PG_INSTANT = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\
 /** A key's text: what Postgres can hold (a lone surrogate would arrive as U+FFFD and sort elsewhere). */
 const storable = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 4096 && isStorableText(v);
 
-export function decodeTxCursor(cursor: string, list: UnresolvedList): TransactionKey {
-  const c = decodeCursor(cursor);
+export function decodeTxCursor(cursors: Cursors, cursor: string, list: UnresolvedList): TransactionKey {
+  const c = cursors.decode(cursor);
   const k = Array.isArray(c.k) && c.k.length === 3 ? (c.k as unknown[]) : undefined;
   if (c.v !== 1 || typeof c.l !== 'string' || !k || typeof k[0] !== 'string' || !PG_INSTANT.test(k[0]) || !storable(k[1]) || !storable(k[2])) throw notOurCursor();
   if (c.l !== list) throw badRequest(`cursor: it belongs to status=${UNRESOLVED_LISTS.includes(c.l as UnresolvedList) ? c.l : 'another list'} (keep status as it was)`);

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import { bigJson } from '../../shared/http/big-json.ts';
-import { decodeCursor, encodeCursor, notOurCursor } from '../../shared/http/cursor.ts';
+import { notOurCursor, type Cursors } from '../../shared/http/cursor.ts';
 import { preferredType } from '../../shared/http/negotiate.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
@@ -49,15 +49,13 @@ const queryKey = (operatorId: string, q: TransactionsQuery): string =>
  * The cursor: where the next page starts (a log position), the store whose positions those are, and
  * the query it belongs to. Opaque to operators (shared/http/cursor.ts).
  */
-function encodeQueryCursor(after: After, store: string, operatorId: string, q: TransactionsQuery): string {
-  return encodeCursor({ v: 2, s: store, q: queryKey(operatorId, q), a: `${after.major}.${after.minor}` });
+function encodeQueryCursor(cursors: Cursors, after: After, store: string, operatorId: string, q: TransactionsQuery): string {
+  return cursors.encode({ v: 2, s: store, q: queryKey(operatorId, q), a: `${after.major}.${after.minor}` });
 }
 
-function decodeQueryCursor(cursor: string, store: string, operatorId: string, q: TransactionsQuery): After {
-  const c = decodeCursor(cursor);
+function decodeQueryCursor(cursors: Cursors, cursor: string, store: string, operatorId: string, q: TransactionsQuery): After {
+  const c = cursors.decode(cursor);
   const at = typeof c.a === 'string' ? /^(\d{1,19})\.(\d{1,19})$/.exec(c.a) : null;
-  // Version 1 named its query without the operator: given before an upgrade, it cannot be checked.
-  if (c.v === 1) throw badRequest('cursor: given by an earlier version of the service; start again without a cursor');
   if (c.v !== 2 || typeof c.s !== 'string' || typeof c.q !== 'string' || !at) throw notOurCursor();
   if (c.q !== queryKey(operatorId, q)) throw badRequest('cursor: it belongs to another query (keep from, to, roundId, gameId, playerRef and status as they were, and ask as the operator it was given to)');
   if (c.s !== store) throw badRequest('cursor: the history has moved to another event store since it was given; start again without a cursor');
@@ -86,7 +84,7 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
   router.get('/transactions', async (req, res) => {
     const operator = callingOperator(ctx, req);
     const q = parseOr400(transactionsQuery, req.query, 'query');
-    const after = q.cursor !== undefined ? decodeQueryCursor(q.cursor, ctx.eventStore.kind, operator.id, q) : undefined;
+    const after = q.cursor !== undefined ? decodeQueryCursor(ctx.cursors, q.cursor, ctx.eventStore.kind, operator.id, q) : undefined;
     // A query's first page reads what the log held when asked; the next pages follow on from it.
     if (after === undefined) await caughtUp(ctx, q.to);
     const filter: TransactionFilter = {
@@ -97,7 +95,7 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
       status: q.status,
     };
     const page = await transactionsPage(ctx.pool, operator.id, filter, q.limit ?? DEFAULT_LIMIT, after);
-    res.json({ transactions: page.transactions, nextCursor: page.last ? encodeQueryCursor(page.last, ctx.eventStore.kind, operator.id, q) : null });
+    res.json({ transactions: page.transactions, nextCursor: page.last ? encodeQueryCursor(ctx.cursors, page.last, ctx.eventStore.kind, operator.id, q) : null });
   });
 
   router.get('/rounds/:roundId', async (req, res) => {

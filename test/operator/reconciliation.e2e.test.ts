@@ -369,16 +369,22 @@ describe('operator reconciliation routes', () => {
     const q = range();
     const first = await get<{ nextCursor: string | null }>(`/v1/operator/transactions?${q}&limit=1`);
     expect(first.json.nextCursor).not.toBeNull();
-    // A cursor edited to a position past any bigint: 400, not a database error.
-    const real = JSON.parse(Buffer.from(first.json.nextCursor!, 'base64url').toString()) as Record<string, unknown>;
-    const huge = Buffer.from(JSON.stringify({ ...real, a: '9999999999999999999.1' })).toString('base64url');
-    const tooBig = await get<{ error: string }>(`/v1/operator/transactions?${q}&cursor=${huge}`);
-    expect(tooBig.status).toBe(400);
-    expect(tooBig.json.error).toMatch(/^cursor: not a cursor this service gave/);
+    // A cursor edited by hand, kept signed with the MAC it came with: 400, not read from the place it names.
+    const [body, mac] = first.json.nextCursor!.split('.') as [string, string];
+    const real = JSON.parse(Buffer.from(body, 'base64url').toString()) as Record<string, unknown>;
+    expect(Object.keys(real).sort()).toEqual(['a', 'q', 's', 'v']);
+    for (const a of ['0.0', '9999999999999999999.1']) {
+      const edited = `${Buffer.from(JSON.stringify({ ...real, a })).toString('base64url')}.${mac}`;
+      const refused = await get<{ error: string }>(`/v1/operator/transactions?${q}&cursor=${edited}`);
+      expect([refused.status, refused.json.error], a).toEqual([400, expect.stringMatching(/^cursor: not a cursor this service gave/)]);
+    }
+    // Its MAC altered: likewise.
+    const flipped = `${body}.${mac.startsWith('A') ? 'B' : 'A'}${mac.slice(1)}`;
+    expect((await get(`/v1/operator/transactions?${q}&cursor=${flipped}`)).status).toBe(400);
     const other = await get<{ error: string }>(`/v1/operator/transactions?${q}&status=applied&cursor=${first.json.nextCursor}`);
     expect(other.status).toBe(400);
     expect(other.json.error).toMatch(/^cursor: it belongs to another query/);
-    // A cursor of the earlier version (its query named no operator) is refused, saying so.
+    // A cursor of an earlier version (unsigned) is refused, saying so.
     const v1 = Buffer.from(JSON.stringify({ ...real, v: 1 })).toString('base64url');
     const old = await get<{ error: string }>(`/v1/operator/transactions?${q}&limit=1&cursor=${v1}`);
     expect(old.status).toBe(400);

@@ -1,6 +1,7 @@
 import { GENESIS, nextLink } from '../../chain/link.ts';
 import { LATENCY_BUCKETS, latencyBucket, percentileMs } from '../../console/projection.ts';
 import { encodeTxCursor } from '../../audit/unresolved.ts';
+import { Cursors } from '../../../shared/http/cursor.ts';
 
 /**
  * Realistic examples for every component schema, keyed by component name. Each one is a value the
@@ -363,13 +364,16 @@ const adjustmentRecord = {
   settledAt: '2026-11-21T18:02:11.583Z',
 };
 
+/** The examples' cursors, under a key of their own (a service's key is its database's: shared/http/cursor.ts). */
+const EXAMPLE_CURSORS = new Cursors(Buffer.alloc(32, 7));
+
 /** The cursor the audit list's example page (status=unsettled, limit 1) answers: it reads on after tx-win-0001. */
-export const AUDIT_TRANSACTIONS_CURSOR = encodeTxCursor('unsettled', { recordedAt: '2026-11-21 16:22:00+00', roundStream: ROUND_STREAM, transactionId: 'tx-win-0001' });
+export const AUDIT_TRANSACTIONS_CURSOR = encodeTxCursor(EXAMPLE_CURSORS, 'unsettled', { recordedAt: '2026-11-21 16:22:00+00', roundStream: ROUND_STREAM, transactionId: 'tx-win-0001' });
 
 /** The query of the transactions example (from, to, playerRef p1, limit 2) and the cursor its first page answered. */
 export const TRANSACTIONS_FROM = '2026-11-21T00:00:00Z';
 export const TRANSACTIONS_TO = '2026-11-22T00:00:00Z';
-export const TRANSACTIONS_CURSOR = 'eyJ2IjoyLCJzIjoicG9zdGdyZXMiLCJxIjoiTmJTRWdHZXBLcFU4aE5hOCIsImEiOiIxMDQ0LjEwNDQifQ';
+export const TRANSACTIONS_CURSOR = EXAMPLE_CURSORS.encode({ v: 2, s: 'postgres', q: 'NbSEgGepKpU8hNa8', a: '1044.1044' });
 
 const figure = (count: number, amountMinor: number) => ({ count, amountMinor });
 const fruitEur = { bets: figure(1843, 412600), wins: figure(702, 371240), refunds: figure(3, 600), ggrMinor: 40760 };
