@@ -83,9 +83,10 @@ export async function transactionsPage(
     return `$${values.length}`;
   };
   if ('from' in filter) where.push(`recorded_at >= ${param(filter.from)}::timestamptz AND recorded_at < ${param(filter.to)}::timestamptz`);
-  // The operator's transactions of that round id and game, found through their rounds' rows (rm_rounds_round_idx)
-  // and their key, which starts with the round's stream.
-  else where.push(`round_stream IN (SELECT round_stream FROM rm_rounds WHERE operator_id = $1 AND round_id = ${param(filter.roundId)}) AND game_id = ${param(filter.gameId)}`);
+  // The transactions of the operator's round of that id and game (the round's game, as roundOf selects it: a
+  // transaction a provider sent for another game of the round is the round's too), found through the
+  // rounds' rows (rm_rounds_round_idx) and their key, which starts with the round's stream.
+  else where.push(`round_stream IN (SELECT round_stream FROM rm_rounds WHERE operator_id = $1 AND round_id = ${param(filter.roundId)} AND game_id = ${param(filter.gameId)})`);
   if (filter.playerRef !== undefined) where.push(`player_ref = ${param(filter.playerRef)}`);
   if (filter.status !== undefined) where.push(`operator_status = ${param(filter.status)}`);
   if (after) where.push(`(log_major, log_minor) > (${param(after.major)}::bigint, ${param(after.minor)}::bigint)`);

@@ -146,6 +146,25 @@ describe('operator reconciliation routes', () => {
     expect(theirs.filter((t) => t.transactionId.endsWith(run)).map((t) => t.transactionId)).toEqual([id('op2-bet')]);
   });
 
+  it('selects a round by its own game, as the round route does: a transaction a provider sent for another game of the round is listed with the round', async () => {
+    const player = `rc-2g-${randomUUID().slice(0, 6)}`;
+    const [fruit, gems] = [await h.launch(player), await h.launch(player, { gameId: 'gems-2' })];
+    const roundId = id('two-games');
+    const base = { roundId, playerRef: player, currency: 'EUR', roundComplete: false, type: 'BET' };
+    expect((await h.tx({ ...base, sessionToken: fruit, gameId: 'fruit-1', transactionId: id('2g-fruit'), amount: 10 })).status).toBe(200);
+    expect((await h.tx({ ...base, sessionToken: gems, gameId: 'gems-2', transactionId: id('2g-gems'), amount: 20 })).status).toBe(200);
+    for (const tx of ['2g-fruit', '2g-gems']) expected.set(id(tx), { status: 'applied' });
+    await h.until(async () => (await get<{ transactions: unknown[] }>(`/v1/operator/rounds/${roundId}?gameId=fruit-1`)).json.transactions?.length === 2);
+    const round = await get<{ transactions: Tx[]; betMinor: number }>(`/v1/operator/rounds/${roundId}?gameId=fruit-1`);
+    const listed = await listAll(`roundId=${roundId}&gameId=fruit-1`);
+    expect(listed.map((t) => [t.transactionId, t.gameId])).toEqual([[id('2g-fruit'), 'fruit-1'], [id('2g-gems'), 'gems-2']]);
+    expect(listed).toEqual(round.json.transactions);
+    expect(round.json.betMinor).toBe(30);
+    // The round is fruit-1's: asked for by the other game, it is no round, in the list as in the round route.
+    expect(await listAll(`roundId=${roundId}&gameId=gems-2`)).toEqual([]);
+    expect((await get(`/v1/operator/rounds/${roundId}?gameId=gems-2`)).status).toBe(404);
+  });
+
   it('filters by round, player and status', async () => {
     const round = await listAll(`roundId=${id('C')}&gameId=fruit-1`);
     expect(round.map((t) => t.transactionId)).toEqual([id('c-bet'), id('c-rb')]);
