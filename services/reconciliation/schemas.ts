@@ -63,7 +63,15 @@ export const transactionsQuery = z
   });
 export type TransactionsQuery = z.infer<typeof transactionsQuery>;
 
-export const roundQuery = z.strictObject({ gameId: z.string({ message: 'is needed (a roundId is unique only within its provider, which the game names)' }).min(1).max(200) });
+export const roundQuery = z.strictObject({
+  gameId: z
+    .string({
+      // Given twice, a query string's parameter arrives as a list: that is no missing gameId.
+      error: (issue) => (issue.input === undefined ? 'is needed (a roundId is unique only within its provider, which the game names)' : 'expected one gameId'),
+    })
+    .min(1)
+    .max(200),
+});
 
 export const settlementQuery = z
   .strictObject({ from: instant(), to: instant() })

@@ -351,6 +351,8 @@ describe('operator reconciliation routes', () => {
       [`/v1/operator/transactions?from=${t0}&to=${t0}`, /^to: must be later than from/],
       [`/v1/operator/transactions?from=${t0}&to=${new Date(Date.parse(t0) + 31 * day + 1).toISOString()}`, /^to: must be at most 31 days/],
       [`/v1/operator/transactions?roundId=r1`, /^gameId: /],
+      ['/v1/operator/rounds/r1', /^gameId: is needed/],
+      ['/v1/operator/rounds/r1?gameId=fruit-1&gameId=gems-2', /^gameId: expected one gameId/],
       [`/v1/operator/transactions?roundId=r1&gameId=fruit-1&from=${t0}&to=2026-11-02T00:00:00Z`, /not both/],
       [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&status=settled`, /^status: must be one of applied, declined, pending, failed, voided, dead/],
       [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&limit=0`, /^limit: /],
