@@ -154,7 +154,11 @@ describe('operator reconciliation routes', () => {
     expect((await h.tx({ ...base, sessionToken: fruit, gameId: 'fruit-1', transactionId: id('2g-fruit'), amount: 10 })).status).toBe(200);
     expect((await h.tx({ ...base, sessionToken: gems, gameId: 'gems-2', transactionId: id('2g-gems'), amount: 20 })).status).toBe(200);
     for (const tx of ['2g-fruit', '2g-gems']) expected.set(id(tx), { status: 'applied' });
-    await h.until(async () => (await get<{ transactions: unknown[] }>(`/v1/operator/rounds/${roundId}?gameId=fruit-1`)).json.transactions?.length === 2);
+    // Both recorded and settled in the read model (an outcome is recorded just after its answer).
+    await h.until(async () => {
+      const txs = (await get<{ transactions?: Tx[] }>(`/v1/operator/rounds/${roundId}?gameId=fruit-1`)).json.transactions ?? [];
+      return txs.length === 2 && txs.every((t) => t.status === 'applied');
+    });
     const round = await get<{ transactions: Tx[]; betMinor: number }>(`/v1/operator/rounds/${roundId}?gameId=fruit-1`);
     const listed = await listAll(`roundId=${roundId}&gameId=fruit-1`);
     expect(listed.map((t) => [t.transactionId, t.gameId])).toEqual([[id('2g-fruit'), 'fruit-1'], [id('2g-gems'), 'gems-2']]);
