@@ -216,11 +216,13 @@ const LAG_COUNT_CAP = 10_000;
  */
 export async function waitForProjection(pool: Pool, name: string, position: Position, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  // Read again after 10 ms, then less and less often (up to every 100 ms): a read model a moment behind is
+  // seen at once, and one far behind (or with no projector) does not cost the pool 100 queries a second.
+  for (let pause = 10; ; pause = Math.min(pause * 2, 100)) {
     const { rows } = await pool.query<{ position: string }>('SELECT position FROM projection_checkpoints WHERE name = $1', [name]);
     if (rows[0] && comparePositions(rows[0].position, position) >= 0) return true;
     if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, pause));
   }
 }
 

@@ -22,6 +22,8 @@ const CATCH_UP_MS = 5000;
  * ago may still gain one: a query whose `to` is less than this in the past waits until it is this much.
  */
 const APPEND_GRACE_MS = 1000;
+/** How long the log's head is waited for (part of CATCH_UP_MS). */
+const HEAD_WAIT_MS = 2000;
 
 /**
  * Waits until the rounds read model (which the lists and statements read) holds every event the log
@@ -32,8 +34,20 @@ const APPEND_GRACE_MS = 1000;
 async function caughtUp(ctx: ServiceContext, to: string | undefined): Promise<void> {
   const grace = to === undefined ? 0 : ceilMs(to) + APPEND_GRACE_MS - Date.now();
   if (grace > 0 && grace <= APPEND_GRACE_MS) await new Promise((r) => setTimeout(r, grace));
-  const head = await ctx.eventStore.headPosition();
-  if (!(await waitForProjection(ctx.pool, roundsProjection.name, head, CATCH_UP_MS))) {
+  const waited = Date.now();
+  // The read model answers even when the log cannot be read now (EventStoreDB down or slow): its reads are Postgres's.
+  let timer: NodeJS.Timeout | undefined;
+  const head = await Promise.race([
+    ctx.eventStore.headPosition(),
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer in ${HEAD_WAIT_MS} ms`)), HEAD_WAIT_MS))),
+  ])
+    .catch((err: unknown) => {
+      ctx.logger.warn({ err: err instanceof Error ? err.message : String(err) }, "the log's head could not be read: answered with what the rounds read model holds");
+      return undefined;
+    })
+    .finally(() => clearTimeout(timer));
+  if (head === undefined) return;
+  if (!(await waitForProjection(ctx.pool, roundsProjection.name, head, Math.max(0, CATCH_UP_MS - (Date.now() - waited))))) {
     ctx.logger.warn({ projection: roundsProjection.name, head }, `the rounds read model did not reach the log's head in ${CATCH_UP_MS / 1000} s: answered with what it holds`);
   }
 }
