@@ -313,7 +313,12 @@ export async function startService(config: Config, logger: Logger = createLogger
     recorder = eventStore.transactionRecorder(pool, {
       fenceLost: (guardStream, mode, err) => logger.warn({ guardStream, mode, err: err?.message }, 'kick fence connection lost while held: a record appends nothing under it, a kick takes the fence again before it is acknowledged'),
       kickMissed: (missed) => {
-        logger.error(missed, 'transaction recorded after a kick while the kick fence was being lost (its Postgres connection died): the kick may have been acknowledged first; tell the operator');
+        logger.error(
+          missed,
+          missed.position === undefined
+            ? 'transaction possibly recorded after a kick while the kick fence was being lost (its append lost its answer, and its round could not be read to tell): look for it in its round stream; tell the operator if it is there'
+            : 'transaction recorded after a kick while the kick fence was being lost (its Postgres connection died): the kick may have been acknowledged first; tell the operator',
+        );
         ctx.metrics.kickFenceMissed();
       },
     });

@@ -34,36 +34,49 @@ import {
  * acknowledged (kickFence). What is left, a connection dying during the append itself with a kick in
  * that moment, cannot be undone once the append has landed: it is reported (`hooks.kickMissed`) when the
  * kick's event precedes the append in the log. An append whose answer was lost (its error thrown) is
- * looked for in its stream, since it may have landed.
+ * looked for in its stream, since it may have landed; when the stream cannot be read to tell, a kick of
+ * the player is reported as one that may have been missed.
  */
 export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHooks = {}): TransactionRecorder {
   const fence = kickFence(pool, hooks);
-  /** After a fence lost while `guard` was held over an append that landed at `position`: was a kick before it? */
-  const reportMissedKick = async (guard: StreamGuard, streamId: string, position: Position | undefined) => {
-    if (position === undefined || !hooks.kickMissed) return;
+  /**
+   * After a fence lost while `guard` was held over an append: was a kick before it? `landing`: where the
+   * append landed, 'none' (nothing was appended), or 'unknown' (its answer was lost, and its stream could
+   * not be read to tell). The append stands either way; a log that cannot be read now is reported as a
+   * kick that may have been missed.
+   */
+  const reportMissedKick = async (guard: StreamGuard, streamId: string, landing: Position | 'none' | 'unknown') => {
+    if (landing === 'none' || !hooks.kickMissed) return;
+    const position = landing === 'unknown' ? undefined : landing;
     const missed = { guardStream: guard.stream, streamId, position };
-    // The append stands either way: a log that cannot be read now is reported as a kick that may have been missed.
     const kick = await guardEvent(store, guard).then(
       (e) => ({ e }),
       () => undefined,
     );
     if (!kick) return hooks.kickMissed({ ...missed, kickPosition: undefined });
-    if (kick.e && comparePositions(kick.e.position, position) < 0) hooks.kickMissed({ ...missed, kickPosition: kick.e.position });
+    if (kick.e && (position === undefined || comparePositions(kick.e.position, position) < 0)) hooks.kickMissed({ ...missed, kickPosition: kick.e.position });
   };
   /**
-   * Where an append made under a fence since lost landed: its answer's position, or, for an append that
-   * failed (its answer lost with a connection, so it may have landed), where the log holds its first event.
-   * Undefined when it is not there, or the log cannot be read now (the fence's loss is logged either way).
+   * Where an append made under a fence since lost landed: its answer's position; or, for an append that
+   * was sent and failed (its answer lost with a connection, so it may have landed), where its stream holds
+   * its first event ('none' when it is not there, 'unknown' when the stream cannot be read now). 'none'
+   * when no append was sent (the claim, the guard's check or the fence's confirmation failed first).
    */
-  const landed = async (streamId: string, first: NewEvent | undefined, settled: PromiseSettledResult<AppendResult | undefined>): Promise<Position | undefined> => {
-    if (settled.status === 'fulfilled') return settled.value?.position;
-    if (first === undefined || settled.reason instanceof WrongExpectedRevisionError || settled.reason instanceof GuardBrokenError) return undefined;
+  const landed = async (
+    streamId: string,
+    first: NewEvent | undefined,
+    sent: boolean,
+    settled: PromiseSettledResult<AppendResult | undefined>,
+  ): Promise<Position | 'none' | 'unknown'> => {
+    if (settled.status === 'fulfilled') return settled.value?.position ?? 'none';
+    if (!sent || first === undefined || settled.reason instanceof WrongExpectedRevisionError) return 'none';
     return store.readStream(streamId).then(
-      (events) => events.find((e) => e.id === first.id)?.position,
-      () => undefined,
+      (events) => events.find((e) => e.id === first.id)?.position ?? 'none',
+      () => 'unknown' as const,
     );
   };
-  const record = async (r: RecordRequest, held?: FenceHold): Promise<RecordOutcome> => {
+  /** `sent`, when given, is set once the append is sent (from then on it may land whatever its answer). */
+  const record = async (r: RecordRequest, held?: FenceHold, sent?: { append: boolean }): Promise<RecordOutcome> => {
     const [claimed, checked] = await Promise.allSettled([
       claimTransaction(pool, r.registryKey, r.transactionId, r.entry, r.wallet, r.token, r.ttlMs),
       r.guard ? guardBroken(store, r.guard) : Promise.resolve(false),
@@ -91,6 +104,7 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
       throw err;
     }
     try {
+      if (sent) sent.append = true;
       const result = await store.append(r.entry.roundStream, r.events, r.expectedRevision === -1 ? 'no_stream' : r.expectedRevision);
       return { kind: 'claimed', claim, revoked, append: { kind: 'appended', result } };
     } catch (err) {
@@ -104,10 +118,11 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
     record: (r) => {
       const guard = r.guard;
       if (!guard) return record(r);
-      return fence.hold(guard.stream, 'shared', (held) => record(r, held), async (settled) => {
+      const sent = { append: false };
+      return fence.hold(guard.stream, 'shared', (held) => record(r, held, sent), async (settled) => {
         const appended: PromiseSettledResult<AppendResult | undefined> =
           settled.status === 'rejected' ? settled : { status: 'fulfilled', value: settled.value.kind === 'claimed' && settled.value.append?.kind === 'appended' ? settled.value.append.result : undefined };
-        await reportMissedKick(guard, r.entry.roundStream, await landed(r.entry.roundStream, r.events[0], appended));
+        await reportMissedKick(guard, r.entry.roundStream, await landed(r.entry.roundStream, r.events[0], sent.append, appended));
       });
     },
     // The fence is held on a connection of its own across calls to EventStoreDB, which takes no Postgres
@@ -115,17 +130,20 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
     exclusive: (guardStream, fn) => fence.hold(guardStream, 'exclusive', () => fn(store)),
     guarded: (guard) => ({
       readStream: (streamId, options) => store.readStream(streamId, options),
-      append: (streamId, events, expected) =>
-        fence.hold(
+      append: (streamId, events, expected) => {
+        const sent = { append: false };
+        return fence.hold(
           guard.stream,
           'shared',
           async (held) => {
             if (await guardBroken(store, guard)) throw new GuardBrokenError(guard);
             await held.confirm();
+            sent.append = true;
             return store.append(streamId, events, expected);
           },
-          async (settled) => reportMissedKick(guard, streamId, await landed(streamId, events[0], settled)),
-        ),
+          async (settled) => reportMissedKick(guard, streamId, await landed(streamId, events[0], sent.append, settled)),
+        );
+      },
     }),
     close: () => fence.close(),
   };

@@ -281,7 +281,8 @@ export interface TransactionRecorder {
 export interface KickMissed {
   guardStream: string;
   streamId: string;
-  position: Position;
+  /** Undefined: an append whose answer was lost, and whose stream could not be read to tell whether it landed. */
+  position: Position | undefined;
   /** Undefined: the guard stream could not be read to tell, so a kick may have been missed. */
   kickPosition: Position | undefined;
 }

@@ -624,7 +624,7 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
       expect(outcome).toMatchObject({ kind: 'claimed', append: { kind: 'appended' } });
       expect(missed).toHaveLength(1);
       expect(missed[0]).toMatchObject({ guardStream: player, streamId: `round|${txId}` });
-      expect(comparePositions(missed[0]!.kickPosition!, missed[0]!.position)).toBeLessThan(0);
+      expect(comparePositions(missed[0]!.kickPosition!, missed[0]!.position!)).toBeLessThan(0);
 
       // The same loss with no kick: recorded, nothing to report.
       const quiet = await startedPlayer(store, 'lost');
@@ -645,10 +645,11 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
     }
   });
 
-  it('an append whose answer is lost with its fence, while a kick was acknowledged, is found in the log and reported; one that did not land is not', async () => {
+  it('an append whose answer is lost with its fence, while a kick was acknowledged, is found in the log and reported; one that did not land is not; one that cannot be looked for is reported as a possible miss', async () => {
     const missed: KickMissed[] = [];
     let appending = gate();
     let landsFirst = true;
+    let roundsReadable = true;
     // The append reaches the store (or not), and its answer is lost, as when EventStoreDB's connection drops.
     const answerLost = Object.assign(Object.create(store) as EventStore, {
       append: async (...args: Parameters<EventStore['append']>) => {
@@ -656,6 +657,10 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
         await appending.pass();
         if (landsFirst) await store.append(...args);
         throw Object.assign(new Error('14 UNAVAILABLE: connection dropped'), { code: 14 });
+      },
+      readStream: async (...args: Parameters<EventStore['readStream']>) => {
+        if (!roundsReadable && args[0].startsWith('round|')) throw Object.assign(new Error('14 UNAVAILABLE: still down'), { code: 14 });
+        return store.readStream(...args);
       },
     });
     const recorder = claimThenAppend(pool, answerLost, { kickMissed: (m) => missed.push(m) });
@@ -673,7 +678,7 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
       expect(landed).toHaveLength(1);
       expect(missed).toHaveLength(1);
       expect(missed[0]).toMatchObject({ guardStream: player, streamId: `round|${txId}`, position: landed[0]!.position });
-      expect(comparePositions(missed[0]!.kickPosition!, missed[0]!.position)).toBeLessThan(0);
+      expect(comparePositions(missed[0]!.kickPosition!, missed[0]!.position!)).toBeLessThan(0);
 
       // The same, but the append did not land: nothing was recorded after the kick, nothing to report.
       landsFirst = false;
@@ -689,6 +694,23 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
       await expect(second).rejects.toThrow('connection dropped');
       expect(await store.readStream(`round|${notLanded}`)).toEqual([]);
       expect(missed).toHaveLength(1);
+
+      // Landed, but its stream cannot be read to tell: the kick is reported as one that may have been missed.
+      landsFirst = true;
+      roundsReadable = false;
+      appending = gate();
+      const third = await startedPlayer(store, 'lost');
+      const unknown = `tx-${randomUUID()}`;
+      const blind = recorder.record(guardedRequest(unknown, third));
+      blind.catch(() => undefined);
+      await appending.reached;
+      await endFenceConnections();
+      await recorder.exclusive(third, (fenced) => kick(fenced, third));
+      appending.open();
+      await expect(blind).rejects.toThrow('connection dropped');
+      expect(missed).toHaveLength(2);
+      expect(missed[1]).toMatchObject({ guardStream: third, streamId: `round|${unknown}`, position: undefined });
+      expect(missed[1]!.kickPosition).toBeDefined();
     } finally {
       await recorder.close();
     }
