@@ -26,6 +26,7 @@ import { PageFill } from './text-size.ts';
 import {
   START,
   WrongExpectedRevisionError,
+  EventStoreUnavailableError,
   pollingSubscription,
   type AppendResult,
   type CountAllOptions,
@@ -103,7 +104,7 @@ class EsdbEventStore implements EventStore {
         const actual = err.actualVersion === NO_STREAM ? -1 : Number(err.actualVersion);
         throw new WrongExpectedRevisionError(streamId, expectedRevision, actual);
       }
-      throw err;
+      throw unavailableOr(err);
     }
     if (!result.success) {
       // Only with throwOnAppendFailure=false in the connection string; the revision it reports is not
@@ -134,7 +135,7 @@ class EsdbEventStore implements EventStore {
       });
     } catch (err) {
       if (err instanceof StreamNotFoundError) return [];
-      throw err;
+      throw unavailableOr(err);
     }
     return out;
   }
@@ -331,6 +332,15 @@ class EsdbEventStore implements EventStore {
   }
 }
 
+/** The client's errors of a server that did not answer (ErrorType of @eventstore/db-client): the request was not wrong. */
+const UNANSWERED = new Set<string>(['timeout', 'deadline-exceeded', 'unavailable', 'not-leader', 'cancelled']);
+
+/** `err` as EventStoreUnavailableError when the server did not answer; otherwise `err` itself. */
+function unavailableOr(err: unknown): unknown {
+  const type = typeof err === 'object' && err !== null ? (err as { type?: unknown }).type : undefined;
+  return typeof type === 'string' && UNANSWERED.has(type) ? new EventStoreUnavailableError(err instanceof Error ? err.message : String(err), { cause: err }) : err;
+}
+
 /**
  * Consumes a read within `timeoutMs`. Reads run with an infinite gRPC deadline in this client (readStream and
  * readAll pass `deadline: Infinity`, which overrides the `deadline` option), so the bound is ours: when it
@@ -339,7 +349,7 @@ class EsdbEventStore implements EventStore {
 async function drain<E>(read: StreamingRead<E>, timeoutMs: number, what: string, each: (event: E) => 'stop' | void): Promise<void> {
   const timer = setTimeout(() => {
     void read.cancel().catch(() => undefined);
-    read.destroy(new Error(`EventStoreDB ${what} did not finish within ${timeoutMs} ms`));
+    read.destroy(new EventStoreUnavailableError(`EventStoreDB ${what} did not finish within ${timeoutMs} ms`));
   }, timeoutMs);
   try {
     for await (const event of read as AsyncIterable<E>) {

@@ -99,6 +99,18 @@ export class WrongExpectedRevisionError extends Error {
   }
 }
 
+/**
+ * The event store did not answer (a node down or restarting, a timeout, a leader change): nothing about
+ * the request was wrong, and what it recorded before is answered on resubmission (the http layer answers
+ * 503). An append that fails so may have been written: its answer is what was lost.
+ */
+export class EventStoreUnavailableError extends Error {
+  override name = 'EventStoreUnavailableError';
+  constructor(message: string, options?: { cause: unknown }) {
+    super(`event store unavailable: ${message}`, options);
+  }
+}
+
 export interface ReadStreamOptions {
   fromRevision?: number;
   maxCount?: number;

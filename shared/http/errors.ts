@@ -1,3 +1,4 @@
+import { EventStoreUnavailableError } from '../eventstore/port.ts';
 import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { Refused } from '../decider.ts';
@@ -47,10 +48,11 @@ export function errorRenderer(logger: Logger, answerRefusal?: (refused: Refused)
       res.status(bp.status).json({ error: 'bad request' });
       return;
     }
-    if (isLostConnection(err)) {
-      // Postgres went away under the request (restart, failover, a killed connection): nothing about the
-      // request was wrong, and what it recorded is answered on resubmission, so it is worth retrying.
-      logger.warn({ err, reqId: requestIdOf(res) }, 'database connection lost during the request');
+    if (isLostConnection(err) || err instanceof EventStoreUnavailableError) {
+      // Postgres went away under the request (restart, failover, a killed connection), or the event store
+      // did not answer: nothing about the request was wrong, and what it recorded is answered on
+      // resubmission, so it is worth retrying.
+      logger.warn({ err, reqId: requestIdOf(res) }, err instanceof EventStoreUnavailableError ? 'event store did not answer during the request' : 'database connection lost during the request');
       res.set('Retry-After', '1').status(503).json({ error: 'service unavailable' });
       return;
     }

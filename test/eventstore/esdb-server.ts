@@ -118,8 +118,10 @@ export interface EsdbTestServer {
   /**
    * Holds the next write to a stream whose name starts with `prefix` (Append or BatchAppend), as a slow
    * node would, after it has arrived (`reached`) and before it is written, until `release` is called.
+   * `answerLost`: the write is then made, but answered as timed out, as a node whose answer did not come
+   * back in time (the client cannot tell whether it was written).
    */
-  holdNextAppend(prefix: string): { reached: Promise<void>; release(): void };
+  holdNextAppend(prefix: string, options?: { answerLost?: boolean }): { reached: Promise<void>; release(): void };
   /** Ends every running subscription with UNAVAILABLE, as a node going down does to its subscribers. */
   dropSubscriptions(): void;
   /** Writes an event directly, as a server-side writer (a projection, the node itself) would. */
@@ -565,14 +567,20 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
   const subscriptions = new Map<AbortController, grpc.ServerWritableStream<ReadReq, ReadResp>>();
   const reads = new Set<AbortController>();
   let held: Promise<void> | undefined;
-  let appendHold: { prefix: string; arrive(): void; released: Promise<void> } | undefined;
+  interface AppendHold {
+    prefix: string;
+    arrive(): void;
+    released: Promise<void>;
+    answerLost: boolean;
+  }
+  let appendHold: AppendHold | undefined;
   /** The hold a write to `stream` waits on (holdNextAppend), taken by the first write it matches. */
-  const takeAppendHold = (stream: string): Promise<void> | undefined => {
+  const takeAppendHold = (stream: string): AppendHold | undefined => {
     if (!appendHold || !stream.startsWith(appendHold.prefix)) return undefined;
     const hold = appendHold;
     appendHold = undefined;
     hold.arrive();
-    return hold.released;
+    return hold;
   };
   let fellBehind = 0;
   let eventsSent = 0;
@@ -726,9 +734,10 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
       if (!options) return answer(handlerException());
       // Without a hold the write goes on in the same turn, as before (no await).
       const hold = takeAppendHold(streamName(options.getStreamIdentifier()));
-      if (hold) await hold;
+      if (hold) await hold.released;
       const expected = expectedOf(options);
       const result = log.write(streamName(options.getStreamIdentifier()), expected, events);
+      if (hold?.answerLost) return answer(rpcError(grpc.status.DEADLINE_EXCEEDED, 'Timeout', {}));
       const resp = new streamsPb.AppendResp();
       if (result.kind === 'success') {
         const success = new streamsPb.AppendResp.Success();
@@ -873,8 +882,12 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
         if (!pending.delete(correlationId)) return;
         clearTimeout(write.timer);
         const hold = takeAppendHold(write.streamId);
-        if (hold) await hold;
+        if (hold) await hold.released;
         const result = log.write(write.streamId, write.expected, write.events);
+        if (hold?.answerLost) {
+          respond(req.getCorrelationId(), write.streamId, (r) => r.setError(timeoutStatus()));
+          return;
+        }
         respond(req.getCorrelationId(), write.streamId, (r) => {
           if (result.kind === 'success') {
             const success = new streamsPb.BatchAppendResp.Success();
@@ -1246,12 +1259,12 @@ export async function startEsdbTestServer(options: EsdbTestServerOptions = {}): 
         release();
       };
     },
-    holdNextAppend(prefix) {
+    holdNextAppend(prefix, options = {}) {
       let arrive!: () => void;
       const reached = new Promise<void>((r) => (arrive = r));
       let release!: () => void;
       const released = new Promise<void>((r) => (release = r));
-      appendHold = { prefix, arrive, released };
+      appendHold = { prefix, arrive, released, answerLost: options.answerLost ?? false };
       return { reached, release };
     },
     dropSubscriptions() {
