@@ -83,10 +83,9 @@ export async function transactionsPage(
     return `$${values.length}`;
   };
   if ('from' in filter) where.push(`recorded_at >= ${param(filter.from)}::timestamptz AND recorded_at < ${param(filter.to)}::timestamptz`);
-  // The transactions of the operator's round of that id and game (the round's game, as roundOf selects it: a
-  // transaction a provider sent for another game of the round is the round's too), found through the
-  // rounds' rows (rm_rounds_round_idx) and their key, which starts with the round's stream.
-  else where.push(`round_stream IN (SELECT round_stream FROM rm_rounds WHERE operator_id = $1 AND round_id = ${param(filter.roundId)} AND game_id = ${param(filter.gameId)})`);
+  // The transactions of the round roundOf answers (a transaction a provider sent for another game of the
+  // round is the round's too), found by their key, which starts with the round's stream.
+  else where.push(`round_stream = (${roundStreamOf('$1', param(filter.roundId), param(filter.gameId))})`);
   if (filter.playerRef !== undefined) where.push(`player_ref = ${param(filter.playerRef)}`);
   if (filter.status !== undefined) where.push(`operator_status = ${param(filter.status)}`);
   if (after) where.push(`(log_major, log_minor) > (${param(after.major)}::bigint, ${param(after.minor)}::bigint)`);
@@ -112,13 +111,21 @@ export interface RoundRecord {
   transactions: TransactionRecord[];
 }
 
+/**
+ * The operator's round of an id and game, as SQL over the given parameters: the one the round route and
+ * the list by round answer (the round's own game, its first transaction's; the first opened, should a game
+ * ever move between providers), found through rm_rounds_round_idx.
+ */
+const roundStreamOf = (operatorId: string, roundId: string, gameId: string): string =>
+  `SELECT round_stream FROM rm_rounds WHERE operator_id = ${operatorId} AND round_id = ${roundId} AND game_id = ${gameId} AND operator_status IS NOT NULL ORDER BY created_at LIMIT 1`;
+
 /** The operator's round of this game with its transactions in recorded order; undefined when it has none. */
 export async function roundOf(pool: Pool, operatorId: string, roundId: string, gameId: string): Promise<RoundRecord | undefined> {
   const { rows } = await pool.query<{
     round_stream: string; provider_id: string; player_ref: string; currency: string; status: RoundRecord['status']; opened_at: Date; closed_at: Date | null;
   }>(
     `SELECT round_stream, provider_id, player_ref, currency, operator_status AS status, created_at AS opened_at, closed_at FROM rm_rounds
-     WHERE operator_id = $1 AND round_id = $2 AND game_id = $3 AND operator_status IS NOT NULL ORDER BY created_at LIMIT 1`,
+     WHERE round_stream = (${roundStreamOf('$1', '$2', '$3')})`,
     [operatorId, roundId, gameId],
   );
   const round = rows[0];

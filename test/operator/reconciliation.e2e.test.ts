@@ -357,6 +357,8 @@ describe('operator reconciliation routes', () => {
       [`/v1/operator/transactions?roundId=r1`, /^gameId: /],
       ['/v1/operator/rounds/r1', /^gameId: is needed/],
       ['/v1/operator/rounds/r1?gameId=fruit-1&gameId=gems-2', /^gameId: expected one gameId/],
+      ['/v1/operator/rounds/r1?gameId=', /^gameId: expected 1 to 200 characters/],
+      [`/v1/operator/rounds/r1?gameId=${'g'.repeat(201)}`, /^gameId: expected 1 to 200 characters/],
       [`/v1/operator/transactions?roundId=r1&gameId=fruit-1&from=${t0}&to=2026-11-02T00:00:00Z`, /not both/],
       [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&status=settled`, /^status: must be one of applied, declined, pending, failed, voided, dead/],
       [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&limit=0`, /^limit: /],
