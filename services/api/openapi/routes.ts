@@ -790,7 +790,7 @@ const timeTravel = (what: string) =>
   `**Time travel:** with \`asOf\` (an RFC 3339 instant with a time zone) the answer is ${what} as it was then: folded from the events recorded at or before \`asOf\` (an event's time is its \`createdAt\`, in milliseconds; one at exactly \`asOf\` counts), with \`asOf\` echoed, \`position\` (the last event folded, null when none was recorded by then) and \`state\`; \`history\` then stops at that event. Without \`asOf\` the answer is as always, without those three fields.`;
 const asOfDescription =
   'An RFC 3339 instant with a time zone (`Z` or an offset), e.g. `2026-11-21T16:21:00.030Z`. Percent-encode a `+` offset (`%2B01:00`); an unencoded `+`, which a query string reads as a space, is understood too.';
-const asOf400 = '`asOf: not an RFC 3339 date-time with a time zone, such as 2026-11-24T10:00:00.000Z`: malformed, empty, or without a time zone.';
+const asOf400 = '`asOf: not an RFC 3339 date-time with a time zone, such as 2026-11-24T10:00:00.000Z`: malformed, empty, or without a time zone; or a parameter the route does not take (a misspelt `asOf`).';
 const asOfError = 'asOf: not an RFC 3339 date-time with a time zone, such as 2026-11-24T10:00:00.000Z';
 
 const chainPage = (what: string) => ({
@@ -808,7 +808,7 @@ const auditRoutes: RouteSpec[] = [
     description: `The log in commit order, strictly after \`from\` (omit it to start at the beginning). It is complete but eventually consistent: an event appears once every older transaction on the server has ended, and a page holds at most \`limit\` events and about 8 MiB of their text (always one event, however large: an outcome keeps its wallet's reply, up to 1 MiB), so a short page means "nothing more yet" or "the rest did not fit"; page again from \`next\` (an empty page: nothing more yet). ${eventLink}`,
     query: eventsQuery,
     paramDescriptions: { from: 'A position from an earlier page (`next`, or an event\'s `position`).', limit: 'Events per page.' },
-    responses: { 200: json(eventsPage, 'A page of the log.'), 400: error('`limit` out of range, or `from: not a position of this log`.', 'limit: Too big: expected number to be <=1000'), ...auditErrors },
+    responses: { 200: json(eventsPage, 'A page of the log.'), 400: error('`limit` out of range, `from: not a position of this log`, or a parameter the route does not take.', 'limit: Too big: expected number to be <=1000'), ...auditErrors },
   },
   {
     method: 'get',
@@ -820,7 +820,8 @@ const auditRoutes: RouteSpec[] = [
     description: `Every event of one stream, e.g. \`player-sessions|op-1|p1\`, \`round|studio-a|op-1|r-1\`, \`grant|<id>\`. ${eventLink}`,
     pathParams: z.object({ streamId: z.string() }),
     paramDescriptions: { streamId: 'The stream id, URL-encoded (`|` is `%7C`).' },
-    responses: { 200: json(streamEvents, 'The stream.'), 404: error('`stream not found`: the stream has no events.'), ...auditErrors },
+    query: z.strictObject({}),
+    responses: { 200: json(streamEvents, 'The stream.'), 400: error('a query parameter: the route takes none (`asOf` is taken by the rounds, sessions and grants routes).', 'query: Unrecognized key: "asOf"'), 404: error('`stream not found`: the stream has no events.'), ...auditErrors },
   },
   {
     method: 'get',
@@ -923,7 +924,7 @@ ${timeTravel('the grant')} Before the grant's first event, \`state\` is \`{"stat
       '`dead`: transactions the wallet never accepted before retries stopped (24 h), kept for auditors. `unsettled`: recorded, failed or timed out, not yet settled. `unresolved` (the default): both. Settled transactions are in none of these lists (see the round\'s audit history). Oldest first (by when each was first recorded), `limit` to a page (1 to 1,000, default 1,000); follow `nextCursor`, with the same `status`, until it is null. A transaction that joins the list behind a page already read (recorded earlier, failing only now) is on the next walk.',
     query: txQuery,
     paramExamples: { status: 'unsettled', limit: 1, cursor: AUDIT_TRANSACTIONS_CURSOR },
-    responses: { 200: json(auditTransactions, 'The transactions.'), 400: error('`status: ...`: not dead, unsettled or unresolved (`all` was renamed `unresolved`); `limit: ...`; `cursor: ...`: not one this service gave, or given for another `status`.', 'status: not dead, unsettled or unresolved'), ...auditErrors },
+    responses: { 200: json(auditTransactions, 'The transactions.'), 400: error('`status: ...`: not dead, unsettled or unresolved (`all` was renamed `unresolved`); `limit: ...`; `cursor: ...`: not one this service gave (altered or made up, or given before cursors were signed), or given for another `status`; or a parameter the route does not take.', 'status: not dead, unsettled or unresolved'), ...auditErrors },
   },
 ];
 
