@@ -47,6 +47,8 @@ export class Cursors {
     const json = Buffer.from(cursor.slice(0, dot), 'base64url');
     const mac = Buffer.from(cursor.slice(dot + 1), 'base64url');
     if (mac.length !== MAC_BYTES || !timingSafeEqual(mac, this.mac(json))) throw notOurCursor();
+    // Only the text it gave: base64url decoding ignores what it cannot read (a changed last character, say).
+    if (cursor !== `${json.toString('base64url')}.${mac.toString('base64url')}`) throw notOurCursor();
     const body = objectOf(json);
     if (body === undefined) throw notOurCursor();
     return body;

@@ -21,7 +21,8 @@ describe('paged routes’ cursors: signed, so only a cursor the service gave is 
     const given = cursors.encode({ v: 2, a: '12.34' });
     const [body, mac] = given.split('.') as [string, string];
     const forged = Buffer.from(JSON.stringify({ v: 2, a: '0.0' })).toString('base64url');
-    for (const bad of [`${forged}.${mac}`, `${body}.${mac.slice(0, -2)}`, `${body}.`, `${body}.${mac}x`, new Cursors(Buffer.alloc(32, 2)).encode({ v: 2, a: '12.34' }), '.', 'nope', '']) {
+    const lastChanged = `${body}.${mac.slice(0, -1)}${mac.endsWith('A') ? 'B' : 'A'}`;
+    for (const bad of [`${forged}.${mac}`, `${body}.${mac.slice(0, -2)}`, `${body}.`, `${body}.${mac}x`, `${body}x.${mac}`, lastChanged, new Cursors(Buffer.alloc(32, 2)).encode({ v: 2, a: '12.34' }), '.', 'nope', '']) {
       expect(message(() => cursors.decode(bad)), bad).toMatch(/^cursor: not a cursor this service gave/);
     }
   });

@@ -457,7 +457,8 @@ describe('free-spin grants abandoned mid-call, across api processes (one taker, 
       const key = `gone-${randomUUID()}`;
       const id = grantIdFor('op-1', key);
       // The request's own call fails slowly; meanwhile another process takes the call over (as if it found it abandoned) and dies.
-      provider.script('/v1/free-spins/grants', { status: 503, body: {}, delayMs: 600 });
+      // Slow enough that the take below lands before it on a loaded machine.
+      provider.script('/v1/free-spins/grants', { status: 503, body: {}, delayMs: 1500 });
       const client = new AbortController();
       const answer = signedRequest<Grant>(svc.url, { path: '/v1/operator/free-spins/grants', body: { playerRef: 'to-p', idempotencyKey: key, gameId: 'fruit-1', spins: 3, currency: 'EUR' }, as: OP1, signal: client.signal })
         .then(() => 'answered', () => 'aborted');

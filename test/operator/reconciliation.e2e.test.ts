@@ -490,8 +490,8 @@ describe('operator reconciliation routes behind a read model that lags the log',
       signedRequest<Statement>(h.svc.url, { path: `/v1/operator/reports/settlement?${query}`, as: OP1 }),
       signedRequest<{ transactions: Tx[] }>(h.svc.url, { path: `/v1/operator/transactions?${query}`, as: OP1 }),
     ]);
-    // The read models' process starts after the questions were asked.
-    await new Promise((r) => setTimeout(r, 1500));
+    // The read models' process starts after the questions were asked (they wait out the second's grace first).
+    await new Promise((r) => setTimeout(r, 300));
     const projector = await startInProcess(h.env, { ROLES: 'projector' });
     try {
       const [statement, list] = await asked;
