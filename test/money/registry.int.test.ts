@@ -664,7 +664,9 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
       },
     });
     const recorder = claimThenAppend(pool, answerLost, { kickMissed: (m) => missed.push(m) });
-    try {
+    /** A BET of a new player whose append (landing or not) loses its answer and its fence while the player is kicked: its round stream. */
+    const lostWhileKicked = async (lands: boolean, readable: boolean) => {
+      [landsFirst, roundsReadable, appending] = [lands, readable, gate()];
       const player = await startedPlayer(store, 'lost');
       const txId = `tx-${randomUUID()}`;
       const bet = recorder.record(guardedRequest(txId, player));
@@ -674,42 +676,25 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
       await recorder.exclusive(player, (fenced) => kick(fenced, player));
       appending.open();
       await expect(bet).rejects.toThrow('connection dropped');
-      const landed = await store.readStream(`round|${txId}`);
+      return { player, stream: `round|${txId}` };
+    };
+    try {
+      const first = await lostWhileKicked(true, true);
+      const landed = await store.readStream(first.stream);
       expect(landed).toHaveLength(1);
       expect(missed).toHaveLength(1);
-      expect(missed[0]).toMatchObject({ guardStream: player, streamId: `round|${txId}`, position: landed[0]!.position });
+      expect(missed[0]).toMatchObject({ guardStream: first.player, streamId: first.stream, position: landed[0]!.position });
       expect(comparePositions(missed[0]!.kickPosition!, missed[0]!.position!)).toBeLessThan(0);
 
       // The same, but the append did not land: nothing was recorded after the kick, nothing to report.
-      landsFirst = false;
-      appending = gate();
-      const other = await startedPlayer(store, 'lost');
-      const notLanded = `tx-${randomUUID()}`;
-      const second = recorder.record(guardedRequest(notLanded, other));
-      second.catch(() => undefined);
-      await appending.reached;
-      await endFenceConnections();
-      await recorder.exclusive(other, (fenced) => kick(fenced, other));
-      appending.open();
-      await expect(second).rejects.toThrow('connection dropped');
-      expect(await store.readStream(`round|${notLanded}`)).toEqual([]);
+      const second = await lostWhileKicked(false, true);
+      expect(await store.readStream(second.stream)).toEqual([]);
       expect(missed).toHaveLength(1);
 
       // Landed, but its stream cannot be read to tell: the kick is reported as one that may have been missed.
-      landsFirst = true;
-      roundsReadable = false;
-      appending = gate();
-      const third = await startedPlayer(store, 'lost');
-      const unknown = `tx-${randomUUID()}`;
-      const blind = recorder.record(guardedRequest(unknown, third));
-      blind.catch(() => undefined);
-      await appending.reached;
-      await endFenceConnections();
-      await recorder.exclusive(third, (fenced) => kick(fenced, third));
-      appending.open();
-      await expect(blind).rejects.toThrow('connection dropped');
+      const third = await lostWhileKicked(true, false);
       expect(missed).toHaveLength(2);
-      expect(missed[1]).toMatchObject({ guardStream: third, streamId: `round|${unknown}`, position: undefined });
+      expect(missed[1]).toMatchObject({ guardStream: third.player, streamId: third.stream, position: undefined });
       expect(missed[1]!.kickPosition).toBeDefined();
     } finally {
       await recorder.close();
