@@ -131,9 +131,11 @@ async function recordAndAttempt(deps: LedgerDeps, sub: Submission, mine: Registr
       revoked ||= outcome.revoked;
       if (!claimIsOwn(claim, mine)) throw transactionIdReused();
       if (claim.leased) return underLease(deps, sub, claim, { registryKey: sub.registryKey, token, takenAt, ttlMs }, { revoked });
-      // Another submission (or the worker) is attempting it: its outcome is usually the answer.
+      // Another submission (or the worker) is attempting it: its outcome is usually the answer. Not yet for
+      // a BET voided while that call is under way: the call's reply may still settle it (applied or
+      // declined), so it is waited for like any other, and 409 is answered only once it cannot.
       const held = (await readRound(deps.eventStore, sub.roundStream)).state.txs.get(txId);
-      if (held && isFinal(held.status)) return held;
+      if (held && isFinal(held.status) && held.status !== 'voided') return held;
       if (Date.now() > deadline) {
         if (held) return held;
         throw new AppError(504, 'transaction still in progress; resubmit to get its outcome');

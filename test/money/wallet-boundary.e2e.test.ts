@@ -323,5 +323,35 @@ describe('money safety at the wallet boundary', () => {
         await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 500 }));
       }
     }, 60_000);
+
+    it('a resubmission of a BET voided while its call is under way waits for that call: answered as it ends (applied, then refunded by its ROLLBACK), never 409 and then 200', async () => {
+      await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 4000 }));
+      h.wallet.setLatency('BET', 1500);
+      try {
+        const p = await player();
+        const bet = p.viaA({});
+        const rb = { ...bet, transactionId: `rb-${randomUUID()}`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, roundComplete: undefined };
+        const original = h.tx(bet);
+        await h.until(() => h.walletCallsFor(bet.transactionId as string).length === 1);
+        // The ROLLBACK is recorded (voiding the BET) while the BET's call is under way, and waits for it.
+        const rolledBack = h.tx(rb);
+        await h.until(async () => {
+          const round = await h.svc.ctx.eventStore.readStream(roundStream(PROV_A.id, OP1.id, bet.roundId as string));
+          return round.some((e) => e.type === 'TransactionVoided');
+        });
+        const resubmitted = await h.tx(bet);
+        const [first, refund] = await Promise.all([original, rolledBack]);
+        // The wallet took the BET after all: every delivery of it is answered with that reply.
+        expect(first.status).toBe(200);
+        expect([resubmitted.status, resubmitted.text]).toEqual([200, first.text]);
+        expect((await h.tx(bet)).text).toBe(first.text);
+        expect(refund.status).toBe(200);
+        expect(h.walletCallsFor(bet.transactionId as string)).toHaveLength(1);
+        expect(balance(p.name)).toBe(10_000);
+      } finally {
+        h.wallet.setLatency('BET', 0);
+        await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 500 }));
+      }
+    }, 30_000);
   });
 });
