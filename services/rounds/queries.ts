@@ -1,5 +1,5 @@
 import type { Pool } from '../../shared/db/pool.ts';
-import { isStuck, operatorStatus, UNSETTLED_STATUSES, type OperatorStatus, type TxStatus } from './decider.ts';
+import { DEAD_STATUSES, isStuck, operatorStatus, UNSETTLED_STATUSES, type OperatorStatus, type TxStatus } from './decider.ts';
 import type { TransactionType } from './events.ts';
 
 /**
@@ -106,9 +106,10 @@ export async function transactionsIn(
 
 /** Dead-lettered transactions per operator (operators with none are absent). */
 export async function deadLetteredByOperator(pool: Pool): Promise<Map<string, number>> {
+  // Dead as operators see it: retries stopped, and credits the wallet answered DECLINED (DEAD_STATUSES).
   const { rows } = await pool.query<{ operator_id: string; n: number }>(
-    `SELECT operator_id, count(*)::int AS n FROM rm_transactions WHERE status = $1 GROUP BY operator_id`,
-    ['dead' satisfies TxStatus],
+    `SELECT operator_id, count(*)::int AS n FROM rm_transactions WHERE status = ANY($1::text[]) GROUP BY operator_id`,
+    [DEAD_STATUSES],
   );
   return new Map(rows.map((r) => [r.operator_id, r.n]));
 }

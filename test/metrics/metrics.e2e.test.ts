@@ -134,6 +134,14 @@ describe('Prometheus metrics at GET /metrics', () => {
     expect(samplesOf(apiAfter!, 'wallet_dead_lettered_transactions', { operator: OP2.id }).map((s) => s.value)).toEqual([0]);
     // Read from Postgres, so not served by a process without the projector role.
     expect(samplesOf(workerAfter, 'wallet_dead_lettered_transactions')).toEqual([]);
+
+    // A credit the wallet answered DECLINED is never sent again either: counted with them (operators see it dead).
+    const other = await player();
+    expect((await h.tx(other.bet())).status).toBe(200);
+    const declined = other.win();
+    h.wallet.script(declined.transactionId, { status: 200, body: { status: 'DECLINED', balance: 0 } });
+    expect((await h.tx(declined)).status).toBe(502);
+    await h.until(async () => total(await api(), 'wallet_dead_lettered_transactions', { operator: OP1.id }) === 2);
   });
 
   it('counts a 429 as a rate-limit refusal of that operator', async () => {
