@@ -80,6 +80,8 @@ describe('catalog through PUT /v1/admin/catalog (contract section 2)', () => {
     // Twice in one document: the second would silently replace the first.
     ['an operator twice', (c: ReturnType<typeof testCatalog>) => void c.operators.push({ ...c.operators[0]!, name: 'Second' }), 'operators[2].id'],
     ['a provider twice', (c: ReturnType<typeof testCatalog>) => void c.providers.push({ ...c.providers[0]!, games: [] }), 'providers[2].id'],
+    ['a game twice in its provider', (c: ReturnType<typeof testCatalog>) => void c.providers[0]!.games.push({ ...c.providers[0]!.games[0]!, name: 'Second' }), 'providers[0].games[3].id'],
+    ['a game in two providers of the document', (c: ReturnType<typeof testCatalog>) => void c.providers[1]!.games.push({ ...c.providers[0]!.games[0]! }), 'providers[1].games[1].id'],
     ['a campaign twice', (c: ReturnType<typeof testCatalog>) => void c.campaigns.push({ ...c.campaigns[0]! }), `campaigns[${testCatalog().campaigns.length}].id`],
     ['a visible game listed twice', (c: ReturnType<typeof testCatalog>) => void c.operators[0]!.visibleGames.push(c.operators[0]!.visibleGames[0]!), 'operators[0].visibleGames[3]'],
     ['a campaign that ends before it starts', (c: ReturnType<typeof testCatalog>) => void Object.assign(c.campaigns[0]!, { validFrom: '2026-12-02T00:00:00Z', validUntil: '2026-12-01T00:00:00Z' }), 'campaigns[0].validUntil'],
