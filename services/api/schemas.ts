@@ -348,6 +348,7 @@ export const consoleStuck = z.strictObject({
       lastError: z.string().optional(),
     }),
   ),
+  total: z.number().int().min(0).meta({ description: 'How many transactions are stuck in all: more than the list holds when it was cut at 1,000 (the oldest are listed).' }),
 });
 
 export const consoleOperators = z.strictObject({

@@ -192,8 +192,10 @@ export function consoleRoutes(ctx: ServiceContext): Router {
 
   router.get('/console/stuck', async (_req, res) => {
     const now = ctx.now().getTime();
-    const rows = await stuckTransactions(ctx.pool, STUCK, 1000);
+    const [rows, counts] = await Promise.all([stuckTransactions(ctx.pool, STUCK, 1000), stuckCounts(ctx.pool, STUCK)]);
     res.json({
+      // The list is cut at 1,000 (the oldest); the page says how many more there are.
+      total: Math.max(rows.length, [...counts.values()].reduce((a, b) => a + b, 0)),
       transactions: rows.map((r) => ({
         operatorId: r.operatorId,
         providerId: r.providerId,

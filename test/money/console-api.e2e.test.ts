@@ -51,8 +51,10 @@ describe('console data and re-drive (admin routes)', () => {
   afterAll(async () => h?.close());
 
   it('lists the dead WIN among stuck money with its age, attempts and last error', async () => {
-    const res = await admin<{ transactions: Array<Record<string, unknown>> }>('/v1/admin/console/stuck');
+    const res = await admin<{ transactions: Array<Record<string, unknown>>; total: number }>('/v1/admin/console/stuck');
     expect(res.status).toBe(200);
+    // Not cut (fewer than 1,000): the total is the list's length.
+    expect(res.json.total).toBe(res.json.transactions.length);
     const win = res.json.transactions.find((t) => t.transactionId === winId);
     expect(win).toMatchObject({ operatorId: OP1.id, providerId: 'studio-a', roundId, gameId: 'fruit-1', type: 'WIN', amount: 90, currency: 'EUR', status: 'dead' });
     expect(win!.attempts).toBeGreaterThan(1);

@@ -768,7 +768,7 @@ export const schemaExamples: Record<string, unknown[]> = {
     { results: [] },
   ],
   ConsolePlayer: [consolePlayer],
-  ConsoleStuckTransactions: [{ transactions: [stuckWin] }],
+  ConsoleStuckTransactions: [{ transactions: [stuckWin], total: 1 }],
   ConsoleOperators: [
     {
       operators: [

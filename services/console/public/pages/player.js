@@ -37,7 +37,7 @@ export async function playerPage(ctx) {
       { 'aria-labelledby': 'sessions-title' },
       h('h2', { id: 'sessions-title' }, 'Sessions'),
       table({
-        caption: 'Sessions, newest first',
+        caption: 'Sessions, oldest first',
         className: 'sessions',
         headers: ['Token', 'Status', 'Provider', 'Game', 'Currency', 'Started', 'Expires', 'Kicked'],
         rows: player.sessions.map((s) => [shortToken(s.token), badge(s.status), s.providerId, s.gameId, s.currency, utc(s.createdAt), utc(s.expiresAt), s.revokedAt ? utc(s.revokedAt) : '—']),

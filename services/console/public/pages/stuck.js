@@ -22,7 +22,7 @@ export async function stuckPage(ctx) {
   refreshButton.addEventListener('click', () => void loads.again());
   ctx.main.append(
     pageTitle('Stuck money'),
-    h('p', { class: 'muted' }, 'Transactions the wallet has not acknowledged: pending (no final answer yet), failed (retrying) and dead (retries stopped). Amounts in minor units; times in UTC.'),
+    h('p', { class: 'muted' }, 'Transactions the wallet has not acknowledged: pending (no final answer yet, or a WIN, ROLLBACK or adjustment being retried), failed (a BET the wallet never accepted; not retried) and dead (retries stopped, or a credit the wallet declined). Amounts in minor units; times in UTC.'),
     h('div', { class: 'toolbar' }, refreshButton),
     problem,
     summary,
@@ -31,11 +31,12 @@ export async function stuckPage(ctx) {
 
   /** @param {AbortSignal} signal */
   async function load(signal) {
-    /** @type {{ transactions: StuckTx[] }} */
+    /** @type {{ transactions: StuckTx[], total: number }} */
     const answer = await getJson('/v1/admin/console/stuck', { signal });
     const txs = answer.transactions;
     const by = (/** @type {string} */ s) => txs.filter((t) => t.status === s).length;
-    summary.textContent = txs.length === 0 ? 'Nothing is stuck.' : `${count(txs.length)} ${txs.length === 1 ? 'transaction' : 'transactions'}: ${count(by('pending'))} pending, ${count(by('failed'))} failed, ${count(by('dead'))} dead.`;
+    const cut = answer.total > txs.length ? ` These are the oldest ${count(txs.length)} of ${count(answer.total)} stuck: settle or re-drive them to see the rest.` : '';
+    summary.textContent = txs.length === 0 ? 'Nothing is stuck.' : `${count(txs.length)} ${txs.length === 1 ? 'transaction' : 'transactions'}: ${count(by('pending'))} pending, ${count(by('failed'))} failed, ${count(by('dead'))} dead.${cut}`;
     if (txs.length === 0) {
       list.replaceChildren();
       return;
