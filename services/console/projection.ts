@@ -102,6 +102,7 @@ export function foldMinutes(events: RecordedEvent[]): Minute[] {
       case 'TransactionDeadLettered':
       case 'TransactionVoided':
       case 'TransactionRedriven':
+      case 'TransactionResent':
       case 'RoundForceClosed':
         break;
       default: {

@@ -219,6 +219,8 @@ export type RoundCommand =
     }
   | { type: 'RecordOutcome'; transactionId: string; attempt: number; outcome: WalletOutcome; by: AttemptBy; now: Date; durationMs?: number }
   | { type: 'Redrive'; transactionId: string; by: string; reason: string; now: Date }
+  /** A provider's resubmission of a BET whose call failed or timed out, about to be sent again (TransactionResent). */
+  | { type: 'Resend'; transactionId: string; now: Date }
   | { type: 'DeadLetter'; transactionId: string; retryWindowSeconds: number; now: Date }
   | { type: 'CloseStaleRound'; staleAfterSeconds: number; now: Date };
 
@@ -283,6 +285,9 @@ function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundSt
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'voided' }));
     case 'TransactionRedriven':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'recorded', redrivenAt: event.data.redrivenAt }));
+    case 'TransactionResent':
+      // The call it announces is recorded as any attempt (TransactionSettled, TransactionAttemptFailed).
+      return state;
     case 'RoundForceClosed':
       return state.status === 'new' ? state : { ...state, status: 'force-closed' };
     default: {
@@ -500,6 +505,19 @@ export function mayAttempt(state: RoundState, transactionId: string, session: Se
 }
 
 /**
+ * A BET whose call failed or timed out, resubmitted by its provider while its session stands, is sent
+ * again (mayAttempt): announced first (TransactionResent), so that the announcement, appended under the
+ * kick fence, orders the new call with any kick of its player (contract section 8, rule 4). Nothing for
+ * anything else: a BET never attempted (its first call is no resend), answered, rolled back, or in a
+ * closed round.
+ */
+function decideResend(cmd: Extract<RoundCommand, { type: 'Resend' }>, state: RoundState): RoundEvent[] {
+  const tx = state.txs.get(cmd.transactionId);
+  if (!tx || tx.request.type !== 'BET' || (tx.status !== 'failed' && tx.status !== 'timed_out') || !mayAttempt(state, cmd.transactionId, 'active')) return [];
+  return [{ type: 'TransactionResent', data: { transactionId: cmd.transactionId, attempt: tx.attempts + 1, resentAt: cmd.now.toISOString() } }];
+}
+
+/**
  * A ROLLBACK must not reach the wallet before the BET it reverses: a wallet that has not seen the bet
  * refunds nothing, and the bet arriving afterwards would debit for good. The BET whose attempt in
  * flight a ROLLBACK waits for, if any.
@@ -523,6 +541,8 @@ export const roundDecider: Decider<RoundCommand, RoundState, RoundEvent, RoundRe
         return decideCloseStale(command, state);
       case 'Redrive':
         return decideRedrive(command, state);
+      case 'Resend':
+        return decideResend(command, state);
       default: {
         const unknown: never = command;
         return unknown;

@@ -522,6 +522,27 @@ describe('rounds decider: recording a wallet attempt\'s outcome (RecordOutcome, 
   });
 });
 
+describe('rounds decider: a BET sent again for its provider (Resend)', () => {
+  const resend = (id: string): RoundCommand => ({ type: 'Resend', transactionId: id, now: NOW });
+
+  it('announces the next call of a BET whose call failed or timed out (TransactionResent), changing nothing else', () => {
+    for (const last of [failed('bet-1'), timedOut('bet-1')]) {
+      const given = spec.given(recorded(bet('bet-1')), last);
+      given.when(resend('bet-1')).then([{ type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } }]);
+      expect(spec.given(recorded(bet('bet-1')), last, { type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } }).state).toEqual(given.state);
+    }
+  });
+
+  it('announces nothing for a BET never attempted, answered, rolled back or in a closed round, nor for a credit', () => {
+    spec.given(recorded(bet('bet-1'))).when(resend('bet-1')).thenNothing();
+    spec.given(recorded(bet('bet-1')), settled('bet-1')).when(resend('bet-1')).thenNothing();
+    spec.given(recorded(bet('bet-1')), failed('bet-1'), recorded(rollback('rb-1', 'bet-1'))).when(resend('bet-1')).thenNothing();
+    spec.given(recorded(bet('bet-1')), failed('bet-1'), recorded(win('win-1', { roundComplete: true }))).when(resend('bet-1')).thenNothing();
+    spec.given(recorded(win('win-1')), failed('win-1')).when(resend('win-1')).thenNothing();
+    spec.given().when(resend('bet-1')).thenNothing();
+  });
+});
+
 describe('rounds decider: dead-lettering a transaction whose retries ran out (DeadLetter)', () => {
   it('records nothing while the transaction is younger than the retry window', () => {
     spec.given(recorded(win('win-1'), ago(DAY - 1)), failed('win-1', 5)).when(deadLetter('win-1')).thenNothing();

@@ -109,6 +109,14 @@ export type TransactionVoided = DomainEvent<'TransactionVoided', { transactionId
  */
 export type TransactionRedriven = DomainEvent<'TransactionRedriven', { transactionId: string; by: string; reason: string; redrivenAt: string }>;
 
+/**
+ * A provider resubmitted a BET whose call failed or timed out, and the BET is about to be sent to the
+ * wallet again (its `attempt`). Recorded under the kick fence before the call, so that a kick of its
+ * player acknowledged before it stops it (the append is refused, and nothing is sent), as it stops a new
+ * transaction; one acknowledged after it comes after it in the history.
+ */
+export type TransactionResent = DomainEvent<'TransactionResent', { transactionId: string; attempt: number; resentAt: string }>;
+
 /** The reconciler closed a stale round after rolling back its outstanding bets. */
 export type RoundForceClosed = DomainEvent<'RoundForceClosed', { closedAt: string; rolledBack: string[] }>;
 
@@ -119,6 +127,7 @@ export type RoundEvent =
   | TransactionDeadLettered
   | TransactionVoided
   | TransactionRedriven
+  | TransactionResent
   | RoundForceClosed;
 
 export const ROUND_EVENT_TYPES: ReadonlySet<string> = new Set<RoundEvent['type']>([
@@ -128,6 +137,7 @@ export const ROUND_EVENT_TYPES: ReadonlySet<string> = new Set<RoundEvent['type']
   'TransactionDeadLettered',
   'TransactionVoided',
   'TransactionRedriven',
+  'TransactionResent',
   'RoundForceClosed',
 ]);
 

@@ -461,6 +461,9 @@ export function foldBatch(events: RecordedEvent[]): {
         update(stream, d.transactionId, { status: 'recorded', attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: d.redrivenAt });
         break;
       }
+      case 'TransactionResent':
+        // Its call is recorded as any attempt; the announcement changes no row.
+        break;
       case 'RoundForceClosed':
         forceClosed.add(stream);
         break;

@@ -233,7 +233,7 @@ async function underLease(
   let settled = false;
   try {
     let round: RoundSnapshot;
-    const session: SessionStanding = options.revoked ? 'revoked' : sub.sessionExpired ? 'expired' : 'active';
+    let session: SessionStanding = options.revoked ? 'revoked' : sub.sessionExpired ? 'expired' : 'active';
     if (options.recorded) {
       round = options.recorded;
     } else {
@@ -258,6 +258,21 @@ async function underLease(
           settled = true;
         }
         throw err;
+      }
+    }
+    if (sub.revocation && session === 'active') {
+      // A BET sent again (its call failed or timed out) is announced under the kick fence first: a kick
+      // acknowledged since this claim's check stops it, as it stops a new transaction (contract section
+      // 8, rule 4); the call is then made for a session found standing at the announcement.
+      try {
+        const resent = await handleCommand(deps.recorder.guarded(sub.revocation), sub.roundStream, roundDecider, { type: 'Resend', transactionId: txId, now: deps.now() }, { known: round });
+        if (resent.events.length > 0) {
+          round = { state: resent.next, revision: resent.revision };
+          deps.rounds.put(sub.roundStream, round);
+        }
+      } catch (err) {
+        if (!(err instanceof GuardBrokenError)) throw err;
+        session = 'revoked';
       }
     }
     const attempt = await callWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease, 'submission', session);

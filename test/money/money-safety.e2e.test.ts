@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attemptWallet, dispatch, leaseTtl, readRound } from '../../services/rounds/dispatch.ts';
-import { claimTransaction, takeLease } from '../../shared/eventstore/registry.ts';
+import { claimTransaction, releaseLease, takeLease } from '../../shared/eventstore/registry.ts';
 import { contentHash } from '../../shared/canonical.ts';
 import { roundStream } from '../../services/rounds/events.ts';
 import { KICK_FENCE_APPLICATION } from '../../shared/eventstore/kick-fence.ts';
@@ -99,6 +99,24 @@ describe('money safety', () => {
     const res = await h.tx(r.bet('stale-rollback:something'));
     expect(res.status).toBe(400);
     expect(res.json.error).toContain('reserved');
+  });
+
+  it('does not send a failed BET again for a resubmission that a kick overtook before its call: the kick stops it as it stops a new transaction', async () => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-bet`);
+    h.wallet.script(bet.transactionId, { status: 500, body: {} });
+    expect((await h.tx(bet)).status).toBe(502);
+    // Another holder has the BET's lease: the resubmission checks the kick with its claim, then waits for it.
+    await h.until(() => takeLease(h.svc.ctx.pool, 'studio-a', bet.transactionId, 'other-holder', 60_000));
+    const resubmitted = h.tx(bet);
+    await new Promise((res) => setTimeout(res, 300));
+    // The player is kicked meanwhile, and the kick is acknowledged; then the lease comes free.
+    const kicked = await signedRequest<{ revokedCount: number }>(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef: r.playerRef }, as: OP1 });
+    expect([kicked.status, kicked.json.revokedCount]).toEqual([200, 1]);
+    await releaseLease(h.svc.ctx.pool, 'studio-a', bet.transactionId, 'other-holder');
+    // Its session is gone: the failure again, and the wallet is not called.
+    expect((await resubmitted).status).toBe(502);
+    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(1);
   });
 
   it('does not call the wallet when the dispatch lease was lost to another holder', async () => {
