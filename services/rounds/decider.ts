@@ -222,7 +222,8 @@ export type RoundCommand =
   /** A provider's resubmission of a BET whose call failed or timed out, about to be sent again (TransactionResent). */
   | { type: 'Resend'; transactionId: string; now: Date }
   | { type: 'DeadLetter'; transactionId: string; retryWindowSeconds: number; now: Date }
-  | { type: 'CloseStaleRound'; staleAfterSeconds: number; now: Date };
+  /** `callsUnderWay`: the outstanding BETs whose wallet call is under way now (their dispatch lease is held), which a round is not closed under. */
+  | { type: 'CloseStaleRound'; staleAfterSeconds: number; callsUnderWay: readonly string[]; now: Date };
 
 /** Who made a wallet attempt: the submission that recorded it or a resubmission of it, or the worker (retries, and asks for a lost reply). */
 export type AttemptBy = 'submission' | 'worker';
@@ -444,10 +445,16 @@ function decideDeadLetter(cmd: Extract<RoundCommand, { type: 'DeadLetter' }>, st
   ];
 }
 
-/** Stale: open, with outstanding bets, and no transaction for staleAfterSeconds (API document 4.2). */
-export function isStale(state: RoundState, now: Date, staleAfterSeconds: number): boolean {
+/**
+ * Stale: open, with outstanding bets, and no transaction for staleAfterSeconds (API document 4.2), nor a
+ * wallet call of one of its bets under way (`callsUnderWay`): closed under it, the round would refund a
+ * bet its provider is then told stands.
+ */
+export function isStale(state: RoundState, now: Date, staleAfterSeconds: number, callsUnderWay: readonly string[] = []): boolean {
   if (state.status !== 'open') return false;
-  return now.getTime() - Date.parse(state.lastActivityAt) >= staleAfterSeconds * 1000 && outstandingBets(state).length > 0;
+  const outstanding = outstandingBets(state);
+  const calling = outstanding.some((b) => callsUnderWay.includes(b.request.transactionId));
+  return now.getTime() - Date.parse(state.lastActivityAt) >= staleAfterSeconds * 1000 && outstanding.length > 0 && !calling;
 }
 
 /**
@@ -456,7 +463,7 @@ export function isStale(state: RoundState, now: Date, staleAfterSeconds: number)
  * round while its bets are refunded.
  */
 function decideCloseStale(cmd: Extract<RoundCommand, { type: 'CloseStaleRound' }>, state: RoundState): RoundForceClosed[] {
-  if (!isStale(state, cmd.now, cmd.staleAfterSeconds)) return [];
+  if (!isStale(state, cmd.now, cmd.staleAfterSeconds, cmd.callsUnderWay)) return [];
   return [{ type: 'RoundForceClosed', data: { closedAt: cmd.now.toISOString(), rolledBack: outstandingBets(state).map((b) => b.request.transactionId) } }];
 }
 

@@ -121,7 +121,7 @@ const record = (r: TransactionRequest, session: SessionStanding = 'active', orig
 });
 const outcome = (id: string, o: WalletOutcome, attempt = 1, by: AttemptBy = 'submission'): RoundCommand => ({ type: 'RecordOutcome', transactionId: id, attempt, outcome: o, by, now: NOW });
 const deadLetter = (id: string, retryWindowSeconds = DAY): RoundCommand => ({ type: 'DeadLetter', transactionId: id, retryWindowSeconds, now: NOW });
-const closeStale = (staleAfterSeconds = 1800): RoundCommand => ({ type: 'CloseStaleRound', staleAfterSeconds, now: NOW });
+const closeStale = (staleAfterSeconds = 1800): RoundCommand => ({ type: 'CloseStaleRound', staleAfterSeconds, callsUnderWay: [], now: NOW });
 
 /** The transaction `id` as the round knows it after `events`. */
 const txAfter = (id: string, ...events: RoundEvent[]): TxState => {
@@ -599,6 +599,15 @@ describe('rounds decider: dead-lettering a transaction whose retries ran out (De
 
 describe('rounds decider: force-closing a stale round (CloseStaleRound, API document 4.2 rule 4)', () => {
   const STALE_AFTER = 1800;
+
+  it('waits while a wallet call of one of its bets is under way, however long the round has been idle', () => {
+    const idle = [recorded(bet('bet-1'), ago(7)), recorded(bet('bet-2'), ago(7))];
+    const close = (callsUnderWay: string[]): RoundCommand => ({ type: 'CloseStaleRound', staleAfterSeconds: 5, callsUnderWay, now: NOW });
+    spec.given(...idle).when(close(['bet-2'])).thenNothing();
+    spec.given(...idle).when(close([])).thenMatches([{ type: 'RoundForceClosed', data: { rolledBack: ['bet-1', 'bet-2'] } }]);
+    // A call of a transaction no longer outstanding holds nothing up.
+    spec.given(...idle, settled('bet-2'), recorded(rollback('rb-2', 'bet-2'), ago(6))).when(close(['bet-2'])).thenMatches([{ type: 'RoundForceClosed', data: { rolledBack: ['bet-1'] } }]);
+  });
 
   it('closes an open round idle for the stale period, listing exactly its outstanding bets', () => {
     spec

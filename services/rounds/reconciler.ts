@@ -2,9 +2,10 @@ import pg from 'pg';
 import type { Pool } from '../../shared/db/pool.ts';
 import { Refused } from '../../shared/decider.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
+import { leaseHeld } from '../../shared/eventstore/registry.ts';
 import { signedCall, walletTarget } from '../../shared/http/outbound.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { isFinal, roundDecider, staleRollbacks } from './decider.ts';
+import { isFinal, outstandingBets, roundDecider, staleRollbacks } from './decider.ts';
 import { readRound } from './dispatch.ts';
 import { staleRoundCandidates } from './queries.ts';
 import { submitTransaction, type LedgerDeps } from './submit.ts';
@@ -196,7 +197,15 @@ async function sweepOperator(deps: ReconcilerDeps, locks: SweepLocks, operatorId
  * back its outstanding bets; undefined when it is not stale after all.
  */
 async function closeRound(deps: ReconcilerDeps, roundStream: string): Promise<number | undefined> {
-  const closed = await handleCommand(deps.eventStore, roundStream, roundDecider, { type: 'CloseStaleRound', staleAfterSeconds: deps.staleAfterSeconds, now: deps.now() });
+  // Its bets whose wallet call is under way (not answered, and their dispatch lease held; an answered
+  // one's lease is left to lapse): the round is not closed under them.
+  const round = await readRound(deps.eventStore, roundStream);
+  const outstanding = outstandingBets(round.state).filter((b) => !isFinal(b.status));
+  const held = await Promise.all(outstanding.map((b) => leaseHeld(deps.pool, b.providerId, b.request.transactionId)));
+  const callsUnderWay = outstanding.filter((_, i) => held[i]).map((b) => b.request.transactionId);
+  const closed = await handleCommand(deps.eventStore, roundStream, roundDecider, { type: 'CloseStaleRound', staleAfterSeconds: deps.staleAfterSeconds, callsUnderWay, now: deps.now() }, {
+    known: round,
+  });
   // Closed now, or closed by an earlier sweep that did not finish its rollbacks.
   if (closed.next.status !== 'force-closed') return undefined;
   const rollbacks = staleRollbacks(closed.next);

@@ -117,7 +117,7 @@ export function record(steps: Step[]): History {
         break;
       }
       case 'close':
-        command = { type: 'CloseStaleRound', staleAfterSeconds: 30, now };
+        command = { type: 'CloseStaleRound', staleAfterSeconds: 30, callsUnderWay: [], now };
         break;
     }
     const decision = roundDecider.decide(command, state);

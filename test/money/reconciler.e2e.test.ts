@@ -43,6 +43,32 @@ describe('stale-round reconciler (API document 4.2 rules 4 and 5b, contract sect
   const rollbacksTo = (playerRef: string) =>
     h.wallet.calls.filter((c) => (c.body as { type?: string; playerRef?: string })?.type === 'ROLLBACK' && (c.body as { playerRef: string }).playerRef === playerRef);
 
+  it('does not close a round while a wallet call of its BET is under way, however long past the stale period; it closes it once the call is answered', async () => {
+    await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 6000 }));
+    h.wallet.setLatency('BET', 3000);
+    try {
+      const r = await openRound();
+      const bet = r.bet(`${r.roundId}-slow`, 40);
+      const answer = h.tx(bet);
+      await h.until(() => h.walletCallsFor(bet.transactionId).length === 1);
+      // Past the stale period (1 s) with the call still under way: the sweep leaves the round open.
+      await new Promise((res) => setTimeout(res, 1500));
+      await h.svc.reconciler!.sweep();
+      expect((await readRound(h.svc.ctx.eventStore, roundStream('studio-a', 'op-1', r.roundId))).state.status).toBe('open');
+      // The provider is told its bet stands, and the round is still one it can go on with.
+      expect((await answer).status).toBe(200);
+      expect(rollbacksTo(r.playerRef)).toHaveLength(0);
+      h.wallet.setLatency('BET', 0);
+      await projected(r.roundId);
+      await h.svc.reconciler!.sweep();
+      expect((await readRound(h.svc.ctx.eventStore, roundStream('studio-a', 'op-1', r.roundId))).state.status).toBe('force-closed');
+      expect(rollbacksTo(r.playerRef)).toHaveLength(1);
+    } finally {
+      h.wallet.setLatency('BET', 0);
+      await h.svc.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, ...SCRIPTED_HANG_TIMEOUT }));
+    }
+  }, 30_000);
+
   it('rolls back exactly the outstanding bets with the deterministic id and sentinel session, then closes the round', async () => {
     const r = await openRound();
     const ok = `${r.roundId}-ok`;
