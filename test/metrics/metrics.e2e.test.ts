@@ -124,11 +124,17 @@ describe('Prometheus metrics at GET /metrics', () => {
     expect(total(workerAfter, 'wallet_dead_letters_total', { operator: OP1.id }) - total(workerBefore, 'wallet_dead_letters_total', { operator: OP1.id })).toBe(1);
     expect(calls(workerAfter, OP1.id, 'transaction', 'failed') - calls(workerBefore, OP1.id, 'transaction', 'failed')).toBeGreaterThanOrEqual(1);
 
+    // The gauge counts what operators see as dead in their lists: the dead-lettered WIN now among them.
+    const deadRows = async () =>
+      (await h.svc.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM rm_transactions WHERE operator_id = $1 AND operator_status = 'dead'`, [OP1.id])).rows[0]!.n;
+    const winIsDead = async () =>
+      (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND operator_status = 'dead'`, [win.transactionId])).rowCount === 1;
     let apiAfter: Exposition | undefined;
     await h.until(async () => {
       apiAfter = await api();
-      return total(apiAfter, 'wallet_dead_lettered_transactions', { operator: OP1.id }) === 1;
+      return (await winIsDead()) && total(apiAfter, 'wallet_dead_lettered_transactions', { operator: OP1.id }) === (await deadRows());
     });
+    const deadWithWin = await deadRows();
     expect(apiAfter!.types.get('wallet_dead_lettered_transactions')).toBe('gauge');
     // Every operator of the catalog has a series; one with none shows 0.
     expect(samplesOf(apiAfter!, 'wallet_dead_lettered_transactions', { operator: OP2.id }).map((s) => s.value)).toEqual([0]);
@@ -142,7 +148,7 @@ describe('Prometheus metrics at GET /metrics', () => {
     // Every call of it, should a slow first one time out on a loaded machine and the worker retry it.
     h.wallet.script(declined.transactionId, ...Array.from({ length: 50 }, () => ({ status: 200, body: { status: 'DECLINED', balance: 0 } })));
     expect((await h.tx(declined)).status).toBe(502);
-    await h.until(async () => total(await api(), 'wallet_dead_lettered_transactions', { operator: OP1.id }) === 2);
+    await h.until(async () => total(await api(), 'wallet_dead_lettered_transactions', { operator: OP1.id }) === deadWithWin + 1);
   });
 
   it('counts a 429 as a rate-limit refusal of that operator', async () => {
