@@ -3,6 +3,7 @@ import type { Pool } from '../../shared/db/pool.ts';
 import { Refused } from '../../shared/decider.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
 import { leaseHeld } from '../../shared/eventstore/registry.ts';
+import { WrongExpectedRevisionError } from '../../shared/eventstore/port.ts';
 import { signedCall, walletTarget } from '../../shared/http/outbound.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { isFinal, outstandingBets, roundDecider, staleRollbacks } from './decider.ts';
@@ -193,19 +194,34 @@ async function sweepOperator(deps: ReconcilerDeps, locks: SweepLocks, operatorId
 }
 
 /**
+ * The decider's CloseStaleRound on the round as it is, with its bets whose wallet call is under way (not
+ * answered, and their dispatch lease held; an answered one's lease is left to lapse), which it is not
+ * closed under. A conflict (the round moved: a resubmission's TransactionResent, say) reads both again,
+ * the leases too: a call may have started since.
+ */
+async function closeIfStale(deps: ReconcilerDeps, roundStream: string) {
+  for (let attempt = 1; ; attempt++) {
+    const round = await readRound(deps.eventStore, roundStream);
+    const outstanding = outstandingBets(round.state).filter((b) => !isFinal(b.status));
+    const held = await Promise.all(outstanding.map((b) => leaseHeld(deps.pool, b.providerId, b.request.transactionId)));
+    const callsUnderWay = outstanding.filter((_, i) => held[i]).map((b) => b.request.transactionId);
+    try {
+      return await handleCommand(deps.eventStore, roundStream, roundDecider, { type: 'CloseStaleRound', staleAfterSeconds: deps.staleAfterSeconds, callsUnderWay, now: deps.now() }, {
+        known: round,
+        maxAttempts: 1,
+      });
+    } catch (err) {
+      if (!(err instanceof WrongExpectedRevisionError) || attempt >= 20) throw err;
+    }
+  }
+}
+
+/**
  * Closes a stale round (the decider's CloseStaleRound: confirmed on the round's own stream), then rolls
  * back its outstanding bets; undefined when it is not stale after all.
  */
 async function closeRound(deps: ReconcilerDeps, roundStream: string): Promise<number | undefined> {
-  // Its bets whose wallet call is under way (not answered, and their dispatch lease held; an answered
-  // one's lease is left to lapse): the round is not closed under them.
-  const round = await readRound(deps.eventStore, roundStream);
-  const outstanding = outstandingBets(round.state).filter((b) => !isFinal(b.status));
-  const held = await Promise.all(outstanding.map((b) => leaseHeld(deps.pool, b.providerId, b.request.transactionId)));
-  const callsUnderWay = outstanding.filter((_, i) => held[i]).map((b) => b.request.transactionId);
-  const closed = await handleCommand(deps.eventStore, roundStream, roundDecider, { type: 'CloseStaleRound', staleAfterSeconds: deps.staleAfterSeconds, callsUnderWay, now: deps.now() }, {
-    known: round,
-  });
+  const closed = await closeIfStale(deps, roundStream);
   // Closed now, or closed by an earlier sweep that did not finish its rollbacks.
   if (closed.next.status !== 'force-closed') return undefined;
   const rollbacks = staleRollbacks(closed.next);

@@ -135,7 +135,9 @@ async function recordAndAttempt(deps: LedgerDeps, sub: Submission, mine: Registr
       // a BET voided while that call is under way: the call's reply may still settle it (applied or
       // declined), so it is waited for like any other, and 409 is answered only once it cannot.
       const held = (await readRound(deps.eventStore, sub.roundStream)).state.txs.get(txId);
-      if (held && isFinal(held.status) && held.status !== 'voided') return held;
+      // (A voided one is waited for while the call under way may still answer: a holder's call lasts at
+      // most the wallet timeout, so up to this lease's term less 1 s, within contract section 8.5's bound.)
+      if (held && isFinal(held.status) && (held.status !== 'voided' || Date.now() > deadline - 2000)) return held;
       if (Date.now() > deadline) {
         if (held) return held;
         throw new AppError(504, 'transaction still in progress; resubmit to get its outcome');
@@ -266,10 +268,10 @@ async function underLease(
       // 8, rule 4); the call is then made for a session found standing at the announcement.
       try {
         const resent = await handleCommand(deps.recorder.guarded(sub.revocation), sub.roundStream, roundDecider, { type: 'Resend', transactionId: txId, now: deps.now() }, { known: round });
-        if (resent.events.length > 0) {
-          round = { state: resent.next, revision: resent.revision };
-          deps.rounds.put(sub.roundStream, round);
-        }
+        // The round as decided on: after a conflict it was read again, and a ROLLBACK or a close that
+        // landed meanwhile (the decision then empty) must stop the call too.
+        round = { state: resent.next, revision: resent.revision };
+        if (resent.events.length > 0) deps.rounds.put(sub.roundStream, round);
       } catch (err) {
         if (!(err instanceof GuardBrokenError)) throw err;
         session = 'revoked';
