@@ -81,20 +81,8 @@ function once<T>(what: string, keyOf: (entry: T) => string, at: Array<string | n
 }
 const byId = <T extends { id: string }>(what: string) => once<T>(what, (e) => e.id, ['id']);
 
-/** A game belongs to one provider: listed under a second one of the document, it would replace the first's. */
-function gameOfOneProvider(providers: Array<{ id: string; games: Array<{ id: string }> }>, ctx: z.core.$RefinementCtx<Array<{ id: string; games: Array<{ id: string }> }>>) {
-  const owner = new Map<string, string>();
-  providers.forEach((p, pi) =>
-    p.games.forEach((g, gi) => {
-      const first = owner.get(g.id);
-      if (first !== undefined && first !== p.id) ctx.addIssue({ code: 'custom', path: [pi, 'games', gi, 'id'], message: `game "${g.id}" is listed under provider "${first}" too` });
-      owner.set(g.id, p.id);
-    }),
-  );
-}
-
 export const catalogSchema = z.strictObject({
-  providers: z.array(providerSchema).default([]).superRefine(byId('provider')).superRefine(gameOfOneProvider),
+  providers: z.array(providerSchema).default([]).superRefine(byId('provider')),
   operators: z.array(operatorSchema).default([]).superRefine(byId('operator')),
   campaigns: z.array(campaignSchema).default([]).superRefine(byId('campaign')),
 });

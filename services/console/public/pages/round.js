@@ -34,6 +34,8 @@ export function describeEvent(e, currencyOf) {
       return `closed by the stale-round reconciler${Array.isArray(d.rolledBack) && d.rolledBack.length ? `; rolled back ${d.rolledBack.join(', ')}` : ''}`;
     case 'TransactionRedriven':
       return `${d.transactionId}: re-driven by ${d.by}: ${d.reason}`;
+    case 'TransactionResent':
+      return `${d.transactionId}: resubmitted by its provider, sent again (attempt ${d.attempt})`;
     default:
       return JSON.stringify(d).slice(0, 200);
   }
