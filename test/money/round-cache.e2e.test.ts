@@ -20,7 +20,8 @@ describe('rounds known to one process and changed by another', () => {
   beforeAll(async () => {
     h = await startMoneyHarness('roundcache');
     other = await startInProcess(h.env, { ROLES: 'api' });
-    await other.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 500 }));
+    // The harness's 5 s wallet timeout (nothing here hangs; 500 ms turned a slow call under CI's load into a 504).
+    await other.ctx.catalog.apply(testCatalog({ walletUrl: h.wallet.url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, walletTimeoutMs: 5000 }));
   });
   afterAll(async () => {
     await other?.stop();
