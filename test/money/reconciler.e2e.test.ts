@@ -59,6 +59,8 @@ describe('stale-round reconciler (API document 4.2 rules 4 and 5b, contract sect
       expect((await answer).status).toBe(200);
       expect(rollbacksTo(r.playerRef)).toHaveLength(0);
       h.wallet.setLatency('BET', 0);
+      // The call is over once its outcome is recorded (written just after the answer; its lease is held until then).
+      await h.until(async () => (await readRound(h.svc.ctx.eventStore, roundStream('studio-a', 'op-1', r.roundId))).state.txs.get(bet.transactionId)?.status === 'applied');
       await projected(r.roundId);
       await h.svc.reconciler!.sweep();
       expect((await readRound(h.svc.ctx.eventStore, roundStream('studio-a', 'op-1', r.roundId))).state.status).toBe('force-closed');
