@@ -182,6 +182,16 @@ function decidedOn(round: RoundSnapshot, command: RoundCommand): RoundState {
 }
 
 /**
+ * Whether a wallet call of `tx` is under way now: one its answer may still settle (not answered for good;
+ * a voided BET's too, whose first call may be under way when its ROLLBACK voided it), and its dispatch
+ * lease held (an answered transaction's lease is left to lapse). What a ROLLBACK waits for before its
+ * BET's refund, and what the reconciler does not close a round under.
+ */
+export async function callUnderWay(pool: Pool, tx: TxState): Promise<boolean> {
+  return (tx.status === 'voided' || !isFinal(tx.status)) && (await leaseHeld(pool, tx.providerId, tx.request.transactionId));
+}
+
+/**
  * A ROLLBACK waits for its BET (betToAwaitBefore), bounded by their operator's wallet timeout
  * (`timeoutMs`), while an attempt of the bet is under way: its first one, or a resubmission's holding the bet's lease. Returns whether it
  * waited, and whether the wait was cut short by `until` with the bet still under way (a wait that ran
@@ -190,12 +200,11 @@ function decidedOn(round: RoundSnapshot, command: RoundCommand): RoundState {
 async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef, timeoutMs: number, until: number): Promise<{ waited: boolean; cutShort: boolean }> {
   let tx = await readTx(deps.eventStore, bet);
   if (!tx) return { waited: false, cutShort: false };
-  // A BET voided by this very ROLLBACK may still have its first attempt under way: its lease says so.
-  const inFlight = async (t: TxState) => (t.status === 'voided' || !isFinal(t.status)) && (await leaseHeld(deps.pool, t.providerId, bet.transactionId));
+  // (A BET voided by this very ROLLBACK may still have its first attempt under way: callUnderWay counts it.)
   const bound = Date.now() + timeoutMs + 1000;
   const deadline = Math.min(bound, until);
   let waited = false;
-  while (tx && (await inFlight(tx))) {
+  while (tx && (await callUnderWay(deps.pool, tx))) {
     if (Date.now() >= deadline) return { waited, cutShort: deadline < bound };
     waited = true;
     await new Promise((r) => setTimeout(r, 5));

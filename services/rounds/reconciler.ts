@@ -2,12 +2,11 @@ import pg from 'pg';
 import type { Pool } from '../../shared/db/pool.ts';
 import { Refused } from '../../shared/decider.ts';
 import { handleCommand } from '../../shared/eventstore/command.ts';
-import { leaseHeld } from '../../shared/eventstore/registry.ts';
 import { WrongExpectedRevisionError } from '../../shared/eventstore/port.ts';
 import { signedCall, walletTarget } from '../../shared/http/outbound.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { isFinal, outstandingBets, roundDecider, staleRollbacks } from './decider.ts';
-import { readRound } from './dispatch.ts';
+import { callUnderWay, readRound } from './dispatch.ts';
 import { staleRoundCandidates } from './queries.ts';
 import { submitTransaction, type LedgerDeps } from './submit.ts';
 
@@ -194,17 +193,16 @@ async function sweepOperator(deps: ReconcilerDeps, locks: SweepLocks, operatorId
 }
 
 /**
- * The decider's CloseStaleRound on the round as it is, with its bets whose wallet call is under way (not
- * answered, and their dispatch lease held; an answered one's lease is left to lapse), which it is not
- * closed under. A conflict (the round moved: a resubmission's TransactionResent, say) reads both again,
- * the leases too: a call may have started since.
+ * The decider's CloseStaleRound on the round as it is, with its bets whose wallet call is under way
+ * (callUnderWay), which it is not closed under. A conflict (the round moved: a resubmission's
+ * TransactionResent, say) reads both again, the leases too: a call may have started since.
  */
 async function closeIfStale(deps: ReconcilerDeps, roundStream: string) {
   for (let attempt = 1; ; attempt++) {
     const round = await readRound(deps.eventStore, roundStream);
-    const outstanding = outstandingBets(round.state).filter((b) => !isFinal(b.status));
-    const held = await Promise.all(outstanding.map((b) => leaseHeld(deps.pool, b.providerId, b.request.transactionId)));
-    const callsUnderWay = outstanding.filter((_, i) => held[i]).map((b) => b.request.transactionId);
+    const outstanding = outstandingBets(round.state);
+    const calling = await Promise.all(outstanding.map((b) => callUnderWay(deps.pool, b)));
+    const callsUnderWay = outstanding.filter((_, i) => calling[i]).map((b) => b.request.transactionId);
     try {
       return await handleCommand(deps.eventStore, roundStream, roundDecider, { type: 'CloseStaleRound', staleAfterSeconds: deps.staleAfterSeconds, callsUnderWay, now: deps.now() }, {
         known: round,
