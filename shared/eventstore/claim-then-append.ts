@@ -9,6 +9,7 @@ import {
   WrongExpectedRevisionError,
   type AppendResult,
   type EventStore,
+  type ExpectedRevision,
   type NewEvent,
   type Position,
   type RecorderHooks,
@@ -37,6 +38,12 @@ import {
  * looked for in its stream, since it may have landed; when the stream cannot be read to tell, a kick of
  * the player is reported as one that may have been missed.
  */
+/** What one fence holder's append did: whether it was sent (from then on it may land, whatever its answer), and where it landed, once answered. */
+interface FencedAppend {
+  sent: boolean;
+  landed: Position | undefined;
+}
+
 export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHooks = {}): TransactionRecorder {
   const fence = kickFence(pool, hooks);
   /**
@@ -56,27 +63,35 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
     if (!kick) return hooks.kickMissed({ ...missed, kickPosition: undefined });
     if (kick.e && (position === undefined || comparePositions(kick.e.position, position) < 0)) hooks.kickMissed({ ...missed, kickPosition: kick.e.position });
   };
+  /** The append of one holder of the fence, made through `append` below, which keeps what became of it. */
+  const fencedAppend = (): FencedAppend => ({ sent: false, landed: undefined });
+  const append = async (streamId: string, events: NewEvent[], expected: ExpectedRevision, made: FencedAppend): Promise<AppendResult> => {
+    made.sent = true;
+    try {
+      const result = await store.append(streamId, events, expected);
+      made.landed = result.position;
+      return result;
+    } catch (err) {
+      // Refused at its revision: nothing was written. Any other failure may have written it (its answer lost).
+      if (err instanceof WrongExpectedRevisionError) made.sent = false;
+      throw err;
+    }
+  };
   /**
-   * Where an append made under a fence since lost landed: its answer's position; or, for an append that
-   * was sent and failed (its answer lost with a connection, so it may have landed), where its stream holds
-   * its first event ('none' when it is not there, 'unknown' when the stream cannot be read now). 'none'
-   * when no append was sent (the claim, the guard's check or the fence's confirmation failed first).
+   * Where an append made under a fence since lost landed: its answer's position; or, for one sent and not
+   * answered (its answer lost with a connection, so it may have landed), where its stream holds its first
+   * event ('none' when it is not there, 'unknown' when the stream cannot be read now). 'none' when nothing
+   * was sent (the claim, the guard's check or the fence's confirmation failed first) or it was refused.
    */
-  const landed = async (
-    streamId: string,
-    first: NewEvent | undefined,
-    sent: boolean,
-    settled: PromiseSettledResult<AppendResult | undefined>,
-  ): Promise<Position | 'none' | 'unknown'> => {
-    if (settled.status === 'fulfilled') return settled.value?.position ?? 'none';
-    if (!sent || first === undefined || settled.reason instanceof WrongExpectedRevisionError) return 'none';
+  const landing = async (streamId: string, first: NewEvent | undefined, made: FencedAppend): Promise<Position | 'none' | 'unknown'> => {
+    if (made.landed !== undefined) return made.landed;
+    if (!made.sent || first === undefined) return 'none';
     return store.readStream(streamId).then(
       (events) => events.find((e) => e.id === first.id)?.position ?? 'none',
       () => 'unknown' as const,
     );
   };
-  /** `sent`, when given, is set once the append is sent (from then on it may land whatever its answer). */
-  const record = async (r: RecordRequest, held?: FenceHold, sent?: { append: boolean }): Promise<RecordOutcome> => {
+  const record = async (r: RecordRequest, held?: FenceHold, made: FencedAppend = fencedAppend()): Promise<RecordOutcome> => {
     const [claimed, checked] = await Promise.allSettled([
       claimTransaction(pool, r.registryKey, r.transactionId, r.entry, r.wallet, r.token, r.ttlMs),
       r.guard ? guardBroken(store, r.guard) : Promise.resolve(false),
@@ -104,8 +119,7 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
       throw err;
     }
     try {
-      if (sent) sent.append = true;
-      const result = await store.append(r.entry.roundStream, r.events, r.expectedRevision === -1 ? 'no_stream' : r.expectedRevision);
+      const result = await append(r.entry.roundStream, r.events, r.expectedRevision === -1 ? 'no_stream' : r.expectedRevision, made);
       return { kind: 'claimed', claim, revoked, append: { kind: 'appended', result } };
     } catch (err) {
       if (err instanceof WrongExpectedRevisionError) return { kind: 'claimed', claim, revoked, append: { kind: 'conflict' } };
@@ -118,12 +132,10 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
     record: (r) => {
       const guard = r.guard;
       if (!guard) return record(r);
-      const sent = { append: false };
-      return fence.hold(guard.stream, 'shared', (held) => record(r, held, sent), async (settled) => {
-        const appended: PromiseSettledResult<AppendResult | undefined> =
-          settled.status === 'rejected' ? settled : { status: 'fulfilled', value: settled.value.kind === 'claimed' && settled.value.append?.kind === 'appended' ? settled.value.append.result : undefined };
-        await reportMissedKick(guard, r.entry.roundStream, await landed(r.entry.roundStream, r.events[0], sent.append, appended));
-      });
+      const made = fencedAppend();
+      return fence.hold(guard.stream, 'shared', (held) => record(r, held, made), async () =>
+        reportMissedKick(guard, r.entry.roundStream, await landing(r.entry.roundStream, r.events[0], made)),
+      );
     },
     // The fence is held on a connection of its own across calls to EventStoreDB, which takes no Postgres
     // lock: nothing held in Postgres waits on what the fence's holders do.
@@ -131,17 +143,16 @@ export function claimThenAppend(pool: Pool, store: EventStore, hooks: RecorderHo
     guarded: (guard) => ({
       readStream: (streamId, options) => store.readStream(streamId, options),
       append: (streamId, events, expected) => {
-        const sent = { append: false };
+        const made = fencedAppend();
         return fence.hold(
           guard.stream,
           'shared',
           async (held) => {
             if (await guardBroken(store, guard)) throw new GuardBrokenError(guard);
             await held.confirm();
-            sent.append = true;
-            return store.append(streamId, events, expected);
+            return append(streamId, events, expected, made);
           },
-          async (settled) => reportMissedKick(guard, streamId, await landed(streamId, events[0], sent.append, settled)),
+          async () => reportMissedKick(guard, streamId, await landing(streamId, events[0], made)),
         );
       },
     }),

@@ -41,11 +41,11 @@ export interface KickFence {
    * have been lost meanwhile (its connection ended, or its unlock found no lock to release), a holder
    * who appended under it learns of it after `fn`: an exclusive holder (a kick) takes the fence again
    * (trying for RETAKE_FOR_MS), so that it returns only once every shared holder that could have missed
-   * its append has finished; a shared holder's `afterLoss` is called with how `fn` settled (what it
-   * returned, or what it threw: an append whose answer was lost may have landed). Then `fn`'s value is
-   * returned, or its error thrown.
+   * its append has finished; a shared holder's `afterLoss` is called once `fn` has settled, whether it
+   * returned or threw (an append whose answer was lost may have landed). Then `fn`'s value is returned,
+   * or its error thrown.
    */
-  hold<T>(guardStream: string, mode: 'shared' | 'exclusive', fn: (held: FenceHold) => Promise<T>, afterLoss?: (settled: PromiseSettledResult<T>) => Promise<void>): Promise<T>;
+  hold<T>(guardStream: string, mode: 'shared' | 'exclusive', fn: (held: FenceHold) => Promise<T>, afterLoss?: () => Promise<void>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -127,7 +127,7 @@ export function kickFence(pool: Pool, hooks: FenceHooks = {}): KickFence {
       const { settled, kept } = await holdOnce(stream, mode, fn);
       if (!kept) {
         if (mode === 'exclusive') await retake(stream);
-        else await afterLoss?.(settled);
+        else await afterLoss?.();
       }
       if (settled.status === 'rejected') throw settled.reason;
       return settled.value;
