@@ -5,6 +5,7 @@ import { bigJson } from '../../shared/http/big-json.ts';
 import { notOurCursor, type Cursors } from '../../shared/http/cursor.ts';
 import { preferredType } from '../../shared/http/negotiate.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
+import { within } from '../../shared/timeout.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../context.ts';
 import { roundOf, settlementCells, transactionsPage, type After, type TransactionFilter } from './queries.ts';
@@ -36,16 +37,12 @@ async function caughtUp(ctx: ServiceContext, to: string | undefined): Promise<vo
   if (grace > 0 && grace <= APPEND_GRACE_MS) await new Promise((r) => setTimeout(r, grace));
   const waited = Date.now();
   // The read model answers even when the log cannot be read now (EventStoreDB down or slow): its reads are Postgres's.
-  let timer: NodeJS.Timeout | undefined;
-  const head = await Promise.race([
-    ctx.eventStore.headPosition(),
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer in ${HEAD_WAIT_MS} ms`)), HEAD_WAIT_MS))),
-  ])
-    .catch((err: unknown) => {
-      ctx.logger.warn({ err: err instanceof Error ? err.message : String(err) }, "the log's head could not be read: answered with what the rounds read model holds");
-      return undefined;
-    })
-    .finally(() => clearTimeout(timer));
+  const head = await within(ctx.eventStore.headPosition(), HEAD_WAIT_MS, () => {
+    throw new Error(`no answer in ${HEAD_WAIT_MS} ms`);
+  }).catch((err: unknown) => {
+    ctx.logger.warn({ err: err instanceof Error ? err.message : String(err) }, "the log's head could not be read: answered with what the rounds read model holds");
+    return undefined;
+  });
   if (head === undefined) return;
   if (!(await waitForProjection(ctx.pool, roundsProjection.name, head, Math.max(0, CATCH_UP_MS - (Date.now() - waited))))) {
     ctx.logger.warn({ projection: roundsProjection.name, head }, `the rounds read model did not reach the log's head in ${CATCH_UP_MS / 1000} s: answered with what it holds`);
