@@ -26,6 +26,18 @@ describe('money safety', () => {
     const base = { sessionToken: token, roundId, playerRef, currency: 'EUR', gameId: 'fruit-1' };
     return { playerRef, roundId, base, bet: (id: string, amount = 100) => ({ ...base, transactionId: id, type: 'BET', roundComplete: false, amount }) };
   };
+  /**
+   * A BET of a new round whose one call failed (the wallet answered 500), and whose dispatch lease another
+   * holder (`token`, for `ttlMs`) took once the api let it go (it holds it until the failure is recorded).
+   */
+  const failedBetLeasedTo = async (token: string, ttlMs: number) => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-bet`);
+    h.wallet.script(bet.transactionId, { status: 500, body: {} });
+    expect((await h.tx(bet)).status).toBe(502);
+    await h.until(() => takeLease(h.svc.ctx.pool, 'studio-a', bet.transactionId, token, ttlMs));
+    return { r, bet, stream: roundStream('studio-a', 'op-1', r.roundId) };
+  };
 
   it('never sends a BET again once it has been rolled back, even if the provider resubmits it', async () => {
     const r = await round();
@@ -102,12 +114,8 @@ describe('money safety', () => {
   });
 
   it('does not send a failed BET again for a resubmission that a kick overtook before its call: the kick stops it as it stops a new transaction', async () => {
-    const r = await round();
-    const bet = r.bet(`${r.roundId}-bet`);
-    h.wallet.script(bet.transactionId, { status: 500, body: {} });
-    expect((await h.tx(bet)).status).toBe(502);
     // Another holder has the BET's lease: the resubmission checks the kick with its claim, then waits for it.
-    await h.until(() => takeLease(h.svc.ctx.pool, 'studio-a', bet.transactionId, 'other-holder', 60_000));
+    const { r, bet } = await failedBetLeasedTo('other-holder', 60_000);
     const resubmitted = h.tx(bet);
     await new Promise((res) => setTimeout(res, 300));
     // The player is kicked meanwhile, and the kick is acknowledged; then the lease comes free.
@@ -120,14 +128,8 @@ describe('money safety', () => {
   });
 
   it('does not call the wallet when the dispatch lease was lost to another holder', async () => {
-    const r = await round();
-    const bet = r.bet(`${r.roundId}-bet`);
-    h.wallet.script(bet.transactionId, { status: 500, body: {} });
-    await h.tx(bet);
-    const stream = roundStream('studio-a', 'op-1', r.roundId);
-    // The api holds the lease until the outcome, recorded behind its answer, is in the history.
     // Another holder (a worker, say) has the lease now; ours ('lost-token') lapsed.
-    await h.until(() => takeLease(h.svc.ctx.pool, 'studio-a', bet.transactionId, 'other-holder', 60_000));
+    const { bet, stream } = await failedBetLeasedTo('other-holder', 60_000);
     const calls = h.walletCallsFor(bet.transactionId).length;
     const tx = await attemptWallet(h.svc.ctx, { roundStream: stream, transactionId: bet.transactionId }, await readRound(h.svc.ctx.eventStore, stream), {
       registryKey: 'studio-a',
@@ -140,14 +142,9 @@ describe('money safety', () => {
   });
 
   it('renews a lease taken under a shorter wallet timeout than the catalog has now before the call, so no other holder can call meanwhile', async () => {
-    const r = await round();
-    const bet = r.bet(`${r.roundId}-bet`);
-    h.wallet.script(bet.transactionId, { status: 500, body: {} });
-    await h.tx(bet);
-    const stream = roundStream('studio-a', 'op-1', r.roundId);
-    // The api's own lease on the failed BET lapses; this caller then takes it for 200 ms, as if the
-    // operator's walletTimeoutMs had been that short when it was taken and raised before the call.
-    await h.until(() => takeLease(h.svc.ctx.pool, 'studio-a', bet.transactionId, 'short-lease', 200));
+    // This caller takes the failed BET's lease for 200 ms, as if the operator's walletTimeoutMs had been
+    // that short when it was taken and raised before the call.
+    const { bet, stream } = await failedBetLeasedTo('short-lease', 200);
     h.wallet.script(bet.transactionId, { status: 200, body: { status: 'OK', balance: 1 }, delayMs: 400 });
     const attempt = attemptWallet(h.svc.ctx, { roundStream: stream, transactionId: bet.transactionId }, await readRound(h.svc.ctx.eventStore, stream), {
       registryKey: 'studio-a',
