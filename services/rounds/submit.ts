@@ -262,12 +262,15 @@ async function underLease(
         throw err;
       }
     }
-    if (sub.revocation && session === 'active') {
+    const resend: RoundCommand = { type: 'Resend', transactionId: txId, now: deps.now() };
+    // Decided in memory first: a new transaction (the usual case) announces nothing, and goes on at once.
+    const toAnnounce = roundDecider.decide(resend, round.state);
+    if (sub.revocation && session === 'active' && !isRefusal(toAnnounce) && toAnnounce.length > 0) {
       // A BET sent again (its call failed or timed out) is announced under the kick fence first: a kick
       // acknowledged since this claim's check stops it, as it stops a new transaction (contract section
       // 8, rule 4); the call is then made for a session found standing at the announcement.
       try {
-        const resent = await handleCommand(deps.recorder.guarded(sub.revocation), sub.roundStream, roundDecider, { type: 'Resend', transactionId: txId, now: deps.now() }, { known: round });
+        const resent = await handleCommand(deps.recorder.guarded(sub.revocation), sub.roundStream, roundDecider, resend, { known: round });
         // The round as decided on: after a conflict it was read again, and a ROLLBACK or a close that
         // landed meanwhile (the decision then empty) must stop the call too.
         round = { state: resent.next, revision: resent.revision };
