@@ -135,7 +135,7 @@ class EsdbEventStore implements EventStore {
       });
     } catch (err) {
       if (err instanceof StreamNotFoundError) return [];
-      throw unavailableOr(err);
+      throw err;
     }
     return out;
   }
@@ -344,7 +344,8 @@ function unavailableOr(err: unknown): unknown {
 /**
  * Consumes a read within `timeoutMs`. Reads run with an infinite gRPC deadline in this client (readStream and
  * readAll pass `deadline: Infinity`, which overrides the `deadline` option), so the bound is ours: when it
- * passes, the call is cancelled and the read fails. `each` returning 'stop' ends the read early.
+ * passes, the call is cancelled and the read fails. `each` returning 'stop' ends the read early. A server
+ * that did not answer fails every read alike (unavailableOr).
  */
 async function drain<E>(read: StreamingRead<E>, timeoutMs: number, what: string, each: (event: E) => 'stop' | void): Promise<void> {
   const timer = setTimeout(() => {
@@ -358,6 +359,8 @@ async function drain<E>(read: StreamingRead<E>, timeoutMs: number, what: string,
         return;
       }
     }
+  } catch (err) {
+    throw unavailableOr(err);
   } finally {
     clearTimeout(timer);
   }
