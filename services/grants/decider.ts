@@ -194,18 +194,16 @@ export function strayBatch(outcome: ProviderOutcome, after: GrantState): string 
  * is left to the platform team (the service logs it as an error).
  */
 function decideStrayBatch(cmd: Extract<GrantCommand, { type: 'RecordStrayBatch' }>, state: GrantState): GrantEvent[] {
+  if (strayBatch({ ok: true, externalRef: cmd.externalRef }, state) === undefined) return [];
   const c = cmd.cancel;
   const at = cmd.now.toISOString();
   const outcome = c.ok ? { externalRef: cmd.externalRef, cancelled: true, at } : { externalRef: cmd.externalRef, cancelled: false, error: c.error, at };
-  if (state.status === 'failed') {
-    if (c.ok) return [{ type: 'GrantAcceptedAfterFailure', data: outcome }];
-    return [
-      { type: 'GrantAcceptedAfterFailure', data: outcome },
-      { type: 'GrantActivated', data: { externalRef: cmd.externalRef, activatedAt: at } },
-    ];
-  }
-  if ((state.status === 'active' || state.status === 'cancelled') && state.externalRef !== cmd.externalRef) return [{ type: 'GrantExtraBatch', data: outcome }];
-  return [];
+  if (state.status !== 'failed') return [{ type: 'GrantExtraBatch', data: outcome }];
+  if (c.ok) return [{ type: 'GrantAcceptedAfterFailure', data: outcome }];
+  return [
+    { type: 'GrantAcceptedAfterFailure', data: outcome },
+    { type: 'GrantActivated', data: { externalRef: cmd.externalRef, activatedAt: at } },
+  ];
 }
 
 /** Only an active grant can be cancelled (asked before the provider is called). */
