@@ -1,4 +1,5 @@
 import { CURRENCY_PATTERN } from '../../shared/bounds.ts';
+import { offersCurrency } from '../../shared/catalog/schema.ts';
 import type { CatalogSnapshot } from '../../shared/catalog/store.ts';
 import type { Decider, Decision } from '../../shared/decider.ts';
 import type { GrantEvent, GrantRequested } from './events.ts';
@@ -121,7 +122,7 @@ function decideRequest(cmd: Extract<GrantCommand, { type: 'RequestGrant' }>, sta
   if (!entry) return { kind: 'game-not-found' };
   if (!catalog.operators.get(cmd.operatorId)?.visibleGames.includes(terms.gameId)) return { kind: 'game-not-visible' };
   if (!CURRENCY_PATTERN.test(terms.currency)) return { kind: 'currency-format' };
-  if (!entry.provider.currencies.includes(terms.currency)) return { kind: 'grant-currency-unsupported', currency: terms.currency };
+  if (!offersCurrency(entry.provider, terms.currency)) return { kind: 'grant-currency-unsupported', currency: terms.currency };
   const data: GrantRequested['data'] = {
     grantId: cmd.grantId,
     operatorId: cmd.operatorId,

@@ -1,5 +1,5 @@
 import { CURRENCY_PATTERN } from '../../shared/bounds.ts';
-import type { Operator } from '../../shared/catalog/schema.ts';
+import { offersCurrency, type Operator } from '../../shared/catalog/schema.ts';
 import type { GameEntry } from '../../shared/catalog/store.ts';
 import type { Decider, Decision, EventMeta } from '../../shared/decider.ts';
 import type { SessionEvent, SessionsRevoked, SessionStarted } from './events.ts';
@@ -78,7 +78,7 @@ export function decideLaunch(cmd: Extract<SessionCommand, { type: 'StartSession'
   if (r.mode === 'REAL' && !operator.visibleGames.includes(r.gameId)) return { kind: 'game-not-found' };
   const { game, provider } = entry;
   if (!CURRENCY_PATTERN.test(r.currency)) return { kind: 'currency-format' };
-  if (!provider.currencies.includes(r.currency)) return { kind: 'currency-unsupported', currency: r.currency };
+  if (!offersCurrency(provider, r.currency)) return { kind: 'currency-unsupported', currency: r.currency };
   if (r.language !== undefined && !provider.supportedLanguages.includes(r.language)) return { kind: 'language-unsupported', language: r.language };
   if (r.lobbyUrl !== undefined && !isHttpUrl(r.lobbyUrl)) return { kind: 'lobby-url-invalid' };
   // The reason is not disclosed to the operator's client. Compared as Unicode NFC forms (contract 8,

@@ -87,6 +87,14 @@ export const catalogSchema = z.strictObject({
   campaigns: z.array(campaignSchema).default([]).superRefine(byId('campaign')),
 });
 
+/**
+ * Whether a provider takes money in `currency`: a launch, a grant and an active campaign must be in one
+ * of its currencies (all its games share them).
+ */
+export function offersCurrency(provider: Pick<Provider, 'currencies'>, currency: string): boolean {
+  return provider.currencies.includes(currency);
+}
+
 export type Game = z.infer<typeof gameSchema>;
 export type Provider = z.infer<typeof providerSchema>;
 export type Operator = z.infer<typeof operatorSchema>;

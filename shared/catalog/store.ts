@@ -1,8 +1,8 @@
 import type { Migration } from '../db/migrations.ts';
 import { PgListener } from '../db/listener.ts';
-import { withTransaction, type Pool } from '../db/pool.ts';
+import { withTransaction, type Pool, type PoolClient } from '../db/pool.ts';
 import { badRequest } from '../errors.ts';
-import { catalogSchema, formatPath, type Campaign, type CatalogInput, type Game, type Operator, type Provider } from './schema.ts';
+import { catalogSchema, formatPath, offersCurrency, type Campaign, type CatalogInput, type Game, type Operator, type Provider } from './schema.ts';
 
 export const catalogMigrations: Migration[] = [
   {
@@ -53,6 +53,48 @@ export function parseCatalog(raw: unknown): CatalogInput {
     throw new CatalogError(`catalog: ${where}: ${issue.message}`);
   }
   return parsed.data;
+}
+
+/**
+ * An active campaign must be grantable in its own currency: one its game's provider offers. Checked on
+ * the catalog as this document leaves it, for the document's campaigns and for stored ones whose
+ * provider the document changes (a provider dropping a currency an active campaign grants in). A stored
+ * campaign its provider already did not offer is left to the grant's refusal, so an unrelated change is
+ * never refused for it.
+ */
+async function refuseUngrantableCampaigns(client: PoolClient, doc: CatalogInput, owner: ReadonlyMap<string, string>): Promise<void> {
+  const [stored, storedCampaigns] = await Promise.all([
+    client.query<{ id: string; doc: Pick<Provider, 'currencies'> }>('SELECT id, doc FROM catalog_providers'),
+    client.query<{ doc: Campaign }>('SELECT doc FROM catalog_campaigns'),
+  ]);
+  const before = new Map(stored.rows.map((r) => [r.id, r.doc]));
+  const after = new Map<string, Pick<Provider, 'currencies'>>(before);
+  const index = new Map<string, number>();
+  doc.providers.forEach((p, pi) => {
+    after.set(p.id, p);
+    index.set(p.id, pi);
+  });
+  const providerOf = (gameId: string) => owner.get(gameId)!;
+  doc.campaigns.forEach((c, ci) => {
+    const providerId = providerOf(c.gameId);
+    if (c.active && !offersCurrency(after.get(providerId)!, c.currency)) {
+      throw badRequest(
+        `catalog: campaigns[${ci}].currency: "${c.currency}" is not a currency of game "${c.gameId}" (provider "${providerId}" offers ${after.get(providerId)!.currencies.join(', ')}); it could never be granted`,
+      );
+    }
+  });
+  const named = new Set(doc.campaigns.map((c) => c.id));
+  for (const { doc: c } of storedCampaigns.rows) {
+    if (!c.active || named.has(c.id)) continue;
+    const providerId = providerOf(c.gameId);
+    const pi = index.get(providerId);
+    if (pi === undefined || !offersCurrency(before.get(providerId) ?? { currencies: [] }, c.currency)) continue;
+    if (!offersCurrency(after.get(providerId)!, c.currency)) {
+      throw badRequest(
+        `catalog: providers[${pi}].currencies: active campaign "${c.id}" grants in "${c.currency}", which this list drops; keep the currency or deactivate the campaign in the same document`,
+      );
+    }
+  }
 }
 
 /**
@@ -131,6 +173,7 @@ export class CatalogStore {
       doc.campaigns.forEach((c, ci) => {
         if (!owner.has(c.gameId)) throw badRequest(`catalog: campaigns[${ci}].gameId: unknown game "${c.gameId}"`);
       });
+      await refuseUngrantableCampaigns(client, doc, owner);
 
       for (const p of doc.providers) {
         await client.query(

@@ -84,6 +84,9 @@ describe('catalog through PUT /v1/admin/catalog (contract section 2)', () => {
     ['a game in two providers of the document', (c: ReturnType<typeof testCatalog>) => void c.providers[1]!.games.push({ ...c.providers[0]!.games[0]! }), 'providers[1].games[1].id'],
     ['a campaign twice', (c: ReturnType<typeof testCatalog>) => void c.campaigns.push({ ...c.campaigns[0]! }), `campaigns[${testCatalog().campaigns.length}].id`],
     ['a visible game listed twice', (c: ReturnType<typeof testCatalog>) => void c.operators[0]!.visibleGames.push(c.operators[0]!.visibleGames[0]!), 'operators[0].visibleGames[3]'],
+    // Its grants would all be refused (contract section 7): the game's provider takes EUR and USD only.
+    ['an active campaign in a currency its provider does not offer', (c: ReturnType<typeof testCatalog>) => void (c.campaigns[0]!.currency = 'GBP'), 'campaigns[0].currency'],
+    ['a provider dropping the currency of an active campaign the document names', (c: ReturnType<typeof testCatalog>) => void (c.providers[0]!.currencies = ['USD']), 'campaigns[0].currency'],
     ['a campaign that ends before it starts', (c: ReturnType<typeof testCatalog>) => void Object.assign(c.campaigns[0]!, { validFrom: '2026-12-02T00:00:00Z', validUntil: '2026-12-01T00:00:00Z' }), 'campaigns[0].validUntil'],
   ])('refuses %s with 400 naming the field, applying nothing of the document', async (_label, mutate, field) => {
     const catalog = testCatalog();
@@ -93,6 +96,27 @@ describe('catalog through PUT /v1/admin/catalog (contract section 2)', () => {
     expect(res.status).toBe(400);
     expect(res.json.error).toContain(field);
     expect(a.ctx.catalog.snapshot().operators.get('op-1')?.name).toBe('Operator One');
+  });
+
+  it('refuses a provider update that drops the currency of a stored active campaign, and takes it once the campaign is paused', async () => {
+    expect((await put(a, testCatalog())).status).toBe(200);
+    const provider = { ...testCatalog().providers[0]!, currencies: ['USD'] };
+    const dropped = await put(a, { providers: [provider] });
+    expect(dropped.status).toBe(400);
+    expect(dropped.json.error).toBe(
+      'catalog: providers[0].currencies: active campaign "welcome-10" grants in "EUR", which this list drops; keep the currency or deactivate the campaign in the same document',
+    );
+    expect(a.ctx.catalog.snapshot().providers.get('studio-a')?.currencies).toEqual(['EUR', 'USD']);
+    // Paused in the same document, and the other EUR campaigns ("paused", "expired"): taken.
+    const campaigns = testCatalog().campaigns.map((c) => ({ ...c, active: false }));
+    const res = await put(a, { providers: [provider], campaigns });
+    expect(res.status).toBe(200);
+    expect(a.ctx.catalog.snapshot().providers.get('studio-a')?.currencies).toEqual(['USD']);
+    // An inactive campaign cannot be granted, so it may stay in EUR; turned on again, it is refused.
+    const again = await put(a, { campaigns: [{ ...campaigns[0]!, active: true }] });
+    expect(again.status).toBe(400);
+    expect(again.json.error).toContain('campaigns[0].currency: "EUR" is not a currency of game "fruit-1" (provider "studio-a" offers USD)');
+    expect((await put(a, testCatalog())).status).toBe(200);
   });
 
   it('applies a catalog larger than the 64 KiB of other bodies (5,000 blocked players, about 100 KB); other admin bodies stay bounded (413)', async () => {

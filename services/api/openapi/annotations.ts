@@ -109,7 +109,7 @@ export const propertyDescriptions: Record<string, Record<string, string>> = {
     gameId: 'An existing game.',
     spins: 'Free spins per grant, 1 to 1,000,000.',
     betAmountMinor: 'Stake per spin in minor units; 0 means the wallet\'s default stake.',
-    currency: 'Upper-case ISO-4217 code.',
+    currency: "Upper-case ISO-4217 code; for an active campaign, one of its game's provider's currencies.",
     active: 'An inactive campaign cannot be granted.',
     validFrom: 'Grants are refused before this instant (RFC 3339 with offset).',
     validUntil: 'Grants are refused after this instant (RFC 3339 with offset).',
