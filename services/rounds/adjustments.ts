@@ -3,7 +3,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { amountMinor, currencyCode } from '../../shared/bounds.ts';
 import { ADMIN_SESSION, PLATFORM_PROVIDER, roundStream, type TransactionRequest } from './events.ts';
-import { notFound } from '../../shared/errors.ts';
+import { badRequest, notFound } from '../../shared/errors.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { submitTransaction, type LedgerDeps } from './submit.ts';
@@ -19,7 +19,11 @@ export const adjustmentBody = z.strictObject({
   /** Optional: a retry with the same id is answered from the first (idempotent). Generated when omitted. */
   transactionId: submittedTransactionId.optional(),
   gameId: z.string().max(200).optional(),
-  reason: z.string().min(1).max(1000),
+  // Kept as written; one of only spaces says nothing to whoever reads the history.
+  reason: z
+    .string({ error: 'say why' })
+    .max(1000, 'at most 1000 characters')
+    .refine((v) => v.trim() !== '', 'say why'),
 });
 
 /** POST /v1/admin/adjustments: a manual balance correction, dispatched and retried like a WIN. */
@@ -27,7 +31,10 @@ export function adjustmentRoutes(ctx: ServiceContext, ledger: LedgerDeps): Route
   const router = Router();
   router.post('/adjustments', async (req, res) => {
     const body = parseOr400(adjustmentBody, req.body);
-    if (!ctx.catalog.snapshot().operators.has(body.operatorId)) throw notFound('operator not found');
+    const catalog = ctx.catalog.snapshot();
+    if (!catalog.operators.has(body.operatorId)) throw notFound('operator not found');
+    // A game named is one of the catalog's: the statement and the console file the adjustment under it.
+    if (body.gameId && !catalog.games.has(body.gameId)) throw badRequest(`gameId: unknown game "${body.gameId}"`);
     const transactionId = body.transactionId ?? `adj-${randomUUID()}`;
     const roundId = `adjustment:${transactionId}`;
     const request: TransactionRequest = {

@@ -14,8 +14,8 @@ export const redriveBody = z.strictObject({
   roundId: z.string().min(1).max(300),
   transactionId: z.string().min(1).max(255),
   /** Who re-drives it (a name or an email): kept in the history with the reason. */
-  by: z.string({ error: 'say who re-drives it' }).trim().min(1, 'say who re-drives it').max(200),
-  reason: z.string({ error: 'say why' }).trim().min(1, 'say why').max(1000),
+  by: z.string({ error: 'say who re-drives it' }).trim().min(1, 'say who re-drives it').max(200, 'at most 200 characters'),
+  reason: z.string({ error: 'say why' }).trim().min(1, 'say why').max(1000, 'at most 1000 characters'),
 });
 
 /**

@@ -397,6 +397,9 @@ describe('the OpenAPI document matches the running service', () => {
     expect((await admin('POST', redrive, withoutBy)).json).toEqual({ error: 'by: say who re-drives it' });
     const { reason: _reason, ...withoutReason } = body;
     expect((await admin('POST', redrive, withoutReason)).json).toEqual({ error: 'reason: say why' });
+    // Too long is said as such, not as missing.
+    expect((await admin('POST', redrive, { ...body, by: 'x'.repeat(201) })).json).toEqual({ error: 'by: at most 200 characters' });
+    expect((await admin('POST', redrive, { ...body, reason: 'x'.repeat(1001) })).json).toEqual({ error: 'reason: at most 1000 characters' });
     conforms('post', redrive, await admin('POST', redrive, body, 'wrong'), 401);
     const overview = '/v1/admin/console/overview';
     conforms('get', overview, await admin('GET', overview), 200);

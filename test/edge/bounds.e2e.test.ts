@@ -150,6 +150,31 @@ describe('bounds on every number the service accepts (#18 part 8)', () => {
       expect([res.status, res.json.error]).toEqual([400, expect.stringMatching(/^body: the number 5\.0000000000000001 \(at "amount"\) cannot be passed on unchanged/)]);
     });
 
+    it('refuses an adjustment that says nothing of why, or names a game the catalog does not have, sending nothing; a catalog game is taken', async () => {
+      const post = (over: Record<string, unknown>) =>
+        fetch(`${h.svc.url}/v1/admin/adjustments`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` },
+          body: JSON.stringify({ operatorId: OP1.id, playerRef: 'b-adj-why', amount: 5, currency: 'EUR', direction: 'CREDIT', reason: 'bounds test', ...over }),
+        }).then((r) => toTestResponse<Body>(r));
+      const cases: Array<[Record<string, unknown>, string]> = [
+        [{ reason: '   ' }, 'reason: say why'],
+        [{ reason: undefined }, 'reason: say why'],
+        [{ reason: 'x'.repeat(1001) }, 'reason: at most 1000 characters'],
+        [{ gameId: 'no-such-game' }, 'gameId: unknown game "no-such-game"'],
+      ];
+      for (const [over, error] of cases) {
+        const transactionId = `adj-why-${randomUUID()}`;
+        const res = await post({ ...over, transactionId });
+        expect([res.status, res.json]).toEqual([400, { error }]);
+        expect(h.walletCallsFor(transactionId)).toHaveLength(0);
+      }
+      const ok = await post({ gameId: 'fruit-1', reason: ' kept as written ' });
+      expect([ok.status, ok.json.status]).toEqual([200, 'applied']);
+      const sent = h.walletCallsFor(ok.json.transactionId as string)[0]!.body as { gameId: string; metadata: unknown };
+      expect([sent.gameId, sent.metadata]).toEqual(['fruit-1', { reason: ' kept as written ' }]);
+    });
+
     it('accepts an adjustment of 2^53-1 and refuses 2^53 with 400 naming amount', async () => {
       const ok = await adjust(MAX_SAFE);
       expect(ok.status).toBe(200);
