@@ -10,6 +10,7 @@ import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { leaseHeld, releaseLease, renewLease, takeLease } from '../../shared/eventstore/registry.ts';
+import { repeatedTopLevelName } from '../../shared/http/json-keys.ts';
 import type { RoundCache, RoundSnapshot } from './round-cache.ts';
 
 export interface DispatchDeps {
@@ -68,6 +69,8 @@ export function classify(result: OutboundResult): WalletOutcome {
   }
 }
 
+const REPLY_FIELDS = ['status', 'balance'];
+
 function parseReply(body: string): WalletReply | undefined {
   let parsed: unknown;
   try {
@@ -78,6 +81,9 @@ function parseReply(body: string): WalletReply | undefined {
   if (typeof parsed !== 'object' || parsed === null) return undefined;
   const { status, balance } = parsed as { status?: unknown; balance?: unknown };
   if ((status !== 'OK' && status !== 'DECLINED') || typeof balance !== 'number' || !Number.isSafeInteger(balance)) return undefined;
+  // Named twice, a field reads one way here and maybe the other way at the provider, to whom the reply
+  // is passed on as it came: no valid reply.
+  if (repeatedTopLevelName(body, REPLY_FIELDS) !== undefined) return undefined;
   return { status, balance, body };
 }
 

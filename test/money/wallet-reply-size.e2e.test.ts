@@ -85,6 +85,24 @@ describe('wallet and provider replies over 1 MiB', () => {
     expect((await h.tx(next)).status).toBe(502);
   });
 
+  it('a reply naming status or balance twice is no valid reply: a BET is 502 and failed, a WIN retried until a plain reply', async () => {
+    const p = await player();
+    const bet = p.bet();
+    // JSON.parse keeps the last "status" (OK); a provider's reader that keeps the first would see DECLINED.
+    h.wallet.script(bet.transactionId, { status: 200, raw: '{"status":"DECLINED","balance":10000,"status":"OK"}' });
+    const res = await h.tx(bet);
+    expect([res.status, res.json]).toEqual([502, { error: 'wallet call failed' }]);
+    expect(await failedDetails(bet)).toEqual(['wallet answered 200 without a valid TransactionResponse']);
+    // The provider resubmits: the wallet's own reply this time.
+    const again = await h.tx(bet);
+    expect([again.status, again.json]).toEqual([200, { status: 'OK', balance: 9900 }]);
+    const win = p.win();
+    h.wallet.script(win.transactionId, { status: 200, raw: '{"status":"OK","balance":1,"b\\u0061lance":2}' });
+    expect((await h.tx(win)).status).toBe(502);
+    await h.until(() => h.wallet.effects.get(win.transactionId) === 1);
+    expect((await h.tx(win)).json).toEqual({ status: 'OK', balance: 10_150 });
+  });
+
   it('the provider-facing balance call: a wallet balance reply over 1 MiB is 502, its body not passed on', async () => {
     const p = await player();
     h.wallet.setBalanceReply({ status: 200, stream: { bytes: 5 * MiB, fields: { balance: 10_000 } } });
