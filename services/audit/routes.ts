@@ -4,7 +4,7 @@ import { recordedAtText } from '../chain/link.ts';
 import { grantDecider, grantOf } from '../grants/decider.ts';
 import { grantIdParam } from '../grants/routes.ts';
 import { grantStream } from '../grants/events.ts';
-import { isClosed, outstandingBets, roundDecider, type RoundState } from '../rounds/decider.ts';
+import { isClosed, mayRedrive, outstandingBets, roundDecider, type RoundState } from '../rounds/decider.ts';
 import { roundStream } from '../rounds/events.ts';
 import { openSessions, playerSessionsDecider, type PlayerSessionsState } from '../sessions/decider.ts';
 import { sessionsOfPlayer } from '../sessions/queries.ts';
@@ -91,6 +91,7 @@ const roundView = (s: RoundState) => ({
     origin: t.origin,
     status: t.status,
     attempts: t.attempts,
+    redrivable: mayRedrive(t.request.type, t.status),
     ...(t.rolledBackBy !== undefined ? { rolledBackBy: t.rolledBackBy } : {}),
     ...(t.reply ? { reply: { status: t.reply.status, balance: t.reply.balance } } : {}),
     ...(t.lastError !== undefined ? { lastError: t.lastError } : {}),

@@ -9,7 +9,7 @@ import { CHAIN } from '../chain/projection.ts';
 import { listGrants } from '../grants/queries.ts';
 import { runnerNames } from '../read-models.ts';
 import { sendStatement } from '../reconciliation/routes.ts';
-import { operatorStatus, UNSETTLED_STATUSES, type TxStatus } from '../rounds/decider.ts';
+import { mayRedrive, operatorStatus, UNSETTLED_STATUSES, type TxStatus } from '../rounds/decider.ts';
 import { replayBody, replayLink } from '../rounds/replay.ts';
 import { stuckCounts, stuckTransactions } from '../rounds/queries.ts';
 import { sessionsOfPlayer } from '../sessions/queries.ts';
@@ -210,6 +210,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
         ageSeconds: Math.max(0, Math.floor((now - r.recordedAt.getTime()) / 1000)),
         attempts: r.attempts,
         ...(r.lastError !== null ? { lastError: r.lastError } : {}),
+        redrivable: mayRedrive(r.type, r.status),
       })),
     });
   });

@@ -420,6 +420,16 @@ export function retriesExhausted(tx: TxState, now: Date, retryWindowSeconds: num
   return (now.getTime() - Date.parse(tx.redrivenAt ?? tx.recordedAt)) / 1000 >= retryWindowSeconds;
 }
 
+/** Why a transaction of this type and status may not be re-driven (decideRedrive), or undefined when it may. */
+function redriveRefusal(type: TransactionRequest['type'], status: TxStatus): RoundRefusal | undefined {
+  if (!isCredit(type)) return { kind: 'bet-not-redriven' };
+  const shown = operatorStatus(type, status);
+  return shown === 'dead' ? undefined : { kind: 'not-dead', status: shown };
+}
+
+/** Whether an admin's re-drive of it would be taken (decideRedrive): what the console offers a button for. */
+export const mayRedrive = (type: TransactionRequest['type'], status: TxStatus): boolean => redriveRefusal(type, status) === undefined;
+
 /**
  * An admin's re-drive: a credit whose retries stopped (dead: retries ran out, or the wallet refused it)
  * is sent to the wallet again with the same transactionId and body, which the wallet deduplicates. A BET
@@ -428,9 +438,8 @@ export function retriesExhausted(tx: TxState, now: Date, retryWindowSeconds: num
 function decideRedrive(cmd: Extract<RoundCommand, { type: 'Redrive' }>, state: RoundState): Decision<RoundEvent, RoundRefusal> {
   const tx = state.txs.get(cmd.transactionId);
   if (!tx) return { kind: 'transaction-not-found' };
-  if (!isCredit(tx.request.type)) return { kind: 'bet-not-redriven' };
-  const status = operatorStatus(tx.request.type, tx.status);
-  if (status !== 'dead') return { kind: 'not-dead', status };
+  const refusal = redriveRefusal(tx.request.type, tx.status);
+  if (refusal) return refusal;
   return [{ type: 'TransactionRedriven', data: { transactionId: cmd.transactionId, by: cmd.by, reason: cmd.reason, redrivenAt: cmd.now.toISOString() } }];
 }
 

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { deciderSpec } from '../../test/helpers/decider-spec.ts';
 import {
+  mayRedrive,
+  TX_STATUSES,
   betToAwaitBefore,
   isOutstanding,
   isStale,
@@ -909,6 +911,14 @@ describe('rounds decider: re-drive (an admin sends a dead credit to the wallet a
     spec.given(recorded(bet('bet-1')), settled('bet-1'), recorded(win('win-1')), settled('win-1')).when(redrive('win-1')).thenRefuses({ kind: 'not-dead', status: 'applied' });
     spec.given(recorded(bet('bet-1')), settled('bet-1'), recorded(win('win-1')), failed('win-1')).when(redrive('win-1')).thenRefuses({ kind: 'not-dead', status: 'pending' });
     spec.given(...deadWin).when(redrive('nope')).thenRefuses('transaction-not-found');
+  });
+
+  it('offers the console a re-drive exactly where the command would take it (mayRedrive)', () => {
+    for (const type of ['BET', 'WIN', 'ROLLBACK', 'ADJUSTMENT'] as const) {
+      for (const status of TX_STATUSES) {
+        expect([type, status, mayRedrive(type, status)]).toEqual([type, status, type !== 'BET' && (status === 'dead' || status === 'invalid')]);
+      }
+    }
   });
 });
 

@@ -427,6 +427,26 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     expect(fruit.slice(3, 7)).toEqual(['2', '110', '2', '290']);
   });
 
+  it('offers a re-drive for a WIN its wallet answered DECLINED (dead to the operator, invalid in the history), on the round page and the stuck list, and none for its BET', async () => {
+    const roundE = `con-E-${run}`;
+    const winE = `con-e-win-${run}`;
+    const token = await h.launch(playerRef);
+    const at = { sessionToken: token, roundId: roundE, playerRef, currency: 'EUR', gameId: 'fruit-1' };
+    expect((await h.tx({ ...at, transactionId: `con-e-bet-${run}`, type: 'BET', roundComplete: false, amount: 10 })).status).toBe(200);
+    h.wallet.script(winE, { status: 200, body: { status: 'DECLINED', balance: 0 } });
+    expect((await h.tx({ ...at, transactionId: winE, type: 'WIN', roundComplete: true, amount: 30 })).status).toBe(502);
+    await caughtUp();
+    await page.goto(`${base}#/round/studio-a/op-1/${roundE}`);
+    const dead = page.locator('.dead-row');
+    await expect.poll(() => dead.count()).toBe(1);
+    expect(await dead.textContent()).toContain(winE);
+    expect(await dead.getByRole('button', { name: 'Re-drive' }).count()).toBe(1);
+    await page.goto(`${base}#/stuck`);
+    const row = page.locator(`tr[data-transaction="${winE}"]`);
+    await expect.poll(() => row.getAttribute('data-status')).toBe('dead');
+    expect(await row.getByRole('button', { name: 'Re-drive' }).count()).toBe(1);
+  });
+
   it('a reload that fails says so on the page, and leaving a page while it reloads is no error', async () => {
     // Each page, its route, its button, where it says why, and what it shows that a failed reload keeps.
     const pages: Array<[string, string, string, string, string]> = [

@@ -56,7 +56,7 @@ describe('console data and re-drive (admin routes)', () => {
     // Not cut (fewer than 1,000): the total is the list's length.
     expect(res.json.total).toBe(res.json.transactions.length);
     const win = res.json.transactions.find((t) => t.transactionId === winId);
-    expect(win).toMatchObject({ operatorId: OP1.id, providerId: 'studio-a', roundId, gameId: 'fruit-1', type: 'WIN', amount: 90, currency: 'EUR', status: 'dead' });
+    expect(win).toMatchObject({ operatorId: OP1.id, providerId: 'studio-a', roundId, gameId: 'fruit-1', type: 'WIN', amount: 90, currency: 'EUR', status: 'dead', redrivable: true });
     expect(win!.attempts).toBeGreaterThan(1);
     expect(String(win!.lastError)).toContain('503');
     expect(win!.ageSeconds).toBeGreaterThanOrEqual(2);
@@ -71,6 +71,8 @@ describe('console data and re-drive (admin routes)', () => {
     expect((await h.tx({ ...base, transactionId: failedBet, type: 'BET', roundComplete: false, amount: 5 })).status).toBe(502);
     const stuck = async () => (await admin<{ transactions: Array<{ transactionId: string; status: string }> }>('/v1/admin/console/stuck')).json.transactions;
     await h.until(async () => (await stuck()).some((t) => t.transactionId === failedBet && t.status === 'failed'));
+    // A BET is never re-driven: its provider resubmits it or rolls it back.
+    expect((await stuck()).find((t) => t.transactionId === failedBet)).toMatchObject({ redrivable: false });
     expect((await h.tx({ ...base, transactionId: `${failedBet}-rb`, type: 'ROLLBACK', originalTransactionId: failedBet, amount: 5 })).status).toBe(200);
     await h.until(async () => !(await stuck()).some((t) => t.transactionId === failedBet));
   });

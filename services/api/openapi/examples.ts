@@ -163,12 +163,12 @@ const roundAfterRecorded = {
   gameId: 'fruit-1',
   lastActivityAt: '2026-11-21T16:21:00.000Z',
   outstandingBets: ['tx-bet-0001'],
-  transactions: [{ transactionId: 'tx-bet-0001', type: 'BET', amount: 100, origin: 'provider', status: 'recorded', attempts: 0 }],
+  transactions: [{ transactionId: 'tx-bet-0001', type: 'BET', amount: 100, origin: 'provider', status: 'recorded', attempts: 0, redrivable: false }],
 };
 /** ...and after the wallet applied it: the BET is still outstanding (the round is open). */
 const roundAfterBet = {
   ...roundAfterRecorded,
-  transactions: [{ transactionId: 'tx-bet-0001', type: 'BET', amount: 100, origin: 'provider', status: 'applied', attempts: 1, reply: { status: 'OK', balance: 9900 } }],
+  transactions: [{ transactionId: 'tx-bet-0001', type: 'BET', amount: 100, origin: 'provider', status: 'applied', attempts: 1, redrivable: false, reply: { status: 'OK', balance: 9900 } }],
 };
 const sessionStarted = {
   position: '1040.1040',
@@ -465,7 +465,7 @@ const settledAfterRedrive = {
   metadata: {},
   createdAt: '2026-11-22T16:40:12.046Z',
 };
-const bet2State = { transactionId: 'tx-bet-0002', type: 'BET', amount: 100, origin: 'provider', status: 'applied', attempts: 1, reply: { status: 'OK', balance: 10050 } };
+const bet2State = { transactionId: 'tx-bet-0002', type: 'BET', amount: 100, origin: 'provider', status: 'applied', attempts: 1, redrivable: false, reply: { status: 'OK', balance: 10050 } };
 /** Round r-20261121-0002 once the WIN was re-driven: sent again, no answer yet (its attempts and last error kept). */
 const round2AfterRedrive = {
   completed: true,
@@ -473,7 +473,7 @@ const round2AfterRedrive = {
   gameId: 'fruit-1',
   lastActivityAt: '2026-11-21T16:22:00.000Z',
   outstandingBets: ['tx-bet-0002'],
-  transactions: [bet2State, { transactionId: 'tx-win-0002', type: 'WIN', amount: 40, origin: 'provider', status: 'recorded', attempts: DEAD_ATTEMPTS, lastError: 'wallet answered 503' }],
+  transactions: [bet2State, { transactionId: 'tx-win-0002', type: 'WIN', amount: 40, origin: 'provider', status: 'recorded', attempts: DEAD_ATTEMPTS, redrivable: false, lastError: 'wallet answered 503' }],
 };
 /** What an admin sends to re-drive it. */
 const redriveRequest = { operatorId: 'op-1', providerId: 'studio-a', roundId: 'r-20261121-0002', transactionId: 'tx-win-0002', by: REDRIVE_BY, reason: REDRIVE_REASON };
@@ -589,6 +589,7 @@ const stuckWin = {
   ageSeconds: 86_880,
   attempts: DEAD_ATTEMPTS,
   lastError: 'wallet answered 503',
+  redrivable: true,
 };
 
 /** Examples per component schema name (components.ts attaches them; each is parsed by its schema in the tests). */

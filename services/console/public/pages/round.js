@@ -8,7 +8,7 @@ import { href } from '../routes.js';
 
 /**
  * @typedef {{ transactionId: string, type: string, amount: number, origin: string, status: string, attempts: number,
- *   rolledBackBy?: string, reply?: { status: string, balance: number }, lastError?: string }} TxState
+ *   rolledBackBy?: string, reply?: { status: string, balance: number }, lastError?: string, redrivable: boolean }} TxState
  * @typedef {{ completed: boolean, playerRef?: string, gameId?: string, lastActivityAt?: string, outstandingBets: string[], transactions: TxState[] }} RoundState
  * @typedef {{ position: string, streamId: string, revision: number, id: string, type: string, data: any, metadata: any, createdAt: string }} RecordedEvent
  * @typedef {{ event: RecordedEvent, stateAfter: RoundState }} HistoryEntry
@@ -129,8 +129,8 @@ export async function roundPage(ctx) {
       h('dt', {}, 'Stream'), h('dd', {}, code(round.streamId)),
     );
 
-    // Dead transactions now: re-drive.
-    const dead = (latest?.transactions ?? []).filter((t) => t.status === 'dead');
+    // Dead credits now (the wallet's DECLINED ones included): re-drive. `redrivable` is the service's own rule.
+    const dead = (latest?.transactions ?? []).filter((t) => t.redrivable);
     const redrive =
       dead.length > 0
         ? h(

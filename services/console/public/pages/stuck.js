@@ -7,7 +7,7 @@ import { href } from '../routes.js';
 
 /**
  * @typedef {{ operatorId: string, providerId: string, roundId: string, gameId: string, transactionId: string, type: string, amount: number,
- *   currency: string, status: string, recordedAt: string, ageSeconds: number, attempts: number, lastError?: string }} StuckTx
+ *   currency: string, status: string, recordedAt: string, ageSeconds: number, attempts: number, lastError?: string, redrivable: boolean }} StuckTx
  */
 
 /** @param {import('../app.js').PageContext} ctx */
@@ -43,7 +43,7 @@ export async function stuckPage(ctx) {
     }
     const rows = txs.map((t) => {
       const roundLink = h('a', { href: href.round(t.providerId, t.operatorId, t.roundId) }, t.roundId);
-      const control = t.status === 'dead' ? redriveControl(t, { signal: ctx.signal }) : undefined;
+      const control = t.redrivable ? redriveControl(t, { signal: ctx.signal }) : undefined;
       const row = h(
         'tr',
         { 'data-transaction': t.transactionId, 'data-status': t.status },
