@@ -308,10 +308,10 @@ export const consolePlayer = z.strictObject({
       providerId: z.string(),
       gameId: z.string(),
       currency: z.string(),
-      status: z.enum(['active', 'expired', 'kicked']),
+      status: z.enum(['active', 'expired', 'kicked']).meta({ description: '`kicked` when a kick ended it while it was valid; a session that expired before a kick is `expired`.' }),
       createdAt: z.iso.datetime(),
       expiresAt: z.iso.datetime(),
-      revokedAt: z.iso.datetime().optional(),
+      revokedAt: z.iso.datetime().optional().meta({ description: 'When the kick that ended it was recorded; only on a `kicked` session.' }),
     }),
   ),
   rounds: z.array(

@@ -12,6 +12,7 @@ import { sendStatement } from '../reconciliation/routes.ts';
 import { mayRedrive, operatorStatus, UNSETTLED_STATUSES, type TxStatus } from '../rounds/decider.ts';
 import { replayBody, replayLink } from '../rounds/replay.ts';
 import { stuckCounts, stuckTransactions } from '../rounds/queries.ts';
+import { sessionStanding } from '../sessions/decider.ts';
 import { sessionsOfPlayer } from '../sessions/queries.ts';
 import { LATENCY_BUCKETS, percentileMs } from './projection.ts';
 
@@ -164,16 +165,19 @@ export function consoleRoutes(ctx: ServiceContext): Router {
     ]);
     if (sessions.length === 0 && rounds.rows.length === 0 && grants.length === 0) throw notFound('player not found');
     res.json({
-      sessions: sessions.map((s) => ({
-        token: s.token,
-        providerId: s.provider_id,
-        gameId: s.game_id,
-        currency: s.currency,
-        status: s.revoked_at !== null ? 'kicked' : s.expires_at <= now ? 'expired' : 'active',
-        createdAt: s.created_at.toISOString(),
-        expiresAt: s.expires_at.toISOString(),
-        ...(s.revoked_at !== null ? { revokedAt: s.revoked_at.toISOString() } : {}),
-      })),
+      sessions: sessions.map((s) => {
+        const status = sessionStanding({ expiresAt: s.expires_at, revokedAt: s.revoked_at }, now);
+        return {
+          token: s.token,
+          providerId: s.provider_id,
+          gameId: s.game_id,
+          currency: s.currency,
+          status,
+          createdAt: s.created_at.toISOString(),
+          expiresAt: s.expires_at.toISOString(),
+          ...(status === 'kicked' && s.revoked_at !== null ? { revokedAt: s.revoked_at.toISOString() } : {}),
+        };
+      }),
       rounds: rounds.rows.map((r) => ({
         providerId: r.provider_id,
         roundId: r.round_id,

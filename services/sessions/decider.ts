@@ -105,8 +105,20 @@ export function decideLaunch(cmd: Extract<SessionCommand, { type: 'StartSession'
   ];
 }
 
+/** Whether a session that expires at `expiresAt` has expired at `at` (its last valid instant is just before). */
+export const expiredAt = (expiresAt: Date | string, at: Date): boolean => at.getTime() >= new Date(expiresAt).getTime();
+
 /** The sessions a kick at `now` ends and reports: those not ended before, and not yet expired. */
-export const activeAt = (state: PlayerSessionsState, now: Date): SessionRecord[] => openSessions(state).filter((s) => Date.parse(s.expiresAt) > now.getTime());
+export const activeAt = (state: PlayerSessionsState, now: Date): SessionRecord[] => openSessions(state).filter((s) => !expiredAt(s.expiresAt, now));
+
+/**
+ * A session as support reads it: `kicked` when a kick ended it while it was still valid, `expired` once
+ * its time ran out (a kick after that ended nothing: it is not among the kick's tokens), else `active`.
+ */
+export function sessionStanding(s: { expiresAt: Date; revokedAt: Date | null }, now: Date): 'active' | 'kicked' | 'expired' {
+  if (s.revokedAt !== null && !expiredAt(s.expiresAt, s.revokedAt)) return 'kicked';
+  return expiredAt(s.expiresAt, now) || s.revokedAt !== null ? 'expired' : 'active';
+}
 
 /**
  * A kick is always recorded (an auditor sees that it happened, even with nothing to end); it ends

@@ -8,6 +8,7 @@ import {
   balanceSessionRefusal,
   openSessions,
   playerSessionsDecider,
+  sessionStanding,
   transactionSessionRefusal,
   type LaunchRequest,
   type SessionCommand,
@@ -365,5 +366,19 @@ describe('balanceSessionRefusal', () => {
   it('a revoked or expired demo session is session-invalid (validity first)', () => {
     expect(balanceSessionRefusal(session({ demo: true }), true)).toEqual({ kind: 'session-invalid' });
     expect(balanceSessionRefusal(session({ demo: true, expired: true }), false)).toEqual({ kind: 'session-invalid' });
+  });
+});
+
+describe('sessionStanding (what support reads in the console)', () => {
+  const expiresAt = new Date('2026-11-21T10:00:00Z');
+  const at = (iso: string) => new Date(iso);
+  it('is kicked only when a kick ended it while it was valid; expired when its time ran out first', () => {
+    expect(sessionStanding({ expiresAt, revokedAt: null }, at('2026-11-21T09:59:59.999Z'))).toBe('active');
+    expect(sessionStanding({ expiresAt, revokedAt: null }, at('2026-11-21T10:00:00Z'))).toBe('expired');
+    expect(sessionStanding({ expiresAt, revokedAt: at('2026-11-21T09:00:00Z') }, at('2026-11-21T09:30:00Z'))).toBe('kicked');
+    expect(sessionStanding({ expiresAt, revokedAt: at('2026-11-21T09:00:00Z') }, at('2026-11-21T11:00:00Z'))).toBe('kicked');
+    // A kick at or after its expiry ended nothing (it is not among the kick's tokens).
+    expect(sessionStanding({ expiresAt, revokedAt: at('2026-11-21T10:00:00Z') }, at('2026-11-21T11:00:00Z'))).toBe('expired');
+    expect(sessionStanding({ expiresAt, revokedAt: at('2026-11-21T11:00:00Z') }, at('2026-11-21T11:00:00Z'))).toBe('expired');
   });
 });

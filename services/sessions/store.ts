@@ -1,6 +1,7 @@
 import type { Migration } from '../../shared/db/migrations.ts';
 import type { Pool, PoolClient } from '../../shared/db/pool.ts';
 import { guardBroken, type EventStore, type StreamGuard } from '../../shared/eventstore/port.ts';
+import { expiredAt } from './decider.ts';
 import { playerSessionsStream, type SessionStarted } from './events.ts';
 
 /**
@@ -162,7 +163,7 @@ export async function launchedSession(
       demo: row.demo,
       createdAt: row.created_at,
       expiresAt: row.expires_at,
-      expired: now.getTime() >= row.expires_at.getTime(),
+      expired: expiredAt(row.expires_at, now),
       startRevision: Number(row.start_revision),
     },
   };

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/service.ts';
 import { OP1, OP2, PROV_A, PROV_B, testCatalog } from '../helpers/catalog.ts';
 import { startFakeProvider, startFakeWallet, type FakeProvider, type FakeWallet } from '../helpers/fakes.ts';
-import { createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
+import { ADMIN_TOKEN, createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
 import { sessionsOfPlayer, type SessionRow } from '../../services/sessions/queries.ts';
 import { signedRequest } from '../helpers/signing.ts';
 
@@ -267,7 +267,7 @@ describe('session expiry', () => {
   beforeAll(async () => {
     env = await createTestEnv('expiry');
     wallet = await startFakeWallet(OP1.secret);
-    svc = await startInProcess(env, { ROLES: 'api', SESSION_TTL_SECONDS: '1' });
+    svc = await startInProcess(env, { ROLES: 'api,projector', SESSION_TTL_SECONDS: '1' });
     await svc.ctx.catalog.apply(testCatalog({ walletUrl: wallet.url }));
   });
   afterAll(async () => {
@@ -284,6 +284,14 @@ describe('session expiry', () => {
     expect((await signedRequest(svc.url, { path: '/v1/wallet/balance', body: { sessionToken: token }, as: PROV_A })).status).toBe(401);
     const kicked = await signedRequest<{ revokedCount: number }>(svc.url, { path: '/v1/operator/players/kick', body: { playerRef: 'p' }, as: OP1 });
     expect(kicked.json).toEqual({ revokedCount: 0 });
+    // Support's console says the same: expired, not kicked (the kick ended nothing), once its read model has the kick.
+    for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
+      if ((await Promise.all(svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0)) break;
+    }
+    const player = await fetch(`${svc.url}/v1/admin/console/players/${OP1.id}/p`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const { sessions } = (await player.json()) as { sessions: Array<Record<string, unknown>> };
+    expect(sessions).toEqual([expect.objectContaining({ token, status: 'expired' })]);
+    expect(sessions[0]).not.toHaveProperty('revokedAt');
   });
 
   it('answers a failed BET resubmitted after its session expired from the record, sending nothing; its ROLLBACK still settles the round', async () => {
