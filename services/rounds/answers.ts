@@ -1,4 +1,4 @@
-import type { TxState } from './decider.ts';
+import { isFinal, type TxState } from './decider.ts';
 
 /**
  * How a transaction is answered to whoever submitted it, from its state (contract section 5): the
@@ -41,7 +41,8 @@ export function adjustmentAnswer(tx: TxState): { status: number; body: Record<st
       attempts: tx.attempts,
       ...(tx.reply ? { reply: { status: tx.reply.status, balance: tx.reply.balance } } : {}),
       ...(tx.lastError ? { lastError: tx.lastError } : {}),
-      retrying: tx.status === 'failed' || tx.status === 'timed_out',
+      // The worker attempts every credit not settled for good (one still `recorded` too: held by another attempt).
+      retrying: !isFinal(tx.status),
     },
   };
 }
