@@ -34,14 +34,25 @@ export interface IssueCall {
   timeoutMs?: number;
 }
 
+/** The cancel call an active grant's cancels wait for (GrantCancelRequested): made at `at`, bounded by `timeoutMs`. */
+export interface CancelCall {
+  at: string;
+  timeoutMs: number;
+}
+
 /** none: the key was never used. Otherwise the grant, whose `status` tells pending, active, cancelled or failed. */
-export type GrantState = { status: 'none' } | (Grant & { issue?: IssueCall });
+export type GrantState = { status: 'none' } | (Grant & { issue?: IssueCall; cancel?: CancelCall });
 
 /** The grant as operators see it (without the decider's own bookkeeping), or undefined for none. */
 export function grantOf(s: GrantState): Grant | undefined {
   if (s.status === 'none') return undefined;
-  const { issue: _issue, ...grant } = s;
+  const { issue: _issue, cancel: _cancel, ...grant } = s;
   return grant;
+}
+
+/** Whether a cancel's provider call may still answer at `now` (its bound plus ISSUE_MARGIN_MS not past): other cancels wait for it. */
+export function cancelUnderWay(state: GrantState, now: Date): boolean {
+  return state.status === 'active' && state.cancel !== undefined && now.getTime() <= Date.parse(state.cancel.at) + state.cancel.timeoutMs + ISSUE_MARGIN_MS;
 }
 
 /**
@@ -83,6 +94,8 @@ export type GrantCommand =
   | { type: 'RecordIssueOutcome'; outcome: ProviderOutcome; take: number; now: Date }
   /** A batch accepted that is not the grant's (strayBatch), and the answer to its cancel at the provider. */
   | { type: 'RecordStrayBatch'; externalRef: string; cancel: ProviderOutcome; now: Date }
+  /** An operator's cancel, before the provider is called; `timeoutMs`: the provider's timeoutMs now, which bounds the call. */
+  | { type: 'RequestCancel'; timeoutMs: number; now: Date }
   | { type: 'RecordCancelOutcome'; outcome: ProviderOutcome; now: Date };
 
 export type GrantRefusal =
@@ -212,6 +225,18 @@ export function cancelRefusal(state: GrantState): GrantRefusal | undefined {
   return state.status === 'active' ? undefined : { kind: 'grant-not-cancellable', status: state.status };
 }
 
+/**
+ * A cancel of an active grant calls the provider once at a time: recorded before the call (at the
+ * revision read, so one of racing cancels records it), nothing while another cancel's call may still
+ * answer (cancelUnderWay: the caller waits for its outcome).
+ */
+function decideRequestCancel(cmd: Extract<GrantCommand, { type: 'RequestCancel' }>, state: GrantState): Decision<GrantEvent, GrantRefusal> {
+  const refusal = cancelRefusal(state);
+  if (refusal) return refusal;
+  if (cancelUnderWay(state, cmd.now)) return [];
+  return [{ type: 'GrantCancelRequested', data: { requestedAt: cmd.now.toISOString(), timeoutMs: cmd.timeoutMs } }];
+}
+
 /** The provider's answer to the cancel call: cancelled, or still active with the failure kept in the history (API document 3.1). */
 function decideCancelOutcome(cmd: Extract<GrantCommand, { type: 'RecordCancelOutcome' }>, state: GrantState): GrantEvent[] {
   if (cancelRefusal(state)) return [];
@@ -259,11 +284,20 @@ function evolve(state: GrantState, event: GrantEvent): GrantState {
       const { issue: _issue, ...rest } = state;
       return { ...rest, status: 'failed', lastError: event.data.lastError, updatedAt: event.data.failedAt };
     }
-    case 'GrantCancelled':
-      return state.status === 'none' ? state : { ...state, status: 'cancelled', updatedAt: event.data.cancelledAt };
-    case 'GrantCancelFailed':
-      // The grant stays active (API document 3.1); the failure is kept in the history.
-      return state.status === 'none' ? state : { ...state, updatedAt: event.data.failedAt };
+    case 'GrantCancelRequested':
+      // The grant as operators read it does not change while its cancel calls the provider.
+      return state.status === 'none' ? state : { ...state, cancel: { at: event.data.requestedAt, timeoutMs: event.data.timeoutMs } };
+    case 'GrantCancelled': {
+      if (state.status === 'none') return state;
+      const { cancel: _cancel, ...rest } = state;
+      return { ...rest, status: 'cancelled', updatedAt: event.data.cancelledAt };
+    }
+    case 'GrantCancelFailed': {
+      // The grant stays active (API document 3.1); the failure is kept in the history, and updatedAt says when it was last acted on.
+      if (state.status === 'none') return state;
+      const { cancel: _cancel, ...rest } = state;
+      return { ...rest, updatedAt: event.data.failedAt };
+    }
     default: {
       const unknown: never = event;
       return unknown;
@@ -284,6 +318,8 @@ export const grantDecider: Decider<GrantCommand, GrantState, GrantEvent, GrantRe
         return decideIssueOutcome(command, state);
       case 'RecordStrayBatch':
         return decideStrayBatch(command, state);
+      case 'RequestCancel':
+        return decideRequestCancel(command, state);
       case 'RecordCancelOutcome':
         return decideCancelOutcome(command, state);
       default: {

@@ -539,3 +539,27 @@ describe('evolve: the Grant view (API document 2.7)', () => {
     });
   });
 });
+
+describe('RequestCancel: one provider call at a time', () => {
+  const requestCancel = (now: Date, timeoutMs = 1000): GrantCommand => ({ type: 'RequestCancel', timeoutMs, now });
+  const cancelRequested = (at: Date, timeoutMs = 1000): GrantEvent => ({ type: 'GrantCancelRequested', data: { requestedAt: at.toISOString(), timeoutMs } });
+  const at = (ms: number) => new Date(NOW.getTime() + ms);
+
+  it('records the call before it is made, for an active grant only', () => {
+    spec.given(requested(), activated()).when(requestCancel(at(0))).then([cancelRequested(at(0))]);
+    spec.given(requested()).when(requestCancel(at(0))).thenRefuses({ kind: 'grant-not-cancellable', status: 'pending' });
+    spec.given(requested(), activated(), cancelled()).when(requestCancel(at(0))).thenRefuses({ kind: 'grant-not-cancellable', status: 'cancelled' });
+  });
+
+  it('records nothing while another call may still answer (the caller waits for it); after its bound and margin, or once it answered, a new call', () => {
+    const calling = [requested(), activated(), cancelRequested(at(0), 1000)];
+    spec.given(...calling).when(requestCancel(at(1000 + ISSUE_MARGIN_MS))).thenNothing();
+    spec.given(...calling).when(requestCancel(at(1000 + ISSUE_MARGIN_MS + 1))).then([cancelRequested(at(1000 + ISSUE_MARGIN_MS + 1))]);
+    spec.given(...calling, cancelFailed()).when(requestCancel(at(10))).then([cancelRequested(at(10))]);
+  });
+
+  it('leaves the grant as operators read it unchanged', () => {
+    const before = grantOf(spec.given(requested(), activated()).state);
+    expect(grantOf(spec.given(requested(), activated(), cancelRequested(at(0))).state)).toEqual(before);
+  });
+});

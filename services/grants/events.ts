@@ -35,6 +35,13 @@ export type GrantActivated = DomainEvent<'GrantActivated', { externalRef: string
 export type GrantFailed = DomainEvent<'GrantFailed', { lastError: string; failedAt: string }>;
 export type GrantCancelled = DomainEvent<'GrantCancelled', { cancelledAt: string }>;
 /**
+ * An operator's cancel is calling the provider, bounded by `timeoutMs`: appended at the revision the
+ * cancel read, so of cancels racing across processes one calls, and the others wait for its outcome
+ * (GrantCancelled or GrantCancelFailed) until `requestedAt` + `timeoutMs` + ISSUE_MARGIN_MS, after which
+ * the call counts as abandoned and a new cancel may call. The grant as operators read it does not change.
+ */
+export type GrantCancelRequested = DomainEvent<'GrantCancelRequested', { requestedAt: string; timeoutMs: number }>;
+/**
  * The provider accepted a batch for a grant already recorded `failed` (a call given up as abandoned, whose
  * process stalled and then read the acceptance): the grant stays failed, as its operator was told, and the
  * service cancelled the stray batch at the provider (`cancelled`; `error` when that cancel failed).
@@ -49,13 +56,23 @@ export type GrantAcceptedAfterFailure = DomainEvent<'GrantAcceptedAfterFailure',
 export type GrantExtraBatch = DomainEvent<'GrantExtraBatch', { externalRef: string; cancelled: boolean; error?: string; at: string }>;
 export type GrantCancelFailed = DomainEvent<'GrantCancelFailed', { error: string; failedAt: string }>;
 
-export type GrantEvent = GrantRequested | GrantIssueTaken | GrantActivated | GrantFailed | GrantCancelled | GrantCancelFailed | GrantAcceptedAfterFailure | GrantExtraBatch;
+export type GrantEvent =
+  | GrantRequested
+  | GrantIssueTaken
+  | GrantActivated
+  | GrantFailed
+  | GrantCancelRequested
+  | GrantCancelled
+  | GrantCancelFailed
+  | GrantAcceptedAfterFailure
+  | GrantExtraBatch;
 
 export const GRANT_EVENT_TYPES: ReadonlySet<string> = new Set<GrantEvent['type']>([
   'GrantRequested',
   'GrantIssueTaken',
   'GrantActivated',
   'GrantFailed',
+  'GrantCancelRequested',
   'GrantCancelled',
   'GrantCancelFailed',
   'GrantAcceptedAfterFailure',

@@ -5,12 +5,12 @@ import { grantsProjection } from './projection.ts';
 import { listGrants } from './queries.ts';
 import { waitForProjection } from '../../projections/runner.ts';
 import type { Position } from '../../shared/eventstore/port.ts';
-import { cancelRefusal, grantDecider, grantOf, ISSUE_MARGIN_MS, issueDeadline, type Grant, type GrantState } from './decider.ts';
+import { cancelRefusal, cancelUnderWay, grantDecider, grantOf, ISSUE_MARGIN_MS, issueDeadline, type Grant, type GrantState, type ProviderOutcome } from './decider.ts';
 import { cancelAtProvider, issueAtProvider, providerTimeoutMs, takeOverIssue } from './issue.ts';
 import { Refused } from '../../shared/decider.ts';
 import { grantIdFor, grantStream } from './events.ts';
 import { AppError, notFound } from '../../shared/errors.ts';
-import { handleCommand, readState } from '../../shared/eventstore/command.ts';
+import { handleCommand, readState, type KnownState } from '../../shared/eventstore/command.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import type { ServiceContext } from '../context.ts';
 import { callingOperator } from '../context.ts';
@@ -60,13 +60,13 @@ export function grantRoutes(ctx: ServiceContext): Router {
   const load = async (id: string) => readState(ctx.eventStore, grantStream(id), grantDecider);
 
   /** The caller's grant, or 404: another operator's grant behaves as nonexistent. */
-  const ownGrant = async (req: Request): Promise<{ grant: Grant; revision: number }> => {
+  const ownGrant = async (req: Request): Promise<{ grant: Grant; revision: number; state: GrantState }> => {
     const operator = callingOperator(ctx, req);
     const id = parseOr400(grantIdParam, req.params.id, 'id');
     const { state, revision } = await load(id);
     const grant = grantOf(state);
     if (!grant || grant.operatorId !== operator.id) throw notFound('grant not found');
-    return { grant, revision };
+    return { grant, revision, state };
   };
 
   /**
@@ -163,12 +163,36 @@ export function grantRoutes(ctx: ServiceContext): Router {
     res.json((await ownGrant(req)).grant);
   });
 
+  /**
+   * Cancels an active grant with one provider call at a time (RequestCancel records the call first). A
+   * cancel that finds another's call under way waits for its outcome: cancelled, it is this one's answer
+   * too; still active (that call failed, or its process died mid-call), this cancel calls in turn.
+   */
+  const cancelGrant = async (id: string, known: KnownState<GrantState>): Promise<{ next: GrantState; position: Position | undefined; outcome: ProviderOutcome }> => {
+    const stream = grantStream(id);
+    for (let current = known; ; ) {
+      const providerId = current.state.status === 'none' ? '' : current.state.providerId;
+      const requested = await handleCommand(ctx.eventStore, stream, grantDecider, { type: 'RequestCancel', timeoutMs: providerTimeoutMs(ctx, providerId), now: ctx.now() }, { known: current });
+      const grant = grantOf(requested.next);
+      if (requested.events.length > 0 && grant) {
+        const { outcome } = await cancelAtProvider(ctx, grant, grant.externalRef ?? '');
+        const recorded = await handleCommand(ctx.eventStore, stream, grantDecider, { type: 'RecordCancelOutcome', outcome, now: ctx.now() }, { known: { state: requested.next, revision: requested.revision } });
+        return { next: recorded.next, position: recorded.position, outcome };
+      }
+      current = { state: requested.next, revision: requested.revision };
+      while (cancelUnderWay(current.state, ctx.now())) {
+        await new Promise((r) => setTimeout(r, 50));
+        current = await load(id);
+      }
+      if (current.state.status === 'cancelled') return { next: current.state, position: undefined, outcome: { ok: true } };
+    }
+  };
+
   router.post('/free-spins/grants/:id/cancel', async (req, res) => {
-    const { grant, revision } = await ownGrant(req);
+    const { grant, revision, state } = await ownGrant(req);
     const refusal = cancelRefusal(grant);
     if (refusal) throw new Refused(refusal);
-    const { outcome } = await cancelAtProvider(ctx, grant, grant.externalRef ?? '');
-    const { next, position } = await handleCommand(ctx.eventStore, grantStream(grant.id), grantDecider, { type: 'RecordCancelOutcome', outcome, now: ctx.now() }, { known: { state: grant, revision } });
+    const { next, position, outcome } = await cancelGrant(grant.id, { state, revision });
     const updated = await visible(next, position);
     if (!outcome.ok && updated.status === 'active') throw new AppError(502, `provider cancel failed: ${outcome.error}; the grant stays active, retry the cancel`);
     res.json(updated);

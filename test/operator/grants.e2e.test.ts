@@ -287,11 +287,25 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
       expect(provider.calls.length).toBe(before);
     });
 
-    it('two cancels at once end with one cancelled grant', async () => {
+    it('cancels at once (a double click) call the provider once and all answer the cancelled grant; one whose call failed is followed by the next in turn', async () => {
       const g = (await issue(direct())).json;
-      const [a, b] = await Promise.all([cancel(g.id), cancel(g.id)]);
-      expect([a.status, b.status].every((s) => s === 200 || s === 400)).toBe(true);
-      expect((await get(g.id)).json.status).toBe('cancelled');
+      const cancelsOf = (externalRef: unknown) => provider.calls.filter((c) => c.target === `/v1/free-spins/grants/${String(externalRef)}/cancel`).length;
+      // Slow enough that the three overlap.
+      provider.script('/v1/free-spins/grants/', { status: 200, body: {}, delayMs: 300 });
+      const answers = await Promise.all([cancel(g.id), cancel(g.id), cancel(g.id)]);
+      expect(answers.map((a) => [a.status, a.json.status])).toEqual([
+        [200, 'cancelled'],
+        [200, 'cancelled'],
+        [200, 'cancelled'],
+      ]);
+      expect(cancelsOf(g.externalRef)).toBe(1);
+      // The first call fails: the other cancel, which waited for it, calls in turn and succeeds.
+      const h = (await issue(direct())).json;
+      provider.script('/v1/free-spins/grants/', { status: 503, body: {}, delayMs: 300 });
+      const [first, second] = await Promise.all([cancel(h.id), cancel(h.id)]);
+      expect([first.status, second.status].sort()).toEqual([200, 502]);
+      expect(cancelsOf(h.externalRef)).toBe(2);
+      expect((await get(h.id)).json.status).toBe('cancelled');
     });
   });
 });
