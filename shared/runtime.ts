@@ -37,3 +37,19 @@ export function runtimeWarnings(nodeVersion: string, execArgv: readonly string[]
   }
   return warnings;
 }
+
+/**
+ * Whether JSON.parse hands a reviver each number's source text (Node.js 22 and later): the service's
+ * check that a number reaches the wallet as it was sent (shared/http/body.ts, exactNumbers) needs it.
+ * Without it that check would pass every number, and a 20-digit id in a transaction's metadata would reach
+ * the wallet changed: such a runtime is refused at start, not warned about.
+ */
+export function readsNumberSources(): boolean {
+  let source: string | undefined;
+  const parse = JSON.parse as (text: string, reviver: (key: string, value: unknown, context?: { source?: string }) => unknown) => unknown;
+  parse('12345678901234567891', (_key, value, context) => {
+    source = context?.source;
+    return value;
+  });
+  return source === '12345678901234567891';
+}

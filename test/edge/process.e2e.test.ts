@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import net, { type AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -8,6 +9,7 @@ import { loadConfig } from '../../shared/config.ts';
 import { createLogger } from '../../shared/logger.ts';
 import { startService } from '../../services/service.ts';
 import { createTestEnv, spawnService, startInProcess, writeCatalogFile, type TestEnv } from '../helpers/service.ts';
+import { entryArgs } from '../helpers/bundle.ts';
 
 describe('the service process', () => {
   let env: TestEnv;
@@ -91,6 +93,17 @@ describe('the service process', () => {
       for (const s of [silent, taken]) s.close();
     }
   }, 40_000);
+
+  // A Node.js older than 22 on this machine (Debian's, beside the one npm ci installs), if there is one.
+  const oldNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => {
+    const r = spawnSync(p, ['-p', 'process.versions.node'], { encoding: 'utf8' });
+    return r.status === 0 && Number(r.stdout.split('.')[0]) < 22;
+  });
+  it.skipIf(oldNode === undefined)('refuses to start on a Node.js whose JSON.parse does not give a number its source text (exit 1), where metadata numbers would reach the wallet changed', async () => {
+    const child = spawnSync(oldNode!, entryArgs('main'), { env: { PATH: process.env.PATH ?? '', ...env.env() }, encoding: 'utf8', timeout: 20_000 });
+    expect(child.status).toBe(1);
+    expect(child.stderr).toContain('does not give JSON.parse\'s reviver a number\'s source text');
+  });
 
   it('refuses a bad environment variable at start, naming it', async () => {
     const svc = await spawnService({ ...env.env(), SESSION_TTL_SECONDS: 'forever' }, { waitReady: false });
