@@ -10,7 +10,7 @@ import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { leaseHeld, releaseLease, renewLease, takeLease } from '../../shared/eventstore/registry.ts';
-import { repeatedTopLevelName } from '../../shared/http/json-keys.ts';
+import { repeatedName } from '../../shared/http/json-keys.ts';
 import type { RoundCache, RoundSnapshot } from './round-cache.ts';
 
 export interface DispatchDeps {
@@ -83,7 +83,7 @@ function parseReply(body: string): WalletReply | undefined {
   if ((status !== 'OK' && status !== 'DECLINED') || typeof balance !== 'number' || !Number.isSafeInteger(balance)) return undefined;
   // Named twice, a field reads one way here and maybe the other way at the provider, to whom the reply
   // is passed on as it came: no valid reply.
-  if (repeatedTopLevelName(body, REPLY_FIELDS) !== undefined) return undefined;
+  if (repeatedName(body, REPLY_FIELDS) !== undefined) return undefined;
   return { status, balance, body };
 }
 

@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { AppError, badRequest } from '../errors.ts';
+import { repeatedName } from './json-keys.ts';
 
 export const BODY_LIMIT = '64kb';
 /** PUT /v1/admin/catalog's bound: a catalog of 100,000 blocked players is about 3 MB. */
@@ -37,6 +38,9 @@ export function jsonFromRaw(req: Request, res: Response, next: NextFunction): vo
     }
     // Deeper than the limit needs more brackets than that: most bodies are never walked.
     if (brackets(text) > MAX_JSON_DEPTH && deeperThan(req.body, MAX_JSON_DEPTH)) throw tooDeep();
+    // Signed as sent, read with the last of a repeated name: the sender's own reading may differ.
+    const repeated = repeatedName(text);
+    if (repeated !== undefined) throw badRequest(`body: the name "${repeated.slice(0, 40)}" is given twice in one object; give each once`);
     // Such text can only come as a raw NUL or a \u escape: most bodies are never walked.
     if ((text.includes('\\u') || text.includes('\0')) && holdsUnstorableText(req.body)) throw unstorable();
   }

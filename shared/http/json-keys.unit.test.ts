@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { repeatedTopLevelName } from './json-keys.ts';
+import { repeatedName } from './json-keys.ts';
 
-const NAMES = ['status', 'balance'];
+const REPLY = ['status', 'balance'];
 
-describe('repeatedTopLevelName', () => {
+describe('repeatedName', () => {
   it.each([
     ['{"status":"OK","balance":1}', undefined],
     ['{"status":"OK","balance":1,"status":"DECLINED"}', 'status'],
@@ -15,8 +15,24 @@ describe('repeatedTopLevelName', () => {
     ['{"status":"OK","balance":1,"notes":["status","balance"],"why":"status"}', undefined],
     ['{"status":"OK","balance":1,"q":"a \\" \\"status\\": b"}', undefined],
     ['{"status":"OK","balance":1,"other":1,"other":2}', undefined],
-  ])('%s -> %s', (text, repeated) => {
+  ])('of a wallet reply\'s own fields: %s -> %s', (text, repeated) => {
     JSON.parse(text);
-    expect(repeatedTopLevelName(text, NAMES)).toBe(repeated);
+    expect(repeatedName(text, REPLY)).toBe(repeated);
+  });
+
+  it.each([
+    ['{"amount":100,"type":"BET"}', undefined],
+    ['{"amount":100,"type":"BET","amount":5}', 'amount'],
+    // In a nested object, and only within one object: two objects may share names.
+    ['{"metadata":{"id":1,"id":2}}', 'id'],
+    ['{"a":{"id":1},"b":{"id":2},"c":[{"id":1},{"id":2}]}', undefined],
+    ['{"a":[{"x":1,"y":{"x":2}}],"x":3}', undefined],
+    ['{"list":[{"k":1,"k":2}]}', 'k'],
+    ['{"a\\u0062":1,"ab":2}', 'ab'],
+    ['{"s":"{\\"x\\":1,\\"x\\":2}"}', undefined],
+    ['[1,2,{"z":1}]', undefined],
+  ])('anywhere: %s -> %s', (text, repeated) => {
+    JSON.parse(text);
+    expect(repeatedName(text)).toBe(repeated);
   });
 });

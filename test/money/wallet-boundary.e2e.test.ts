@@ -262,6 +262,22 @@ describe('money safety at the wallet boundary', () => {
       // (The admin routes' parser gives up on thousands of levels by itself: 400 all the same.)
       expect((await adjust(9_000)).status).toBe(400);
     });
+
+    it('refuses a body that gives a name twice in one object with 400 before recording: signed as sent, it would be read with its last value; the id stays free', async () => {
+      const p = await player();
+      const bet = p.viaA({});
+      const twice = (text: string) => signedRequest<{ error: string }>(h.svc.url, { path: '/v1/wallet/transaction', rawBody: text, as: PROV_A });
+      // "amount":100 then "amount":5: the provider's own log may say 100; the wallet would be sent 5.
+      const amount = await twice(JSON.stringify(bet).replace(/}$/, ',"amount":5}'));
+      expect([amount.status, amount.json]).toEqual([400, { error: 'body: the name "amount" is given twice in one object; give each once' }]);
+      const nested = await twice(JSON.stringify({ ...bet, metadata: { poolId: 'a' } }).replace('"poolId":"a"', '"poolId":"a","poolId":"b"'));
+      expect([nested.status, nested.json.error]).toEqual([400, 'body: the name "poolId" is given twice in one object; give each once']);
+      expect(h.walletCallsFor(String(bet.transactionId))).toHaveLength(0);
+      const ok = await h.tx(bet);
+      expect(ok.status, ok.text).toBe(200);
+      const op = await signedRequest<{ error: string }>(h.svc.url, { path: '/v1/operator/players/kick', rawBody: '{"playerRef":"a","playerRef":"b"}', as: OP1 });
+      expect([op.status, op.json.error]).toEqual([400, 'body: the name "playerRef" is given twice in one object; give each once']);
+    });
   });
 
   describe('rule 5: every recorded transaction reaches a final answer', () => {
