@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { notFound } from '../../shared/errors.ts';
+import { bigJson } from '../../shared/http/big-json.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import { projectionFailures, projectionLag } from '../../projections/runner.ts';
 import type { ServiceContext } from '../context.ts';
@@ -164,7 +165,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
       listGrants(ctx.pool, operatorId, playerRef),
     ]);
     if (sessions.length === 0 && rounds.rows.length === 0 && grants.length === 0) throw notFound('player not found');
-    res.json({
+    res.type('application/json').send(bigJson({
       sessions: sessions.map((s) => {
         const status = sessionStanding({ expiresAt: s.expires_at, revokedAt: s.revoked_at }, now);
         return {
@@ -186,12 +187,13 @@ export function consoleRoutes(ctx: ServiceContext): Router {
         status: r.status,
         openedAt: r.opened_at.toISOString(),
         ...(r.closed_at ? { closedAt: r.closed_at.toISOString() } : {}),
-        betMinor: Number(r.bet),
-        winMinor: Number(r.win),
-        refundMinor: Number(r.refund),
+        // Sums of amounts up to 2^53-1 each: exact as bigint, written as bare digits (bigJson).
+        betMinor: BigInt(r.bet),
+        winMinor: BigInt(r.win),
+        refundMinor: BigInt(r.refund),
       })),
       grants,
-    });
+    }));
   });
 
   router.get('/console/stuck', async (_req, res) => {

@@ -189,6 +189,8 @@ export function grantRoutes(ctx: ServiceContext): Router {
   };
 
   router.post('/free-spins/grants/:id/cancel', async (req, res) => {
+    // No body (API document 2.7); `{}` is taken too, anything more is refused like any other body's unknown field.
+    if (req.body !== undefined) parseOr400(z.strictObject({}), req.body);
     const { grant, revision, state } = await ownGrant(req);
     const refusal = cancelRefusal(grant);
     if (refusal) throw new Refused(refusal);

@@ -95,6 +95,27 @@ describe('bounds on every number the service accepts (#18 part 8)', () => {
       });
     });
 
+    it("sums a round's wins past 2^53 exactly in the console's player page, as the operator's round does", async () => {
+      const player = 'b-sum';
+      const token = await h.launch(player);
+      // Each reply's balance stays a safe integer: -(2^53-1), 0, 2^53-2.
+      h.wallet.balances.set(player, -MAX_SAFE);
+      const base = h.bet(token, { playerRef: player, amount: 0, roundComplete: false });
+      expect((await h.tx(base)).status).toBe(200);
+      for (const [i, amount] of [MAX_SAFE, MAX_SAFE - 1].entries()) {
+        const win = { ...base, transactionId: `${String(base.transactionId)}-w${i}`, type: 'WIN', amount, roundComplete: i === 1 };
+        const res = await h.tx(win);
+        expect(res.status, res.text).toBe(200);
+      }
+      const exact = '18014398509481981'; // 2^54-3, odd: a double has no such value (it reads ...980)
+      await h.until(async () => {
+        const res = await fetch(`${h.svc.url}/v1/admin/console/players/${OP1.id}/${player}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+        return (await res.text()).includes(`"winMinor":${exact}`);
+      });
+      const round = await signedRequest(h.svc.url, { path: `/v1/operator/rounds/${String(base.roundId)}?gameId=${String(base.gameId)}`, as: OP1 });
+      expect(round.text).toContain(`"winMinor":${exact}`);
+    });
+
     it('refuses amount = 2^53 with 400 naming it', async () => {
       const token = await h.launch('b-tx2');
       const res = await h.tx(h.bet(token, { playerRef: 'b-tx2', amount: MAX_SAFE + 1 }));

@@ -271,6 +271,17 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
       expect(retried.json.status).toBe('cancelled');
     });
 
+    it('takes no body but {} (400 naming the field, the grant left active, nobody called)', async () => {
+      const g = (await issue(direct())).json;
+      const before = provider.calls.length;
+      const withBody = await signedRequest<{ error: string }>(svc.url, { path: `/v1/operator/free-spins/grants/${g.id}/cancel`, method: 'POST', body: { reason: 'x' }, as: OP1 });
+      expect([withBody.status, withBody.json.error]).toEqual([400, 'body: Unrecognized key: "reason"']);
+      expect(provider.calls.length).toBe(before);
+      expect((await get(g.id)).json.status).toBe('active');
+      const empty = await signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${g.id}/cancel`, method: 'POST', body: {}, as: OP1 });
+      expect([empty.status, empty.json.status]).toEqual([200, 'cancelled']);
+    });
+
     it('refuses to cancel a cancelled or a failed grant with 400, calling nobody', async () => {
       const g = (await issue(direct())).json;
       await cancel(g.id);

@@ -193,7 +193,7 @@ export const propertyDescriptions: Record<string, Record<string, string>> = {
   WalletTransactionRequest: {
     transactionId: 'Deduplicate on (playerRef, transactionId): a repeat must get the stored reply.',
     sessionToken: 'The session\'s token, or `system:stale-round-reconciler` / `system:admin-adjustment`.',
-    roundComplete: 'Always present; `false` where meaningless (ROLLBACK, ADJUSTMENT).',
+    roundComplete: "Always present. On a BET or WIN, `true` on the one that ends the round; on a provider's ROLLBACK, as the provider sent it (`false` when it sent none), and ignored: a ROLLBACK never ends a round; `false` on an ADJUSTMENT and on the reconciler's rollbacks.",
     originalTransactionId: 'On every ROLLBACK: the BET to refund.',
     direction: 'On every ADJUSTMENT: DEBIT takes from the balance, CREDIT adds to it.',
     gameId: '"" on an adjustment not tied to a game.',
