@@ -328,6 +328,19 @@ export const consolePlayer = z.strictObject({
       refundMinor: minorUnits,
     }),
   ),
+  roundsTotal: z.number().int().min(0).meta({ description: 'How many rounds the player has with this operator: more than `rounds` holds when it was cut at the newest 200.' }),
+  adjustments: z
+    .array(
+      z.strictObject({
+        transactionId: z.string(),
+        direction: z.enum(['DEBIT', 'CREDIT']),
+        amount: minorUnits,
+        currency: z.string(),
+        status: operatorStatusSchema,
+        recordedAt: z.iso.datetime(),
+      }),
+    )
+    .meta({ description: "The platform's adjustments of the player's balance with this operator, newest first (at most 200)." }),
   grants: z.array(grantSchema),
 });
 

@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { notFound } from '../../shared/errors.ts';
+import { safeIntegerFrom } from '../../shared/bounds.ts';
 import { bigJson } from '../../shared/http/big-json.ts';
 import { parseOr400 } from '../../shared/http/validate.ts';
 import { projectionFailures, projectionLag } from '../../projections/runner.ts';
@@ -10,7 +11,7 @@ import { CHAIN } from '../chain/projection.ts';
 import { listGrants } from '../grants/queries.ts';
 import { runnerNames } from '../read-models.ts';
 import { sendStatement } from '../reconciliation/routes.ts';
-import { mayRedrive, operatorStatus, UNSETTLED_STATUSES, type TxStatus } from '../rounds/decider.ts';
+import { mayRedrive, operatorStatus, UNSETTLED_STATUSES, type OperatorStatus, type TxStatus } from '../rounds/decider.ts';
 import { replayBody, replayLink } from '../rounds/replay.ts';
 import { stuckCounts, stuckTransactions } from '../rounds/queries.ts';
 import { sessionStanding } from '../sessions/decider.ts';
@@ -23,7 +24,11 @@ import { LATENCY_BUCKETS, percentileMs } from './projection.ts';
  */
 
 export const consoleOverviewQuery = z.strictObject({ window: z.enum(['hour', 'day'], { message: 'must be hour or day' }).default('hour') });
-export const consoleSearchQuery = z.strictObject({ q: z.string().trim().min(1, 'type a transaction id, round id, player ref or grant id').max(300) });
+// Not trimmed: a playerRef may begin or end with a space (launch takes it as given); the search tries the
+// text as typed and, when they differ, trimmed (a copied id with a stray space).
+export const consoleSearchQuery = z.strictObject({
+  q: z.string().max(300).refine((q) => q.trim() !== '', 'type a transaction id, round id, player ref or grant id'),
+});
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const adminReplayLinkBody = z.strictObject({ ...replayBody.shape, operatorId: z.string().min(1).max(200) });
@@ -121,25 +126,33 @@ export function consoleRoutes(ctx: ServiceContext): Router {
 
   router.get('/console/search', async (req, res) => {
     const { q } = parseOr400(consoleSearchQuery, req.query, 'query');
+    const texts = [...new Set([q, q.trim()])];
+    const grantIds = texts.filter((t) => UUID.test(t));
     const [txs, rounds, players, grants] = await Promise.all([
       ctx.pool.query<{ operator_id: string; provider_id: string; round_id: string; game_id: string; transaction_id: string; type: string }>(
-        'SELECT operator_id, provider_id, round_id, game_id, transaction_id, type FROM rm_transactions WHERE transaction_id = $1 LIMIT 20',
-        [q],
+        'SELECT operator_id, provider_id, round_id, game_id, transaction_id, type FROM rm_transactions WHERE transaction_id = ANY($1) LIMIT 20',
+        [texts],
       ),
       ctx.pool.query<{ operator_id: string; provider_id: string; round_id: string; game_id: string }>(
-        'SELECT operator_id, provider_id, round_id, game_id FROM rm_rounds WHERE round_id = $1 AND operator_status IS NOT NULL LIMIT 20',
-        [q],
+        'SELECT operator_id, provider_id, round_id, game_id FROM rm_rounds WHERE round_id = ANY($1) AND operator_status IS NOT NULL LIMIT 20',
+        [texts],
       ),
-      ctx.pool.query<{ operator_id: string }>('SELECT DISTINCT operator_id FROM rm_rounds WHERE player_ref = $1 AND operator_status IS NOT NULL LIMIT 20', [q]),
-      UUID.test(q) ? ctx.pool.query<{ id: string; operator_id: string; player_ref: string }>('SELECT id, operator_id, player_ref FROM rm_grants WHERE id = $1', [q]) : { rows: [] },
+      // A player with any operator where they have a round (an adjustment's included), a session or a grant.
+      ctx.pool.query<{ operator_id: string; player_ref: string }>(
+        `SELECT DISTINCT operator_id, player_ref FROM (
+           (SELECT operator_id, player_ref FROM rm_rounds WHERE player_ref = ANY($1) LIMIT 100)
+           UNION ALL (SELECT operator_id, player_ref FROM session_tokens WHERE player_ref = ANY($1) LIMIT 100)
+           UNION ALL (SELECT operator_id, player_ref FROM rm_grants WHERE player_ref = ANY($1) LIMIT 100)
+         ) p ORDER BY player_ref, operator_id LIMIT 20`,
+        [texts],
+      ),
+      grantIds.length > 0 ? ctx.pool.query<{ id: string; operator_id: string; player_ref: string }>('SELECT id, operator_id, player_ref FROM rm_grants WHERE id = ANY($1::uuid[])', [grantIds]) : { rows: [] },
     ]);
-    // A player who only launched (no round yet) is found by their sessions.
-    const sessionOperators = players.rows.length > 0 ? [] : (await ctx.pool.query<{ operator_id: string }>('SELECT DISTINCT operator_id FROM session_tokens WHERE player_ref = $1 LIMIT 20', [q])).rows;
     // A transaction of an adjustment has no round of a provider: it shows as its own round.
     const results = [
       ...txs.rows.map((t) => ({ kind: 'transaction', label: `${t.type} ${t.transaction_id} (round ${t.round_id}, ${t.operator_id})`, operatorId: t.operator_id, providerId: t.provider_id, roundId: t.round_id, gameId: t.game_id, transactionId: t.transaction_id })),
       ...rounds.rows.map((r) => ({ kind: 'round', label: `round ${r.round_id} (${r.game_id}, ${r.provider_id}, ${r.operator_id})`, operatorId: r.operator_id, providerId: r.provider_id, roundId: r.round_id, gameId: r.game_id })),
-      ...[...players.rows, ...sessionOperators].map((p) => ({ kind: 'player', label: `player ${q} (${p.operator_id})`, operatorId: p.operator_id, playerRef: q })),
+      ...players.rows.map((p) => ({ kind: 'player', label: `player ${p.player_ref} (${p.operator_id})`, operatorId: p.operator_id, playerRef: p.player_ref })),
       ...grants.rows.map((g) => ({ kind: 'grant', label: `grant ${g.id} (player ${g.player_ref}, ${g.operator_id})`, operatorId: g.operator_id, grantId: g.id, playerRef: g.player_ref })),
     ];
     res.json({ results });
@@ -149,7 +162,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
     const operatorId = String(req.params.operatorId);
     const playerRef = String(req.params.playerRef);
     const now = ctx.now();
-    const [sessions, rounds, grants] = await Promise.all([
+    const [sessions, rounds, roundsTotal, adjustments, grants] = await Promise.all([
       sessionsOfPlayer(ctx.pool, operatorId, playerRef),
       ctx.pool.query<{ provider_id: string; round_id: string; game_id: string; currency: string; status: string; opened_at: Date; closed_at: Date | null; bet: string; win: string; refund: string }>(
         `SELECT r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at,
@@ -162,9 +175,15 @@ export function consoleRoutes(ctx: ServiceContext): Router {
          GROUP BY r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at ORDER BY r.opened_at DESC`,
         [operatorId, playerRef],
       ),
+      ctx.pool.query<{ n: string }>('SELECT count(*) AS n FROM rm_rounds WHERE player_ref = $2 AND operator_id = $1 AND operator_status IS NOT NULL', [operatorId, playerRef]),
+      ctx.pool.query<{ transaction_id: string; direction: 'DEBIT' | 'CREDIT'; amount: string; currency: string; operator_status: OperatorStatus; recorded_at: Date }>(
+        `SELECT transaction_id, direction, amount, currency, operator_status, recorded_at FROM rm_transactions
+         WHERE operator_id = $1 AND player_ref = $2 AND type = 'ADJUSTMENT' ORDER BY recorded_at DESC LIMIT 200`,
+        [operatorId, playerRef],
+      ),
       listGrants(ctx.pool, operatorId, playerRef),
     ]);
-    if (sessions.length === 0 && rounds.rows.length === 0 && grants.length === 0) throw notFound('player not found');
+    if (sessions.length === 0 && rounds.rows.length === 0 && adjustments.rows.length === 0 && grants.length === 0) throw notFound('player not found');
     res.type('application/json').send(bigJson({
       sessions: sessions.map((s) => {
         const status = sessionStanding({ expiresAt: s.expires_at, revokedAt: s.revoked_at }, now);
@@ -191,6 +210,15 @@ export function consoleRoutes(ctx: ServiceContext): Router {
         betMinor: BigInt(r.bet),
         winMinor: BigInt(r.win),
         refundMinor: BigInt(r.refund),
+      })),
+      roundsTotal: Number(roundsTotal.rows[0]?.n ?? 0),
+      adjustments: adjustments.rows.map((a) => ({
+        transactionId: a.transaction_id,
+        direction: a.direction,
+        amount: safeIntegerFrom(a.amount, 'amount'),
+        currency: a.currency,
+        status: a.operator_status,
+        recordedAt: a.recorded_at.toISOString(),
       })),
       grants,
     }));

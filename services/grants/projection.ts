@@ -41,6 +41,11 @@ export const grantsReadModelMigrations: Migration[] = [
     id: 'rm-grants-003-pending',
     sql: `CREATE INDEX rm_grants_pending_idx ON rm_grants (created_at) WHERE status = 'pending';`,
   },
+  {
+    // The console's search finds a player by their grants, whatever the operator.
+    id: 'rm-grants-004-player',
+    sql: `CREATE INDEX rm_grants_player_idx ON rm_grants (player_ref);`,
+  },
 ];
 
 /** Writes the grant as of stream revision `version` (a row already at that revision or later is kept). */

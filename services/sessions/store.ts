@@ -63,6 +63,11 @@ export const sessionsMigrations: Migration[] = [
       END $upgrade$;
     `,
   },
+  {
+    // The console's search finds a player by their sessions, whatever the operator (the index above leads with it).
+    id: 'sessions-003-player',
+    sql: `CREATE INDEX session_tokens_player_ref_idx ON session_tokens (player_ref);`,
+  },
 ];
 
 /** Written by launch before it answers; the sessions projection writes the same row again (a no-op) for a launch that died in between. */

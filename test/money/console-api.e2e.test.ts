@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OP1 } from '../helpers/catalog.ts';
+import { OP1, OP2 } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { signedRequest, toTestResponse } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
@@ -171,6 +171,37 @@ describe('console data and re-drive (admin routes)', () => {
     expect(await search(grantId)).toEqual([expect.objectContaining({ kind: 'grant', grantId, operatorId: OP1.id })]);
     expect(await search('nothing-like-it')).toEqual([]);
     expect((await admin('/v1/admin/console/search?q=')).status).toBe(400);
+  });
+
+  it('finds every player page a ref has: one per operator, by a grant or a session alone, a ref with spaces as typed, and a player with only an adjustment', async () => {
+    const search = async (q: string) => (await admin<{ results: Array<{ kind: string; operatorId: string; playerRef?: string }> }>(`/v1/admin/console/search?q=${encodeURIComponent(q)}`)).json.results;
+    const players = async (q: string) => (await search(q)).filter((r) => r.kind === 'player').map((r) => [r.operatorId, r.playerRef]);
+    // Rounds with op-1 and only a session with op-2: both pages.
+    await signedRequest(h.svc.url, { path: '/v1/operator/games/launch', body: { playerRef: player, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, as: OP2 });
+    // (The read models follow the log a moment behind.)
+    await h.until(async () => (await players(player)).length === 2);
+    expect(await players(player)).toEqual([[OP1.id, player], [OP2.id, player]]);
+    // Only a grant.
+    const grantOnly = `con-g-${run}`;
+    const g = await signedRequest<{ id: string }>(h.svc.url, { path: '/v1/operator/free-spins/grants', body: { playerRef: grantOnly, idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 1, currency: 'EUR' }, as: OP1 });
+    expect(g.status).toBe(201);
+    await h.until(async () => (await players(grantOnly)).length === 1);
+    // A ref that ends with a space, as launch took it: found as typed (the search no longer trims it away).
+    const spaced = `con-s-${run} `;
+    const launched = await signedRequest(h.svc.url, { path: '/v1/operator/games/launch', body: { playerRef: spaced, gameId: 'fruit-1', currency: 'EUR', mode: 'REAL' }, as: OP1 });
+    expect(launched.status, launched.text).toBe(200);
+    await h.until(async () => (await players(spaced)).length === 1);
+    expect(await players(spaced)).toEqual([[OP1.id, spaced]]);
+    // Only an adjustment: found, and its page lists it.
+    const adjusted = `con-a-${run}`;
+    const adj = await admin<{ transactionId: string }>('/v1/admin/adjustments', { body: { operatorId: OP1.id, playerRef: adjusted, amount: 7, currency: 'EUR', direction: 'CREDIT', reason: 'console test' } });
+    expect(adj.status).toBe(200);
+    await h.until(async () => (await players(adjusted)).length === 1);
+    const page = await admin<{ adjustments: Array<Record<string, unknown>>; rounds: unknown[]; roundsTotal: number }>(`/v1/admin/console/players/${OP1.id}/${adjusted}`);
+    expect(page.status).toBe(200);
+    expect(page.json.adjustments).toEqual([expect.objectContaining({ transactionId: adj.json.transactionId, direction: 'CREDIT', amount: 7, currency: 'EUR', status: 'applied' })]);
+    expect([page.json.rounds, page.json.roundsTotal]).toEqual([[], 0]);
+    expect((await admin(`/v1/admin/console/search?q=${encodeURIComponent('   ')}`)).status).toBe(400);
   });
 
   it("shows a player's sessions (active, kicked), rounds with their sums, and grants", async () => {

@@ -572,6 +572,17 @@ const consolePlayer = {
       refundMinor: 0,
     },
   ],
+  roundsTotal: 3,
+  adjustments: [
+    {
+      transactionId: 'adj-5b0e8f3c-1d2a-4e6f-8a9b-0c1d2e3f4a5b',
+      direction: 'CREDIT',
+      amount: 500,
+      currency: 'EUR',
+      status: 'applied',
+      recordedAt: '2026-11-21T18:02:11.540Z',
+    },
+  ],
   grants: [grant],
 };
 

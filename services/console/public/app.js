@@ -169,8 +169,8 @@ logoutButton.addEventListener('click', logout);
 
 quickSearch.addEventListener('submit', (event) => {
   event.preventDefault();
-  const q = /** @type {HTMLInputElement} */ (quickSearch.elements.namedItem('q')).value.trim();
-  if (!q) return;
+  const q = /** @type {HTMLInputElement} */ (quickSearch.elements.namedItem('q')).value;
+  if (!q.trim()) return;
   location.hash = href.search(q);
 });
 

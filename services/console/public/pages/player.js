@@ -7,6 +7,7 @@ import { href } from '../routes.js';
  * @typedef {{ token: string, providerId: string, gameId: string, currency: string, status: 'active' | 'kicked' | 'expired', createdAt: string, expiresAt: string, revokedAt?: string }} Session
  * @typedef {{ providerId: string, roundId: string, gameId: string, currency: string, status: string, openedAt: string, closedAt?: string, betMinor: number, winMinor: number, refundMinor: number }} PlayerRound
  * @typedef {{ id: string, campaignId?: string, providerId: string, gameId: string, spins: number, betAmountMinor: number, currency: string, status: string, externalRef?: string, expiresAt?: string, lastError?: string, createdAt: string, updatedAt: string }} Grant
+ * @typedef {{ transactionId: string, direction: 'DEBIT' | 'CREDIT', amount: number, currency: string, status: string, recordedAt: string }} Adjustment
  */
 
 /** @param {import('../app.js').PageContext} ctx */
@@ -17,13 +18,13 @@ export async function playerPage(ctx) {
   const body = h('div', {}, loading());
   ctx.main.append(pageTitle('Player ', code(playerRef), h('span', { class: 'muted subtitle' }, ` with ${operatorId}`)), body);
 
-  /** @type {{ sessions: Session[], rounds: PlayerRound[], grants: Grant[] }} */
+  /** @type {{ sessions: Session[], rounds: PlayerRound[], roundsTotal: number, adjustments: Adjustment[], grants: Grant[] }} */
   let player;
   try {
     player = await getJson(`/v1/admin/console/players/${seg(operatorId)}/${seg(playerRef)}`, { signal: ctx.signal });
   } catch (err) {
     if (err instanceof ApiError && err.status === 404) {
-      replaceChildren(body, notice(`Operator ${operatorId} has no player ${playerRef} (no session, round or grant).`, 'error'));
+      replaceChildren(body, notice(`Operator ${operatorId} has no player ${playerRef} (no session, round, adjustment or grant).`, 'error'));
       return;
     }
     throw err;
@@ -31,7 +32,7 @@ export async function playerPage(ctx) {
   const active = player.sessions.filter((s) => s.status === 'active').length;
   replaceChildren(
     body,
-    h('p', {}, `${player.sessions.length} sessions (${active} active), ${player.rounds.length} rounds, ${player.grants.length} free-spin grants.`),
+    h('p', {}, `${player.sessions.length} sessions (${active} active), ${player.roundsTotal} rounds, ${player.adjustments.length} adjustments, ${player.grants.length} free-spin grants.`),
     h(
       'section',
       { 'aria-labelledby': 'sessions-title' },
@@ -48,6 +49,7 @@ export async function playerPage(ctx) {
       'section',
       { 'aria-labelledby': 'rounds-title' },
       h('h2', { id: 'rounds-title' }, 'Rounds'),
+      player.roundsTotal > player.rounds.length ? notice(`These are the newest ${player.rounds.length} of ${player.roundsTotal} rounds; search a round by its id to open an older one.`) : '',
       table({
         caption: 'Rounds, newest first (amounts applied by the wallet)',
         className: 'rounds',
@@ -62,6 +64,24 @@ export async function playerPage(ctx) {
           money(r.betMinor, r.currency),
           money(r.winMinor, r.currency),
           money(r.refundMinor, r.currency),
+        ]),
+        empty: 'none',
+      }),
+    ),
+    h(
+      'section',
+      { 'aria-labelledby': 'adjustments-title' },
+      h('h2', { id: 'adjustments-title' }, 'Adjustments'),
+      table({
+        caption: 'Adjustments by the platform, newest first (each opens as its own round)',
+        className: 'adjustments',
+        headers: ['Transaction', 'Direction', 'Amount', 'Status', 'Recorded'],
+        rows: player.adjustments.map((a) => [
+          h('a', { href: href.round('platform', operatorId, `adjustment:${a.transactionId}`) }, a.transactionId),
+          a.direction === 'CREDIT' ? 'credit' : 'debit',
+          money(a.amount, a.currency),
+          badge(a.status),
+          utc(a.recordedAt),
         ]),
         empty: 'none',
       }),

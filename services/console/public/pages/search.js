@@ -21,7 +21,8 @@ const KIND_LABEL = { transaction: 'Transaction', round: 'Round', player: 'Player
 /** @param {import('../app.js').PageContext} ctx */
 export async function searchPage(ctx) {
   ctx.setTitle('Search');
-  const q = (ctx.query.get('q') ?? '').trim();
+  // As typed: a player ref may begin or end with a space (the service also tries it trimmed).
+  const q = ctx.query.get('q') ?? '';
   const input = h('input', { id: 'search-q', name: 'q', type: 'search', value: q, autocomplete: 'off', spellcheck: 'false', required: true, 'aria-describedby': 'search-help' });
   const form = h(
     'form',
@@ -32,12 +33,12 @@ export async function searchPage(ctx) {
   );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    const text = input.value.trim();
-    if (text) location.hash = href.search(text);
+    const text = input.value;
+    if (text.trim()) location.hash = href.search(text);
   });
   const results = h('div', { id: 'search-results', 'aria-live': 'polite' });
   ctx.main.append(pageTitle('Search'), form, results);
-  if (!q) return;
+  if (!q.trim()) return;
 
   results.append(loading('Searching…'));
   /** @type {{ results: SearchResult[] }} */
