@@ -433,6 +433,11 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     const token = await h.launch(playerRef);
     const at = { sessionToken: token, roundId: roundE, playerRef, currency: 'EUR', gameId: 'fruit-1' };
     expect((await h.tx({ ...at, transactionId: `con-e-bet-${run}`, type: 'BET', roundComplete: false, amount: 10 })).status).toBe(200);
+    // A BET the wallet failed, then rolled back: the page shows both its last error and its rollback.
+    const failedBet = `con-e-bet2-${run}`;
+    h.wallet.script(failedBet, { status: 503, body: {} });
+    expect((await h.tx({ ...at, transactionId: failedBet, type: 'BET', roundComplete: false, amount: 5 })).status).toBe(502);
+    expect((await h.tx({ ...at, transactionId: `${failedBet}-rb`, type: 'ROLLBACK', originalTransactionId: failedBet, amount: 5 })).status).toBe(200);
     h.wallet.script(winE, { status: 200, body: { status: 'DECLINED', balance: 0 } });
     expect((await h.tx({ ...at, transactionId: winE, type: 'WIN', roundComplete: true, amount: 30 })).status).toBe(502);
     await caughtUp();
@@ -441,6 +446,9 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     await expect.poll(() => dead.count()).toBe(1);
     expect(await dead.textContent()).toContain(winE);
     expect(await dead.getByRole('button', { name: 'Re-drive' }).count()).toBe(1);
+    const failedRow = page.locator('table.state-transactions tbody tr').filter({ hasText: failedBet }).first();
+    expect(await failedRow.textContent()).toContain('wallet answered 503');
+    expect(await failedRow.textContent()).toContain(`${failedBet}-rb`);
     await page.goto(`${base}#/stuck`);
     const row = page.locator(`tr[data-transaction="${winE}"]`);
     await expect.poll(() => row.getAttribute('data-status')).toBe('dead');

@@ -20,7 +20,7 @@ export function describeEvent(e, currencyOf) {
   switch (e.type) {
     case 'TransactionRecorded': {
       const r = d.request ?? {};
-      return `${r.type} ${r.transactionId} for ${money(r.amount ?? 0, r.currency)}${r.originalTransactionId ? ` (reverses ${r.originalTransactionId})` : ''}, from ${d.origin}${r.roundComplete ? '; completes the round' : ''}`;
+      return `${r.type}${r.direction ? ` (${r.direction === 'CREDIT' ? 'credit' : 'debit'})` : ''} ${r.transactionId} for ${money(r.amount ?? 0, r.currency)}${r.originalTransactionId ? ` (reverses ${r.originalTransactionId})` : ''}, from ${d.origin}${r.roundComplete ? '; completes the round' : ''}`;
     }
     case 'TransactionSettled':
       return `${d.transactionId}: wallet answered ${d.reply?.status ?? '?'} (${d.outcome}), balance ${money(d.reply?.balance ?? 0, currencyOf.get(d.transactionId))}; attempt ${d.attempt}, ${duration(d.durationMs)}`;
@@ -198,7 +198,7 @@ export async function roundPage(ctx) {
         table({
           caption: `Transactions after event ${i}`,
           className: 'state-transactions',
-          headers: ['Transaction', 'Type', 'Amount', 'Origin', 'Status', 'Attempts', 'Wallet reply', 'Last error'],
+          headers: ['Transaction', 'Type', 'Amount', 'Origin', 'Status', 'Attempts', 'Wallet reply', 'Last error', 'Rolled back by'],
           rows: s.transactions.map((t) => [
             code(t.transactionId),
             t.type,
@@ -207,7 +207,9 @@ export async function roundPage(ctx) {
             badge(t.status),
             String(t.attempts),
             t.reply ? `${t.reply.status}, balance ${money(t.reply.balance, currencyOf.get(t.transactionId))}` : '—',
-            t.lastError ?? (t.rolledBackBy ? `rolled back by ${t.rolledBackBy}` : '—'),
+            t.lastError ?? '—',
+            // A BET that failed and was then rolled back has both.
+            t.rolledBackBy ? code(t.rolledBackBy) : '—',
           ]),
           empty: 'none yet',
         }),
