@@ -99,7 +99,7 @@ export const roundState = z.strictObject({
   playerRef: z.string().optional(),
   gameId: z.string().optional(),
   lastActivityAt: z.iso.datetime().optional(),
-  outstandingBets: z.array(z.string()).meta({ description: 'BETs that only a rollback settles: not declined, not rolled back; in a completed round, only those answered with a failure. The reconciler refunds them once the round is quiet.' }),
+  outstandingBets: z.array(z.string()),
   transactions: z.array(
     z.strictObject({
       transactionId: z.string(),

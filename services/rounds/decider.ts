@@ -159,8 +159,6 @@ interface RoundFacts {
   currency: string;
   gameId: string;
   lastActivityAt: string;
-  /** Whether its provider completed it (a BET or WIN said roundComplete): kept when the reconciler closes it after. */
-  providerCompleted: boolean;
 }
 
 /**
@@ -176,18 +174,10 @@ export type RoundState =
 
 export const isClosed = (s: RoundState): boolean => s.status === 'completed' || s.status === 'force-closed';
 
-/**
- * A BET that may still hold the player's money and that only a rollback settles: not declined, not rolled
- * back. In a round its provider completed, only one whose provider was answered with a failure (failed or
- * timed out): the others stand as played, but such a BET, never resubmitted in a closed round
- * (mayAttempt), may have been applied late and would otherwise hold the stake for good (after a kick its
- * provider cannot roll it back either). The one definition of "outstanding".
- */
-export const isOutstanding = (t: TxState, providerCompleted: boolean): boolean =>
-  t.request.type === 'BET' && t.status !== 'declined' && t.rolledBackBy === undefined && (!providerCompleted || t.status === 'failed' || t.status === 'timed_out');
+/** A BET that may still hold the player's money: not declined, not rolled back. The one definition of "outstanding". */
+export const isOutstanding = (t: TxState): boolean => t.request.type === 'BET' && t.status !== 'declined' && t.rolledBackBy === undefined;
 
-export const outstandingBets = (state: RoundState): TxState[] =>
-  state.status === 'new' ? [] : [...state.txs.values()].filter((t) => isOutstanding(t, state.providerCompleted));
+export const outstandingBets = (state: RoundState): TxState[] => [...state.txs.values()].filter(isOutstanding);
 
 /**
  * A round's figures as operators and the reconciler read them (rm_rounds): how many BETs, WINs and
@@ -282,10 +272,9 @@ function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundSt
       }
       const completes = completesRound(r);
       if (state.status === 'new') {
-        return { status: completes ? 'completed' : 'open', txs, playerRef: r.playerRef, currency: r.currency, gameId: r.gameId, lastActivityAt: recordedAt, providerCompleted: completes };
+        return { status: completes ? 'completed' : 'open', txs, playerRef: r.playerRef, currency: r.currency, gameId: r.gameId, lastActivityAt: recordedAt };
       }
-      const completing = state.status === 'open' && completes;
-      return { ...state, status: completing ? 'completed' : state.status, txs, lastActivityAt: recordedAt, providerCompleted: state.providerCompleted || completing };
+      return { ...state, status: state.status === 'open' && completes ? 'completed' : state.status, txs, lastActivityAt: recordedAt };
     }
     case 'TransactionSettled':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, reply: event.data.reply }));
@@ -466,13 +455,12 @@ function decideDeadLetter(cmd: Extract<RoundCommand, { type: 'DeadLetter' }>, st
 }
 
 /**
- * Stale: open, or completed with a BET its provider was answered a failure for and never rolled back
- * (outstandingBets), with outstanding bets and no transaction for staleAfterSeconds (API document 4.2),
- * nor a wallet call of one of its bets under way (`callsUnderWay`): closed under it, the round would
- * refund a bet its provider is then told stands.
+ * Stale: open, with outstanding bets, and no transaction for staleAfterSeconds (API document 4.2), nor a
+ * wallet call of one of its bets under way (`callsUnderWay`): closed under it, the round would refund a
+ * bet its provider is then told stands.
  */
 export function isStale(state: RoundState, now: Date, staleAfterSeconds: number, callsUnderWay: readonly string[] = []): boolean {
-  if (state.status !== 'open' && state.status !== 'completed') return false;
+  if (state.status !== 'open') return false;
   const outstanding = outstandingBets(state);
   const calling = outstanding.some((b) => callsUnderWay.includes(b.request.transactionId));
   return now.getTime() - Date.parse(state.lastActivityAt) >= staleAfterSeconds * 1000 && outstanding.length > 0 && !calling;

@@ -643,33 +643,11 @@ describe('rounds decider: force-closing a stale round (CloseStaleRound, API docu
     spec.given(recorded(win('win-1'), ago(DAY))).when(closeStale(STALE_AFTER)).thenNothing();
   });
 
-  it('records nothing for a completed round whose bets were answered, an already force-closed or an empty round', () => {
+  it('records nothing for a completed, already force-closed or empty round', () => {
     spec.given(recorded(bet('bet-1'), ago(DAY)), recorded(win('win-1', { roundComplete: true }), ago(DAY))).when(closeStale(STALE_AFTER)).thenNothing();
-    spec.given(recorded(bet('bet-1', { roundComplete: true }), ago(DAY)), settled('bet-1')).when(closeStale(STALE_AFTER)).thenNothing();
-    spec.given(recorded(bet('bet-1', { roundComplete: true }), ago(DAY)), timedOut('bet-1'), recorded(rollback('rb-1', 'bet-1'), ago(DAY))).when(closeStale(STALE_AFTER)).thenNothing();
+    spec.given(recorded(bet('bet-1', { roundComplete: true }), ago(DAY)), timedOut('bet-1')).when(closeStale(STALE_AFTER)).thenNothing();
     spec.given(recorded(bet('bet-1'), ago(DAY)), forceClosed('bet-1')).when(closeStale(STALE_AFTER)).thenNothing();
     spec.given().when(closeStale(STALE_AFTER)).thenNothing();
-  });
-
-  it('closes a completed round holding a BET its provider was answered a failure for and never rolled back, refunding that BET alone', () => {
-    // A losing spin in one BET that timed out: never sent again in its completed round (mayAttempt), and
-    // after a kick its provider cannot roll it back. A wallet that applied it late would keep the stake.
-    spec.given(recorded(bet('bet-1', { roundComplete: true }), ago(STALE_AFTER)), timedOut('bet-1')).when(closeStale(STALE_AFTER)).then([
-      { type: 'RoundForceClosed', data: { closedAt: NOW_ISO, rolledBack: ['bet-1'] } },
-    ]);
-    spec.given(recorded(bet('bet-1', { roundComplete: true }), ago(STALE_AFTER - 1)), timedOut('bet-1')).when(closeStale(STALE_AFTER)).thenNothing();
-    // Completed by a WIN: the applied BET stands as played; the failed one is refunded.
-    const history = [
-      recorded(bet('bet-ok'), ago(DAY)),
-      settled('bet-ok'),
-      recorded(bet('bet-failed'), ago(DAY)),
-      failed('bet-failed'),
-      recorded(win('win-1', { roundComplete: true }), ago(DAY)),
-      settled('win-1'),
-    ];
-    spec.given(...history).when(closeStale(STALE_AFTER)).then([{ type: 'RoundForceClosed', data: { closedAt: NOW_ISO, rolledBack: ['bet-failed'] } }]);
-    const closed = spec.given(...history, forceClosed('bet-failed')).state;
-    expect(staleRollbacks(closed).map((r) => r.request.transactionId)).toEqual(['stale-rollback:bet-failed']);
   });
 
   it('isStale: open, idle for at least the stale period, with an outstanding bet', () => {
@@ -855,21 +833,14 @@ describe('rounds decider: shared definitions', () => {
   });
 
   it('isOutstanding: a BET neither declined nor rolled back, whatever the wallet said otherwise', () => {
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1'))), false)).toBe(true);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), settled('bet-1')), false)).toBe(true);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), failed('bet-1')), false)).toBe(true);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), timedOut('bet-1'), deadLettered('bet-1')), false)).toBe(true);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), settled('bet-1', 'declined')), false)).toBe(false);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), settled('bet-1'), recorded(rollback('rb-1', 'bet-1'))), false)).toBe(false);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), recorded(rollback('rb-1', 'bet-1')), voided('bet-1', 'rb-1')), false)).toBe(false);
-    expect(isOutstanding(txAfter('win-1', recorded(win('win-1'))), false)).toBe(false);
-    // In a round its provider completed, only a BET its provider was answered a failure for.
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), settled('bet-1')), true)).toBe(false);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1'))), true)).toBe(false);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), failed('bet-1')), true)).toBe(true);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), timedOut('bet-1')), true)).toBe(true);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), timedOut('bet-1'), deadLettered('bet-1')), true)).toBe(false);
-    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), failed('bet-1'), recorded(rollback('rb-1', 'bet-1'))), true)).toBe(false);
+    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1'))))).toBe(true);
+    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), settled('bet-1')))).toBe(true);
+    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), failed('bet-1')))).toBe(true);
+    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), timedOut('bet-1'), deadLettered('bet-1')))).toBe(true);
+    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), settled('bet-1', 'declined')))).toBe(false);
+    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), settled('bet-1'), recorded(rollback('rb-1', 'bet-1'))))).toBe(false);
+    expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), recorded(rollback('rb-1', 'bet-1')), voided('bet-1', 'rb-1')))).toBe(false);
+    expect(isOutstanding(txAfter('win-1', recorded(win('win-1'))))).toBe(false);
   });
 
   it('UNSETTLED_STATUSES: exactly recorded, failed and timed_out', () => {

@@ -68,11 +68,11 @@ describe('rounds read model: the SQL figures are the decider’s', () => {
           listed.filter((l) => l.row.type === 'BET' && rolledBack.has(String(l.row.transaction_id))).map(({ row }) => row.transaction_id).sort(),
         );
 
-        // The reconciler's candidates (history from 2026-11-24, so every round is idle long enough): every
-        // round the decider would close (open, or completed with a BET answered a failure), or finish closing, and no other.
+        // The reconciler's candidates (history from 2026-11-24, so every open round is idle long enough):
+        // every round the decider would close, or finish closing, and no other.
         const candidates = (await staleRoundCandidates(pool, 0, 500)).map((c) => c.roundStream).sort();
         const wanted = [...states]
-          .filter(([, s]) => roundFigures(s).outstandingBets > 0)
+          .filter(([, s]) => (s.status === 'open' || s.status === 'force-closed') && roundFigures(s).outstandingBets > 0)
           .map(([id]) => id)
           .sort();
         expect(candidates).toEqual(wanted);

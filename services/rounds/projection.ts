@@ -71,22 +71,6 @@ export const roundsReadModelMigrations: Migration[] = [
   },
   // The operators' rounds and settlement quarters, and their columns of rm_transactions, which this read model keeps.
   ...reconciliationMigrations,
-  {
-    // A round its provider completed counts as outstanding only the BETs answered with a failure and not
-    // rolled back (the decider's isOutstanding), which the reconciler refunds once the round is quiet: the
-    // figure of every such round is computed again, and the stale index covers every status.
-    id: 'rm-rounds-003-completed-outstanding',
-    sql: `
-      UPDATE rm_rounds r SET outstanding_bets = (
-        SELECT count(*) FROM rm_transactions b
-        WHERE b.round_stream = r.round_stream AND b.type = 'BET' AND b.status IN ('failed', 'timed_out')
-          AND NOT EXISTS (SELECT 1 FROM rm_transactions rb WHERE rb.round_stream = b.round_stream AND rb.type = 'ROLLBACK' AND rb.original_transaction_id = b.transaction_id))
-      WHERE r.outstanding_bets > 0
-        AND EXISTS (SELECT 1 FROM rm_transactions c WHERE c.round_stream = r.round_stream AND c.type IN ('BET', 'WIN') AND c.round_complete);
-      DROP INDEX rm_rounds_stale_idx;
-      CREATE INDEX rm_rounds_stale_idx ON rm_rounds (last_activity_at) WHERE outstanding_bets > 0;
-    `,
-  },
 ];
 
 /**
@@ -117,16 +101,12 @@ const figuresOf = (param: string) => `
     count(*) FILTER (WHERE t.type = 'WIN') AS wins,
     coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.status = 'applied'), 0) AS win_amount,
     count(*) FILTER (WHERE t.type = 'ROLLBACK') AS rollbacks,
-    -- The decider's isOutstanding: in a round its provider completed, only a BET answered with a failure.
-    count(*) FILTER (WHERE t.type = 'BET' AND t.status <> 'declined' AND rolled.round_stream IS NULL
-                       AND (NOT done.completed OR t.status IN ('failed', 'timed_out'))) AS outstanding,
+    count(*) FILTER (WHERE t.type = 'BET' AND t.status <> 'declined' AND rolled.round_stream IS NULL) AS outstanding,
     count(*) FILTER (WHERE t.type IN ('BET', 'WIN') AND t.round_complete) AS completing
   FROM t
   -- DISTINCT: at most one match per BET, so the join never counts a row twice.
   LEFT JOIN (SELECT DISTINCT round_stream, original_transaction_id FROM t WHERE type = 'ROLLBACK') rolled
     ON rolled.round_stream = t.round_stream AND rolled.original_transaction_id = t.transaction_id
-  JOIN (SELECT round_stream, bool_or(type IN ('BET', 'WIN') AND round_complete) AS completed FROM t GROUP BY round_stream) done
-    ON done.round_stream = t.round_stream
   GROUP BY t.round_stream`;
 
 /**

@@ -44,11 +44,10 @@ export async function unansweredBets(pool: Pool, quietSeconds: number): Promise<
 }
 
 /**
- * Rounds the reconciler looks at, oldest first, at most `perOperator` per operator: ones with
- * outstanding bets (the decider's isOutstanding, as the projection counts them: in a completed round,
- * only BETs answered with a failure) and no activity for staleAfterSeconds, and force-closed ones whose
- * outstanding bets are not all rolled back yet (a process died between closing and rolling back).
- * Candidates only: the decider confirms each on its own stream (isStale).
+ * Rounds the reconciler looks at, oldest first, at most `perOperator` per operator: open ones with
+ * outstanding bets and no activity for staleAfterSeconds, and force-closed ones whose outstanding bets
+ * are not all rolled back yet (a process died between closing and rolling back). Candidates only: the
+ * decider confirms each on its own stream (isStale).
  */
 export async function staleRoundCandidates(pool: Pool, staleAfterSeconds: number, perOperator: number): Promise<Array<{ roundStream: string; operatorId: string }>> {
   const { rows } = await pool.query<{ round_stream: string; operator_id: string }>(
@@ -57,7 +56,7 @@ export async function staleRoundCandidates(pool: Pool, staleAfterSeconds: number
               row_number() OVER (PARTITION BY operator_id ORDER BY last_activity_at) AS n
        FROM rm_rounds
        WHERE outstanding_bets > 0
-         AND (last_activity_at <= now() - $1 * interval '1 second' OR force_closed)
+         AND ((status = 'open' AND last_activity_at < now() - $1 * interval '1 second') OR force_closed)
      ) stale
      WHERE n <= $2 ORDER BY last_activity_at`,
     [staleAfterSeconds, perOperator],

@@ -14,7 +14,7 @@ const tx = (id: string, status: TxState['status']): TxState => ({
   recordedAt: '2026-01-01T00:00:00.000Z',
 });
 const state = (over: { completed?: boolean; txs?: RoundState['txs'] } = {}): RoundState =>
-  over.txs ? { status: over.completed ? 'completed' : 'open', txs: over.txs, playerRef: 'p', currency: 'EUR', gameId: 'g', lastActivityAt: '2026-01-01T00:00:00.000Z', providerCompleted: over.completed ?? false } : roundDecider.initialState();
+  over.txs ? { status: over.completed ? 'completed' : 'open', txs: over.txs, playerRef: 'p', currency: 'EUR', gameId: 'g', lastActivityAt: '2026-01-01T00:00:00.000Z' } : roundDecider.initialState();
 
 describe('RoundCache', () => {
   it('hands out what it keeps as unverified, and never goes back to an earlier revision', () => {
