@@ -139,10 +139,12 @@ export function consoleRoutes(ctx: ServiceContext): Router {
       ),
       // A player with any operator where they have a round (an adjustment's included), a session or a grant.
       ctx.pool.query<{ operator_id: string; player_ref: string }>(
+        // Each source's own operators (not its first rows: a player with many rounds with one operator must
+        // not hide another), read from indexes that lead with player_ref.
         `SELECT DISTINCT operator_id, player_ref FROM (
-           (SELECT operator_id, player_ref FROM rm_rounds WHERE player_ref = ANY($1) LIMIT 100)
-           UNION ALL (SELECT operator_id, player_ref FROM session_tokens WHERE player_ref = ANY($1) LIMIT 100)
-           UNION ALL (SELECT operator_id, player_ref FROM rm_grants WHERE player_ref = ANY($1) LIMIT 100)
+           (SELECT DISTINCT operator_id, player_ref FROM rm_rounds WHERE player_ref = ANY($1))
+           UNION ALL (SELECT DISTINCT operator_id, player_ref FROM session_tokens WHERE player_ref = ANY($1))
+           UNION ALL (SELECT DISTINCT operator_id, player_ref FROM rm_grants WHERE player_ref = ANY($1))
          ) p ORDER BY player_ref, operator_id LIMIT 20`,
         [texts],
       ),

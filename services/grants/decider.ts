@@ -1,5 +1,5 @@
 import { CURRENCY_PATTERN } from '../../shared/bounds.ts';
-import { offersCurrency } from '../../shared/catalog/schema.ts';
+import { campaignOpen, offersCurrency } from '../../shared/catalog/schema.ts';
 import type { CatalogSnapshot } from '../../shared/catalog/store.ts';
 import type { Decider, Decision } from '../../shared/decider.ts';
 import type { GrantEvent, GrantRequested } from './events.ts';
@@ -96,7 +96,8 @@ export type GrantCommand =
   | { type: 'RecordStrayBatch'; externalRef: string; cancel: ProviderOutcome; now: Date }
   /** An operator's cancel, before the provider is called; `timeoutMs`: the provider's timeoutMs now, which bounds the call. */
   | { type: 'RequestCancel'; timeoutMs: number; now: Date }
-  | { type: 'RecordCancelOutcome'; outcome: ProviderOutcome; now: Date };
+  /** `call`: the cancel call it answers (its GrantCancelRequested's requestedAt). */
+  | { type: 'RecordCancelOutcome'; outcome: ProviderOutcome; call: string; now: Date };
 
 export type GrantRefusal =
   | { kind: 'campaign-not-found' }
@@ -120,10 +121,7 @@ function decideRequest(cmd: Extract<GrantCommand, { type: 'RequestGrant' }>, sta
   if (r.campaignId !== undefined) {
     const campaign = catalog.campaigns.get(r.campaignId);
     if (!campaign) return { kind: 'campaign-not-found' };
-    const now = cmd.now.getTime();
-    const started = campaign.validFrom === undefined || Date.parse(campaign.validFrom) <= now;
-    const notEnded = campaign.validUntil === undefined || now <= Date.parse(campaign.validUntil);
-    if (!campaign.active || !started || !notEnded) return { kind: 'campaign-inactive' };
+    if (!campaignOpen(campaign, cmd.now)) return { kind: 'campaign-inactive' };
     terms = { gameId: campaign.gameId, spins: campaign.spins, betAmountMinor: campaign.betAmountMinor, currency: campaign.currency };
   } else {
     if (r.gameId === undefined) return { kind: 'grant-term-missing', field: 'gameId' };
@@ -241,7 +239,9 @@ function decideRequestCancel(cmd: Extract<GrantCommand, { type: 'RequestCancel' 
 function decideCancelOutcome(cmd: Extract<GrantCommand, { type: 'RecordCancelOutcome' }>, state: GrantState): GrantEvent[] {
   if (cancelRefusal(state)) return [];
   const at = cmd.now.toISOString();
-  return cmd.outcome.ok ? [{ type: 'GrantCancelled', data: { cancelledAt: at } }] : [{ type: 'GrantCancelFailed', data: { error: cmd.outcome.error, failedAt: at } }];
+  return cmd.outcome.ok
+    ? [{ type: 'GrantCancelled', data: { cancelledAt: at, call: cmd.call } }]
+    : [{ type: 'GrantCancelFailed', data: { error: cmd.outcome.error, failedAt: at, call: cmd.call } }];
 }
 
 function evolve(state: GrantState, event: GrantEvent): GrantState {
@@ -294,9 +294,11 @@ function evolve(state: GrantState, event: GrantEvent): GrantState {
     }
     case 'GrantCancelFailed': {
       // The grant stays active (API document 3.1); the failure is kept in the history, and updatedAt says when it was last acted on.
+      // A call given up as abandoned that answers late leaves the marker of the call made since (its own outcome will follow).
       if (state.status === 'none') return state;
-      const { cancel: _cancel, ...rest } = state;
-      return { ...rest, updatedAt: event.data.failedAt };
+      const { cancel, ...rest } = state;
+      const another = cancel !== undefined && event.data.call !== undefined && event.data.call !== cancel.at;
+      return { ...rest, ...(another ? { cancel } : {}), updatedAt: event.data.failedAt };
     }
     default: {
       const unknown: never = event;

@@ -77,7 +77,8 @@ const takeOver = (at: Date, timeoutMs = 5000): GrantCommand => ({ type: 'TakeOve
 const taken = (takenAt: string, timeoutMs = 5000): GrantIssueTaken => ({ type: 'GrantIssueTaken', data: { takenAt, timeoutMs } });
 /** `ms` after NOW. */
 const after = (ms: number): Date => new Date(NOW.getTime() + ms);
-const cancelOutcome = (outcome: ProviderOutcome): GrantCommand => ({ type: 'RecordCancelOutcome', outcome, now: LATER });
+const CALL = '2026-11-24T12:00:04.000Z';
+const cancelOutcome = (outcome: ProviderOutcome, call = CALL): GrantCommand => ({ type: 'RecordCancelOutcome', outcome, call, now: LATER });
 
 const requested = (changes: Partial<GrantRequested['data']> = {}): GrantRequested => ({
   type: 'GrantRequested',
@@ -97,8 +98,12 @@ const requested = (changes: Partial<GrantRequested['data']> = {}): GrantRequeste
 });
 const activated = (externalRef = 'batch-1', at = LATER_ISO): GrantActivated => ({ type: 'GrantActivated', data: { externalRef, activatedAt: at } });
 const failed = (lastError = 'provider answered 500', at = LATER_ISO): GrantFailed => ({ type: 'GrantFailed', data: { lastError, failedAt: at } });
-const cancelled = (at = LATER_ISO): GrantCancelled => ({ type: 'GrantCancelled', data: { cancelledAt: at } });
-const cancelFailed = (error = 'provider answered 503', at = LATER_ISO): GrantCancelFailed => ({ type: 'GrantCancelFailed', data: { error, failedAt: at } });
+/** `call` null: an outcome recorded before calls were named. */
+const cancelled = (at = LATER_ISO, call: string | null = CALL): GrantCancelled => ({ type: 'GrantCancelled', data: { cancelledAt: at, ...(call !== null ? { call } : {}) } });
+const cancelFailed = (error = 'provider answered 503', at = LATER_ISO, call: string | null = CALL): GrantCancelFailed => ({
+  type: 'GrantCancelFailed',
+  data: { error, failedAt: at, ...(call !== null ? { call } : {}) },
+});
 
 /** The histories that leave a grant in each status. */
 const HISTORIES: Record<'pending' | 'active' | 'failed' | 'cancelled', GrantEvent[]> = {
@@ -555,7 +560,17 @@ describe('RequestCancel: one provider call at a time', () => {
     const calling = [requested(), activated(), cancelRequested(at(0), 1000)];
     spec.given(...calling).when(requestCancel(at(1000 + ISSUE_MARGIN_MS))).thenNothing();
     spec.given(...calling).when(requestCancel(at(1000 + ISSUE_MARGIN_MS + 1))).then([cancelRequested(at(1000 + ISSUE_MARGIN_MS + 1))]);
-    spec.given(...calling, cancelFailed()).when(requestCancel(at(10))).then([cancelRequested(at(10))]);
+    spec.given(...calling, cancelFailed('provider answered 503', LATER_ISO, at(0).toISOString())).when(requestCancel(at(10))).then([cancelRequested(at(10))]);
+  });
+
+  it("a late failure of a call given up as abandoned leaves the marker of the call made since: a third cancel still waits for that one", () => {
+    const first = at(0);
+    const second = at(1000 + ISSUE_MARGIN_MS + 1);
+    const history = [requested(), activated(), cancelRequested(first), cancelRequested(second), cancelFailed('provider answered 503', LATER_ISO, first.toISOString())];
+    spec.given(...history).when(requestCancel(at(1000 + ISSUE_MARGIN_MS + 10))).thenNothing();
+    // Its own outcome clears it; so does a failure recorded before calls were named (history from before).
+    spec.given(...history, cancelFailed('provider answered 503', LATER_ISO, second.toISOString())).when(requestCancel(at(1000 + ISSUE_MARGIN_MS + 10))).thenMatches([{ type: 'GrantCancelRequested' }]);
+    spec.given(requested(), activated(), cancelRequested(second), cancelFailed('x', LATER_ISO, null)).when(requestCancel(at(1000 + ISSUE_MARGIN_MS + 10))).thenMatches([{ type: 'GrantCancelRequested' }]);
   });
 
   it('leaves the grant as operators read it unchanged', () => {

@@ -33,7 +33,8 @@ export type GrantRequested = DomainEvent<
 export type GrantIssueTaken = DomainEvent<'GrantIssueTaken', { takenAt: string; timeoutMs: number }>;
 export type GrantActivated = DomainEvent<'GrantActivated', { externalRef: string; activatedAt: string }>;
 export type GrantFailed = DomainEvent<'GrantFailed', { lastError: string; failedAt: string }>;
-export type GrantCancelled = DomainEvent<'GrantCancelled', { cancelledAt: string }>;
+/** `call`: the cancel call it answers (its GrantCancelRequested's requestedAt; absent before that event was recorded). */
+export type GrantCancelled = DomainEvent<'GrantCancelled', { cancelledAt: string; call?: string }>;
 /**
  * An operator's cancel is calling the provider, bounded by `timeoutMs`: appended at the revision the
  * cancel read, so of cancels racing across processes one calls, and the others wait for its outcome
@@ -54,7 +55,7 @@ export type GrantAcceptedAfterFailure = DomainEvent<'GrantAcceptedAfterFailure',
  * when that cancel failed, and the batch is live at the provider).
  */
 export type GrantExtraBatch = DomainEvent<'GrantExtraBatch', { externalRef: string; cancelled: boolean; error?: string; at: string }>;
-export type GrantCancelFailed = DomainEvent<'GrantCancelFailed', { error: string; failedAt: string }>;
+export type GrantCancelFailed = DomainEvent<'GrantCancelFailed', { error: string; failedAt: string; call?: string }>;
 
 export type GrantEvent =
   | GrantRequested

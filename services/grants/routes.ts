@@ -174,9 +174,10 @@ export function grantRoutes(ctx: ServiceContext): Router {
       const providerId = current.state.status === 'none' ? '' : current.state.providerId;
       const requested = await handleCommand(ctx.eventStore, stream, grantDecider, { type: 'RequestCancel', timeoutMs: providerTimeoutMs(ctx, providerId), now: ctx.now() }, { known: current });
       const grant = grantOf(requested.next);
-      if (requested.events.length > 0 && grant) {
+      if (requested.events.length > 0 && grant && requested.next.status !== 'none' && requested.next.cancel) {
+        const call = requested.next.cancel.at;
         const { outcome } = await cancelAtProvider(ctx, grant, grant.externalRef ?? '');
-        const recorded = await handleCommand(ctx.eventStore, stream, grantDecider, { type: 'RecordCancelOutcome', outcome, now: ctx.now() }, { known: { state: requested.next, revision: requested.revision } });
+        const recorded = await handleCommand(ctx.eventStore, stream, grantDecider, { type: 'RecordCancelOutcome', outcome, call, now: ctx.now() }, { known: { state: requested.next, revision: requested.revision } });
         return { next: recorded.next, position: recorded.position, outcome };
       }
       current = { state: requested.next, revision: requested.revision };

@@ -87,6 +87,16 @@ export const catalogSchema = z.strictObject({
   campaigns: z.array(campaignSchema).default([]).superRefine(byId('campaign')),
 });
 
+/** Whether a campaign can no longer be granted, whatever happens: inactive, or past its validUntil. */
+export function campaignOver(c: Pick<Campaign, 'active' | 'validUntil'>, now: Date): boolean {
+  return !c.active || (c.validUntil !== undefined && now.getTime() > Date.parse(c.validUntil));
+}
+
+/** Whether a campaign can be granted at `now`: not over, and past its validFrom. */
+export function campaignOpen(c: Pick<Campaign, 'active' | 'validFrom' | 'validUntil'>, now: Date): boolean {
+  return !campaignOver(c, now) && (c.validFrom === undefined || Date.parse(c.validFrom) <= now.getTime());
+}
+
 /**
  * Whether a provider takes money in `currency`: a launch, a grant and an active campaign must be in one
  * of its currencies (all its games share them).

@@ -2,7 +2,7 @@ import type { Migration } from '../db/migrations.ts';
 import { PgListener } from '../db/listener.ts';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.ts';
 import { badRequest } from '../errors.ts';
-import { catalogSchema, formatPath, offersCurrency, type Campaign, type CatalogInput, type Game, type Operator, type Provider } from './schema.ts';
+import { campaignOver, catalogSchema, formatPath, offersCurrency, type Campaign, type CatalogInput, type Game, type Operator, type Provider } from './schema.ts';
 
 export const catalogMigrations: Migration[] = [
   {
@@ -56,13 +56,14 @@ export function parseCatalog(raw: unknown): CatalogInput {
 }
 
 /**
- * An active campaign must be grantable in its own currency: one its game's provider offers. Checked on
+ * A campaign that can still be granted (not over: active, not past its validUntil) must be grantable in its
+ * own currency: one its game's provider offers. Checked on
  * the catalog as this document leaves it, for the document's campaigns and for stored ones whose
  * provider the document changes (a provider dropping a currency an active campaign grants in). A stored
  * campaign its provider already did not offer is left to the grant's refusal, so an unrelated change is
  * never refused for it.
  */
-async function refuseUngrantableCampaigns(client: PoolClient, doc: CatalogInput, owner: ReadonlyMap<string, string>): Promise<void> {
+async function refuseUngrantableCampaigns(client: PoolClient, doc: CatalogInput, owner: ReadonlyMap<string, string>, now: Date): Promise<void> {
   const [stored, storedCampaigns] = await Promise.all([
     client.query<{ id: string; doc: Pick<Provider, 'currencies'> }>('SELECT id, doc FROM catalog_providers'),
     client.query<{ doc: Campaign }>('SELECT doc FROM catalog_campaigns'),
@@ -77,7 +78,7 @@ async function refuseUngrantableCampaigns(client: PoolClient, doc: CatalogInput,
   const providerOf = (gameId: string) => owner.get(gameId)!;
   doc.campaigns.forEach((c, ci) => {
     const providerId = providerOf(c.gameId);
-    if (c.active && !offersCurrency(after.get(providerId)!, c.currency)) {
+    if (!campaignOver(c, now) && !offersCurrency(after.get(providerId)!, c.currency)) {
       throw badRequest(
         `catalog: campaigns[${ci}].currency: "${c.currency}" is not a currency of game "${c.gameId}" (provider "${providerId}" offers ${after.get(providerId)!.currencies.join(', ')}); it could never be granted`,
       );
@@ -85,7 +86,7 @@ async function refuseUngrantableCampaigns(client: PoolClient, doc: CatalogInput,
   });
   const named = new Set(doc.campaigns.map((c) => c.id));
   for (const { doc: c } of storedCampaigns.rows) {
-    if (!c.active || named.has(c.id)) continue;
+    if (campaignOver(c, now) || named.has(c.id)) continue;
     const providerId = providerOf(c.gameId);
     const pi = index.get(providerId);
     if (pi === undefined || !offersCurrency(before.get(providerId) ?? { currencies: [] }, c.currency)) continue;
@@ -173,7 +174,7 @@ export class CatalogStore {
       doc.campaigns.forEach((c, ci) => {
         if (!owner.has(c.gameId)) throw badRequest(`catalog: campaigns[${ci}].gameId: unknown game "${c.gameId}"`);
       });
-      await refuseUngrantableCampaigns(client, doc, owner);
+      await refuseUngrantableCampaigns(client, doc, owner, new Date());
 
       for (const p of doc.providers) {
         await client.query(

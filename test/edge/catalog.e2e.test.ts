@@ -117,6 +117,9 @@ describe('catalog through PUT /v1/admin/catalog (contract section 2)', () => {
     expect(again.status).toBe(400);
     expect(again.json.error).toContain('campaigns[0].currency: "EUR" is not a currency of game "fruit-1" (provider "studio-a" offers USD)');
     expect((await put(a, testCatalog())).status).toBe(200);
+    // A campaign past its validUntil can never be granted again: its currency is not held against it.
+    expect((await put(a, { campaigns: [{ ...testCatalog().campaigns[2]!, currency: 'GBP' }] })).status).toBe(200);
+    expect((await put(a, testCatalog())).status).toBe(200);
   });
 
   it('applies a catalog larger than the 64 KiB of other bodies (5,000 blocked players, about 100 KB); other admin bodies stay bounded (413)', async () => {
