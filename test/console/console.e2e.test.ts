@@ -499,6 +499,29 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     }
   });
 
+  it('a first load that fails says why in place of "Loading…", on the player, operators and search pages', async () => {
+    const pages: Array<[string, string]> = [
+      [`#/player/op-1/${playerRef}`, '**/v1/admin/console/players/**'],
+      ['#/operators', '**/v1/admin/console/operators'],
+      [`#/search?q=${playerRef}`, '**/v1/admin/console/search**'],
+    ];
+    for (const [hash, api] of pages) {
+      const before = problems.length;
+      await page.route(api, (route) => route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: 'the event store is unavailable' }) }));
+      try {
+        await page.evaluate((h) => (location.hash = h), hash);
+        await expect.poll(() => page.locator('main').textContent(), { message: hash }).toContain('Could not load this page: the event store is unavailable');
+        expect(await page.locator('main').textContent(), hash).not.toMatch(/Loading…|Searching…/);
+      } finally {
+        await page.unrouteAll({ behavior: 'ignoreErrors' });
+        await page.evaluate(() => (location.hash = '#/overview'));
+        await expect.poll(() => title().textContent()).toBe('Overview');
+      }
+      // The 503s and the browser's lines about them, nothing else.
+      expect(problems.splice(before).filter((p) => !/503/.test(p)), hash).toEqual([]);
+    }
+  });
+
   it('shows the latest of two refreshes, whichever answer comes back last, and a first load that failed is cleared by the next that succeeds', async () => {
     const api = '**/v1/admin/console/stuck';
     const stuckTx = (transactionId: string) => ({

@@ -34,6 +34,18 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
     await env?.cleanup();
   });
 
+  /**
+   * Runs `fn` with the provider's timeout at `ms`: a test whose provider answers after a set delay keeps
+   * that delay well inside the timeout on a busy machine (the catalog's 500 ms is for the hang tests).
+   */
+  const withProviderTimeout = async (ms: number, fn: () => Promise<void>) => {
+    await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: ms }));
+    try {
+      await fn();
+    } finally {
+      await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 500 }));
+    }
+  };
   const issue = (body: Record<string, unknown>, as = OP1) => signedRequest<Grant>(svc.url, { path: '/v1/operator/free-spins/grants', body, as });
   const get = (id: string, as = OP1) => signedRequest<Grant>(svc.url, { path: `/v1/operator/free-spins/grants/${id}`, as });
   const list = (query = '', as = OP1) => signedRequest<Grant[]>(svc.url, { path: `/v1/operator/free-spins/grants${query}`, as });
@@ -52,7 +64,10 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
       }], 'no_stream');
       provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-abandoned' }, delayMs: 200 });
       const body = { playerRef: 'ab-p', idempotencyKey: key, gameId: 'fruit-1', spins: 3, currency: 'EUR' };
-      const answers = await Promise.all([issue(body), issue(body), issue(body)]);
+      let answers: Array<Awaited<ReturnType<typeof issue>>> = [];
+      await withProviderTimeout(5000, async () => {
+        answers = await Promise.all([issue(body), issue(body), issue(body)]);
+      });
       expect(answers.map((a) => [a.status, a.json.status, a.json.externalRef])).toEqual(answers.map(() => [200, 'active', 'ext-abandoned']));
       expect(issueCalls().filter((c) => (c.body as { requestRef: string }).requestRef === id)).toHaveLength(1);
       const audit = await fetch(`${svc.url}/v1/audit/grants/${id.toUpperCase()}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
@@ -301,9 +316,12 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
     it('cancels at once (a double click) call the provider once and all answer the cancelled grant; one whose call failed is followed by the next in turn', async () => {
       const g = (await issue(direct())).json;
       const cancelsOf = (externalRef: unknown) => provider.calls.filter((c) => c.target === `/v1/free-spins/grants/${String(externalRef)}/cancel`).length;
-      // Slow enough that the three overlap.
+      // Slow enough that the three overlap (within a timeout a busy machine cannot reach).
       provider.script('/v1/free-spins/grants/', { status: 200, body: {}, delayMs: 300 });
-      const answers = await Promise.all([cancel(g.id), cancel(g.id), cancel(g.id)]);
+      let answers: Array<Awaited<ReturnType<typeof cancel>>> = [];
+      await withProviderTimeout(5000, async () => {
+        answers = await Promise.all([cancel(g.id), cancel(g.id), cancel(g.id)]);
+      });
       expect(answers.map((a) => [a.status, a.json.status])).toEqual([
         [200, 'cancelled'],
         [200, 'cancelled'],
@@ -313,7 +331,11 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
       // The first call fails: the other cancel, which waited for it, calls in turn and succeeds.
       const h = (await issue(direct())).json;
       provider.script('/v1/free-spins/grants/', { status: 503, body: {}, delayMs: 300 });
-      const [first, second] = await Promise.all([cancel(h.id), cancel(h.id)]);
+      let first = answers[0]!;
+      let second = answers[0]!;
+      await withProviderTimeout(5000, async () => {
+        [first, second] = await Promise.all([cancel(h.id), cancel(h.id)]);
+      });
       expect([first.status, second.status].sort()).toEqual([200, 502]);
       expect(cancelsOf(h.externalRef)).toBe(2);
       expect((await get(h.id)).json.status).toBe('cancelled');

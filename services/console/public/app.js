@@ -97,6 +97,8 @@ async function showRoute({ focus }) {
   } catch (err) {
     if (isAbort(err) || controller.signal.aborted) return;
     if (err instanceof ApiError && err.status === 401) return; // the login form is shown
+    // Nothing is loading any more: the page's "Loading…" goes, the reason takes its place.
+    for (const l of main.querySelectorAll('.loading')) l.remove();
     main.append(loadFailureNotice(`Could not load this page: ${err instanceof Error ? err.message : String(err)}`));
   }
 }

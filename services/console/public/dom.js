@@ -128,7 +128,7 @@ export function pageLoader(load, problem, pageSignal) {
 
 /** @param {string} text */
 export function loading(text = 'Loading…') {
-  return h('p', { class: 'muted', role: 'status' }, text);
+  return h('p', { class: 'muted loading', role: 'status' }, text);
 }
 
 /** The page title, focusable so that navigation can move focus to it. */
