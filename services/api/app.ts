@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import express, { type Express } from 'express';
 import { adminAuth } from '../../shared/http/admin-auth.ts';
-import { exactNumbers, jsonFromRaw, rawBody, refuseNonUtf8, refuseUnstorableText, refuseUnstorableUrl, BODY_LIMIT, CATALOG_BODY_LIMIT } from '../../shared/http/body.ts';
+import { exactNumbers, jsonFromRaw, rawBody, refuseNonUtf8AndKeep, refuseUnstorableText, refuseUnstorableUrl, BODY_LIMIT, CATALOG_BODY_LIMIT } from '../../shared/http/body.ts';
 import { errorRenderer, renderNotFound, requestIdOf } from '../../shared/http/errors.ts';
 import { requestLog } from '../../shared/http/request-log.ts';
 import { operatorRateLimit } from '../../shared/http/ratelimit.ts';
@@ -77,7 +77,7 @@ export function createApp(ctx: ServiceContext, routers: AudienceRouters = {}): E
   const bearer = adminAuth(ctx.config.adminToken);
   // A catalog document may list thousands of blocked players or games (CATALOG_FILE has no bound): its
   // route reads up to CATALOG_BODY_LIMIT; every other admin body, BODY_LIMIT (a parsed body is not read again).
-  const json = (limit: string) => express.json({ limit, type: () => true, reviver: exactNumbers, verify: refuseNonUtf8 });
+  const json = (limit: string) => express.json({ limit, type: () => true, reviver: exactNumbers, verify: refuseNonUtf8AndKeep });
   const [catalogJson, adminJson] = [json(CATALOG_BODY_LIMIT), json(BODY_LIMIT)];
   const adminBody: express.RequestHandler = (req, res, next) =>
     (req.method === 'PUT' && /^\/catalog\/?$/i.test(req.path) ? catalogJson : adminJson)(req, res, next);

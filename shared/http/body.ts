@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import type { IncomingMessage } from 'node:http';
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { AppError, badRequest } from '../errors.ts';
 import { repeatedName } from './json-keys.ts';
@@ -38,9 +39,7 @@ export function jsonFromRaw(req: Request, res: Response, next: NextFunction): vo
     }
     // Deeper than the limit needs more brackets than that: most bodies are never walked.
     if (brackets(text) > MAX_JSON_DEPTH && deeperThan(req.body, MAX_JSON_DEPTH)) throw tooDeep();
-    // Signed as sent, read with the last of a repeated name: the sender's own reading may differ.
-    const repeated = repeatedName(text);
-    if (repeated !== undefined) throw badRequest(`body: the name "${repeated.slice(0, 40)}" is given twice in one object; give each once`);
+    refuseRepeatedNames(text);
     // Such text can only come as a raw NUL or a \u escape: most bodies are never walked.
     if ((text.includes('\\u') || text.includes('\0')) && holdsUnstorableText(req.body)) throw unstorable();
   }
@@ -52,10 +51,27 @@ export function refuseNonUtf8(_req: unknown, _res: unknown, raw: Buffer): void {
   if (!isUtf8(raw)) throw badRequest('request body is not valid UTF-8');
 }
 
+/** express.json's verify (the admin routes): refuses what is not UTF-8, and keeps the text for refuseUnstorableText. */
+export function refuseNonUtf8AndKeep(req: IncomingMessage, res: unknown, raw: Buffer): void {
+  refuseNonUtf8(req, res, raw);
+  // The same object express hands on as the route's Request.
+  (req as Request).rawBody = raw;
+}
+
+/**
+ * A parsed body's text that gives a name twice in one object, at any depth: read with the last value, it may
+ * mean another thing to its sender (`"amount":100,…,"amount":5`). Only for text already parsed as JSON.
+ */
+function refuseRepeatedNames(text: string): void {
+  const repeated = repeatedName(text);
+  if (repeated !== undefined) throw badRequest(`body: the name "${repeated.slice(0, 40)}" is given twice in one object; give each once`);
+}
+
 /** After express.json (the admin routes): the same refusals, on the parsed body. */
 export function refuseUnstorableText(req: Request, _res: Response, next: NextFunction): void {
   if (deeperThan(req.body, MAX_JSON_DEPTH)) throw tooDeep();
   if (holdsUnstorableText(req.body)) throw unstorable();
+  if (req.rawBody !== undefined && req.rawBody.length > 0) refuseRepeatedNames(req.rawBody.toString('utf8'));
   next();
 }
 

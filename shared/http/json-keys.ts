@@ -21,7 +21,7 @@ export function repeatedName(text: string, topLevel?: readonly string[]): string
     if (c === 0x22 /* " */) {
       const start = i;
       let escaped = false;
-      for (i++; text.charCodeAt(i) !== 0x22; i++) {
+      for (i++; i < text.length && text.charCodeAt(i) !== 0x22; i++) {
         if (text.charCodeAt(i) === 0x5c /* \ */) {
           escaped = true;
           i++;

@@ -35,4 +35,8 @@ describe('repeatedName', () => {
     JSON.parse(text);
     expect(repeatedName(text)).toBe(repeated);
   });
+
+  it('ends on text that is not JSON after all (an unterminated string), whatever it answers', () => {
+    expect(() => repeatedName('{"a":"never closed')).not.toThrow();
+  });
 });

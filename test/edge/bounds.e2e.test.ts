@@ -190,6 +190,15 @@ describe('bounds on every number the service accepts (#18 part 8)', () => {
         expect([res.status, res.json]).toEqual([400, { error }]);
         expect(h.walletCallsFor(transactionId)).toHaveLength(0);
       }
+      // A name given twice (the admin's own tooling, say): read with its last value, it would send 500, not 5.
+      const twiceId = `adj-why-${randomUUID()}`;
+      const twice = await fetch(`${h.svc.url}/v1/admin/adjustments`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` },
+        body: `{"operatorId":"${OP1.id}","playerRef":"b-adj-why","amount":5,"currency":"EUR","direction":"CREDIT","reason":"bounds test","transactionId":"${twiceId}","amount":500}`,
+      }).then((r) => toTestResponse<Body>(r));
+      expect([twice.status, twice.json]).toEqual([400, { error: 'body: the name "amount" is given twice in one object; give each once' }]);
+      expect(h.walletCallsFor(twiceId)).toHaveLength(0);
       const ok = await post({ gameId: 'fruit-1', reason: ' kept as written ' });
       expect([ok.status, ok.json.status]).toEqual([200, 'applied']);
       const sent = h.walletCallsFor(ok.json.transactionId as string)[0]!.body as { gameId: string; metadata: unknown };
