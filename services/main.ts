@@ -2,7 +2,7 @@ import v8 from 'node:v8';
 import { ConfigError, loadConfig } from '../shared/config.ts';
 import { createLogger } from '../shared/logger.ts';
 import { Cli } from '../shared/cli.ts';
-import { NODE_MAJOR, readsNumberSources, runtimeWarnings } from '../shared/runtime.ts';
+import { runtimeWarnings } from '../shared/runtime.ts';
 import { startService, StartupError, type RunningService } from './service.ts';
 
 const USAGE = `usage: npm start   (node dist/main.mjs in the image)
@@ -19,12 +19,6 @@ Exit status: 0 stopped by a signal, 1 it failed to start or to stop, 2 bad usage
 async function main(): Promise<void> {
   // Before anything starts: "--help" or a stray argument must not start a service.
   new Cli('start', USAGE).parse({ options: { help: { type: 'boolean' } }, allowPositionals: false });
-  if (!readsNumberSources()) {
-    process.stderr.write(
-      `Node.js ${process.version} does not give JSON.parse's reviver a number's source text, which the service needs to refuse a number that would reach the wallet changed (a 20-digit id, say): start it on Node.js ${NODE_MAJOR} (npm start runs the one npm ci installs)\n`,
-    );
-    process.exit(1);
-  }
   let config;
   try {
     config = loadConfig();

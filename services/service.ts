@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { loadCursors } from '../shared/http/cursor.ts';
+import { NODE_MAJOR, readsNumberSources } from '../shared/runtime.ts';
 import { allMigrations } from './migrations.ts';
 import { answerClientError } from '../shared/http/client-error.ts';
 import { allProjections, runnerNames } from './read-models.ts';
@@ -163,6 +164,12 @@ const FAILED_START_CLOSE_MS = 10_000;
  * on, and its catalog listener would reconnect for ever.
  */
 export async function startService(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<RunningService> {
+  // Before anything opens, in every process that starts the service (npm start, the sandbox, an embedding host).
+  if (!readsNumberSources()) {
+    throw new StartupError(
+      `Node.js ${process.version} does not give JSON.parse's reviver a number's source text, which the service needs to refuse a number that would reach the wallet changed (a 20-digit id, say): start it on Node.js ${NODE_MAJOR} (npm start runs the one npm ci installs)`,
+    );
+  }
   const background = new BackgroundTasks();
   const runners: ProjectionRunner[] = [];
   let eventStore: EventStore | undefined;
