@@ -164,20 +164,20 @@ export function consoleRoutes(ctx: ServiceContext): Router {
     const operatorId = String(req.params.operatorId);
     const playerRef = String(req.params.playerRef);
     const now = ctx.now();
-    const [sessions, rounds, roundsTotal, adjustments, grants] = await Promise.all([
+    const [sessions, rounds, adjustments, grants] = await Promise.all([
       sessionsOfPlayer(ctx.pool, operatorId, playerRef),
-      ctx.pool.query<{ provider_id: string; round_id: string; game_id: string; currency: string; status: string; opened_at: Date; closed_at: Date | null; bet: string; win: string; refund: string }>(
-        `SELECT r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at,
+      ctx.pool.query<{ provider_id: string; round_id: string; game_id: string; currency: string; status: string; opened_at: Date; closed_at: Date | null; bet: string; win: string; refund: string; total: string }>(
+        `SELECT r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at, r.total,
                 coalesce(sum(t.amount) FILTER (WHERE t.type = 'BET' AND t.operator_status = 'applied'), 0)::text AS bet,
                 coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.operator_status = 'applied'), 0)::text AS win,
                 coalesce(sum(t.amount) FILTER (WHERE t.type = 'ROLLBACK' AND t.operator_status = 'applied'), 0)::text AS refund
-         FROM (SELECT round_stream, provider_id, round_id, game_id, currency, operator_status AS status, created_at AS opened_at, closed_at FROM rm_rounds
+         -- The newest 200, each with how many there are in all (the window counts before the LIMIT).
+         FROM (SELECT round_stream, provider_id, round_id, game_id, currency, operator_status AS status, created_at AS opened_at, closed_at, count(*) OVER () AS total FROM rm_rounds
                WHERE player_ref = $2 AND operator_id = $1 AND operator_status IS NOT NULL ORDER BY created_at DESC LIMIT 200) r
          LEFT JOIN rm_transactions t ON t.round_stream = r.round_stream
-         GROUP BY r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at ORDER BY r.opened_at DESC`,
+         GROUP BY r.provider_id, r.round_id, r.game_id, r.currency, r.status, r.opened_at, r.closed_at, r.total ORDER BY r.opened_at DESC`,
         [operatorId, playerRef],
       ),
-      ctx.pool.query<{ n: string }>('SELECT count(*) AS n FROM rm_rounds WHERE player_ref = $2 AND operator_id = $1 AND operator_status IS NOT NULL', [operatorId, playerRef]),
       ctx.pool.query<{ transaction_id: string; direction: 'DEBIT' | 'CREDIT'; amount: string; currency: string; operator_status: OperatorStatus; recorded_at: Date }>(
         `SELECT transaction_id, direction, amount, currency, operator_status, recorded_at FROM rm_transactions
          WHERE operator_id = $1 AND player_ref = $2 AND type = 'ADJUSTMENT' ORDER BY recorded_at DESC LIMIT 200`,
@@ -213,7 +213,7 @@ export function consoleRoutes(ctx: ServiceContext): Router {
         winMinor: BigInt(r.win),
         refundMinor: BigInt(r.refund),
       })),
-      roundsTotal: Number(roundsTotal.rows[0]?.n ?? 0),
+      roundsTotal: Number(rounds.rows[0]?.total ?? 0),
       adjustments: adjustments.rows.map((a) => ({
         transactionId: a.transaction_id,
         direction: a.direction,

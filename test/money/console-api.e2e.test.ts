@@ -221,6 +221,23 @@ describe('console data and re-drive (admin routes)', () => {
     expect((await admin(`/v1/admin/console/players/${OP1.id}/nobody-${run}`)).status).toBe(404);
   });
 
+  it('shows the newest 200 rounds of a player with more, and how many there are', async () => {
+    const many = `con-m-${run}`;
+    const token = await h.launch(many);
+    for (let i = 0; i < 203; i++) {
+      const res = await h.tx({ sessionToken: token, roundId: `con-m-${run}-${String(i).padStart(3, '0')}`, playerRef: many, currency: 'EUR', gameId: 'fruit-1', transactionId: `con-m-${run}-b${i}`, type: 'BET', roundComplete: true, amount: 1 });
+      expect(res.status).toBe(200);
+    }
+    type Rounds = { rounds: Array<{ roundId: string }>; roundsTotal: number };
+    let res = await admin<Rounds>(`/v1/admin/console/players/${OP1.id}/${many}`);
+    await h.until(async () => {
+      res = await admin<Rounds>(`/v1/admin/console/players/${OP1.id}/${many}`);
+      return res.json.roundsTotal === 203;
+    });
+    expect(res.json.rounds).toHaveLength(200);
+    expect(res.json.rounds.at(-1)!.roundId).toBe(`con-m-${run}-003`);
+  });
+
   it("shows each operator's catalog entry without its secret, its statement as JSON and CSV, and mints replay links", async () => {
     const ops = await admin<{ operators: Array<Record<string, unknown>> }>('/v1/admin/console/operators');
     expect(ops.json.operators.find((o) => o.id === OP1.id)).toMatchObject({ name: 'Operator One', walletUrl: h.wallet.url, walletTimeoutMs: 5000, visibleGames: expect.arrayContaining([{ id: 'fruit-1', name: 'Fruit', providerId: 'studio-a' }]) });
