@@ -5,9 +5,8 @@ import { grantsProjection } from './projection.ts';
 import { listGrants } from './queries.ts';
 import { waitForProjection } from '../../projections/runner.ts';
 import type { Position } from '../../shared/eventstore/port.ts';
-import { cancelRefusal, cancelUnderWay, grantDecider, grantOf, ISSUE_MARGIN_MS, issueDeadline, type Grant, type GrantState, type ProviderOutcome } from './decider.ts';
+import { cancelUnderWay, grantDecider, grantOf, ISSUE_MARGIN_MS, issueDeadline, type Grant, type GrantState, type ProviderOutcome } from './decider.ts';
 import { cancelAtProvider, issueAtProvider, providerTimeoutMs, takeOverIssue } from './issue.ts';
-import { Refused } from '../../shared/decider.ts';
 import { grantIdFor, grantStream } from './events.ts';
 import { AppError, notFound } from '../../shared/errors.ts';
 import { handleCommand, readState, type KnownState } from '../../shared/eventstore/command.ts';
@@ -172,10 +171,12 @@ export function grantRoutes(ctx: ServiceContext): Router {
     const stream = grantStream(id);
     for (let current = known; ; ) {
       const providerId = current.state.status === 'none' ? '' : current.state.providerId;
+      // Refused (not active) as the decider says; nothing appended: another cancel's call is under way.
       const requested = await handleCommand(ctx.eventStore, stream, grantDecider, { type: 'RequestCancel', timeoutMs: providerTimeoutMs(ctx, providerId), now: ctx.now() }, { known: current });
+      const [recordedCall] = requested.events;
       const grant = grantOf(requested.next);
-      if (requested.events.length > 0 && grant && requested.next.status !== 'none' && requested.next.cancel) {
-        const call = requested.next.cancel.at;
+      if (recordedCall?.type === 'GrantCancelRequested' && grant) {
+        const call = recordedCall.data.requestedAt;
         const { outcome } = await cancelAtProvider(ctx, grant, grant.externalRef ?? '');
         const recorded = await handleCommand(ctx.eventStore, stream, grantDecider, { type: 'RecordCancelOutcome', outcome, call, now: ctx.now() }, { known: { state: requested.next, revision: requested.revision } });
         return { next: recorded.next, position: recorded.position, outcome };
@@ -193,8 +194,6 @@ export function grantRoutes(ctx: ServiceContext): Router {
     // No body (API document 2.7); `{}` is taken too, anything more is refused like any other body's unknown field.
     if (req.body !== undefined) parseOr400(z.strictObject({}), req.body);
     const { grant, revision, state } = await ownGrant(req);
-    const refusal = cancelRefusal(grant);
-    if (refusal) throw new Refused(refusal);
     const { next, position, outcome } = await cancelGrant(grant.id, { state, revision });
     const updated = await visible(next, position);
     if (!outcome.ok && updated.status === 'active') throw new AppError(502, `provider cancel failed: ${outcome.error}; the grant stays active, retry the cancel`);
