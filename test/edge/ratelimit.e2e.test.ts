@@ -86,9 +86,8 @@ describe('the rate limit slides: no double burst at a window boundary (contract 
     expect(refused).toHaveLength(4);
     // Retry-After is when the oldest of the four leaves the window, about 1.05 s away, rounded up: 2, or 1
     // when the machine is so busy that the requests of 1.2 s or these reached the service late.
-    const retryAfter = refused.map((r) => r.headers.get('retry-after'));
-    expect(new Set(retryAfter).size).toBe(1);
-    expect(['1', '2']).toContain(retryAfter[0]);
+    // (the four are answered a moment apart, so under load they may straddle a second and differ).
+    for (const r of refused) expect(['1', '2']).toContain(r.headers.get('retry-after'));
     // By 3.3 s those four have left the window and four requests pass (the one from 2.15 s remains).
     await sleepUntil(t0 + 3300);
     const fourth = await Promise.all([1, 2, 3, 4, 5].map(probe));
