@@ -255,6 +255,8 @@ export async function startFakeWallet(secret: string, initialBalance = 10_000): 
 export interface FakeProvider extends FakeServer {
   /** Replies per path prefix, consumed in order; when none is scripted the default applies. */
   script(pathPrefix: string, ...replies: Reply[]): void;
+  /** Drops the replies still scripted for a prefix (a test that failed part-way leaves none to the next). */
+  unscript(pathPrefix: string): void;
   setDefault(pathPrefix: string, reply: Reply): void;
 }
 
@@ -280,6 +282,7 @@ export async function startFakeProvider(secret: string): Promise<FakeProvider> {
     url,
     calls,
     script: (prefix, ...replies) => scripts.set(prefix, [...(scripts.get(prefix) ?? []), ...replies]),
+    unscript: (prefix) => scripts.delete(prefix),
     setDefault: (prefix, reply) => defaults.set(prefix, reply),
     close: () => closeServer(server),
   };

@@ -472,15 +472,17 @@ describe('free-spin grants abandoned mid-call, across api processes (one taker, 
     const svc = await startInProcess(env, { ROLES: 'api,projector' });
     const store = svc.ctx.eventStore;
     try {
-      await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 500 }));
-      // The request's own append stalls past its call's deadline (500 ms + 2 s) before it lands.
+      await svc.ctx.catalog.apply(testCatalog({ providerUrl: provider.url, providerTimeoutMs: 1500 }));
+      // The request's own append stalls past its call's deadline (1.5 s + 2 s) before it lands.
       svc.ctx.eventStore = Object.assign(Object.create(store) as EventStore, {
         append: async (...args: Parameters<EventStore['append']>) => {
-          if (args[1][0]?.type === 'GrantRequested') await new Promise((r) => setTimeout(r, 2600));
+          if (args[1][0]?.type === 'GrantRequested') await new Promise((r) => setTimeout(r, 3600));
           return store.append(...args);
         },
       });
-      provider.script('/v1/free-spins/grants', { status: 503, body: {}, delayMs: 150 }, { status: 503, body: {}, delayMs: 400 });
+      // The request's own call answers after 1.2 s: the window in which the taker must find the grant
+      // abandoned (it was 150 ms, which a loaded machine missed, and the next tests took the reply left over).
+      provider.script('/v1/free-spins/grants', { status: 503, body: {}, delayMs: 1200 }, { status: 503, body: {}, delayMs: 400 });
       const key = `stalled-${randomUUID()}`;
       const id = grantIdFor('op-1', key);
       const answer = signedRequest<Grant>(svc.url, { path: '/v1/operator/free-spins/grants', body: { playerRef: 'to-p', idempotencyKey: key, gameId: 'fruit-1', spins: 3, currency: 'EUR' }, as: OP1 });
@@ -495,6 +497,7 @@ describe('free-spin grants abandoned mid-call, across api processes (one taker, 
       expect((await store.readStream(grantStream(id))).map((e) => e.type)).toEqual(['GrantRequested', 'GrantIssueTaken', 'GrantFailed']);
     } finally {
       svc.ctx.eventStore = store;
+      provider.unscript('/v1/free-spins/grants');
       await svc.stop();
     }
   });
