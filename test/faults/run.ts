@@ -723,6 +723,11 @@ async function ledgerHistory(store: EventStore): Promise<{ txs: TxState[]; lostR
       } else if (e.type === 'TransactionSettled' && wentOn.has(e.data.transactionId)) lostReplies.learned++;
       else if (e.type === 'TransactionAttemptFailed' && e.data.replyLost) lostReplies.failedAsks++;
       if (e.type === 'TransactionSettled' || (e.type === 'TransactionAttemptFailed' && !e.data.replyLost)) bets.delete(e.data.transactionId);
+      // A resubmission's call, announced: a call without an outcome again, from here.
+      if (e.type === 'TransactionResent') {
+        bets.add(e.data.transactionId);
+        wentOn.delete(e.data.transactionId);
+      }
     }
   }
   return { txs, lostReplies };

@@ -21,6 +21,7 @@ export type Step =
   | { kind: 'outcome'; round: number; target: number; outcome: 'OK' | 'DECLINED' | 'failed' | 'timed_out'; by: AttemptBy }
   | { kind: 'dead'; round: number; target: number }
   | { kind: 'redrive'; round: number; target: number }
+  | { kind: 'resend'; round: number; target: number }
   | { kind: 'close'; round: number }
   | { kind: 'tick'; seconds: number };
 
@@ -32,7 +33,7 @@ export const step: fc.Arbitrary<Step> = fc.oneof(
       round: fc.nat(ROUNDS.length - 1),
       type: fc.constantFrom('BET' as const, 'BET' as const, 'WIN' as const, 'ROLLBACK' as const),
       amount: fc.nat(10_000),
-      complete: fc.boolean(),
+      complete: fc.constantFrom(false, false, false, true),
       target: fc.nat(50),
       currency: fc.constantFrom('EUR', 'EUR', 'EUR', 'USD'),
       player: fc.constantFrom('p1', 'p1', 'p1', 'p2'),
@@ -43,6 +44,7 @@ export const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('dead' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('close' as const), round: fc.nat(ROUNDS.length - 1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('redrive' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('resend' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('tick' as const), seconds: fc.nat(120) }) },
 );
 
@@ -58,6 +60,19 @@ export function record(steps: Step[]): History {
   const states = new Map<string, RoundState>(ROUNDS.map((r) => [stream(r), roundDecider.initialState()]));
   const revisions = new Map<string, number>();
   const events: RecordedEvent[] = [];
+  /** The round after the command's events, recorded (a refusal records nothing). */
+  const apply = (id: string, state: RoundState, command: RoundCommand, now: Date): RoundState => {
+    const decision = roundDecider.decide(command, state);
+    if (isRefusal(decision)) return state;
+    let next = state;
+    for (const e of decision) {
+      const revision = (revisions.get(id) ?? -1) + 1;
+      revisions.set(id, revision);
+      next = roundDecider.evolve(next, e, { revision });
+      events.push({ id: randomUUID(), streamId: id, revision, type: e.type, data: e.data as RecordedEvent['data'], metadata: {}, position: `1.${events.length + 1}`, createdAt: now });
+    }
+    return next;
+  };
   for (const s of steps) {
     clock += 1000;
     const now = new Date(clock);
@@ -67,7 +82,7 @@ export function record(steps: Step[]): History {
     }
     const roundId = ROUNDS[s.round]!;
     const id = stream(roundId);
-    const state = states.get(id)!;
+    let state = states.get(id)!;
     const txs = [...state.txs.values()];
     const pick = (i: number) => (txs.length === 0 ? undefined : txs[i % txs.length]);
     let command: RoundCommand | undefined;
@@ -110,6 +125,19 @@ export function record(steps: Step[]): History {
         command = { type: 'Redrive', transactionId: tx.request.transactionId, by: 'ops', reason: 'wallet fixed', now };
         break;
       }
+      case 'resend': {
+        // A provider's resubmission of a BET whose call failed (one is picked when there is one); a BET
+        // not attempted yet has its own call fail first.
+        const failed = txs.filter((t) => t.request.type === 'BET' && (t.status === 'failed' || t.status === 'timed_out'));
+        const tx = failed.length > 0 ? failed[s.target % failed.length] : pick(s.target);
+        if (!tx) continue;
+        if (tx.status === 'recorded') {
+          const failure = { kind: 'failed' as const, detail: 'wallet answered 500', httpStatus: 500 };
+          state = apply(id, state, { type: 'RecordOutcome', transactionId: tx.request.transactionId, attempt: tx.attempts + 1, outcome: failure, by: 'submission', now }, now);
+        }
+        command = { type: 'Resend', transactionId: tx.request.transactionId, now };
+        break;
+      }
       case 'dead': {
         const tx = pick(s.target);
         if (!tx) continue;
@@ -120,16 +148,7 @@ export function record(steps: Step[]): History {
         command = { type: 'CloseStaleRound', staleAfterSeconds: 30, callsUnderWay: [], now };
         break;
     }
-    const decision = roundDecider.decide(command, state);
-    if (isRefusal(decision)) continue;
-    let next = state;
-    for (const e of decision) {
-      const revision = (revisions.get(id) ?? -1) + 1;
-      revisions.set(id, revision);
-      next = roundDecider.evolve(next, e, { revision });
-      events.push({ id: randomUUID(), streamId: id, revision, type: e.type, data: e.data as RecordedEvent['data'], metadata: {}, position: `1.${events.length + 1}`, createdAt: now });
-    }
-    states.set(id, next);
+    states.set(id, apply(id, state, command, now));
   }
   return { events, states };
 }
