@@ -94,16 +94,14 @@ export const DEAD_STATUSES: readonly TxStatus[] = TX_STATUSES.filter((s) => oper
 
 /**
  * Whether the worker asks the wallet for a transaction of this round: a credit until it is settled for
- * good. A BET is attempted once and never retried (contract section 5), so only a BET whose call has no
- * outcome recorded, not rolled back, whose round holds a transaction its provider recorded after that
- * call was made: its provider went on with the round as if it had the BET's answer. The call is its
- * first (the BET still recorded) or a resubmission's (`resent`: announced by TransactionResent).
- * That is the BET whose process answered the provider with the wallet's reply and died before the
- * outcome was recorded (the outcome is recorded behind the answer only for a wallet reply, so what was
- * lost is a reply the wallet stored).
+ * good. A BET is attempted once and never retried (contract section 5), so only a BET still recorded (no
+ * outcome of its own attempt recorded), not rolled back, whose round holds a transaction its provider
+ * recorded after it: its provider went on with the round as if it had the BET's answer. That is the BET whose process
+ * answered the provider with the wallet's reply and died before the outcome was recorded (the outcome is
+ * recorded behind the answer only for a wallet reply, so what was lost is a reply the wallet stored).
  * Asked with the same body, the wallet answers with that stored reply and moves no money (API document
  * 4.2 rule 2). It is asked until the wallet replies, as a credit is retried: an ask that fails leaves the
- * BET as it was (asksForLostReply), because the provider acted on an answer the history must learn. A BET
+ * BET recorded (asksForLostReply), because the provider acted on an answer the history must learn. A BET
  * whose provider got no answer and went on anyway is then applied, as the provider assumed. mayAttempt
  * still decides on the round.
  */
@@ -111,42 +109,42 @@ export function workerAttempts(state: RoundState, transactionId: string): boolea
   const tx = state.txs.get(transactionId);
   if (!tx || isFinal(tx.status)) return false;
   if (isCredit(tx.request.type)) return true;
-  if (!awaitsOutcome(tx) || tx.rolledBackBy !== undefined) return false;
-  // The round's transactions in the order they were first recorded (the map's insertion order), after
-  // the call: the BET's own record, or the resubmission's announcement. Only the provider's own count:
-  // the reconciler's stale rollbacks of a force-closed round's other bets say nothing about this one (its
-  // provider got no answer for it and went on with nothing), and asking for it would send it for the
-  // first time, then refund it.
+  if (tx.status !== 'recorded' || tx.rolledBackBy !== undefined) return false;
+  // The round's transactions in the order they were first recorded (the map's insertion order). Only the
+  // provider's own count: the reconciler's stale rollbacks of a force-closed round's other bets say nothing
+  // about this one (its provider got no answer for it and went on with nothing), and asking for it would
+  // send it for the first time, then refund it.
   const ids = [...state.txs.keys()];
-  const from = tx.resent ? tx.resent.after : ids.indexOf(transactionId) + 1;
-  return ids.slice(from).some((id) => state.txs.get(id)!.origin === 'provider');
+  return ids.slice(ids.indexOf(transactionId) + 1).some((id) => state.txs.get(id)!.origin === 'provider');
 }
 
 /**
- * A BET's call made, or about to be, with no outcome recorded: its first (the BET still recorded), or
- * the one a provider's resubmission announced (TransactionResent) after an earlier call failed or timed
- * out. For what may be sent (mayAttempt) and what the worker asks for (workerAttempts), such a call is
- * one: ordered in the history where it was recorded or announced.
+ * Whether a wallet reply to a call of this transaction (as it stood before the call) may be answered
+ * before its outcome is recorded (ADR 4): only where a reply lost with its process is learned again from
+ * the wallet. A credit is sent again until answered; a BET still recorded (its first call, or one whose
+ * earlier asks failed) is asked for once its provider goes on (workerAttempts). Not a BET's later call,
+ * made for its provider's resubmission after a failed one: the worker never sends a BET its provider was
+ * told failed (contract section 5), and whether the provider got the later reply or another failure (its
+ * session kicked meanwhile, say) the history cannot tell, so a reply lost after its answer would leave
+ * the BET failed while the wallet took it and the provider was told it stands.
  */
-const awaitsOutcome = (tx: TxState): boolean => tx.status === 'recorded' || tx.resent !== undefined;
+export const replyLearnableAgain = (tx: TxState): boolean => isCredit(tx.request.type) || tx.status === 'recorded';
 
 /**
  * Whether a failed attempt on this transaction was an ask for a BET's lost reply (workerAttempts): the
- * worker's attempt on a BET whose call has no outcome. Its failure leaves the BET as it was, asked again
- * until the wallet replies. A submission's failure is always the BET's own, even after a failed ask: its
- * provider is answered with it, and the failure of a BET's own attempt is final for the worker (contract
- * section 5).
+ * worker's attempt on a BET still recorded. Its failure leaves the BET recorded, asked again until the
+ * wallet replies. A submission's failure is always the BET's own, even after a failed ask: its provider is
+ * answered with it, and the failure of a BET's own attempt is final for the worker (contract section 5).
  */
 function asksForLostReply(tx: TxState, by: AttemptBy): boolean {
-  return tx.request.type === 'BET' && awaitsOutcome(tx) && by === 'worker';
+  return tx.request.type === 'BET' && tx.status === 'recorded' && by === 'worker';
 }
 
 /**
- * What a failed attempt leaves a transaction as: failed or timed out; voided after the call a BET's
- * ROLLBACK found under way; unchanged (undefined) after an ask for a lost reply: recorded, or failed or
- * timed out with its resubmission's call still without an outcome.
+ * What a failed attempt leaves a transaction as: failed or timed out; still recorded after an ask for a
+ * lost reply; voided after the call a BET's ROLLBACK found under way.
  */
-export const statusAfterFailure = (d: TransactionAttemptFailed['data']): TxStatus | undefined => (d.voided ? 'voided' : d.replyLost ? undefined : d.outcome);
+export const statusAfterFailure = (d: TransactionAttemptFailed['data']): TxStatus => (d.voided ? 'voided' : d.replyLost ? 'recorded' : d.outcome);
 
 export interface TxState {
   request: TransactionRequest;
@@ -164,12 +162,6 @@ export interface TxState {
   rolledBackBy?: string;
   /** When an admin re-drove it: its retry window runs from then. */
   redrivenAt?: string;
-  /**
-   * A BET's call announced by its provider's resubmission (TransactionResent) with no outcome recorded
-   * yet: its attempt number, when, and how many transactions the round held then (those recorded after
-   * it are at or past `after` in the round's order).
-   */
-  resent?: { attempt: number; at: string; after: number };
 }
 
 /** What a round with at least one transaction knows: its player, currency and game are those of its first transaction. */
@@ -262,13 +254,6 @@ export type RoundRefusal =
   | { kind: 'bet-not-redriven' }
   | { kind: 'not-dead'; status: OperatorStatus };
 
-/** The transaction with no call awaiting its outcome any more (an outcome, or a status that ends it, was recorded). */
-function answered(t: TxState): TxState {
-  if (t.resent === undefined) return t;
-  const { resent: _resent, ...rest } = t;
-  return rest;
-}
-
 function withTx(state: RoundState, id: string, change: (t: TxState) => TxState): RoundState {
   const tx = state.txs.get(id);
   if (!tx) return state;
@@ -304,24 +289,18 @@ function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundSt
       return { ...state, status: state.status === 'open' && completes ? 'completed' : state.status, txs, lastActivityAt: recordedAt };
     }
     case 'TransactionSettled':
-      return withTx(state, event.data.transactionId, (t) => ({ ...answered(t), status: event.data.outcome, attempts: event.data.attempt, reply: event.data.reply }));
-    case 'TransactionAttemptFailed': {
-      const status = statusAfterFailure(event.data);
-      // An ask for a lost reply that failed leaves the BET as it was, its call still without an outcome.
-      return withTx(state, event.data.transactionId, (t) => ({ ...(status === undefined ? t : { ...answered(t), status }), attempts: event.data.attempt, lastError: event.data.detail }));
-    }
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, reply: event.data.reply }));
+    case 'TransactionAttemptFailed':
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: statusAfterFailure(event.data), attempts: event.data.attempt, lastError: event.data.detail }));
     case 'TransactionDeadLettered':
-      return withTx(state, event.data.transactionId, (t) => ({ ...answered(t), status: 'dead', lastError: event.data.lastError }));
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'dead', lastError: event.data.lastError }));
     case 'TransactionVoided':
-      return withTx(state, event.data.transactionId, (t) => ({ ...answered(t), status: 'voided' }));
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'voided' }));
     case 'TransactionRedriven':
-      return withTx(state, event.data.transactionId, (t) => ({ ...answered(t), status: 'recorded', redrivenAt: event.data.redrivenAt }));
-    case 'TransactionResent': {
-      // The call it announces is recorded as any attempt (TransactionSettled, TransactionAttemptFailed);
-      // until then it is a call without an outcome (awaitsOutcome).
-      const after = state.txs.size;
-      return withTx(state, event.data.transactionId, (t) => ({ ...t, resent: { attempt: event.data.attempt, at: event.data.resentAt, after } }));
-    }
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'recorded', redrivenAt: event.data.redrivenAt }));
+    case 'TransactionResent':
+      // The call it announces is recorded as any attempt (TransactionSettled, TransactionAttemptFailed).
+      return state;
     case 'RoundForceClosed':
       return state.status === 'new' ? state : { ...state, status: 'force-closed' };
     default: {
@@ -449,8 +428,8 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
  * for a re-drive that nothing showed it needed.
  */
 export function retriesExhausted(tx: TxState, now: Date, retryWindowSeconds: number): boolean {
-  if (tx.attempts === 0 || (tx.resent !== undefined && tx.attempts < tx.resent.attempt)) return false;
-  return (now.getTime() - Date.parse(tx.resent?.at ?? tx.redrivenAt ?? tx.recordedAt)) / 1000 >= retryWindowSeconds;
+  if (tx.attempts === 0) return false;
+  return (now.getTime() - Date.parse(tx.redrivenAt ?? tx.recordedAt)) / 1000 >= retryWindowSeconds;
 }
 
 /** Why a transaction of this type and status may not be re-driven (decideRedrive), or undefined when it may. */
@@ -543,27 +522,22 @@ export function staleRollbacks(state: RoundState): Array<{ bet: TxState; request
  * expired (`session`, the resubmission's): a kick is immediate (API document 3), so a new attempt could
  * only charge a player whose sessions are gone; the resubmission is answered from what was recorded,
  * the failure (contract 8.4). One still recorded still goes: its first attempt (a BET with
- * roundComplete completes its own round), and an ask for its lost reply (asksForLostReply). So does the
- * call a resubmission announced before its round closed (TransactionResent): its ask, and its
- * provider's resubmission while its session stands.
+ * roundComplete completes its own round), and an ask for its lost reply (asksForLostReply).
  */
 export function mayAttempt(state: RoundState, transactionId: string, session: SessionStanding = 'active'): boolean {
   const tx = state.txs.get(transactionId);
   if (!tx || isFinal(tx.status)) return false;
-  if (tx.request.type !== 'BET') return true;
-  if (tx.rolledBackBy !== undefined) return false;
-  if (tx.status === 'recorded') return true;
-  return session === 'active' && (!isClosed(state) || tx.resent !== undefined);
+  const attemptedBet = tx.request.type === 'BET' && tx.status !== 'recorded';
+  if (tx.request.type === 'BET' && (tx.rolledBackBy !== undefined || (attemptedBet && (isClosed(state) || session !== 'active')))) return false;
+  return true;
 }
 
 /**
  * A BET whose call failed or timed out, resubmitted by its provider while its session stands, is sent
  * again (mayAttempt): announced first (TransactionResent), so that the announcement, appended under the
- * kick fence, orders the new call with any kick of its player (contract section 8, rule 4). Until its
- * outcome is recorded, the call is one without an outcome (awaitsOutcome): the worker asks for it if its
- * provider goes on with the round, and a resubmission while it has none announces it again (its process
- * may have died before the call). Nothing for anything else: a BET never attempted (its first call is no
- * resend), answered, rolled back, or in a closed round (but for the call announced before it closed).
+ * kick fence, orders the new call with any kick of its player (contract section 8, rule 4). Nothing for
+ * anything else: a BET never attempted (its first call is no resend), answered, rolled back, or in a
+ * closed round.
  */
 function decideResend(cmd: Extract<RoundCommand, { type: 'Resend' }>, state: RoundState): RoundEvent[] {
   const tx = state.txs.get(cmd.transactionId);

@@ -7,6 +7,7 @@ import {
   isOutstanding,
   isStale,
   mayAttempt,
+  replyLearnableAgain,
   workerAttempts,
   operatorStatus,
   completesRound,
@@ -94,8 +95,6 @@ const timedOut = (id: string, attempt = 1): RoundEvent => ({
   type: 'TransactionAttemptFailed',
   data: { transactionId: id, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: AN_HOUR_AGO },
 });
-/** A provider's resubmission of a BET whose call failed, announced (its next call, `attempt`). */
-const resent = (id: string, attempt = 2): RoundEvent => ({ type: 'TransactionResent', data: { transactionId: id, attempt, resentAt: NOW_ISO } });
 /** The worker's ask for a BET's lost reply, failed: the BET stays recorded. */
 const askFailed = (id: string, attempt = 1): RoundEvent => ({
   type: 'TransactionAttemptFailed',
@@ -529,37 +528,27 @@ describe('rounds decider: recording a wallet attempt\'s outcome (RecordOutcome, 
 describe('rounds decider: a BET sent again for its provider (Resend)', () => {
   const resend = (id: string): RoundCommand => ({ type: 'Resend', transactionId: id, now: NOW });
 
-  it('announces the next call of a BET whose call failed or timed out (TransactionResent): a call without an outcome, the status kept', () => {
+  it('announces the next call of a BET whose call failed or timed out (TransactionResent), changing nothing else', () => {
     for (const last of [failed('bet-1'), timedOut('bet-1')]) {
       const given = spec.given(recorded(bet('bet-1')), last);
-      given.when(resend('bet-1')).then([resent('bet-1')]);
-      const after = txAfter('bet-1', recorded(bet('bet-1')), last, resent('bet-1'));
-      expect(after).toEqual({ ...txAfter('bet-1', recorded(bet('bet-1')), last), resent: { attempt: 2, at: NOW_ISO, after: 1 } });
-      expect(operatorStatus('BET', after.status)).toBe('failed');
+      given.when(resend('bet-1')).then([{ type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } }]);
+      expect(spec.given(recorded(bet('bet-1')), last, { type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } }).state).toEqual(given.state);
     }
   });
 
-  it('ends the announced call with its outcome: a reply, the resubmission’s own failure, a dead letter', () => {
-    const announced = [recorded(bet('bet-1')), failed('bet-1'), resent('bet-1')];
-    expect(txAfter('bet-1', ...announced, settled('bet-1', 'applied', 2))).toMatchObject({ status: 'applied', attempts: 2 });
-    expect(txAfter('bet-1', ...announced, settled('bet-1', 'applied', 2)).resent).toBeUndefined();
-    expect(txAfter('bet-1', ...announced, timedOut('bet-1', 2))).toMatchObject({ status: 'timed_out', attempts: 2 });
-    expect(txAfter('bet-1', ...announced, timedOut('bet-1', 2)).resent).toBeUndefined();
-    expect(txAfter('bet-1', ...announced, deadLettered('bet-1')).resent).toBeUndefined();
-    // The worker's ask for it that fails leaves it announced, its status as it was.
-    const ask = spec.given(...announced, recorded(win('win-1'))).when(outcome('bet-1', { kind: 'timed_out' }, 2, 'worker'));
-    ask.thenMatches([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', attempt: 2, replyLost: true } }]);
-    expect(txAfter('bet-1', ...announced, recorded(win('win-1')), ...(ask.decision as RoundEvent[]))).toMatchObject({ status: 'failed', attempts: 2, resent: { attempt: 2 } });
-    // The resubmission's own call that fails is the BET's own failure, answered to its provider.
-    const own = spec.given(...announced).when(outcome('bet-1', { kind: 'timed_out' }, 2));
-    expect(own.decision).toStrictEqual([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 2, failedAt: NOW_ISO } }]);
-  });
-
-  it('announces the call again for a resubmission while it has no outcome, in an open round or one closed since the announcement', () => {
-    spec.given(recorded(bet('bet-1')), failed('bet-1'), resent('bet-1')).when(resend('bet-1')).then([resent('bet-1')]);
-    const closedSince = [recorded(bet('bet-1')), failed('bet-1'), resent('bet-1'), recorded(win('win-1', { roundComplete: true }))];
-    spec.given(...closedSince).when(resend('bet-1')).then([resent('bet-1')]);
-    expect(txAfter('bet-1', ...closedSince, resent('bet-1')).resent).toEqual({ attempt: 2, at: NOW_ISO, after: 2 });
+  it('answers the reply to a resubmission\'s call only once it is recorded: nothing would ask for it again (replyLearnableAgain)', () => {
+    // A BET's first call, and a credit's every call, may be answered at the reply and recorded behind it.
+    expect(replyLearnableAgain(txAfter('bet-1', recorded(bet('bet-1'))))).toBe(true);
+    expect(replyLearnableAgain(txAfter('bet-1', recorded(bet('bet-1')), recorded(win('win-1')), askFailed('bet-1')))).toBe(true);
+    expect(replyLearnableAgain(txAfter('win-1', recorded(win('win-1'))))).toBe(true);
+    expect(replyLearnableAgain(txAfter('win-1', recorded(win('win-1')), failed('win-1')))).toBe(true);
+    expect(replyLearnableAgain(txAfter('rb-1', recorded(bet('bet-1')), settled('bet-1'), recorded(rollback('rb-1', 'bet-1')), timedOut('rb-1')))).toBe(true);
+    // A BET's call after a failed or timed-out one: the worker never asks for it.
+    for (const last of [failed('bet-1'), timedOut('bet-1')]) {
+      const round = [recorded(bet('bet-1')), last, { type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } } as RoundEvent];
+      expect(replyLearnableAgain(txAfter('bet-1', ...round))).toBe(false);
+      expect(workerAttempts(spec.given(...round, recorded(win('win-1', { roundComplete: true }))).state, 'bet-1')).toBe(false);
+    }
   });
 
   it('announces nothing for a BET never attempted, answered, rolled back or in a closed round, nor for a credit', () => {
@@ -603,17 +592,6 @@ describe('rounds decider: dead-lettering a transaction whose retries ran out (De
       .given(...wentOn, askFailed('bet-1', 3))
       .when(deadLetter('bet-1'))
       .then([{ type: 'TransactionDeadLettered', data: { transactionId: 'bet-1', attempts: 3, lastError: 'no reply within the wallet timeout', deadLetteredAt: NOW_ISO } }]);
-  });
-
-  it('asks at least once for a call a resubmission announced, and stops a window after the announcement', () => {
-    const resentAt = (at: string): RoundEvent => ({ type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: at } });
-    // Recorded days ago, resubmitted a day ago, the workers down since: asked first, however old.
-    const announced = [recorded(bet('bet-1'), ago(3 * DAY)), failed('bet-1'), resentAt(ago(2 * DAY)), recorded(win('win-1'))];
-    spec.given(...announced).when(deadLetter('bet-1')).thenNothing();
-    spec.given(...announced, askFailed('bet-1', 2)).when(deadLetter('bet-1')).thenMatches([{ type: 'TransactionDeadLettered', data: { attempts: 2 } }]);
-    // The window runs from the announcement, not from the BET's record.
-    const recent = [recorded(bet('bet-1'), ago(3 * DAY)), failed('bet-1'), resentAt(ago(3600)), recorded(win('win-1')), askFailed('bet-1', 2)];
-    spec.given(...recent).when(deadLetter('bet-1')).thenNothing();
   });
 
   it('honours the retry window it is given', () => {
@@ -804,17 +782,6 @@ describe('rounds decider: whether a transaction may be sent to the wallet (mayAt
     expect(may('bet-1', recorded(bet('bet-1')), recorded(win('win-1', { roundComplete: true })), askFailed('bet-1'), askFailed('bet-1', 2))).toBe(true);
   });
 
-  it('sends the call a resubmission announced before its round closed: the ask, and a resubmission while its session stands', () => {
-    const announcedThenClosed = [recorded(bet('bet-1')), failed('bet-1'), resent('bet-1'), recorded(win('win-1', { roundComplete: true }))];
-    expect(may('bet-1', ...announcedThenClosed)).toBe(true);
-    expect(mayAttempt(spec.given(...announcedThenClosed).state, 'bet-1', 'revoked')).toBe(false);
-    expect(mayAttempt(spec.given(...announcedThenClosed).state, 'bet-1', 'expired')).toBe(false);
-    expect(may('bet-1', ...announcedThenClosed, askFailed('bet-1', 2))).toBe(true);
-    // Its outcome recorded (the resubmission's own failure), the round's closing stops it again.
-    expect(may('bet-1', ...announcedThenClosed, failed('bet-1', 2))).toBe(false);
-    expect(may('bet-1', ...announcedThenClosed, recorded(rollback('rb-1', 'bet-1')))).toBe(false);
-  });
-
   it('sends a BET of an open round again when its provider resubmits it', () => {
     expect(may('bet-1', recorded(bet('bet-1')))).toBe(true);
     expect(may('bet-1', recorded(bet('bet-1')), failed('bet-1'))).toBe(true);
@@ -861,28 +828,6 @@ describe('rounds decider: what the worker asks the wallet for (workerAttempts)',
     // Rolled back in a history where it was not voided (its process died between the two): never.
     expect(asks('bet-1', recorded(bet('bet-1')), recorded(rollback('rb-1', 'bet-1')))).toBe(false);
     expect(asks('nope', recorded(bet('bet-1')), recorded(win('win-1')))).toBe(false);
-  });
-
-  it('asks for the call a resubmission announced once its provider went on after it: its reply was given and the outcome lost', () => {
-    const announced = [recorded(bet('bet-1')), failed('bet-1'), resent('bet-1')];
-    expect(asks('bet-1', ...announced, recorded(win('win-1', { roundComplete: true })))).toBe(true);
-    expect(asks('bet-1', ...announced, recorded(bet('bet-2')))).toBe(true);
-    // Asked again after an ask that failed, until the wallet replies.
-    expect(asks('bet-1', ...announced, recorded(win('win-1')), askFailed('bet-1', 2))).toBe(true);
-    expect(asks('bet-1', ...announced, recorded(win('win-1')), askFailed('bet-1', 2), settled('bet-1', 'applied', 2))).toBe(false);
-  });
-
-  it('never asks for an announced call its provider did not go on after, nor one with an outcome, nor a BET rolled back', () => {
-    // Nothing after the announcement: its process may have died before the call; the provider resubmits or rolls it back.
-    expect(asks('bet-1', recorded(bet('bet-1')), failed('bet-1'), resent('bet-1'))).toBe(false);
-    // The provider's transaction came before the resubmission: it went on after the failure it was told of.
-    expect(asks('bet-1', recorded(bet('bet-1')), failed('bet-1'), recorded(bet('bet-2')), resent('bet-1'))).toBe(false);
-    const announced = [recorded(bet('bet-1')), failed('bet-1'), resent('bet-1')];
-    expect(asks('bet-1', ...announced, timedOut('bet-1', 2), recorded(win('win-1')))).toBe(false);
-    expect(asks('bet-1', ...announced, recorded(rollback('rb-1', 'bet-1')))).toBe(false);
-    // Only the provider's own transactions count, not the reconciler's refund of another bet.
-    const [refund2] = staleRollbacksOf(bet('bet-2'));
-    expect(asks('bet-1', recorded(bet('bet-2')), settled('bet-2'), recorded(bet('bet-1')), failed('bet-1'), resent('bet-1'), forceClosed('bet-1', 'bet-2'), recorded(refund2!, AN_HOUR_AGO, 'reconciler'))).toBe(false);
   });
 
   it("never takes the reconciler's stale rollback of another bet for its provider going on: the BET would be sent for the first time, then refunded", () => {

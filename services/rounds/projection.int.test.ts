@@ -5,11 +5,11 @@ import type { Pool } from '../../shared/db/pool.ts';
 import { isRefusal } from '../../shared/decider.ts';
 import type { RecordedEvent } from '../../shared/eventstore/port.ts';
 import { migratedDatabase, type MigratedDatabase } from '../../test/helpers/db.ts';
-import { isClosed, roundDecider, roundFigures, UNSETTLED_STATUSES, workerAttempts } from './decider.ts';
+import { isClosed, roundDecider, roundFigures, UNSETTLED_STATUSES } from './decider.ts';
 import type { TransactionRequest } from './events.ts';
 import { applyBatches, batches, record, step, stream } from '../../test/helpers/round-histories.ts';
 import { roundsProjection, roundsReadModelMigrations } from './projection.ts';
-import { staleRoundCandidates, transactionsIn, unansweredBets } from './queries.ts';
+import { staleRoundCandidates, transactionsIn } from './queries.ts';
 
 /**
  * The projection computes a round's figures and its transactions' statuses in SQL, a batch at a time;
@@ -67,11 +67,6 @@ describe('rounds read model: the SQL figures are the decider’s', () => {
         expect(listed.filter((l) => l.row.type === 'BET' && l.rolledBack).map(({ row }) => row.transaction_id).sort()).toEqual(
           listed.filter((l) => l.row.type === 'BET' && rolledBack.has(String(l.row.transaction_id))).map(({ row }) => row.transaction_id).sort(),
         );
-
-        // The worker's sweep finds exactly the BETs the decider asks the wallet for: a call without an
-        // outcome (the first, or one a resubmission announced) that the provider's round went on after.
-        const asked = [...states].flatMap(([, s]) => [...s.txs.values()].filter((t) => t.request.type === 'BET' && workerAttempts(s, t.request.transactionId)).map((t) => t.request.transactionId));
-        expect((await unansweredBets(pool, 0)).map((t) => t.transactionId).sort()).toEqual(asked.sort());
 
         // The reconciler's candidates (history from 2026-11-24, so every open round is idle long enough):
         // every round the decider would close, or finish closing, and no other.

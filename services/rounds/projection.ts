@@ -69,17 +69,6 @@ export const roundsReadModelMigrations: Migration[] = [
     id: 'rm-rounds-002-stuck',
     sql: `CREATE INDEX rm_transactions_stuck_idx ON rm_transactions (recorded_at) WHERE status IN ('recorded', 'failed', 'timed_out', 'dead', 'invalid');`,
   },
-  {
-    // A BET's call that its provider's resubmission announced (TransactionResent) and that has no outcome
-    // yet: the log position of the announcement, which the worker's sweep compares with the round's later
-    // transactions (unansweredBets). Rows projected before this migration hold none: a rebuild
-    // (`npm run audit -- rebuild`) fills them in from the history.
-    id: 'rm-rounds-003-resent',
-    sql: `
-      ALTER TABLE rm_transactions ADD COLUMN resent_log_major bigint, ADD COLUMN resent_log_minor bigint;
-      CREATE INDEX rm_transactions_resent_idx ON rm_transactions (round_stream) WHERE resent_log_major IS NOT NULL;
-    `,
-  },
   // The operators' rounds and settlement quarters, and their columns of rm_transactions, which this read model keeps.
   ...reconciliationMigrations,
 ];
@@ -179,7 +168,7 @@ export const roundsProjection: Projection = {
       // an update). A repeated record finds its row there already and inserts nothing: the outcome the
       // batch holds for it is then written by the update below, as for any row of an earlier batch.
       const rows = inserts.map((i) => {
-        // What no event of the batch set: status recorded, no attempt, no call announced, last changed when recorded.
+        // What no event of the batch set: status recorded, no attempt, last changed when recorded.
         const o = i.outcome ?? NO_OUTCOME;
         const status: TxStatus = o.status ?? 'recorded';
         return { i, o, status, shown: operatorStatus(i.type, status) };
@@ -191,7 +180,6 @@ export const roundsProjection: Projection = {
             i.roundStream, i.transactionId, i.providerId, i.operatorId, i.roundId, i.origin, i.type, i.playerRef, i.gameId, i.amount,
             i.currency, i.direction, i.originalTransactionId, i.roundComplete, i.recordedAt, i.logMajor, i.logMinor,
             status, shown, o.attempts ?? 0, o.reply, o.settledAt, o.lastError, o.deadLetteredAt, o.updatedAt ?? i.recordedAt,
-            o.resent?.major ?? null, o.resent?.minor ?? null,
           ]),
         ),
       );
@@ -214,34 +202,25 @@ export const roundsProjection: Projection = {
       const changed = updates.flatMap((u) => {
         const row = byKey.get(`${u.roundStream}\n${u.transactionId}`);
         if (!row) return []; // an outcome of a transaction this read model never saw recorded: nothing to show it on
-        // (No status: an announcement, or an ask that failed, which leave it as it was.)
-        const shown = u.status === null ? row.operator_status : operatorStatus(row.type, u.status);
+        const shown = operatorStatus(row.type, u.status);
         if (shown !== row.operator_status) {
           const placed = { operatorId: row.operator_id, recordedAt: row.recorded_at.toISOString(), providerId: row.provider_id, gameId: row.game_id, currency: row.currency, type: row.type, direction: row.direction };
           quarters.add(quarterKey(placed, row.operator_status), -1, row.amount);
           quarters.add(quarterKey(placed, shown), 1, row.amount);
         }
-        return [{ ...u, operatorStatus: shown, resentSet: u.resent !== undefined, resentLogMajor: u.resent?.major ?? null, resentLogMinor: u.resent?.minor ?? null }];
+        return [{ ...u, operatorStatus: shown }];
       });
       if (changed.length > 0) {
-        // A column an event does not set is NULL here and keeps its value (no event sets one to NULL); the
-        // announced call's position is set or cleared where resent_set says so.
+        // A column an event does not set is NULL here and keeps its value (no event sets one to NULL).
         await tx.query(
           `UPDATE rm_transactions t SET
-             status = coalesce(u.status, t.status), operator_status = u.operator_status, attempts = coalesce(u.attempts, t.attempts), reply = coalesce(u.reply, t.reply),
+             status = u.status, operator_status = u.operator_status, attempts = coalesce(u.attempts, t.attempts), reply = coalesce(u.reply, t.reply),
              settled_at = coalesce(u.settled_at, t.settled_at), last_error = coalesce(u.last_error, t.last_error),
-             dead_lettered_at = coalesce(u.dead_lettered_at, t.dead_lettered_at), updated_at = u.updated_at,
-             resent_log_major = CASE WHEN u.resent_set THEN u.resent_log_major ELSE t.resent_log_major END,
-             resent_log_minor = CASE WHEN u.resent_set THEN u.resent_log_minor ELSE t.resent_log_minor END
-           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::jsonb[], $7::timestamptz[], $8::text[], $9::timestamptz[], $10::timestamptz[],
-                       $11::boolean[], $12::bigint[], $13::bigint[])
-             AS u(round_stream, transaction_id, status, operator_status, attempts, reply, settled_at, last_error, dead_lettered_at, updated_at,
-                  resent_set, resent_log_major, resent_log_minor)
+             dead_lettered_at = coalesce(u.dead_lettered_at, t.dead_lettered_at), updated_at = u.updated_at
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::jsonb[], $7::timestamptz[], $8::text[], $9::timestamptz[], $10::timestamptz[])
+             AS u(round_stream, transaction_id, status, operator_status, attempts, reply, settled_at, last_error, dead_lettered_at, updated_at)
            WHERE t.round_stream = u.round_stream AND t.transaction_id = u.transaction_id`,
-          columns(changed, [
-            'roundStream', 'transactionId', 'status', 'operatorStatus', 'attempts', 'reply', 'settledAt', 'lastError', 'deadLetteredAt', 'updatedAt',
-            'resentSet', 'resentLogMajor', 'resentLogMinor',
-          ]),
+          columns(changed, ['roundStream', 'transactionId', 'status', 'operatorStatus', 'attempts', 'reply', 'settledAt', 'lastError', 'deadLetteredAt', 'updatedAt']),
         );
       }
     }
@@ -334,7 +313,6 @@ const INSERT_ROW: RowColumn[] = [
   ['type', 'text'], ['player_ref', 'text'], ['game_id', 'text'], ['amount', 'bigint'], ['currency', 'text'], ['direction', 'text'],
   ['original_transaction_id', 'text'], ['round_complete', 'boolean'], ['recorded_at', 'timestamptz'], ['log_major', 'bigint'], ['log_minor', 'bigint'],
   ['status', 'text'], ['operator_status', 'text'], ['attempts', 'int'], ['reply', 'jsonb'], ['settled_at', 'timestamptz'], ['last_error', 'text'], ['dead_lettered_at', 'timestamptz'], ['updated_at', 'timestamptz'],
-  ['resent_log_major', 'bigint'], ['resent_log_minor', 'bigint'],
 ];
 /** The transaction rows of jsonbRows (INSERT_ROW's cells) as $1, inserted (insertTransactions). */
 const INSERT_TRANSACTIONS = jsonbRowsInsert('rm_transactions', INSERT_ROW, '$1');
@@ -380,31 +358,19 @@ interface RoundUpsert {
 }
 
 /** An inserted row no event of its batch settled (apply fills in status, attempts and updated_at). */
-const NO_OUTCOME = { status: null, attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: null, resent: undefined };
-
-/** The log position of an event, as two integers (the store's position). */
-interface LogPosition {
-  major: string;
-  minor: string;
-}
+const NO_OUTCOME = { status: null, attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: null };
 
 /** The columns a batch's outcome events set on one transaction row; null = not set by any of them. */
 interface TxUpdate {
   roundStream: string;
   transactionId: string;
-  /** null: left as it was (an announced call, or an ask for a lost reply that failed). */
-  status: TxStatus | null;
+  status: TxStatus;
   attempts: number | null;
   reply: string | null;
   settledAt: string | null;
   lastError: string | null;
   deadLetteredAt: string | null;
   updatedAt: string;
-  /**
-   * Where the call a resubmission announced, still without an outcome, was announced (TransactionResent);
-   * null: none (an outcome, or a status that ends it, was recorded); undefined: left as it was.
-   */
-  resent?: LogPosition | null;
 }
 
 /**
@@ -432,14 +398,13 @@ export function foldBatch(events: RecordedEvent[]): {
     updates.set(key, {
       roundStream: stream,
       transactionId,
-      status: set.status ?? prev?.status ?? null,
+      status: set.status,
       attempts: set.attempts ?? prev?.attempts ?? null,
       reply: set.reply ?? prev?.reply ?? null,
       settledAt: set.settledAt ?? prev?.settledAt ?? null,
       lastError: set.lastError ?? prev?.lastError ?? null,
       deadLetteredAt: set.deadLetteredAt ?? prev?.deadLetteredAt ?? null,
       updatedAt: set.updatedAt,
-      ...(set.resent !== undefined ? { resent: set.resent } : prev?.resent !== undefined ? { resent: prev.resent } : {}),
     });
   };
   for (const recorded of events) {
@@ -473,40 +438,32 @@ export function foldBatch(events: RecordedEvent[]): {
       case 'TransactionSettled': {
         const d = event.data;
         const reply = JSON.stringify({ status: d.reply.status, balance: d.reply.balance });
-        update(stream, d.transactionId, { status: d.outcome, attempts: d.attempt, reply, settledAt: d.settledAt, lastError: null, deadLetteredAt: null, updatedAt: d.settledAt, resent: null });
+        update(stream, d.transactionId, { status: d.outcome, attempts: d.attempt, reply, settledAt: d.settledAt, lastError: null, deadLetteredAt: null, updatedAt: d.settledAt });
         break;
       }
       case 'TransactionAttemptFailed': {
         const d = event.data;
-        const status = statusAfterFailure(d) ?? null;
-        // An ask for a lost reply that failed leaves the call it asked for without an outcome.
-        const resent = status === null ? {} : { resent: null };
-        update(stream, d.transactionId, { status, attempts: d.attempt, reply: null, settledAt: null, lastError: d.detail, deadLetteredAt: null, updatedAt: d.failedAt, ...resent });
+        update(stream, d.transactionId, { status: statusAfterFailure(d), attempts: d.attempt, reply: null, settledAt: null, lastError: d.detail, deadLetteredAt: null, updatedAt: d.failedAt });
         break;
       }
       case 'TransactionDeadLettered': {
         const d = event.data;
-        update(stream, d.transactionId, { status: 'dead', attempts: null, reply: null, settledAt: null, lastError: d.lastError, deadLetteredAt: d.deadLetteredAt, updatedAt: d.deadLetteredAt, resent: null });
+        update(stream, d.transactionId, { status: 'dead', attempts: null, reply: null, settledAt: null, lastError: d.lastError, deadLetteredAt: d.deadLetteredAt, updatedAt: d.deadLetteredAt });
         break;
       }
       case 'TransactionVoided': {
         const d = event.data;
-        update(stream, d.transactionId, { status: 'voided', attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: d.voidedAt, resent: null });
+        update(stream, d.transactionId, { status: 'voided', attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: d.voidedAt });
         break;
       }
       case 'TransactionRedriven': {
         const d = event.data;
-        update(stream, d.transactionId, { status: 'recorded', attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: d.redrivenAt, resent: null });
+        update(stream, d.transactionId, { status: 'recorded', attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: d.redrivenAt });
         break;
       }
-      case 'TransactionResent': {
-        // Its call is recorded as any attempt; until then it is a call without an outcome, announced here.
-        const d = event.data;
-        const [major, minor] = positionParts(recorded.position);
-        const at = { major: major.toString(), minor: minor.toString() };
-        update(stream, d.transactionId, { status: null, attempts: null, reply: null, settledAt: null, lastError: null, deadLetteredAt: null, updatedAt: d.resentAt, resent: at });
+      case 'TransactionResent':
+        // Its call is recorded as any attempt; the announcement changes no row.
         break;
-      }
       case 'RoundForceClosed':
         forceClosed.add(stream);
         break;

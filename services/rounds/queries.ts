@@ -25,16 +25,11 @@ export async function unsettledCredits(pool: Pool, quietSeconds: number): Promis
   return rows.map((r) => ({ roundStream: r.round_stream, transactionId: r.transaction_id, operatorId: r.operator_id }));
 }
 
-/** Whether a ROLLBACK of its round names the transaction row `alias` (the decider's rolledBackBy, as the read model holds it). */
-const rolledBack = (alias: string) =>
-  `EXISTS (SELECT 1 FROM rm_transactions r WHERE r.round_stream = ${alias}.round_stream AND r.type = 'ROLLBACK' AND r.original_transaction_id = ${alias}.transaction_id)`;
-
 /**
- * BETs whose call has no outcome recorded (workerAttempts): still recorded (their first call), or with
- * the call a resubmission announced (resent_log_*), not rolled back, in a round that holds a transaction
- * of their provider's recorded after that call in the log (the provider went on as if it had the BET's
- * answer; the log's order, as the decider's, not the api processes' clocks), untouched for
- * `quietSeconds`: never asked yet, or asked and the ask failed. (A recorded BET rolled back is voided.)
+ * BETs still recorded (no outcome of their own attempt recorded), in a round that holds a transaction of
+ * their provider's recorded after them in the log (workerAttempts: the provider went on as if it had the BET's answer;
+ * the log's order, as the decider's, not the api processes' clocks), untouched for `quietSeconds`: never
+ * asked yet, or asked and the ask failed.
  * Candidates only: the decider confirms each on its own stream, and the lease keeps out an attempt still
  * under way.
  */
@@ -42,13 +37,7 @@ export async function unansweredBets(pool: Pool, quietSeconds: number): Promise<
   const { rows } = await pool.query<{ round_stream: string; transaction_id: string; operator_id: string }>(
     `SELECT b.round_stream, b.transaction_id, b.operator_id FROM rm_transactions b
      WHERE b.type = 'BET' AND b.status = 'recorded' AND b.updated_at < now() - $1 * interval '1 second'
-       AND EXISTS (SELECT 1 FROM rm_transactions later WHERE later.round_stream = b.round_stream AND later.origin = 'provider' AND (later.log_major, later.log_minor) > (b.log_major, b.log_minor))
-     UNION ALL
-     SELECT b.round_stream, b.transaction_id, b.operator_id FROM rm_transactions b
-     WHERE b.resent_log_major IS NOT NULL AND b.type = 'BET' AND b.updated_at < now() - $1 * interval '1 second'
-       AND NOT ${rolledBack('b')}
-       AND EXISTS (SELECT 1 FROM rm_transactions later WHERE later.round_stream = b.round_stream AND later.origin = 'provider'
-                     AND (later.log_major, later.log_minor) > (b.resent_log_major, b.resent_log_minor))`,
+       AND EXISTS (SELECT 1 FROM rm_transactions later WHERE later.round_stream = b.round_stream AND later.origin = 'provider' AND (later.log_major, later.log_minor) > (b.log_major, b.log_minor))`,
     [quietSeconds],
   );
   return rows.map((r) => ({ roundStream: r.round_stream, transactionId: r.transaction_id, operatorId: r.operator_id }));
@@ -75,6 +64,8 @@ export async function staleRoundCandidates(pool: Pool, staleAfterSeconds: number
   return rows.map((r) => ({ roundStream: r.round_stream, operatorId: r.operator_id }));
 }
 
+/** Whether a ROLLBACK of its round names the transaction `t` (the decider's rolledBackBy, as the read model holds it). */
+const ROLLED_BACK = `EXISTS (SELECT 1 FROM rm_transactions r WHERE r.round_stream = t.round_stream AND r.type = 'ROLLBACK' AND r.original_transaction_id = t.transaction_id)`;
 
 /** Where a page of `transactionsIn` ends: the last row read, by its place in the order of the list. */
 export interface TransactionKey {
@@ -99,7 +90,7 @@ export async function transactionsIn(
   const { rows } = await pool.query<{ amount: string; type: TransactionType; status: TxStatus; rolled_back: boolean; recorded_key: string; round_stream: string; transaction_id: string } & Record<string, unknown>>(
     `SELECT t.provider_id, t.operator_id, t.round_id, t.round_stream, t.transaction_id, t.type, t.player_ref, t.amount, t.currency, t.status, t.attempts,
             t.last_error, t.recorded_at, t.dead_lettered_at, t.updated_at,
-            ${rolledBack('t')} AS rolled_back, t.recorded_at::text AS recorded_key
+            ${ROLLED_BACK} AS rolled_back, t.recorded_at::text AS recorded_key
      FROM rm_transactions t
      WHERE t.status = ANY($1::text[]) AND ($2::timestamptz IS NULL OR (t.recorded_at, t.round_stream, t.transaction_id) > ($2::timestamptz, $3::text, $4::text))
      ORDER BY t.recorded_at, t.round_stream, t.transaction_id LIMIT $5`,
@@ -140,7 +131,7 @@ export interface StuckRow {
 
 const STUCK_ROWS = `
   SELECT t.operator_id, t.provider_id, t.round_id, t.game_id, t.transaction_id, t.type, t.amount, t.currency, t.status, t.attempts, t.last_error, t.recorded_at,
-         ${rolledBack('t')} AS rolled_back
+         ${ROLLED_BACK} AS rolled_back
   FROM rm_transactions t WHERE t.status = ANY($1::text[])`;
 
 interface StuckDbRow {

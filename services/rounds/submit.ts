@@ -7,7 +7,7 @@ import { AppError } from '../../shared/errors.ts';
 import { evolveAppended, handleCommand, type KnownState } from '../../shared/eventstore/command.ts';
 import { GuardBrokenError, type Claim, type RecordRequest, type RegistryEntry, type StreamGuard, type TransactionRecorder } from '../../shared/eventstore/port.ts';
 import { claimIsOwn, isClaimed, releaseClaim, releaseLease } from '../../shared/eventstore/registry.ts';
-import { isCredit, isFinal, roundDecider, type RoundCommand, type RoundRefusal, type RoundState, type SessionStanding, type TxState } from './decider.ts';
+import { isCredit, isFinal, replyLearnableAgain, roundDecider, type RoundCommand, type RoundRefusal, type RoundState, type SessionStanding, type TxState } from './decider.ts';
 import { callWallet, leaseToken, leaseTtl, readRound, walletTimeoutOf, type DispatchDeps, type HeldLease } from './dispatch.ts';
 import type { Origin, TransactionRequest } from './events.ts';
 import { enqueueRetry, type DispatchQueues } from './queue.ts';
@@ -280,13 +280,15 @@ async function underLease(
         session = 'revoked';
       }
     }
+    const before = round.state.txs.get(txId);
     const attempt = await callWallet(deps, { roundStream: sub.roundStream, transactionId: txId }, round, lease, 'submission', session);
     if (!('record' in attempt)) return attempt.tx;
-    if (deps.outcomes && attempt.replied) {
+    if (deps.outcomes && attempt.replied && before && replyLearnableAgain(before)) {
       // The wallet replied, so it stored its reply: answered now, the outcome appended behind the answer,
       // under the lease, which is the write's from here (see OutcomeWriter). A failed or timed-out attempt
       // is recorded before it is answered: the wallet kept nothing of it, so asking again would not learn
-      // it but make a new attempt, which a BET never gets (contract section 5).
+      // it but make a new attempt, which a BET never gets (contract section 5). So is the reply to a BET's
+      // later call (a resubmission's after a failed one), which nothing would ask for (replyLearnableAgain).
       let recorded: TxState | undefined;
       settled = true;
       deps.outcomes.write(

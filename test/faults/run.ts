@@ -435,19 +435,28 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
     /**
      * Half the api's kills come 0, 1 or 2 ms after a wallet replied to a BET: the api is then answering the
      * provider, or has answered and its outcome's append (behind the answer) is still in flight, so the
-     * reply must be learned again.
+     * reply must be learned again. Half of those wait for a reply to a BET's call that is not its first (a
+     * resubmission's, after a failed call), if one comes within the wait: its outcome must be recorded
+     * before its provider is answered.
      */
     const killApi = async () => {
       if (random() < 0.5) {
         const delayMs = Math.floor(random() * 3);
-        const replied = new Promise<boolean>((resolve) => {
-          for (const w of wallets.values()) w.setAfterReply((tx) => tx.type === 'BET' && resolve(true));
+        const again = random() < 0.5;
+        const replied = new Promise<'first' | 'again'>((resolve) => {
+          for (const w of wallets.values()) {
+            w.setAfterReply((tx) => {
+              if (tx.type !== 'BET') return;
+              const repeated = (w.arrivals.get(tx.transactionId)?.length ?? 0) > 1;
+              if (repeated || !again) resolve(repeated ? 'again' : 'first');
+            });
+          }
         });
-        const timely = await Promise.race([replied, sleep(3000).then(() => false)]);
+        const timely = await Promise.race([replied, sleep(again ? 6000 : 3000).then(() => undefined)]);
         for (const w of wallets.values()) w.setAfterReply(undefined);
         if (timely) {
           await (delayMs === 0 ? new Promise((r) => setImmediate(r)) : sleep(delayMs));
-          count(faults, "SIGKILL api right after a BET's wallet reply");
+          count(faults, timely === 'again' ? "SIGKILL api right after a BET's wallet reply to a later call" : "SIGKILL api right after a BET's wallet reply");
         }
       }
       await kill('api');
@@ -723,11 +732,6 @@ async function ledgerHistory(store: EventStore): Promise<{ txs: TxState[]; lostR
       } else if (e.type === 'TransactionSettled' && wentOn.has(e.data.transactionId)) lostReplies.learned++;
       else if (e.type === 'TransactionAttemptFailed' && e.data.replyLost) lostReplies.failedAsks++;
       if (e.type === 'TransactionSettled' || (e.type === 'TransactionAttemptFailed' && !e.data.replyLost)) bets.delete(e.data.transactionId);
-      // A resubmission's call, announced: a call without an outcome again, from here.
-      if (e.type === 'TransactionResent') {
-        bets.add(e.data.transactionId);
-        wentOn.delete(e.data.transactionId);
-      }
     }
   }
   return { txs, lostReplies };

@@ -21,7 +21,6 @@ export type Step =
   | { kind: 'outcome'; round: number; target: number; outcome: 'OK' | 'DECLINED' | 'failed' | 'timed_out'; by: AttemptBy }
   | { kind: 'dead'; round: number; target: number }
   | { kind: 'redrive'; round: number; target: number }
-  | { kind: 'resend'; round: number; target: number }
   | { kind: 'close'; round: number }
   | { kind: 'tick'; seconds: number };
 
@@ -33,7 +32,7 @@ export const step: fc.Arbitrary<Step> = fc.oneof(
       round: fc.nat(ROUNDS.length - 1),
       type: fc.constantFrom('BET' as const, 'BET' as const, 'WIN' as const, 'ROLLBACK' as const),
       amount: fc.nat(10_000),
-      complete: fc.constantFrom(false, false, false, true),
+      complete: fc.boolean(),
       target: fc.nat(50),
       currency: fc.constantFrom('EUR', 'EUR', 'EUR', 'USD'),
       player: fc.constantFrom('p1', 'p1', 'p1', 'p2'),
@@ -44,7 +43,6 @@ export const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('dead' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('close' as const), round: fc.nat(ROUNDS.length - 1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('redrive' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('resend' as const), round: fc.nat(ROUNDS.length - 1), target: fc.nat(50) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('tick' as const), seconds: fc.nat(120) }) },
 );
 
@@ -60,19 +58,6 @@ export function record(steps: Step[]): History {
   const states = new Map<string, RoundState>(ROUNDS.map((r) => [stream(r), roundDecider.initialState()]));
   const revisions = new Map<string, number>();
   const events: RecordedEvent[] = [];
-  /** The round after the command's events, recorded (a refusal records nothing). */
-  const apply = (id: string, state: RoundState, command: RoundCommand, now: Date): RoundState => {
-    const decision = roundDecider.decide(command, state);
-    if (isRefusal(decision)) return state;
-    let next = state;
-    for (const e of decision) {
-      const revision = (revisions.get(id) ?? -1) + 1;
-      revisions.set(id, revision);
-      next = roundDecider.evolve(next, e, { revision });
-      events.push({ id: randomUUID(), streamId: id, revision, type: e.type, data: e.data as RecordedEvent['data'], metadata: {}, position: `1.${events.length + 1}`, createdAt: now });
-    }
-    return next;
-  };
   for (const s of steps) {
     clock += 1000;
     const now = new Date(clock);
@@ -82,7 +67,7 @@ export function record(steps: Step[]): History {
     }
     const roundId = ROUNDS[s.round]!;
     const id = stream(roundId);
-    let state = states.get(id)!;
+    const state = states.get(id)!;
     const txs = [...state.txs.values()];
     const pick = (i: number) => (txs.length === 0 ? undefined : txs[i % txs.length]);
     let command: RoundCommand | undefined;
@@ -125,19 +110,6 @@ export function record(steps: Step[]): History {
         command = { type: 'Redrive', transactionId: tx.request.transactionId, by: 'ops', reason: 'wallet fixed', now };
         break;
       }
-      case 'resend': {
-        // A provider's resubmission of a BET whose call failed (one is picked when there is one); a BET
-        // not attempted yet has its own call fail first.
-        const failed = txs.filter((t) => t.request.type === 'BET' && (t.status === 'failed' || t.status === 'timed_out'));
-        const tx = failed.length > 0 ? failed[s.target % failed.length] : pick(s.target);
-        if (!tx) continue;
-        if (tx.status === 'recorded') {
-          const failure = { kind: 'failed' as const, detail: 'wallet answered 500', httpStatus: 500 };
-          state = apply(id, state, { type: 'RecordOutcome', transactionId: tx.request.transactionId, attempt: tx.attempts + 1, outcome: failure, by: 'submission', now }, now);
-        }
-        command = { type: 'Resend', transactionId: tx.request.transactionId, now };
-        break;
-      }
       case 'dead': {
         const tx = pick(s.target);
         if (!tx) continue;
@@ -148,7 +120,16 @@ export function record(steps: Step[]): History {
         command = { type: 'CloseStaleRound', staleAfterSeconds: 30, callsUnderWay: [], now };
         break;
     }
-    states.set(id, apply(id, state, command, now));
+    const decision = roundDecider.decide(command, state);
+    if (isRefusal(decision)) continue;
+    let next = state;
+    for (const e of decision) {
+      const revision = (revisions.get(id) ?? -1) + 1;
+      revisions.set(id, revision);
+      next = roundDecider.evolve(next, e, { revision });
+      events.push({ id: randomUUID(), streamId: id, revision, type: e.type, data: e.data as RecordedEvent['data'], metadata: {}, position: `1.${events.length + 1}`, createdAt: now });
+    }
+    states.set(id, next);
   }
   return { events, states };
 }

@@ -110,16 +110,16 @@ describe('the outcome recorded behind the answer', () => {
 
   /**
    * The BET is answered with the wallet's reply while its outcome's append waits for the round's lock;
-   * the api dies before it can record it (the append it had sent goes with its connection), the round's
-   * history being `before` (by default the BET's record alone). A new api takes its place.
+   * the api dies before it can record it (the append it had sent goes with its connection). A new api
+   * takes its place.
    */
-  const answeredThenDied = async (stream: string, bet: Record<string, unknown> & { transactionId: string }, before = ['TransactionRecorded']) => {
+  const answeredThenDied = async (stream: string, bet: Record<string, unknown> & { transactionId: string }) => {
     const hold = holdAppendsDuring(stream, bet.transactionId);
     try {
       const answered = await post(api!.url, bet);
       expect(answered.status).toBe(200);
       expect(answered.text).toBe(BET_REPLY);
-      expect(await types(stream)).toEqual(before);
+      expect(await types(stream)).toEqual(['TransactionRecorded']);
       await until(lockWaiter);
       expect(await api!.stop('SIGKILL')).toBe(null);
       api = undefined;
@@ -127,7 +127,7 @@ describe('the outcome recorded behind the answer', () => {
     } finally {
       await hold.release();
     }
-    expect(await types(stream)).toEqual(before);
+    expect(await types(stream)).toEqual(['TransactionRecorded']);
     api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
   };
 
@@ -212,29 +212,44 @@ describe('the outcome recorded behind the answer', () => {
     expect(again.text).toBe(BET_REPLY);
   }, 90_000);
 
-  it('learns the reply a resubmitted BET got when its outcome was lost with its api, once the provider completes the round', async () => {
-    const { base, bet } = await roundOf(9);
+  it('answers a resubmitted BET only once its call\'s outcome is recorded: the api dies first, its provider gets no answer, and the next resubmission gets the wallet\'s reply', async () => {
+    const { bet } = await roundOf(9);
     const stream = roundStream(PROV_A.id, OP1.id, 'wb-round-9');
     // Its first call fails, and the provider is told so.
     wallet.script(bet.transactionId, { status: 500, body: {} });
     expect((await post(api!.url, bet)).status).toBe(502);
-    // It resubmits; the wallet applies the call, the provider gets the reply, the api dies before recording it.
-    await answeredThenDied(stream, bet, ['TransactionRecorded', 'TransactionAttemptFailed', 'TransactionResent']);
-    // The provider, told the BET stands, completes the round.
-    const win = await post(api!.url, { ...base, transactionId: 'wb-win-9', type: 'WIN', roundComplete: true, amount: 400 });
-    expect(win.text).toBe('{"status":"OK","balance":10150}');
-    // The worker asks the wallet for the announced call with the same body, and records the reply the
-    // provider got: the history says the BET was applied, as the wallet and the provider do.
-    await until(async () => (await settledReply(stream, bet.transactionId)).length === 1);
+    // It resubmits; the wallet applies the call, and the outcome's append waits for the round's lock.
+    const hold = holdAppendsDuring(stream, bet.transactionId);
+    const dying = api!;
+    try {
+      const answered = post(dying.url, bet).then(
+        (r) => r.status,
+        () => undefined,
+      );
+      await until(lockWaiter);
+      // The wallet has replied: the provider is not answered before the outcome is recorded. Were it, and
+      // the api died now, the history would keep the BET failed while the wallet took it and the provider
+      // was told it stands: nothing asks the wallet for a BET whose provider was told it failed.
+      expect(await Promise.race([answered, new Promise((r) => setTimeout(() => r('waiting'), 500))])).toBe('waiting');
+      expect(await dying.stop('SIGKILL')).toBe(null);
+      api = undefined;
+      await terminateLockWaiters();
+      expect(await answered).toBeUndefined();
+    } finally {
+      await hold.release();
+    }
+    expect(await types(stream)).toEqual(['TransactionRecorded', 'TransactionAttemptFailed', 'TransactionResent']);
+    expect(wallet.effects.get(bet.transactionId)).toBe(1);
+    // Without an answer, the provider resubmits again: once the dead api's lease lapsed, the call is made
+    // once more, the wallet answers from its idempotency record, and that reply is recorded and answered.
+    api = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api,projector' });
+    const again = await post(api.url, bet);
+    expect(again.status).toBe(200);
+    expect(again.text).toBe(BET_REPLY);
     expect(await settledReply(stream, bet.transactionId)).toEqual([BET_REPLY]);
     expect(callsFor(bet.transactionId)).toBe(3);
     expect(wallet.effects.get(bet.transactionId)).toBe(1);
-    expect(wallet.balances.get('wb-9')).toBe(10_150);
-    await until(async () => (await db.query(`SELECT status FROM rm_transactions WHERE transaction_id = 'wb-bet-9'`)).rows[0]?.status === 'applied');
-    // Its resubmission is answered byte for byte as the provider was, without a wallet call.
-    const again = await post(api!.url, bet);
-    expect(again.text).toBe(BET_REPLY);
-    expect(callsFor(bet.transactionId)).toBe(3);
+    expect(wallet.balances.get('wb-9')).toBe(9_750);
   }, 90_000);
 
   it('never sends on its own a BET whose provider was told it failed, even once the provider completes the round (its first call died with its process)', async () => {
