@@ -126,7 +126,9 @@ export function workerAttempts(state: RoundState, transactionId: string): boolea
  * made for its provider's resubmission after a failed one: the worker never sends a BET its provider was
  * told failed (contract section 5), and whether the provider got the later reply or another failure (its
  * session kicked meanwhile, say) the history cannot tell, so a reply lost after its answer would leave
- * the BET failed while the wallet took it and the provider was told it stands.
+ * the BET failed while the wallet took it and the provider was told it stands. (A BET its ROLLBACK voids
+ * while its first call is under way is not asked for either: its reply, lost, leaves the history saying
+ * voided with no attempt, while the ROLLBACK, retried until the wallet answers, refunds what it took.)
  */
 export const replyLearnableAgain = (tx: TxState): boolean => isCredit(tx.request.type) || tx.status === 'recorded';
 

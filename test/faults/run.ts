@@ -435,9 +435,9 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
     /**
      * Half the api's kills come 0, 1 or 2 ms after a wallet replied to a BET: the api is then answering the
      * provider, or has answered and its outcome's append (behind the answer) is still in flight, so the
-     * reply must be learned again. Half of those wait for a reply to a BET's call that is not its first (a
-     * resubmission's, after a failed call), if one comes within the wait: its outcome must be recorded
-     * before its provider is answered.
+     * reply must be learned again. Half of those wait for a reply to a BET's call that is not the first the
+     * wallet got (a resubmission's after a failed call, which must be recorded before its provider is
+     * answered; or a worker's ask, or a duplicate delivery's), if one comes within the wait.
      */
     const killApi = async () => {
       if (random() < 0.5) {
@@ -456,7 +456,7 @@ export async function runFaults(opts: FaultRunOptions): Promise<FaultRunReport> 
         for (const w of wallets.values()) w.setAfterReply(undefined);
         if (timely) {
           await (delayMs === 0 ? new Promise((r) => setImmediate(r)) : sleep(delayMs));
-          count(faults, timely === 'again' ? "SIGKILL api right after a BET's wallet reply to a later call" : "SIGKILL api right after a BET's wallet reply");
+          count(faults, timely === 'again' ? "SIGKILL api right after a BET's wallet reply to a repeated call" : "SIGKILL api right after a BET's wallet reply");
         }
       }
       await kill('api');
