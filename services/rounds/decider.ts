@@ -188,10 +188,16 @@ export type RoundState =
 
 export const isClosed = (s: RoundState): boolean => s.status === 'completed' || s.status === 'force-closed';
 
-/** A BET that may still hold the player's money: not declined, not rolled back. The one definition of "outstanding". */
+/** A BET that may still hold the player's money: not declined, not rolled back. Outstanding in a round its provider has not completed (outstandingBets). */
 export const isOutstanding = (t: TxState): boolean => t.request.type === 'BET' && t.status !== 'declined' && t.rolledBackBy === undefined;
 
-export const outstandingBets = (state: RoundState): TxState[] => [...state.txs.values()].filter(isOutstanding);
+/**
+ * The round's outstanding bets (contract section 8, stale rounds): BETs not declined, not rolled back,
+ * in a round without roundComplete. What the reconciler would refund: none once the provider completed
+ * the round (its bets were played out); a force-closed round's until each is rolled back. The one
+ * definition of "outstanding".
+ */
+export const outstandingBets = (state: RoundState): TxState[] => (state.status === 'completed' ? [] : [...state.txs.values()].filter(isOutstanding));
 
 /**
  * A round's figures as operators and the reconciler read them (rm_rounds): how many BETs, WINs and

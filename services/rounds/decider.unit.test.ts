@@ -7,6 +7,8 @@ import {
   isOutstanding,
   isStale,
   mayAttempt,
+  outstandingBets,
+  roundFigures,
   replyLearnableAgain,
   workerAttempts,
   operatorStatus,
@@ -857,6 +859,17 @@ describe('rounds decider: shared definitions', () => {
     expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), settled('bet-1'), recorded(rollback('rb-1', 'bet-1'))))).toBe(false);
     expect(isOutstanding(txAfter('bet-1', recorded(bet('bet-1')), recorded(rollback('rb-1', 'bet-1')), voided('bet-1', 'rb-1')))).toBe(false);
     expect(isOutstanding(txAfter('win-1', recorded(win('win-1'))))).toBe(false);
+  });
+
+  it('outstandingBets: those of an open or force-closed round; none once its provider completed it (contract section 8)', () => {
+    const ids = (...events: RoundEvent[]) => outstandingBets(spec.given(...events).state).map((t) => t.request.transactionId);
+    expect(ids(recorded(bet('bet-1')), settled('bet-1'), recorded(bet('bet-2')), failed('bet-2'))).toEqual(['bet-1', 'bet-2']);
+    // Completed by a WIN, or by a BET's own roundComplete: its bets were played out, whatever their status.
+    expect(ids(recorded(bet('bet-1')), settled('bet-1'), recorded(bet('bet-2')), failed('bet-2'), recorded(win('win-1', { roundComplete: true })))).toEqual([]);
+    expect(ids(recorded(bet('bet-1', { roundComplete: true })))).toEqual([]);
+    // A force-closed round's, until each is rolled back.
+    expect(ids(recorded(bet('bet-1'), ago(7200)), settled('bet-1'), forceClosed('bet-1'))).toEqual(['bet-1']);
+    expect(roundFigures(spec.given(recorded(bet('bet-1')), settled('bet-1'), recorded(win('win-1', { roundComplete: true }))).state).outstandingBets).toBe(0);
   });
 
   it('UNSETTLED_STATUSES: exactly recorded, failed and timed_out', () => {

@@ -71,6 +71,12 @@ export const roundsReadModelMigrations: Migration[] = [
   },
   // The operators' rounds and settlement quarters, and their columns of rm_transactions, which this read model keeps.
   ...reconciliationMigrations,
+  {
+    // A round its provider completed has no outstanding bets (contract section 8): rows projected before
+    // counted its played bets.
+    id: 'rm-rounds-003-complete-has-none-outstanding',
+    sql: `UPDATE rm_rounds SET outstanding_bets = 0 WHERE outstanding_bets > 0 AND status = 'completed' AND NOT force_closed;`,
+  },
 ];
 
 /**
@@ -101,7 +107,9 @@ const figuresOf = (param: string) => `
     count(*) FILTER (WHERE t.type = 'WIN') AS wins,
     coalesce(sum(t.amount) FILTER (WHERE t.type = 'WIN' AND t.status = 'applied'), 0) AS win_amount,
     count(*) FILTER (WHERE t.type = 'ROLLBACK') AS rollbacks,
-    count(*) FILTER (WHERE t.type = 'BET' AND t.status <> 'declined' AND rolled.round_stream IS NULL) AS outstanding,
+    -- None in a round its provider completed (the decider's outstandingBets).
+    CASE WHEN count(*) FILTER (WHERE t.type IN ('BET', 'WIN') AND t.round_complete) > 0 THEN 0
+         ELSE count(*) FILTER (WHERE t.type = 'BET' AND t.status <> 'declined' AND rolled.round_stream IS NULL) END AS outstanding,
     count(*) FILTER (WHERE t.type IN ('BET', 'WIN') AND t.round_complete) AS completing
   FROM t
   -- DISTINCT: at most one match per BET, so the join never counts a row twice.

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase, type MigratedDatabase } from '../../test/helpers/db.ts';
+import { migrate } from '../../shared/db/migrations.ts';
 import { roundsReadModelMigrations } from './projection.ts';
 import { stuckCounts, stuckTransactions, unansweredBets } from './queries.ts';
 import { operatorStatus, type TxStatus } from './decider.ts';
@@ -63,5 +64,33 @@ describe('BETs whose lost reply the worker asks for (unansweredBets)', () => {
 
   it('finds a recorded BET with a transaction after it in the log, asked before or not, whatever the api clocks said', async () => {
     expect((await unansweredBets(env.pool, 0)).map((t) => t.transactionId).sort()).toEqual(['bet-asked', 'bet-skew']);
+  });
+});
+
+describe('rounds read model upgrade: a completed round has no outstanding bets (rm-rounds-003)', () => {
+  it('clears the played bets rows projected before it counted in completed rounds, and leaves open and force-closed rounds as they were', async () => {
+    const before = roundsReadModelMigrations.filter((m) => m.id !== 'rm-rounds-003-complete-has-none-outstanding');
+    expect(before.length).toBe(roundsReadModelMigrations.length - 1);
+    const env = await migratedDatabase('outstandingupgrade', before);
+    try {
+      const round = (stream: string, status: string, forceClosed: boolean, outstanding: number) =>
+        env.pool.query(
+          `INSERT INTO rm_rounds (round_stream, provider_id, operator_id, round_id, game_id, player_ref, currency, status, force_closed, outstanding_bets, created_at, last_activity_at)
+           VALUES ($1, 'studio-a', 'op-1', $1, 'fruit-1', 'p', 'EUR', $2, $3, $4, now(), now())`,
+          [stream, status, forceClosed, outstanding],
+        );
+      await round('completed', 'completed', false, 2);
+      await round('open', 'open', false, 1);
+      await round('force-closed', 'completed', true, 1);
+      await migrate(env.pool, roundsReadModelMigrations);
+      const { rows } = await env.pool.query('SELECT round_stream, outstanding_bets FROM rm_rounds ORDER BY round_stream');
+      expect(rows).toEqual([
+        { round_stream: 'completed', outstanding_bets: 0 },
+        { round_stream: 'force-closed', outstanding_bets: 1 },
+        { round_stream: 'open', outstanding_bets: 1 },
+      ]);
+    } finally {
+      await env.close();
+    }
   });
 });
