@@ -472,7 +472,8 @@ const round2AfterRedrive = {
   playerRef: 'p1',
   gameId: 'fruit-1',
   lastActivityAt: '2026-11-21T16:22:00.000Z',
-  outstandingBets: ['tx-bet-0002'],
+  // Complete: its bet was played out, nothing outstanding.
+  outstandingBets: [],
   transactions: [bet2State, { transactionId: 'tx-win-0002', type: 'WIN', amount: 40, origin: 'provider', status: 'recorded', attempts: DEAD_ATTEMPTS, redrivable: false, lastError: 'wallet answered 503' }],
 };
 /** What an admin sends to re-drive it. */
