@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_CSP } from '../../services/console/static.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
+import { signedRequest } from '../helpers/signing.ts';
+import { OP1 } from '../helpers/catalog.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 /** Screenshots of each page, for a look after a run (never committed: test-results/ is ignored). */
@@ -339,7 +341,16 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     await expect.poll(() => page.locator('#replay-link').getAttribute('href')).toMatch(/^https:\/\/replay\.studio-a\.test\/fruit\?token=/);
   });
 
-  it("shows the player's sessions, rounds and grants", async () => {
+  it("shows the player's sessions, rounds and grants, a grant's stake of 0 as the wallet's default", async () => {
+    const grant = (betAmountMinor: number) =>
+      signedRequest<{ id: string }>(h.svc.url, {
+        path: '/v1/operator/free-spins/grants',
+        body: { playerRef, idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 5, currency: 'EUR', betAmountMinor },
+        as: OP1,
+      });
+    const [byDefault, fixed] = [await grant(0), await grant(20)];
+    expect([byDefault.status, fixed.status]).toEqual([201, 201]);
+    await caughtUp();
     await page.goto(`${base}#/round/studio-a/op-1/${roundA}`);
     await page.getByRole('link', { name: playerRef }).click();
     await expect.poll(() => page.evaluate(() => location.hash)).toBe(`#/player/op-1/${playerRef}`);
@@ -351,6 +362,10 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
     const roundTexts = await rounds.allTextContents();
     expect(roundTexts.find((t) => t.includes(roundA))).toContain('250 EUR minor');
     expect(roundTexts.find((t) => t.includes(roundD))).toBeDefined();
+    const grantRow = (id: string) => page.locator('table.grants tbody tr', { hasText: id });
+    await expect.poll(() => page.locator('table.grants tbody tr').count()).toBe(2);
+    expect(await grantRow(byDefault.json.id).locator('td').nth(5).textContent()).toBe('wallet default (EUR)');
+    expect(await grantRow(fixed.json.id).locator('td').nth(5).textContent()).toBe('20 EUR minor');
     await shot('player');
   });
 

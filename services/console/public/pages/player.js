@@ -100,7 +100,8 @@ export async function playerPage(ctx) {
           g.campaignId ?? '—',
           g.gameId,
           String(g.spins),
-          money(g.betAmountMinor, g.currency),
+          // 0: the operator wallet's default stake (API document: omit or send 0).
+          g.betAmountMinor === 0 ? `wallet default (${g.currency})` : money(g.betAmountMinor, g.currency),
           g.expiresAt ? utc(g.expiresAt) : '—',
           g.externalRef ?? '—',
           g.lastError ?? '—',
