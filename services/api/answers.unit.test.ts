@@ -148,6 +148,7 @@ describe('transactionAnswer against docs/errors.md', () => {
     request: { transactionId: 'w1', sessionToken: 's', type: 'WIN', roundId: 'r', roundComplete: true, playerRef: 'p', amount: 5, currency: 'EUR', gameId: 'g' },
     providerId: 'studio-a',
     operatorId: 'op-1',
+  reachedWallet: true,
     origin: 'provider',
     walletBody: '{}',
     contentHash: 'h',

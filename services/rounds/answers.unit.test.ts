@@ -7,6 +7,7 @@ const adjustment = (status: TxStatus): TxState => ({
   request: { transactionId: 'adj-1', type: 'ADJUSTMENT', direction: 'CREDIT', amount: 5, currency: 'EUR', playerRef: 'p', roundId: 'adjustment:adj-1', roundComplete: false, gameId: '', sessionToken: ADMIN_SESSION },
   providerId: 'platform',
   operatorId: 'op-1',
+  reachedWallet: true,
   origin: 'admin',
   walletBody: '{}',
   contentHash: '',

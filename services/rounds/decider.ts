@@ -164,6 +164,12 @@ export interface TxState {
   rolledBackBy?: string;
   /** When an admin re-drove it: its retry window runs from then. */
   redrivenAt?: string;
+  /**
+   * Whether a call of it may have reached the wallet: one answered, or one that failed or timed out
+   * after a connection was made (an attempt recorded without `notSent`). False while every call failed
+   * before a connection was made (or none was made).
+   */
+  reachedWallet: boolean;
 }
 
 /** What a round with at least one transaction knows: its player, currency and game are those of its first transaction. */
@@ -220,7 +226,8 @@ export function roundFigures(state: RoundState): { bets: number; betAmount: numb
 
 export type WalletOutcome =
   | { kind: 'reply'; reply: WalletReply }
-  | { kind: 'failed'; detail: string; httpStatus?: number }
+  /** `notSent`: the call never reached the wallet (no connection was made, or none was tried). */
+  | { kind: 'failed'; detail: string; httpStatus?: number; notSent?: true }
   | { kind: 'timed_out' };
 
 /** How the submitter's session stands: a kick (revoked) wins over expiry. */
@@ -285,6 +292,7 @@ function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundSt
         status: 'recorded',
         attempts: 0,
         recordedAt,
+        reachedWallet: false,
       });
       if (r.type === 'ROLLBACK' && r.originalTransactionId) {
         const bet = txs.get(r.originalTransactionId);
@@ -297,9 +305,15 @@ function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundSt
       return { ...state, status: state.status === 'open' && completes ? 'completed' : state.status, txs, lastActivityAt: recordedAt };
     }
     case 'TransactionSettled':
-      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, reply: event.data.reply }));
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: event.data.outcome, attempts: event.data.attempt, reply: event.data.reply, reachedWallet: true }));
     case 'TransactionAttemptFailed':
-      return withTx(state, event.data.transactionId, (t) => ({ ...t, status: statusAfterFailure(event.data), attempts: event.data.attempt, lastError: event.data.detail }));
+      return withTx(state, event.data.transactionId, (t) => ({
+        ...t,
+        status: statusAfterFailure(event.data),
+        attempts: event.data.attempt,
+        lastError: event.data.detail,
+        reachedWallet: t.reachedWallet || event.data.notSent !== true,
+      }));
     case 'TransactionDeadLettered':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'dead', lastError: event.data.lastError }));
     case 'TransactionVoided':
@@ -360,12 +374,22 @@ function decideRecord(cmd: Extract<RoundCommand, { type: 'RecordTransaction' }>,
     },
   };
   // A BET the wallet has not answered is final once rolled back: it is never sent again, so it must not
-  // wait for an answer that cannot come (contract section 8, rule 5).
-  if (bet && bet.status === 'recorded') {
+  // wait for an answer that cannot come (contract section 8, rule 5). So is one whose every call failed
+  // before reaching the wallet (neverReachedWallet).
+  if (bet && (bet.status === 'recorded' || neverReachedWallet(bet))) {
     return [recorded, { type: 'TransactionVoided', data: { transactionId: bet.request.transactionId, rollbackTransactionId: r.transactionId, voidedAt: at } }];
   }
   return [recorded];
 }
+
+/**
+ * A BET whose calls all failed before reaching the wallet (no connection was made): the wallet never saw
+ * it, so rolled back it is voided, final (contract section 8, rule 5; section 9: "a BET rolled back before
+ * it reached the wallet"), and not left failed among what the wallet has not acknowledged. One whose call
+ * failed after a connection was made, or timed out, may have been applied: it stays failed, and its
+ * ROLLBACK refunds whatever the wallet took.
+ */
+export const neverReachedWallet = (tx: TxState): boolean => tx.status === 'failed' && tx.attempts > 0 && !tx.reachedWallet;
 
 /**
  * What a wallet reply makes of a transaction: applied (OK), declined (DECLINED to a BET: a valid answer,
@@ -414,7 +438,17 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
       return [
         {
           type: 'TransactionAttemptFailed',
-          data: { transactionId, outcome: 'failed', detail: outcome.detail, ...(outcome.httpStatus !== undefined ? { httpStatus: outcome.httpStatus } : {}), attempt, failedAt: at, ...duration, ...lost },
+          data: {
+            transactionId,
+            outcome: 'failed',
+            detail: outcome.detail,
+            ...(outcome.httpStatus !== undefined ? { httpStatus: outcome.httpStatus } : {}),
+            ...(outcome.notSent ? { notSent: true as const } : {}),
+            attempt,
+            failedAt: at,
+            ...duration,
+            ...lost,
+          },
         },
       ];
     case 'timed_out':

@@ -97,6 +97,11 @@ const timedOut = (id: string, attempt = 1): RoundEvent => ({
   type: 'TransactionAttemptFailed',
   data: { transactionId: id, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: AN_HOUR_AGO },
 });
+/** A call of `id` that failed before reaching the wallet (no connection was made). */
+const unsent = (id: string, attempt = 1): RoundEvent => ({
+  type: 'TransactionAttemptFailed',
+  data: { transactionId: id, outcome: 'failed', detail: 'wallet unreachable: connect ECONNREFUSED 127.0.0.1:1', notSent: true, attempt, failedAt: AN_HOUR_AGO },
+});
 /** The worker's ask for a BET's lost reply, failed: the BET stays recorded. */
 const askFailed = (id: string, attempt = 1): RoundEvent => ({
   type: 'TransactionAttemptFailed',
@@ -341,6 +346,24 @@ describe('rounds decider: recording a transaction (RecordTransaction)', () => {
       spec.given(recorded(bet('bet-1')), failed('bet-1')).when(record(rb)).then([recorded(rb, NOW_ISO)]);
       spec.given(recorded(bet('bet-1')), timedOut('bet-1')).when(record(rb)).then([recorded(rb, NOW_ISO)]);
       expect(txAfter('bet-1', recorded(bet('bet-1')), settled('bet-1'), recorded(rb))).toMatchObject({ status: 'applied', rolledBackBy: 'rb-1' });
+    });
+
+    it('voids a BET whose every call failed before reaching the wallet (no connection made) when its ROLLBACK is recorded', () => {
+      const rb = rollback('rb-1', 'bet-1');
+      const voids: RoundEvent[] = [recorded(rb, NOW_ISO), { type: 'TransactionVoided', data: { transactionId: 'bet-1', rollbackTransactionId: 'rb-1', voidedAt: NOW_ISO } }];
+      spec.given(recorded(bet('bet-1')), unsent('bet-1')).when(record(rb)).then(voids);
+      spec.given(recorded(bet('bet-1')), unsent('bet-1'), unsent('bet-1', 2)).when(record(rb)).then(voids);
+      // A resubmission's call announced, its outcome not known yet: voided too; the call's reply, if any, is still recorded (inFlightWhenVoided).
+      spec.given(recorded(bet('bet-1')), unsent('bet-1'), { type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } }).when(record(rb)).then(voids);
+      // One call that may have reached it, before or after the unsent one: not voided.
+      spec.given(recorded(bet('bet-1')), failed('bet-1'), unsent('bet-1', 2)).when(record(rb)).then([recorded(rb, NOW_ISO)]);
+      spec.given(recorded(bet('bet-1')), unsent('bet-1'), timedOut('bet-1', 2)).when(record(rb)).then([recorded(rb, NOW_ISO)]);
+      expect(txAfter('bet-1', recorded(bet('bet-1')), unsent('bet-1'), ...voids)).toMatchObject({ status: 'voided', attempts: 1, rolledBackBy: 'rb-1' });
+      // The wallet's outcome of that attempt says whether it reached the wallet.
+      spec
+        .given(recorded(bet('bet-1')))
+        .when(outcome('bet-1', { kind: 'failed', detail: 'wallet unreachable: connect ECONNREFUSED 127.0.0.1:1', notSent: true }))
+        .then([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'failed', detail: 'wallet unreachable: connect ECONNREFUSED 127.0.0.1:1', notSent: true, attempt: 1, failedAt: NOW_ISO } }]);
     });
   });
 

@@ -53,7 +53,7 @@ export function classify(result: OutboundResult): WalletOutcome {
     case 'timeout':
       return { kind: 'timed_out' };
     case 'unreachable':
-      return { kind: 'failed', detail: `wallet unreachable: ${result.error}` };
+      return { kind: 'failed', detail: `wallet unreachable: ${result.error}`, ...(result.notSent ? { notSent: true as const } : {}) };
     case 'oversized':
       // Never stored nor passed on, whatever its status: a failure, retried as any other for credits.
       return { kind: 'failed', detail: 'wallet reply over 1 MiB', httpStatus: result.status };
@@ -158,7 +158,7 @@ export async function callWallet(deps: DispatchDeps, ref: TxRef, round: RoundSna
         method: 'POST',
         rawBody: tx.walletBody,
       })
-    : { kind: 'unreachable', error: `operator ${tx.operatorId} is not in the catalog` };
+    : { kind: 'unreachable', error: `operator ${tx.operatorId} is not in the catalog`, notSent: true };
   const outcome = classify(result);
   const durationMs = Math.round(performance.now() - startedAt);
   if (operator) deps.metrics?.walletTransaction(tx.operatorId, number, attemptStatus(tx.request.type, outcome), startedAt);
@@ -225,7 +225,7 @@ async function untilBetAttemptDone(deps: DispatchDeps, bet: TxRef, timeoutMs: nu
  * calls, contract section 9) and it has no duration (the console counts no call).
  */
 const notSent = (deps: DispatchDeps, ref: TxRef, round: RoundSnapshot, tx: TxState, by: AttemptBy, detail: string): WalletAttempt =>
-  attemptMade(deps, ref, round, tx, { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: tx.attempts, outcome: { kind: 'failed', detail }, by, now: deps.now() });
+  attemptMade(deps, ref, round, tx, { type: 'RecordOutcome', transactionId: ref.transactionId, attempt: tx.attempts, outcome: { kind: 'failed', detail, notSent: true }, by, now: deps.now() });
 
 /**
  * The worker's attempt: under the transaction's dispatch lease (one wallet call at a time per

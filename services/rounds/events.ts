@@ -87,6 +87,12 @@ export type TransactionAttemptFailed = DomainEvent<
      * (the wallet was called), the BET staying voided. Absent: any other transaction's failure.
      */
     voided?: true;
+    /**
+     * The call never reached the wallet: no connection was made (refused, no such host, no route), or no
+     * call was made (an operator gone from the catalog, a ROLLBACK waiting for its BET). Absent (and on
+     * events recorded before the field existed): it may have reached it.
+     */
+    notSent?: true;
   }
 >;
 

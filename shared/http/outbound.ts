@@ -56,7 +56,14 @@ export type OutboundResult =
   /** The reply (whatever its status) was over REPLY_LIMIT_BYTES; its body was dropped unread past that. */
   | { kind: 'oversized'; status: number; limitBytes: number }
   | { kind: 'timeout' }
-  | { kind: 'unreachable'; error: string };
+  /** `notSent`: no connection was made (refused, no such host, no route), so the peer got nothing. */
+  | { kind: 'unreachable'; error: string; notSent?: true };
+
+/**
+ * The errors of a connection never made: the request did not leave this process. Any other error (a
+ * connection reset or closed during the exchange, say) may come after the peer read the request.
+ */
+const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /** Joins a base URL (which may carry a path prefix) and a path-and-query. */
 export function joinUrl(baseUrl: string, pathAndQuery: string): URL {
@@ -123,6 +130,7 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
     if (timeout.aborted || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
       return { kind: 'timeout' };
     }
-    return { kind: 'unreachable', error: (err as Error).message };
+    const code = (err as { code?: unknown }).code;
+    return { kind: 'unreachable', error: (err as Error).message, ...(typeof code === 'string' && NOT_CONNECTED.has(code) ? { notSent: true as const } : {}) };
   }
 }

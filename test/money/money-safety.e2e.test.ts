@@ -5,7 +5,7 @@ import { claimTransaction, releaseLease, takeLease } from '../../shared/eventsto
 import { contentHash } from '../../shared/canonical.ts';
 import { roundStream } from '../../services/rounds/events.ts';
 import { KICK_FENCE_APPLICATION } from '../../shared/eventstore/kick-fence.ts';
-import { OP1 } from '../helpers/catalog.ts';
+import { OP1, testCatalog } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { parseExposition, total } from '../metrics/exposition.ts';
@@ -50,6 +50,30 @@ describe('money safety', () => {
     expect(again.status).toBe(502);
     expect(h.walletCallsFor(bet.transactionId)).toHaveLength(1);
     expect(h.wallet.balances.get(r.playerRef)).toBe(10_000);
+  });
+
+  it('voids a BET whose call never reached the wallet (connection refused) once it is rolled back: final, 409 on resubmission, out of the unsettled lists', async () => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-refused`);
+    // The operator's wallet cannot be reached: nothing listens on its port.
+    const catalog = (walletUrl: string) => h.svc.ctx.catalog.apply(testCatalog({ walletUrl, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, ...SCRIPTED_HANG_TIMEOUT }));
+    await catalog('http://127.0.0.1:1');
+    try {
+      const failed = await h.tx(bet);
+      expect(failed.status).toBe(502);
+    } finally {
+      await catalog(h.wallet.url);
+    }
+    const rb = { ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 };
+    expect((await h.tx(rb)).status).toBe(200);
+    // The wallet never saw the bet: the BET is voided (contract section 9), final, and never sent.
+    const again = await h.tx(bet);
+    expect([again.status, again.json]).toEqual([409, { error: 'bet was rolled back' }]);
+    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(0);
+    await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided' AND operator_status = 'voided' AND attempts = 1", [bet.transactionId])).rowCount === 1);
+    const unsettled = (await (await fetch(`${h.svc.url}/v1/audit/transactions?status=unsettled`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()) as { transactions: Array<{ transaction_id: string }> };
+    expect(unsettled.transactions.map((t) => t.transaction_id)).not.toContain(bet.transactionId);
+    expect(h.wallet.balances.get(r.playerRef) ?? 10_000).toBe(10_000);
   });
 
   it('never sends a BET that was recorded but not sent (its process died) once it has been rolled back', async () => {

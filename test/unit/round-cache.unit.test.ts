@@ -6,6 +6,7 @@ const tx = (id: string, status: TxState['status']): TxState => ({
   request: { transactionId: id, sessionToken: 't', type: 'BET', roundId: 'r', roundComplete: false, playerRef: 'p', amount: 1, currency: 'EUR', gameId: 'g' },
   providerId: 'prov',
   operatorId: 'op',
+  reachedWallet: true,
   origin: 'provider',
   walletBody: '{}',
   contentHash: 'h',
