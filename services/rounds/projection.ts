@@ -224,7 +224,7 @@ export const roundsProjection: Projection = {
           `UPDATE rm_transactions t SET
              status = u.status, operator_status = u.operator_status, attempts = coalesce(u.attempts, t.attempts), reply = coalesce(u.reply, t.reply),
              settled_at = coalesce(u.settled_at, t.settled_at), last_error = coalesce(u.last_error, t.last_error),
-             dead_lettered_at = coalesce(u.dead_lettered_at, t.dead_lettered_at), updated_at = u.updated_at
+             dead_lettered_at = coalesce(u.dead_lettered_at, t.dead_lettered_at), updated_at = coalesce(u.updated_at, t.updated_at)
            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::jsonb[], $7::timestamptz[], $8::text[], $9::timestamptz[], $10::timestamptz[])
              AS u(round_stream, transaction_id, status, operator_status, attempts, reply, settled_at, last_error, dead_lettered_at, updated_at)
            WHERE t.round_stream = u.round_stream AND t.transaction_id = u.transaction_id`,
@@ -378,7 +378,8 @@ interface TxUpdate {
   settledAt: string | null;
   lastError: string | null;
   deadLetteredAt: string | null;
-  updatedAt: string;
+  /** null: left as it was (the failed call of a BET voided meanwhile, which leaves it voided since then). */
+  updatedAt: string | null;
 }
 
 /**
@@ -412,7 +413,7 @@ export function foldBatch(events: RecordedEvent[]): {
       settledAt: set.settledAt ?? prev?.settledAt ?? null,
       lastError: set.lastError ?? prev?.lastError ?? null,
       deadLetteredAt: set.deadLetteredAt ?? prev?.deadLetteredAt ?? null,
-      updatedAt: set.updatedAt,
+      updatedAt: set.updatedAt ?? prev?.updatedAt ?? null,
     });
   };
   for (const recorded of events) {
@@ -451,7 +452,9 @@ export function foldBatch(events: RecordedEvent[]): {
       }
       case 'TransactionAttemptFailed': {
         const d = event.data;
-        update(stream, d.transactionId, { status: statusAfterFailure(d), attempts: d.attempt, reply: null, settledAt: null, lastError: d.detail, deadLetteredAt: null, updatedAt: d.failedAt });
+        // The failed call of a BET voided while it was under way leaves it voided, since its voiding: the
+        // time operators read as its settledAt.
+        update(stream, d.transactionId, { status: statusAfterFailure(d), attempts: d.attempt, reply: null, settledAt: null, lastError: d.detail, deadLetteredAt: null, updatedAt: d.voided ? null : d.failedAt });
         break;
       }
       case 'TransactionDeadLettered': {

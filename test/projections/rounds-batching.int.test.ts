@@ -132,6 +132,25 @@ describe('rounds projection: the same rows whatever the batch size', () => {
     }
   });
 
+  it('a BET voided while its call was under way keeps the time of its voiding when that call then fails (settledAt: when it became voided), in one batch or several', async () => {
+    const stream = 'round|studio-a|op-1|voided';
+    const request = { transactionId: 'tx-bet', sessionToken: 's', type: 'BET', roundId: 'voided', roundComplete: false, playerRef: 'p1', amount: 250, currency: 'EUR', gameId: 'fruit-1' } as const;
+    const rollback = { ...request, transactionId: 'tx-rb', type: 'ROLLBACK', originalTransactionId: 'tx-bet' } as const;
+    const event = (n: number, e: RoundEvent): RecordedEvent => ({ id: randomUUID(), streamId: stream, revision: n, type: e.type, data: e.data, metadata: {}, position: `1.${n + 1}`, createdAt: new Date() });
+    const recorded = (n: number, r: TransactionRequest, at: string) =>
+      event(n, { type: 'TransactionRecorded', data: { providerId: 'studio-a', operatorId: 'op-1', origin: 'provider', request: r, walletBody: '{}', contentHash: r.transactionId, recordedAt: at } });
+    const events = [
+      recorded(0, request, '2026-11-21T12:00:00.000Z'),
+      recorded(1, rollback, '2026-11-21T12:00:01.000Z'),
+      event(2, { type: 'TransactionVoided', data: { transactionId: 'tx-bet', rollbackTransactionId: 'tx-rb', voidedAt: '2026-11-21T12:00:01.000Z' } }),
+      event(3, { type: 'TransactionAttemptFailed', data: { transactionId: 'tx-bet', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 1, failedAt: '2026-11-21T12:00:05.000Z', voided: true } }),
+    ];
+    for (const chunks of [(e: RecordedEvent[]) => [e], (e: RecordedEvent[]) => e.map((x) => [x]), (e: RecordedEvent[]) => [e.slice(0, 3), e.slice(3)]]) {
+      const { txs } = (await rowsAfter(events, chunks)) as { txs: Array<Record<string, unknown>> };
+      expect(txs.find((t) => t.transaction_id === 'tx-bet')).toMatchObject({ status: 'voided', operator_status: 'voided', attempts: 1, updated_at: new Date('2026-11-21T12:00:01.000Z') });
+    }
+  });
+
   it('a record repeated in a later batch with its outcome: the row is settled, though its insert found the row there, and the batch\'s new rows are inserted', async () => {
     const stream = 'round|studio-a|op-1|again';
     const request = { transactionId: 'tx-again', sessionToken: 's', type: 'BET', roundId: 'again', roundComplete: false, playerRef: 'p1', amount: 250, currency: 'EUR', gameId: 'fruit-1' } as const;
