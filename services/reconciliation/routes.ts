@@ -114,6 +114,9 @@ export function reconciliationRoutes(ctx: ServiceContext): Router {
     const roundId = String(req.params.roundId);
     if (roundId.length > 255) throw badRequest('roundId: expected at most 255 characters');
     const { gameId } = parseOr400(roundQuery, req.query, 'query');
+    // What the log held when asked, as a list's first page: a round asked for right after its last
+    // transaction was answered shows it.
+    await caughtUp(ctx, undefined);
     const round = await roundOf(ctx.pool, operator.id, roundId, gameId);
     // Another operator's round, another game's round and no round at all look the same, as for replay.
     if (!round) throw notFound('round not found');

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { roundStream } from '../../services/rounds/events.ts';
+import { comparePositions } from '../../shared/eventstore/port.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { transactionRecordSchema, transactionsPage, roundDetails, settlementStatement } from '../../services/reconciliation/schemas.ts';
 import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
@@ -498,6 +500,32 @@ describe('operator reconciliation routes behind a read model that lags the log',
       expect(statement.status).toBe(200);
       expect(statement.json.lines.map((l) => [l.gameId, l.bets.count, l.bets.amountMinor])).toEqual([['fruit-1', 1, 100]]);
       expect(list.json.transactions.map((t) => [t.transactionId, t.status])).toEqual([[bet.transactionId, 'applied']]);
+    } finally {
+      await projector.stop();
+    }
+  });
+
+  it('a round asked for right after its last transaction was answered waits for the read model to hold it', async () => {
+    const playerRef = `lagr-${randomUUID().slice(0, 6)}`;
+    const token = await h.launch(playerRef);
+    const roundId = `lagr-${randomUUID()}`;
+    const base = { sessionToken: token, roundId, playerRef, currency: 'EUR', gameId: 'fruit-1' };
+    expect((await h.tx({ ...base, transactionId: `${roundId}-bet`, type: 'BET', roundComplete: false, amount: 100 })).status).toBe(200);
+    expect((await h.tx({ ...base, transactionId: `${roundId}-win`, type: 'WIN', roundComplete: true, amount: 30 })).status).toBe(200);
+    // The log's head as the service reads it holds the WIN (on Postgres it can lag a commit while an older
+    // transaction of the cluster, another test's, is still open).
+    const events = await h.svc.ctx.eventStore.readStream(roundStream('studio-a', 'op-1', roundId));
+    const last = events.at(-1)!.position;
+    await h.until(async () => comparePositions(await h.svc.ctx.eventStore.headPosition(), last) >= 0);
+    const asked = signedRequest<Record<string, unknown>>(h.svc.url, { path: `/v1/operator/rounds/${roundId}?gameId=fruit-1`, as: OP1 });
+    // The read models' process starts after the question was asked.
+    await new Promise((r) => setTimeout(r, 300));
+    const projector = await startInProcess(h.env, { ROLES: 'projector' });
+    try {
+      const round = await asked;
+      expect(round.status, round.text).toBe(200);
+      expect(round.json).toMatchObject({ status: 'complete', betMinor: 100, winMinor: 30 });
+      expect((round.json.transactions as Tx[]).map((t) => t.transactionId)).toEqual([`${roundId}-bet`, `${roundId}-win`]);
     } finally {
       await projector.stop();
     }
