@@ -358,7 +358,11 @@ describe('operator reconciliation routes', () => {
       [`/v1/operator/transactions?from=${t0}&to=${new Date(Date.parse(t0) + 31 * day + 1).toISOString()}`, /^to: must be at most 31 days/],
       [`/v1/operator/transactions?roundId=r1`, /^gameId: /],
       ['/v1/operator/rounds/r1', /^gameId: is needed/],
-      ['/v1/operator/rounds/r1?gameId=fruit-1&gameId=gems-2', /^gameId: expected one gameId/],
+      // A parameter given twice is refused as such, whatever it is.
+      ['/v1/operator/rounds/r1?gameId=fruit-1&gameId=gems-2', /^gameId: given 2 times; give it once$/],
+      [`/v1/operator/transactions?from=${t0}&from=${t0}&to=2026-11-02T00:00:00Z`, /^from: given 2 times; give it once$/],
+      [`/v1/operator/transactions?from=${t0}&to=2026-11-02T00:00:00Z&status=applied&status=failed`, /^status: given 2 times; give it once$/],
+      [`/v1/operator/reports/settlement?from=${t0}&to=2026-11-02T00:00:00Z&to=2026-11-03T00:00:00Z`, /^to: given 2 times; give it once$/],
       ['/v1/operator/rounds/r1?gameId=', /^gameId: expected 1 to 200 characters/],
       [`/v1/operator/rounds/r1?gameId=${'g'.repeat(201)}`, /^gameId: expected 1 to 200 characters/],
       [`/v1/operator/transactions?roundId=r1&gameId=fruit-1&from=${t0}&to=2026-11-02T00:00:00Z`, /not both/],
