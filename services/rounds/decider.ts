@@ -170,6 +170,8 @@ export interface TxState {
    * before a connection was made (or none was made).
    */
   reachedWallet: boolean;
+  /** The call a provider's resubmission announced (TransactionResent): its attempt number. */
+  announced?: number;
 }
 
 /** What a round with at least one transaction knows: its player, currency and game are those of its first transaction. */
@@ -321,8 +323,9 @@ function evolve(state: RoundState, event: RoundEvent, _meta: EventMeta): RoundSt
     case 'TransactionRedriven':
       return withTx(state, event.data.transactionId, (t) => ({ ...t, status: 'recorded', redrivenAt: event.data.redrivenAt }));
     case 'TransactionResent':
-      // The call it announces is recorded as any attempt (TransactionSettled, TransactionAttemptFailed).
-      return state;
+      // The call it announces is recorded as any attempt (TransactionSettled, TransactionAttemptFailed);
+      // until then it may have reached the wallet (neverReachedWallet).
+      return withTx(state, event.data.transactionId, (t) => ({ ...t, announced: event.data.attempt }));
     case 'RoundForceClosed':
       return state.status === 'new' ? state : { ...state, status: 'force-closed' };
     default: {
@@ -383,13 +386,15 @@ function decideRecord(cmd: Extract<RoundCommand, { type: 'RecordTransaction' }>,
 }
 
 /**
- * A BET whose calls all failed before reaching the wallet (no connection was made): the wallet never saw
+ * A BET whose calls all failed before reaching the wallet (no connection was made), and none announced
+ * since (a resubmission's call whose outcome is not recorded may have reached it): the wallet never saw
  * it, so rolled back it is voided, final (contract section 8, rule 5; section 9: "a BET rolled back before
  * it reached the wallet"), and not left failed among what the wallet has not acknowledged. One whose call
  * failed after a connection was made, or timed out, may have been applied: it stays failed, and its
  * ROLLBACK refunds whatever the wallet took.
  */
-export const neverReachedWallet = (tx: TxState): boolean => tx.status === 'failed' && tx.attempts > 0 && !tx.reachedWallet;
+export const neverReachedWallet = (tx: TxState): boolean =>
+  tx.status === 'failed' && tx.attempts > 0 && !tx.reachedWallet && (tx.announced === undefined || tx.announced <= tx.attempts);
 
 /**
  * What a wallet reply makes of a transaction: applied (OK), declined (DECLINED to a BET: a valid answer,

@@ -353,8 +353,11 @@ describe('rounds decider: recording a transaction (RecordTransaction)', () => {
       const voids: RoundEvent[] = [recorded(rb, NOW_ISO), { type: 'TransactionVoided', data: { transactionId: 'bet-1', rollbackTransactionId: 'rb-1', voidedAt: NOW_ISO } }];
       spec.given(recorded(bet('bet-1')), unsent('bet-1')).when(record(rb)).then(voids);
       spec.given(recorded(bet('bet-1')), unsent('bet-1'), unsent('bet-1', 2)).when(record(rb)).then(voids);
-      // A resubmission's call announced, its outcome not known yet: voided too; the call's reply, if any, is still recorded (inFlightWhenVoided).
-      spec.given(recorded(bet('bet-1')), unsent('bet-1'), { type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } }).when(record(rb)).then(voids);
+      // A resubmission's call announced, its outcome not recorded (its process died, or the record failed): it may have reached the wallet.
+      const resent: RoundEvent = { type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } };
+      spec.given(recorded(bet('bet-1')), unsent('bet-1'), resent).when(record(rb)).then([recorded(rb, NOW_ISO)]);
+      // Its outcome recorded as not sent either: voided.
+      spec.given(recorded(bet('bet-1')), unsent('bet-1'), resent, unsent('bet-1', 2)).when(record(rb)).then(voids);
       // One call that may have reached it, before or after the unsent one: not voided.
       spec.given(recorded(bet('bet-1')), failed('bet-1'), unsent('bet-1', 2)).when(record(rb)).then([recorded(rb, NOW_ISO)]);
       spec.given(recorded(bet('bet-1')), unsent('bet-1'), timedOut('bet-1', 2)).when(record(rb)).then([recorded(rb, NOW_ISO)]);
@@ -553,11 +556,12 @@ describe('rounds decider: recording a wallet attempt\'s outcome (RecordOutcome, 
 describe('rounds decider: a BET sent again for its provider (Resend)', () => {
   const resend = (id: string): RoundCommand => ({ type: 'Resend', transactionId: id, now: NOW });
 
-  it('announces the next call of a BET whose call failed or timed out (TransactionResent), changing nothing else', () => {
+  it('announces the next call of a BET whose call failed or timed out (TransactionResent), changing nothing else but the call announced', () => {
     for (const last of [failed('bet-1'), timedOut('bet-1')]) {
       const given = spec.given(recorded(bet('bet-1')), last);
       given.when(resend('bet-1')).then([{ type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } }]);
-      expect(spec.given(recorded(bet('bet-1')), last, { type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } }).state).toEqual(given.state);
+      const after = txAfter('bet-1', recorded(bet('bet-1')), last, { type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } });
+      expect(after).toEqual({ ...txAfter('bet-1', recorded(bet('bet-1')), last), announced: 2 });
     }
   });
 

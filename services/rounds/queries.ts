@@ -5,8 +5,8 @@ import type { TransactionType } from './events.ts';
 /**
  * The only way other code reads the rounds read model (rm_rounds, rm_transactions). Which statuses are
  * "unsettled" is the decider's (UNSETTLED_STATUSES), passed in, never spelled out here; "outstanding"
- * is the projection's figure, the tested twin of the decider's isOutstanding (see
- * projection.property.int.test.ts).
+ * is the projection's figure, the tested twin of the decider's outstandingBets (see
+ * projection.int.test.ts).
  */
 
 export interface TxRow {

@@ -60,10 +60,16 @@ export type OutboundResult =
   | { kind: 'unreachable'; error: string; notSent?: true };
 
 /**
- * The errors of a connection never made: the request did not leave this process. Any other error (a
- * connection reset or closed during the exchange, say) may come after the peer read the request.
+ * Whether an error is one of a connection never made, so the request did not leave this process: the
+ * system call that failed was the connect or the name lookup (refused, no route, no such host), or
+ * undici's own connect timeout. Any other error (a connection reset or closed during the exchange, say,
+ * whatever its code) may come after the peer read the request. (A connect still under way when the
+ * call's own timeout ends it is a timeout, which may have reached the peer: nothing tells the two apart.)
  */
-const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+function neverConnected(err: unknown): boolean {
+  const { code, syscall } = err as { code?: unknown; syscall?: unknown };
+  return syscall === 'connect' || syscall === 'getaddrinfo' || code === 'UND_ERR_CONNECT_TIMEOUT';
+}
 
 /** Joins a base URL (which may carry a path prefix) and a path-and-query. */
 export function joinUrl(baseUrl: string, pathAndQuery: string): URL {
@@ -130,7 +136,6 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
     if (timeout.aborted || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
       return { kind: 'timeout' };
     }
-    const code = (err as { code?: unknown }).code;
-    return { kind: 'unreachable', error: (err as Error).message, ...(typeof code === 'string' && NOT_CONNECTED.has(code) ? { notSent: true as const } : {}) };
+    return { kind: 'unreachable', error: (err as Error).message, ...(neverConnected(err) ? { notSent: true as const } : {}) };
   }
 }

@@ -336,7 +336,7 @@ ${notSigned}`,
 - \`unsettled\`: per currency, what your wallet has not accepted: the \`pending\`, \`failed\` and \`dead\` transactions of every type, adjustments included.
 - \`totals\`: per currency, the lines added up.
 
-Declined and voided transactions moved no money and count nowhere; a ROLLBACK counts in \`refunds\` once applied, even when its BET is \`failed\`, \`voided\` or \`declined\` and so not in \`bets\`. The figures are the sums over \`GET /v1/operator/transactions\` for the same interval. Asked again, a past interval gives the same statement, unless one of its \`pending\` transactions settles meanwhile: it then moves from \`unsettled\` into the lines. Amounts are exact JSON integers.
+Declined and voided transactions moved no money and count nowhere; a ROLLBACK counts in \`refunds\` once applied, even when its BET is \`failed\`, \`voided\` or \`declined\` and so not in \`bets\`. The figures are the sums over \`GET /v1/operator/transactions\` for the same interval. Asked again, a past interval gives the same statement, unless one of its unsettled transactions settles meanwhile: a \`pending\` one then moves from \`unsettled\` into the lines, and a \`failed\` BET that never reached your wallet leaves \`unsettled\` once rolled back (\`voided\`). Amounts are exact JSON integers.
 
 **CSV:** with \`Accept: text/csv\` (or any Accept that prefers it to \`application/json\`) the answer is the lines only, as CSV (RFC 4180, CRLF line ends) under the header row \`${CSV_HEADER}\`; adjustments, unsettled and totals are in the JSON only. Otherwise the answer is JSON.
 
@@ -471,7 +471,7 @@ const providerRoutes: RouteSpec[] = [
         'a DEMO session.',
       ),
       409: error(
-        'transactionId already used with different content (by this provider, or by anyone for this operator player); a BET or WIN on a round already completed; a second ROLLBACK of a BET already rolled back; `round belongs to another player`; `round is in another currency`; `bet was rolled back` (a BET whose ROLLBACK came before the wallet answered it: never sent again).',
+        'transactionId already used with different content (by this provider, or by anyone for this operator player); a BET or WIN on a round already completed; a second ROLLBACK of a BET already rolled back; `round belongs to another player`; `round is in another currency`; `bet was rolled back` (a BET whose ROLLBACK came before the wallet answered it, or before any call of it reached the wallet: never sent again).',
         'round already completed',
       ),
       502: error('`wallet call failed` (the wallet answered non-200, over 1 MiB, or could not be reached), `wallet answered DECLINED to a WIN` (or ROLLBACK), or `wallet never accepted the transaction; retries stopped`. A WIN or ROLLBACK stays queued for retry.'),
