@@ -7,7 +7,6 @@ import { grantStream } from '../grants/events.ts';
 import { isClosed, mayRedrive, outstandingBets, roundDecider, type RoundState } from '../rounds/decider.ts';
 import { roundStream } from '../rounds/events.ts';
 import { openSessions, playerSessionsDecider, type PlayerSessionsState } from '../sessions/decider.ts';
-import { sessionsOfPlayer } from '../sessions/queries.ts';
 import { playerSessionsStream, type SessionEvent } from '../sessions/events.ts';
 import { badRequest, notFound } from '../../shared/errors.ts';
 import type { Decider, DomainEvent, Refusal } from '../../shared/decider.ts';
@@ -101,9 +100,9 @@ const roundView = (s: RoundState) => ({
 const sessionsView = (s: PlayerSessionsState) => ({ openSessions: openSessions(s).map((o) => ({ token: o.token, providerId: o.providerId, expiresAt: o.expiresAt, demo: o.demo })) });
 
 /**
- * The rows `sessionsOfPlayer` answers (session_tokens joined with rm_sessions), derived from a
- * player's session events as the sessions projection derives them: a kick ends every session started
- * before it and not ended yet.
+ * A player's session rows as `sessionsOfPlayer` gives them (session_tokens joined with rm_sessions),
+ * derived from the player's session events as the sessions projection derives them: a kick ends every
+ * session started before it and not ended yet.
  */
 function sessionRowsOf(events: RecordedEvent[]) {
   const rows: Array<{ token: string; provider_id: string; game_id: string; currency: string; language: string | null; demo: boolean; created_at: string; expires_at: string; revoked_at: string | null }> = [];
@@ -180,11 +179,11 @@ export function auditRoutes(ctx: ServiceContext): Router {
     const playerRef = String(req.params.playerRef);
     const events = await ctx.eventStore.readStream(playerSessionsStream(operatorId, playerRef));
     if (events.length === 0) throw notFound('no sessions for this player');
-    // `sessions`: every session launched, with when a kick ended it. Now, the read model's rows. As of
-    // `asOf`, the same rows as they stood then, from the events folded: the sessions launched by then,
-    // `revoked_at` set only by a kick recorded by then. (The read model holds today's `revoked_at`, which
-    // would show a kick that had not happened yet; and it may lag the stream.) The open ones are `state`.
-    const sessions = asOf === undefined ? await sessionsOfPlayer(ctx.pool, operatorId, playerRef) : sessionRowsOf(recordedBy(events, asOf));
+    // `sessions`: every session launched, with when a kick ended it, from the same events as the history
+    // it is answered with (as of `asOf`: the sessions launched by then, `revoked_at` set only by a kick
+    // recorded by then). Not the read model's rows: they may lag the stream, listing a kick in the history
+    // and no session beside it; and they hold today's `revoked_at`. The open ones are `state`.
+    const sessions = sessionRowsOf(asOf === undefined ? events : recordedBy(events, asOf));
     res.json({ ...timeTravel(events, asOf, playerSessionsDecider, sessionsView), sessions });
   });
 

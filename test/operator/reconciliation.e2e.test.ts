@@ -535,6 +535,18 @@ describe('operator reconciliation routes behind a read model that lags the log',
     }
   });
 
+  it("an auditor's sessions of a player agree with the history beside them, before the read model has them", async () => {
+    const playerRef = `lags-${randomUUID().slice(0, 6)}`;
+    const token = await h.launch(playerRef);
+    const kicked = await signedRequest<{ revokedCount: number }>(h.svc.url, { path: '/v1/operator/players/kick', body: { playerRef }, as: OP1 });
+    expect(kicked.json.revokedCount).toBe(1);
+    // No projector runs here: the sessions read model has neither the launch nor the kick.
+    const res = await fetch(`${h.svc.url}/v1/audit/players/op-1/${playerRef}/sessions`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const body = (await res.json()) as { history: Array<{ event: { type: string; data: { revokedAt?: string } } }>; sessions: Array<{ token: string; revoked_at: string | null }> };
+    expect(body.history.map((e) => e.event.type)).toEqual(['SessionStarted', 'SessionsRevoked']);
+    expect(body.sessions.map((s) => [s.token, s.revoked_at])).toEqual([[token, body.history[1]!.event.data.revokedAt]]);
+  });
+
   // EventStoreDB only: the Postgres store's log is the read model's own database.
   it.runIf(process.env.TEST_EVENT_STORE === 'esdb' && !process.env.ESDB_CONNECTION_STRING)(
     'a statement is answered from the read model when the log cannot be read (EventStoreDB not answering), not failed',
