@@ -1,0 +1,62 @@
+import http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
+
+/**
+ * Whether a failed call reached its peer (`notSent`): a BET none of whose calls reached the wallet is
+ * voided by its ROLLBACK (contract 8.5), one that may have reached it stays failed. Only a connection
+ * never made is "not sent"; a peer that read the request and then dropped the connection got it.
+ */
+let dropping: http.Server;
+let dropUrl: string;
+/** Bodies the dropping server read before it dropped the connection. */
+const read: string[] = [];
+
+beforeAll(async () => {
+  dropping = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      read.push(body);
+      res.socket?.destroy();
+    });
+  });
+  await new Promise<void>((r) => dropping.listen(0, '127.0.0.1', r));
+  dropUrl = `http://127.0.0.1:${(dropping.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  dropping.closeAllConnections();
+  await new Promise((r) => dropping.close(r));
+});
+
+const call = (baseUrl: string): Promise<OutboundResult> =>
+  signedCall({ baseUrl, secret: 's', pathAndQuery: '/v1/wallet/transaction', method: 'POST', rawBody: '{"transactionId":"t1"}', timeoutMs: 3000 });
+
+/** A port nothing listens on: taken, then freed. */
+async function closedPort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+describe('signedCall: a call that never reached its peer', () => {
+  it('a refused connection is not sent', async () => {
+    expect(await call(`http://127.0.0.1:${await closedPort()}`)).toMatchObject({ kind: 'unreachable', notSent: true });
+  });
+
+  it('a host that does not resolve is not sent', async () => {
+    expect(await call('http://no-such-wallet.invalid')).toMatchObject({ kind: 'unreachable', notSent: true });
+  });
+
+  it('a peer that read the request and then dropped the connection got it: not "not sent"', async () => {
+    const result = await call(dropUrl);
+    expect(read).toEqual(['{"transactionId":"t1"}']);
+    expect(result.kind).toBe('unreachable');
+    expect(result).not.toHaveProperty('notSent');
+  });
+});
