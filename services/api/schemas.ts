@@ -99,7 +99,7 @@ export const roundState = z.strictObject({
   playerRef: z.string().optional(),
   gameId: z.string().optional(),
   lastActivityAt: z.iso.datetime().optional(),
-  outstandingBets: z.array(z.string()),
+  outstandingBets: z.array(z.string()).meta({ description: 'BETs neither declined nor rolled back, in a round its provider has not completed: what the reconciler would refund were the round stale. None once the provider completed it.' }),
   transactions: z.array(
     z.strictObject({
       transactionId: z.string(),
