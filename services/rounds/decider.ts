@@ -230,7 +230,8 @@ export type WalletOutcome =
   | { kind: 'reply'; reply: WalletReply }
   /** `notSent`: the call never reached the wallet (no connection was made, or none was tried). */
   | { kind: 'failed'; detail: string; httpStatus?: number; notSent?: true }
-  | { kind: 'timed_out' };
+  /** `notSent`: no connection was made within the timeout (a wallet host that drops packets). */
+  | { kind: 'timed_out'; notSent?: true };
 
 /** How the submitter's session stands: a kick (revoked) wins over expiry. */
 export type SessionStanding = 'active' | 'expired' | 'revoked';
@@ -386,15 +387,15 @@ function decideRecord(cmd: Extract<RoundCommand, { type: 'RecordTransaction' }>,
 }
 
 /**
- * A BET whose calls all failed before reaching the wallet (no connection was made), and none announced
- * since (a resubmission's call whose outcome is not recorded may have reached it): the wallet never saw
- * it, so rolled back it is voided, final (contract section 8, rule 5; section 9: "a BET rolled back before
- * it reached the wallet"), and not left failed among what the wallet has not acknowledged. One whose call
- * failed after a connection was made, or timed out, may have been applied: it stays failed, and its
- * ROLLBACK refunds whatever the wallet took.
+ * A BET whose calls all failed or timed out before reaching the wallet (no connection was made), and none
+ * announced since (a resubmission's call whose outcome is not recorded may have reached it): the wallet
+ * never saw it, so rolled back it is voided, final (contract section 8, rule 5; section 9: "a BET rolled
+ * back before it reached the wallet"), and not left failed among what the wallet has not acknowledged.
+ * One whose call failed or timed out after a connection was made may have been applied: it stays failed
+ * or timed out, and its ROLLBACK refunds whatever the wallet took.
  */
 export const neverReachedWallet = (tx: TxState): boolean =>
-  tx.status === 'failed' && tx.attempts > 0 && !tx.reachedWallet && (tx.announced === undefined || tx.announced <= tx.attempts);
+  (tx.status === 'failed' || tx.status === 'timed_out') && tx.attempts > 0 && !tx.reachedWallet && (tx.announced === undefined || tx.announced <= tx.attempts);
 
 /**
  * What a wallet reply makes of a transaction: applied (OK), declined (DECLINED to a BET: a valid answer,
@@ -457,7 +458,14 @@ function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
         },
       ];
     case 'timed_out':
-      return [{ type: 'TransactionAttemptFailed', data: { transactionId, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: at, ...duration, ...lost } }];
+      return [
+        {
+          type: 'TransactionAttemptFailed',
+          data: outcome.notSent
+            ? { transactionId, outcome: 'timed_out', detail: 'no connection to the wallet within the wallet timeout', notSent: true, attempt, failedAt: at, ...duration, ...lost }
+            : { transactionId, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: at, ...duration, ...lost },
+        },
+      ];
     default: {
       const unknown: never = outcome;
       return unknown;

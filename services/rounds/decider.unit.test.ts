@@ -102,6 +102,11 @@ const unsent = (id: string, attempt = 1): RoundEvent => ({
   type: 'TransactionAttemptFailed',
   data: { transactionId: id, outcome: 'failed', detail: 'wallet unreachable: connect ECONNREFUSED 127.0.0.1:1', notSent: true, attempt, failedAt: AN_HOUR_AGO },
 });
+/** A call of `id` that timed out before a connection to the wallet was made (a host that drops packets). */
+const unconnected = (id: string, attempt = 1): RoundEvent => ({
+  type: 'TransactionAttemptFailed',
+  data: { transactionId: id, outcome: 'timed_out', detail: 'no connection to the wallet within the wallet timeout', notSent: true, attempt, failedAt: AN_HOUR_AGO },
+});
 /** The worker's ask for a BET's lost reply, failed: the BET stays recorded. */
 const askFailed = (id: string, attempt = 1): RoundEvent => ({
   type: 'TransactionAttemptFailed',
@@ -367,6 +372,21 @@ describe('rounds decider: recording a transaction (RecordTransaction)', () => {
         .given(recorded(bet('bet-1')))
         .when(outcome('bet-1', { kind: 'failed', detail: 'wallet unreachable: connect ECONNREFUSED 127.0.0.1:1', notSent: true }))
         .then([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'failed', detail: 'wallet unreachable: connect ECONNREFUSED 127.0.0.1:1', notSent: true, attempt: 1, failedAt: NOW_ISO } }]);
+    });
+
+    it('voids a BET whose call timed out before a connection was made (a wallet host that drops packets) when its ROLLBACK is recorded', () => {
+      const rb = rollback('rb-1', 'bet-1');
+      const voids: RoundEvent[] = [recorded(rb, NOW_ISO), { type: 'TransactionVoided', data: { transactionId: 'bet-1', rollbackTransactionId: 'rb-1', voidedAt: NOW_ISO } }];
+      expect(txAfter('bet-1', recorded(bet('bet-1')), unconnected('bet-1'))).toMatchObject({ status: 'timed_out', reachedWallet: false });
+      spec.given(recorded(bet('bet-1')), unconnected('bet-1')).when(record(rb)).then(voids);
+      spec.given(recorded(bet('bet-1')), unsent('bet-1'), unconnected('bet-1', 2)).when(record(rb)).then(voids);
+      // A timeout on a connection made may have been applied: not voided.
+      spec.given(recorded(bet('bet-1')), unconnected('bet-1'), timedOut('bet-1', 2)).when(record(rb)).then([recorded(rb, NOW_ISO)]);
+      // The outcome of such a call records that it was not sent; its provider is still told it timed out (API document 3.3).
+      spec
+        .given(recorded(bet('bet-1')))
+        .when(outcome('bet-1', { kind: 'timed_out', notSent: true }))
+        .then([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no connection to the wallet within the wallet timeout', notSent: true, attempt: 1, failedAt: NOW_ISO } }]);
     });
   });
 

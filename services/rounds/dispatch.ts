@@ -51,7 +51,7 @@ export const walletTimeoutOf = (deps: DispatchDeps, operatorId: string): number 
 export function classify(result: OutboundResult): WalletOutcome {
   switch (result.kind) {
     case 'timeout':
-      return { kind: 'timed_out' };
+      return { kind: 'timed_out', ...(result.notSent ? { notSent: true as const } : {}) };
     case 'unreachable':
       return { kind: 'failed', detail: `wallet unreachable: ${result.error}`, ...(result.notSent ? { notSent: true as const } : {}) };
     case 'oversized':

@@ -88,8 +88,8 @@ export type TransactionAttemptFailed = DomainEvent<
      */
     voided?: true;
     /**
-     * The call never reached the wallet: no connection was made (refused, no such host, no route), or no
-     * call was made (an operator gone from the catalog, a ROLLBACK waiting for its BET). Absent (and on
+     * The call never reached the wallet: no connection was made (refused, no such host, no route, or none
+     * within the wallet timeout: `timed_out`), or no call was made (an operator gone from the catalog, a ROLLBACK waiting for its BET). Absent (and on
      * events recorded before the field existed): it may have reached it.
      */
     notSent?: true;

@@ -1,9 +1,51 @@
 import { randomUUID } from 'node:crypto';
-import { Agent, errors as undiciErrors, request } from 'undici';
+import { Agent, type Dispatcher, errors as undiciErrors, request } from 'undici';
 import type { Operator, Provider } from '../catalog/schema.ts';
 import { HEADER, sign } from './signature.ts';
 
-const newAgent = () => new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 128 });
+/**
+ * The calls (by their abort signal, one per call) that undici began writing to a connected socket. A
+ * call not among them when it ends in an error or a timeout never left this process: its connection was
+ * never made (refused, no such host, no route, or a connect still under way: a host that drops packets
+ * silently), so the peer got nothing (`notSent`). One among them may have reached the peer, whatever the
+ * error that ended it.
+ */
+const begun = new WeakSet<AbortSignal>();
+
+/** Wraps a call's handler to note when undici starts it on a connected socket (it is written right after). */
+class NoteBegun implements Dispatcher.DispatchHandler {
+  constructor(
+    private readonly inner: Dispatcher.DispatchHandler,
+    private readonly signal: AbortSignal,
+  ) {}
+  onRequestStart(controller: Dispatcher.DispatchController, context: unknown): void {
+    begun.add(this.signal);
+    this.inner.onRequestStart?.(controller, context);
+  }
+  onRequestUpgrade(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onRequestUpgrade']>>): void {
+    this.inner.onRequestUpgrade?.(...args);
+  }
+  onResponseStart(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseStart']>>): void {
+    this.inner.onResponseStart?.(...args);
+  }
+  onResponseData(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseData']>>): void {
+    this.inner.onResponseData?.(...args);
+  }
+  onResponseEnd(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseEnd']>>): void {
+    this.inner.onResponseEnd?.(...args);
+  }
+  onResponseError(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseError']>>): void {
+    this.inner.onResponseError?.(...args);
+  }
+}
+
+/** `request` passes its options on to the dispatcher, the call's signal among them (the types omit it). */
+const noteBegun: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => {
+  const { signal } = opts as { signal?: unknown };
+  return dispatch(opts, signal instanceof AbortSignal ? new NoteBegun(handler, signal) : handler);
+};
+
+const newAgent = () => new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 128 }).compose(noteBegun);
 /** Keep-alive connection pools for calls that name no tenant. */
 const shared = newAgent();
 /**
@@ -11,8 +53,8 @@ const shared = newAgent();
  * origin each, so a partner that hangs holds only its own and never makes another partner's calls
  * queue for a connection, even when both are served from one host (contract section 8, rule 8).
  */
-const agents = new Map<string, Agent>();
-const agentOf = (tenant: string | undefined): Agent => {
+const agents = new Map<string, Dispatcher>();
+const agentOf = (tenant: string | undefined): Dispatcher => {
   if (tenant === undefined) return shared;
   let agent = agents.get(tenant);
   if (!agent) agents.set(tenant, (agent = newAgent()));
@@ -55,21 +97,10 @@ export type OutboundResult =
   | { kind: 'response'; status: number; body: string; contentType: string | undefined }
   /** The reply (whatever its status) was over REPLY_LIMIT_BYTES; its body was dropped unread past that. */
   | { kind: 'oversized'; status: number; limitBytes: number }
-  | { kind: 'timeout' }
+  /** `notSent`: no connection was made within the timeout (a host that drops packets), so the peer got nothing. */
+  | { kind: 'timeout'; notSent?: true }
   /** `notSent`: no connection was made (refused, no such host, no route), so the peer got nothing. */
   | { kind: 'unreachable'; error: string; notSent?: true };
-
-/**
- * Whether an error is one of a connection never made, so the request did not leave this process: the
- * system call that failed was the connect or the name lookup (refused, no route, no such host), or
- * undici's own connect timeout. Any other error (a connection reset or closed during the exchange, say,
- * whatever its code) may come after the peer read the request. (A connect still under way when the
- * call's own timeout ends it is a timeout, which may have reached the peer: nothing tells the two apart.)
- */
-function neverConnected(err: unknown): boolean {
-  const { code, syscall } = err as { code?: unknown; syscall?: unknown };
-  return syscall === 'connect' || syscall === 'getaddrinfo' || code === 'UND_ERR_CONNECT_TIMEOUT';
-}
 
 /** Joins a base URL (which may carry a path prefix) and a path-and-query. */
 export function joinUrl(baseUrl: string, pathAndQuery: string): URL {
@@ -110,8 +141,9 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
   const signature = sign(req.secret, { timestamp, nonce, method: req.method, target, body });
   const timeout = AbortSignal.timeout(req.timeoutMs);
   const signal = req.signal ? AbortSignal.any([timeout, req.signal]) : timeout;
+  const stop = whenAborted(signal);
   try {
-    const res = await request(url, {
+    const res = await stop.race(request(url, {
       method: req.method,
       dispatcher: agentOf(req.tenant),
       signal,
@@ -122,7 +154,7 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
         ...(hasBody ? { 'content-type': 'application/json' } : {}),
       },
       ...(hasBody ? { body } : {}),
-    });
+    }));
     const declared = Number(res.headers['content-length']);
     const text = declared > REPLY_LIMIT_BYTES ? undefined : await readCapped(res.body, REPLY_LIMIT_BYTES);
     if (text === undefined) {
@@ -133,9 +165,34 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
     const ct = res.headers['content-type'];
     return { kind: 'response', status: res.statusCode, body: text, contentType: Array.isArray(ct) ? ct[0] : ct };
   } catch (err) {
+    const notSent = begun.has(signal) ? {} : { notSent: true as const };
     if (timeout.aborted || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
-      return { kind: 'timeout' };
+      return { kind: 'timeout', ...notSent };
     }
-    return { kind: 'unreachable', error: (err as Error).message, ...(neverConnected(err) ? { notSent: true as const } : {}) };
+    return { kind: 'unreachable', error: (err as Error).message, ...notSent };
+  } finally {
+    stop.done();
   }
+}
+
+/**
+ * Races a call against its signal. undici aborts a call on its signal only once the call is on a
+ * connection: one waiting for its connect (a host that drops packets) would wait for undici's own 10 s
+ * connect timeout, past the wallet timeout and the dispatch lease. Left behind, such a call is never
+ * written: undici finds it aborted when the connection comes (its rejection is swallowed here).
+ */
+function whenAborted(signal: AbortSignal): { race<T>(call: Promise<T>): Promise<T>; done(): void } {
+  let onAbort = (): void => {};
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return {
+    race: (call) => {
+      call.catch(() => {});
+      return Promise.race([call, aborted]);
+    },
+    done: () => signal.removeEventListener('abort', onAbort),
+  };
 }

@@ -9,6 +9,7 @@ import { OP1, testCatalog } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { parseExposition, total } from '../metrics/exposition.ts';
+import { startSilentHost } from '../helpers/silent-host.ts';
 import { startMoneyHarness, type MoneyHarness, SCRIPTED_HANG_TIMEOUT } from './harness.ts';
 
 /** Regressions for money-safety defects found in review; each fails on the code before its fix. */
@@ -74,6 +75,30 @@ describe('money safety', () => {
     const unsettled = (await (await fetch(`${h.svc.url}/v1/audit/transactions?status=unsettled`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()) as { transactions: Array<{ transaction_id: string }> };
     expect(unsettled.transactions.map((t) => t.transaction_id)).not.toContain(bet.transactionId);
     expect(h.wallet.balances.get(r.playerRef) ?? 10_000).toBe(10_000);
+  });
+
+  it('answers a BET to a wallet host that drops packets at the wallet timeout (504), and voids it once rolled back: no connection was ever made', async () => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-silent`);
+    const silent = await startSilentHost();
+    const catalog = (walletUrl: string) => h.svc.ctx.catalog.apply(testCatalog({ walletUrl, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, ...SCRIPTED_HANG_TIMEOUT }));
+    await catalog(silent.url);
+    try {
+      const started = performance.now();
+      const timedOut = await h.tx(bet);
+      expect([timedOut.status, timedOut.json]).toEqual([504, { error: 'wallet timeout' }]);
+      // Within the wallet timeout plus 5 s (contract 8.5), not undici's 10 s connect timeout.
+      expect(performance.now() - started).toBeLessThan(SCRIPTED_HANG_TIMEOUT.walletTimeoutMs + 5000);
+    } finally {
+      await catalog(h.wallet.url);
+      await silent.close();
+    }
+    const rb = { ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 };
+    expect((await h.tx(rb)).status).toBe(200);
+    const again = await h.tx(bet);
+    expect([again.status, again.json]).toEqual([409, { error: 'bet was rolled back' }]);
+    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(0);
+    await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided' AND attempts = 1", [bet.transactionId])).rowCount === 1);
   });
 
   it('never sends a BET that was recorded but not sent (its process died) once it has been rolled back', async () => {
