@@ -69,8 +69,9 @@ export function grantRoutes(ctx: ServiceContext): Router {
   };
 
   /**
-   * Read-your-writes for lists: answer once the grants read model has applied this change (bounded:
-   * without a running projector the answer is not held back for long).
+   * Read-your-writes for lists: answer once the grants read model has applied this change, or the
+   * grant's last event when the answer is what another request wrote (bounded: without a running
+   * projector the answer is not held back for long).
    */
   const visible = async (next: GrantState, position: Position | undefined): Promise<Grant> => {
     const state = grantOf(next);
@@ -98,7 +99,7 @@ export function grantRoutes(ctx: ServiceContext): Router {
       const known = await load(id);
       const { state } = known;
       if (state.status === 'none') throw new AppError(500, 'grant vanished');
-      if (state.status !== 'pending') return grantOf(state)!;
+      if (state.status !== 'pending') return visible(state, known.position);
       const timeoutMs = providerTimeoutMs(ctx, state.providerId);
       const due = issueDeadline(state, timeoutMs)! - ctx.now().getTime();
       waitUntil ??= Date.now() + Math.max(0, due) + timeoutMs + ISSUE_MARGIN_MS;
@@ -106,7 +107,7 @@ export function grantRoutes(ctx: ServiceContext): Router {
         const issued = await takeOverIssue(ctx, id, known);
         if (issued) return visible(issued.state, issued.position);
       }
-      if (!untilSettled && Date.now() >= waitUntil) return grantOf(state)!;
+      if (!untilSettled && Date.now() >= waitUntil) return visible(state, known.position);
       await new Promise((r) => setTimeout(r, 20));
     }
   }
@@ -182,11 +183,13 @@ export function grantRoutes(ctx: ServiceContext): Router {
         return { next: recorded.next, position: recorded.position, outcome };
       }
       current = { state: requested.next, revision: requested.revision };
+      let position: Position | undefined;
       while (cancelUnderWay(current.state, ctx.now())) {
         await new Promise((r) => setTimeout(r, 50));
-        current = await load(id);
+        ({ position, ...current } = await load(id));
       }
-      if (current.state.status === 'cancelled') return { next: current.state, position: undefined, outcome: { ok: true } };
+      // The other call's outcome is this cancel's answer: given once the lists show it too.
+      if (current.state.status === 'cancelled') return { next: current.state, position, outcome: { ok: true } };
     }
   };
 

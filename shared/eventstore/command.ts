@@ -19,9 +19,11 @@ export async function readState<State, Event extends DomainEvent>(
   store: Pick<EventStore, 'readStream'>,
   streamId: string,
   decider: Pick<Decider<never, State, Event, Refusal>, 'initialState' | 'evolve'>,
-): Promise<{ state: State; revision: number }> {
+): Promise<{ state: State; revision: number; position: Position | undefined }> {
   const recorded = await store.readStream(streamId);
-  return { state: fold(decider, recorded), revision: recorded.length === 0 ? -1 : recorded[recorded.length - 1]!.revision };
+  const last = recorded.at(-1);
+  // position: the last event's in the global log, for a read model to be waited for (undefined: no event).
+  return { state: fold(decider, recorded), revision: last ? last.revision : -1, position: last?.position };
 }
 
 /** The state after events the caller appended (appended: what the store answered). */
