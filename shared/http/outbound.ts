@@ -6,9 +6,9 @@ import { HEADER, sign } from './signature.ts';
 /**
  * The calls (by their abort signal, one per call) that undici began writing to a connected socket. A
  * call not among them when it ends in an error or a timeout never left this process: its connection was
- * never made (refused, no such host, no route, or a connect still under way: a host that drops packets
- * silently), so the peer got nothing (`notSent`). One among them may have reached the peer, whatever the
- * error that ended it.
+ * never made (refused, no such host, no route, a failed TLS handshake, or a connect still under way: a
+ * host that drops packets silently), or it was still waiting for one of its pool's connections, so the
+ * peer got nothing (`notSent`). One among them may have reached the peer, whatever the error that ended it.
  */
 const begun = new WeakSet<AbortSignal>();
 
@@ -45,19 +45,25 @@ const noteBegun: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, 
   return dispatch(opts, signal instanceof AbortSignal ? new NoteBegun(handler, signal) : handler);
 };
 
-const newAgent = () => new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 128 }).compose(noteBegun);
+/** undici's own connect timeout, which a call's shorter timeout lowers (agentOf). */
+const CONNECT_TIMEOUT_MS = 10_000;
+const newAgent = (connectTimeoutMs = CONNECT_TIMEOUT_MS) =>
+  new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 128, connect: { timeout: connectTimeoutMs } }).compose(noteBegun);
 /** Keep-alive connection pools for calls that name no tenant. */
 const shared = newAgent();
 /**
  * Keep-alive connection pools per tenant (an operator's wallet, a provider): up to 128 connections per
  * origin each, so a partner that hangs holds only its own and never makes another partner's calls
- * queue for a connection, even when both are served from one host (contract section 8, rule 8).
+ * queue for a connection, even when both are served from one host (contract section 8, rule 8). One per
+ * tenant and call timeout: a connect gives up when its call does, so the calls a host that drops packets
+ * timed out do not go on holding connections (and connecting, only to be dropped) for undici's 10 s.
  */
 const agents = new Map<string, Dispatcher>();
-const agentOf = (tenant: string | undefined): Dispatcher => {
+const agentOf = (tenant: string | undefined, timeoutMs: number): Dispatcher => {
   if (tenant === undefined) return shared;
-  let agent = agents.get(tenant);
-  if (!agent) agents.set(tenant, (agent = newAgent()));
+  const key = `${tenant}\n${timeoutMs}`;
+  let agent = agents.get(key);
+  if (!agent) agents.set(key, (agent = newAgent(Math.min(timeoutMs, CONNECT_TIMEOUT_MS))));
   return agent;
 };
 
@@ -145,7 +151,7 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
   try {
     const res = await stop.race(request(url, {
       method: req.method,
-      dispatcher: agentOf(req.tenant),
+      dispatcher: agentOf(req.tenant, req.timeoutMs),
       signal,
       headers: {
         [HEADER.timestamp]: timestamp,
@@ -188,6 +194,8 @@ function whenAborted(signal: AbortSignal): { race<T>(call: Promise<T>): Promise<
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
   });
+  // Handled here too, should the call throw before racing it.
+  aborted.catch(() => {});
   return {
     race: (call) => {
       call.catch(() => {});

@@ -77,6 +77,24 @@ describe('signedCall: a call that never reached its peer', () => {
     expect(performance.now() - started).toBeLessThan(5000);
   });
 
+  it('calls that timed out waiting for a connect leave no connect behind: a host back after they ended is not sent their connections', async () => {
+    const tenant = `operator:comes-back-${process.pid}`;
+    const host = await startSilentHost(2500);
+    try {
+      const results = await Promise.all(
+        Array.from({ length: 10 }, () => signedCall({ baseUrl: host.url, secret: 's', pathAndQuery: '/v1/wallet/transaction', method: 'POST', rawBody: '{}', timeoutMs: 300, tenant })),
+      );
+      expect(results.every((r) => r.kind === 'timeout' && r.notSent === true)).toBe(true);
+      // The host comes back (2.5 s after it started) and accepts what still waits for it: only the connections
+      // that filled its queue. Before, undici kept each call's connect going for its own 10 s and opened it
+      // (to close it at once) when the host came back.
+      await new Promise((r) => setTimeout(r, 4000));
+      expect(host.accepted()).toBe(host.fillers);
+    } finally {
+      await host.close();
+    }
+  });
+
   it('a peer that read the request and never answered times out having got it: not "not sent"', async () => {
     expect(await call(muteUrl, 500)).toEqual({ kind: 'timeout' });
     expect(heardByMute).toEqual(['{"transactionId":"t1"}']);
