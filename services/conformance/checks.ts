@@ -3,6 +3,7 @@ import { request } from 'undici';
 import { ADMIN_SESSION, RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from '../rounds/events.ts';
 import { joinUrl, readCapped, REPLY_LIMIT_BYTES, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
 import { HEADER, sign } from '../../shared/http/signature.ts';
+import { classify } from '../rounds/wallet-reply.ts';
 
 /**
  * Checks an operator's wallet against API document part 4.2 (and 2.10-2.13), calling it exactly as the
@@ -119,15 +120,25 @@ function parseJson(text: string): unknown {
   }
 }
 
-/** A 200 TransactionResponse (2.12): status OK or DECLINED, balance an integer. Anything else fails the check. */
+/**
+ * A 200 TransactionResponse (2.12) as the service reads a wallet's reply (classify: status OK or
+ * DECLINED, balance an integer, neither named twice). Anything else fails the check.
+ */
 function txReply(ex: Exchange): { status: 'OK' | 'DECLINED'; balance: number; text: string } {
   if (ex.outcome.kind !== 'response' || ex.outcome.status !== 200) return failOn(ex, '200 with a TransactionResponse {"status":"OK"|"DECLINED","balance":<integer>}');
-  const parsed = parseJson(ex.outcome.body);
-  const { status, balance } = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { status?: unknown; balance?: unknown };
-  if ((status !== 'OK' && status !== 'DECLINED') || typeof balance !== 'number' || !Number.isSafeInteger(balance)) {
-    return failOn(ex, 'a TransactionResponse: JSON {"status":"OK"|"DECLINED","balance":<integer minor units>}');
+  const read = classify(ex.outcome);
+  if (read.kind !== 'reply') {
+    return failOn(ex, 'a TransactionResponse: JSON {"status":"OK"|"DECLINED","balance":<integer minor units>}, each named once (the service counts any other 200 as a failed call)');
   }
-  return { status, balance, text: ex.outcome.body };
+  return { status: read.reply.status, balance: read.reply.balance, text: read.reply.body };
+}
+
+/**
+ * Moves the balance with a BET of its own before a repeat, so that a wallet answering a repeat with
+ * today's balance instead of its stored reply shows.
+ */
+async function betInBetween(ctx: Ctx): Promise<void> {
+  txReply(await ctx.send(ctx.tx({ transactionId: ctx.id('bet'), type: 'BET', roundId: ctx.round('main'), amount: 50, roundComplete: false })));
 }
 
 /** A transaction the wallet must apply: 200, status OK, balance as given. */
@@ -400,9 +411,7 @@ const CHECKS: Check[] = [
     async run(ctx) {
       const bet = ctx.state.bet;
       if (!bet) throw new CheckSkipped('needs the BET of bet.debits');
-      // Another BET in between, so a wallet that answers with today's balance instead of its stored reply shows.
-      const other = await ctx.send(ctx.tx({ transactionId: ctx.id('bet'), type: 'BET', roundId: ctx.round('main'), amount: 50, roundComplete: false }));
-      txReply(other);
+      await betInBetween(ctx);
       const before = await ctx.balance('before the repeat');
       const ex = await ctx.send(bet.body, 'repeat of an earlier BET: identical body, fresh nonce and signature');
       expectReplay(ex, bet.reply);
@@ -440,6 +449,7 @@ const CHECKS: Check[] = [
     async run(ctx) {
       const win = ctx.state.win;
       if (!win) throw new CheckSkipped('needs the WIN of win.credits');
+      await betInBetween(ctx);
       const before = await ctx.balance('before the repeat');
       expectReplay(await ctx.send(win.body, 'repeat: identical body, fresh nonce and signature'), win.reply);
       await ctx.expectBalance(before, 'after the repeat', 'a repeat is not applied again');
@@ -486,9 +496,24 @@ const CHECKS: Check[] = [
     async run(ctx) {
       const rb = ctx.state.rollback;
       if (!rb) throw new CheckSkipped('needs the ROLLBACK of rollback.refunds-bet');
+      await betInBetween(ctx);
       const before = await ctx.balance('before the repeat');
       expectReplay(await ctx.send(rb.body, 'repeat: identical body, fresh nonce and signature'), rb.reply);
       await ctx.expectBalance(before, 'after the repeat', 'a rollback refunds once');
+    },
+  },
+  {
+    id: 'rollback.refunds-once',
+    title: 'a second ROLLBACK (another transactionId) of a bet already refunded refunds nothing',
+    needsBalance: true,
+    async run(ctx) {
+      const rb = ctx.state.rollback;
+      if (!rb) throw new CheckSkipped('needs the ROLLBACK of rollback.refunds-bet');
+      const first = JSON.parse(rb.body) as TransactionRequest;
+      const before = await ctx.balance('before the second ROLLBACK');
+      // Any answer will do (the service never sends this: a second ROLLBACK of one BET is refused before the wallet); the money must not move.
+      await ctx.send(ctx.tx({ ...first, transactionId: ctx.id('rollback-again') }), `a second ROLLBACK of ${first.originalTransactionId ?? 'its BET'}, already refunded by ${first.transactionId}`);
+      await ctx.expectBalance(before, 'after the second ROLLBACK', 'a bet is refunded at most once');
     },
   },
   {
@@ -636,6 +661,7 @@ const CHECKS: Check[] = [
     async run(ctx) {
       const rb = ctx.state.staleRollback;
       if (!rb) throw new CheckSkipped('needs the ROLLBACK of stale-rollback.refunds');
+      await betInBetween(ctx);
       const before = await ctx.balance('before the repeat');
       expectReplay(await ctx.send(rb.body, 'repeat: identical body, fresh nonce and signature'), rb.reply);
       await ctx.expectBalance(before, 'after the repeat', 'a rollback refunds once');

@@ -1,16 +1,15 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { CatalogStore } from '../../shared/catalog/store.ts';
-import { attemptStatus, betToAwaitBefore, isFinal, mayAttempt, roundDecider, workerAttempts, type AttemptBy, type RoundCommand, type RoundState, type SessionStanding, type TxState, type WalletOutcome } from './decider.ts';
+import { attemptStatus, betToAwaitBefore, isFinal, mayAttempt, roundDecider, workerAttempts, type AttemptBy, type RoundCommand, type RoundState, type SessionStanding, type TxState } from './decider.ts';
 import { isRefusal } from '../../shared/decider.ts';
-import type { WalletReply } from './events.ts';
 import { handleCommand, readState } from '../../shared/eventstore/command.ts';
 import type { EventStore } from '../../shared/eventstore/port.ts';
 import { signedCall, walletTarget, type OutboundResult } from '../../shared/http/outbound.ts';
+import { classify } from './wallet-reply.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { Pool } from '../../shared/db/pool.ts';
 import { leaseHeld, releaseLease, renewLease, takeLease } from '../../shared/eventstore/registry.ts';
-import { repeatedName } from '../../shared/http/json-keys.ts';
 import type { RoundCache, RoundSnapshot } from './round-cache.ts';
 
 export interface DispatchDeps {
@@ -46,46 +45,6 @@ export const leaseTtl = (walletTimeoutMs: number): number => walletTimeoutMs + 5
 export const leaseToken = (): string => randomUUID();
 
 export const walletTimeoutOf = (deps: DispatchDeps, operatorId: string): number => deps.catalog.snapshot().operators.get(operatorId)?.walletTimeoutMs ?? 5000;
-
-/** The wallet's answer as the domain sees it (API document 3.3). */
-export function classify(result: OutboundResult): WalletOutcome {
-  switch (result.kind) {
-    case 'timeout':
-      return { kind: 'timed_out', ...(result.notSent ? { notSent: true as const } : {}) };
-    case 'unreachable':
-      return { kind: 'failed', detail: `wallet unreachable: ${result.error}`, ...(result.notSent ? { notSent: true as const } : {}) };
-    case 'oversized':
-      // Never stored nor passed on, whatever its status: a failure, retried as any other for credits.
-      return { kind: 'failed', detail: 'wallet reply over 1 MiB', httpStatus: result.status };
-    case 'response': {
-      if (result.status !== 200) return { kind: 'failed', detail: `wallet answered ${result.status}`, httpStatus: result.status };
-      const reply = parseReply(result.body);
-      return reply ? { kind: 'reply', reply } : { kind: 'failed', detail: 'wallet answered 200 without a valid TransactionResponse', httpStatus: 200 };
-    }
-    default: {
-      const unknown: never = result;
-      return unknown;
-    }
-  }
-}
-
-const REPLY_FIELDS = ['status', 'balance'];
-
-function parseReply(body: string): WalletReply | undefined {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body);
-  } catch {
-    return undefined;
-  }
-  if (typeof parsed !== 'object' || parsed === null) return undefined;
-  const { status, balance } = parsed as { status?: unknown; balance?: unknown };
-  if ((status !== 'OK' && status !== 'DECLINED') || typeof balance !== 'number' || !Number.isSafeInteger(balance)) return undefined;
-  // Named twice, a field reads one way here and maybe the other way at the provider, to whom the reply
-  // is passed on as it came: no valid reply.
-  if (repeatedName(body, REPLY_FIELDS) !== undefined) return undefined;
-  return { status, balance, body };
-}
 
 /**
  * The dispatch lease a caller holds: its key, token, when it was taken (Date.now()) and for how long

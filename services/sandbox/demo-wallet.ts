@@ -58,6 +58,12 @@ export interface DemoWalletDefects {
   forgetUnseenRollbacks?: boolean;
   /** A ROLLBACK refunds the amount it carries instead of its bet's. */
   refundRollbackAmount?: boolean;
+  /** A repeat of these types is not applied again but answered with today's balance instead of the stored reply. */
+  replayTodaysBalance?: ReadonlyArray<TransactionRequest['type']>;
+  /** A ROLLBACK under a new transactionId refunds its bet again, however often it was refunded. */
+  refundEveryRollback?: boolean;
+  /** Replies name `status` twice (`{"status":"DECLINED","balance":n,"status":"OK"}`), which a JSON parser reads as its last. */
+  nameStatusTwice?: boolean;
 }
 
 const BODY_LIMIT_BYTES = 64 * 1024;
@@ -81,6 +87,8 @@ interface Bet {
   amount: number;
   /** Declined bets and bets already refunded are refunded (again) by nothing. */
   refundable: boolean;
+  /** Refunded once (for the refundEveryRollback defect). */
+  refunded?: boolean;
 }
 
 interface Account {
@@ -127,6 +135,10 @@ export async function startDemoWallet(options: DemoWalletOptions, defects: DemoW
   function transact(t: TransactionRequest): Reply {
     const a = account(t.playerRef);
     const stored = a.replies.get(t.transactionId);
+    if (stored !== undefined && defects.replayTodaysBalance?.includes(t.type)) {
+      const { status } = JSON.parse(stored) as { status: string };
+      return { status: 200, text: JSON.stringify({ status, balance: a.balance }), contentType: 'application/json' };
+    }
     if (stored !== undefined && !defects.reapplyRepeats?.includes(t.type)) return { status: 200, text: stored, contentType: 'application/json' };
     if (defects.refuseStaleRollbackIds && t.transactionId.includes(':')) throw new Refusal(400, 'transactionId: unsupported characters');
 
@@ -154,9 +166,10 @@ export async function startDemoWallet(options: DemoWalletOptions, defects: DemoW
         const bet = a.bets.get(betId);
         if (bet === undefined) {
           if (!defects.forgetUnseenRollbacks) a.rolledBackUnseen.add(betId);
-        } else if (bet.refundable || (stored !== undefined && defects.reapplyRepeats !== undefined)) {
+        } else if (bet.refundable || (stored !== undefined && defects.reapplyRepeats !== undefined) || (defects.refundEveryRollback && bet.refunded)) {
           a.balance += defects.refundRollbackAmount ? t.amount : bet.amount;
           bet.refundable = false;
+          bet.refunded = true;
         }
         break;
       }
@@ -173,7 +186,9 @@ export async function startDemoWallet(options: DemoWalletOptions, defects: DemoW
         throw new Error(`unknown type ${String(unknown)}`);
       }
     }
-    const text = JSON.stringify({ status, balance: a.balance });
+    const text = defects.nameStatusTwice
+      ? `{"status":"${status === 'OK' ? 'DECLINED' : 'OK'}","balance":${a.balance},"status":"${status}"}`
+      : JSON.stringify({ status, balance: a.balance });
     if (stored === undefined) {
       a.replies.set(t.transactionId, text);
       ledger.push({ transactionId: t.transactionId, playerRef: t.playerRef, type: t.type, amount: t.amount, status, balance: a.balance });

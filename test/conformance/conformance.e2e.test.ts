@@ -64,8 +64,8 @@ describe('npm run conformance against the demo wallet', () => {
     expect(failing(first.out)).toEqual([]);
     expect(first.out).not.toMatch(/^SKIP/m);
     expect(first.out).toMatch(new RegExp(`^Summary: ${CHECK_IDS.length} passed, 0 failed, 0 skipped`, 'm'));
-    // Net effect of the checks: BETs 100 and 50 kept, WINs 30 and 25; every other move is undone.
-    expect(w.balanceOf('p-conf')).toBe(100_000 - 100 - 50 + 30 + 25);
+    // Net effect of the checks: BETs of 100 and four of 50 (one before each repeat) kept, WINs 30 and 25; every other move is undone.
+    expect(w.balanceOf('p-conf')).toBe(100_000 - 100 - 4 * 50 + 30 + 25);
     const applied = w.entries().filter((e) => e.playerRef === 'p-conf');
     expect(applied.some((e) => e.transactionId.startsWith('stale-rollback:'))).toBe(true);
     // Declined: the BET beyond the balance, and the BET that arrived after its ROLLBACK.
@@ -74,7 +74,7 @@ describe('npm run conformance against the demo wallet', () => {
     // Fresh transaction ids per run: a second run against the same wallet and player passes too.
     const second = await runCli(['--wallet-url', w.url, '--operator-secret', SECRET, '--player', 'p-conf', '--currency', 'USD', '--game-id', 'g-2']);
     expect(second.code, second.out).toBe(0);
-    expect(w.balanceOf('p-conf')).toBe(100_000 - 2 * 95);
+    expect(w.balanceOf('p-conf')).toBe(100_000 - 2 * 245);
   });
 
   it('uses a fresh conformance-<random> player by default', async () => {
@@ -86,6 +86,21 @@ describe('npm run conformance against the demo wallet', () => {
     expect([...players][0]).toMatch(/^conformance-[0-9a-f]+$/);
   });
 });
+
+/** The checks that read a transaction's reply first (the rest need one of them, and are skipped). */
+const FAILS_ON_EVERY_REPLY = [
+  'adjustment.credit-debit',
+  'bet.debits',
+  'declined.bet-beyond-balance',
+  'rollback.bet-amount',
+  'rollback.refunds-bet',
+  'rollback.tombstone',
+  'rollback.unknown-bet',
+  'stale-rollback.refunds',
+  'win.credits',
+  'win.without-bet',
+  'win.zero-amount',
+];
 
 describe('npm run conformance against broken wallets', () => {
   const cases: Array<{ name: string; defects: DemoWalletDefects; fails: string[]; detailId: string; detail: RegExp }> = [
@@ -151,6 +166,27 @@ describe('npm run conformance against broken wallets', () => {
       defects: { refundRollbackAmount: true },
       fails: ['rollback.bet-amount'],
       detail: /sent: +POST \/v1\/wallet\/transaction \{"transactionId":"conf-[^"]+-rollback-\d+".*"type":"ROLLBACK".*"amount":800.*\[amount 800, its BET's 80\]\n +got: +200 application\/json \{"status":"OK","balance":\d+\}\n +expected: +200 \{"status":"OK","balance":\d+\} \(the BET's 80 refunded, not the 800 the ROLLBACK carries\)/,
+    },
+    {
+      name: "answers a repeat with today's balance instead of its stored reply",
+      detailId: 'idempotency.win-repeat',
+      defects: { replayTodaysBalance: ['BET', 'WIN', 'ROLLBACK'] },
+      fails: ['idempotency.bet-repeat', 'idempotency.rollback-repeat', 'idempotency.win-repeat', 'stale-rollback.repeat'],
+      detail: /"type":"WIN".*\[repeat: identical body, fresh nonce and signature\]\n +got: +200 application\/json \{"status":"OK","balance":(\d+)\}\n +expected: +the stored reply of the first time, verbatim: \{"status":"OK","balance":(?!\1\})\d+\}/,
+    },
+    {
+      name: 'refunds a bet again under a second ROLLBACK id',
+      detailId: 'rollback.refunds-once',
+      defects: { refundEveryRollback: true },
+      fails: ['rollback.refunds-once'],
+      detail: /sent: +GET \/v1\/wallet\/balance\?playerRef=conformance-\w+ .*\n +got: +200 application\/json \{"balance":(\d+)\}\n +expected: +200 \{"balance":(?!\1\})\d+\} \(a bet is refunded at most once\)/,
+    },
+    {
+      name: 'names status twice in its replies, which the service reads as no reply at all',
+      detailId: 'bet.debits',
+      defects: { nameStatusTwice: true },
+      fails: FAILS_ON_EVERY_REPLY,
+      detail: /got: +200 application\/json \{"status":"DECLINED","balance":\d+,"status":"OK"\}\n +expected: +a TransactionResponse: JSON \{"status":"OK"\|"DECLINED","balance":<integer minor units>\}, each named once/,
     },
     {
       name: 'refuses the stale-rollback: id form',
