@@ -168,3 +168,44 @@ describe('npm run audit -- verify | rebuild', () => {
     expect(verified.code).toBe(0);
   });
 });
+
+describe('npm run audit -- verify on a history its read models have not applied', () => {
+  let h: MoneyHarness;
+  beforeAll(async () => {
+    // The api alone: what it records, no projector applies.
+    h = await startMoneyHarness('auditunapplied', { ROLES: 'api' });
+  });
+  afterAll(async () => h?.close());
+
+  const audit = async (...args: string[]) => {
+    try {
+      const { stdout, stderr } = await run(process.execPath, [...entryArgs('audit'), ...args], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' },
+      });
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  };
+
+  it('says it verified nothing and exits 2 while a read model has applied no event; once rebuilt, it names the newer events it did not verify', async () => {
+    for (let i = 0; i < 3; i++) await h.launch();
+    const before = await audit('verify', '--projection', 'sessions');
+    const said = `exit ${before.code}\n${before.stdout}${before.stderr}`;
+    expect(before.stdout, said).toContain('sessions: nothing verified: the read model has applied no event of the history yet');
+    expect(before.stdout, said).not.toContain('matches');
+    expect(before.stderr, said).toContain('nothing verified for sessions');
+    expect(before.code, said).toBe(2);
+
+    // A rebuild applies the history; what is recorded after it waits for a projector that does not run.
+    expect((await audit('rebuild', '--projection', 'sessions')).code).toBe(0);
+    for (let i = 0; i < 2; i++) await h.launch();
+    const after = await audit('verify', '--projection', 'sessions');
+    const saidAfter = `exit ${after.code}\n${after.stdout}${after.stderr}`;
+    expect(after.stdout, saidAfter).toContain('sessions: matches a rebuild from the history');
+    expect(after.stdout, saidAfter).toMatch(/^ {2}2 newer event\(s\) not applied by the read model yet \(the projector role applies them as they come\): not verified$/m);
+    expect(after.code, saidAfter).toBe(0);
+  }, 120_000);
+});
