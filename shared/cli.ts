@@ -31,7 +31,9 @@ export class Cli {
       // The same parse, option by option (it cannot fail where the first did not).
       tokens = parseArgs({ options: config.options, args: config.args, allowPositionals: config.allowPositionals, strict: config.strict, tokens: true }).tokens;
     } catch (err) {
-      this.fail((err as Error).message);
+      // parseArgs's own words for an unknown option after a positional add advice that does not apply ("place it after '--'").
+      const unknown = /^Unknown option '([^']*)'/.exec((err as Error).message);
+      this.fail(unknown ? `unknown option ${unknown[1]}` : (err as Error).message);
     }
     if ((parsed.values as Record<string, unknown>).help === true) {
       process.stdout.write(`${this.usage}\n`);

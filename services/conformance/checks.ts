@@ -52,6 +52,8 @@ interface Exchange {
   /** How this call differs from a correct one (bad signature, replayed nonce...). */
   how?: string;
   outcome: OutboundResult;
+  /** The limit it was made with (--timeout-ms). */
+  timeoutMs: number;
 }
 
 class CheckFailed extends Error {
@@ -92,7 +94,7 @@ function describeGot(ex: Exchange): string {
   const o = ex.outcome;
   switch (o.kind) {
     case 'timeout':
-      return 'no reply within the timeout';
+      return `no reply within the timeout (${ex.timeoutMs} ms)`;
     case 'unreachable':
       return `could not reach the wallet: ${o.error}`;
     case 'oversized':
@@ -209,7 +211,7 @@ class Ctx {
       secret: this.options.operatorSecret,
       timeoutMs: this.options.timeoutMs,
     });
-    return this.record({ method, target, ...(body !== undefined ? { body } : {}), ...(how ? { how } : {}), outcome });
+    return this.record({ method, target, ...(body !== undefined ? { body } : {}), ...(how ? { how } : {}), outcome, timeoutMs: this.options.timeoutMs });
   }
 
   send(body: string, how?: string): Promise<Exchange> {
@@ -288,7 +290,7 @@ class Ctx {
     } catch (err) {
       outcome = timeout.aborted ? { kind: 'timeout' } : { kind: 'unreachable', error: (err as Error).message };
     }
-    return this.record({ method, target, ...(body !== undefined ? { body } : {}), how, outcome });
+    return this.record({ method, target, ...(body !== undefined ? { body } : {}), how, outcome, timeoutMs: this.options.timeoutMs });
   }
 
   /** A harmless transaction for the signature checks: a zero-amount WIN in a round of its own. */

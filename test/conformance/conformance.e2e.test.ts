@@ -251,6 +251,19 @@ describe('npm run conformance against broken wallets', () => {
     expect(run.out).toMatch(new RegExp(`^Summary: 0 passed, 1 failed, ${CHECK_IDS.length - 1} skipped`, 'm'));
   });
 
+  it('says what timeout a wallet that never answers was given', async () => {
+    const mute = http.createServer(() => {});
+    await new Promise<void>((r) => mute.listen(0, '127.0.0.1', r));
+    try {
+      const run = await runCli(['--wallet-url', `http://127.0.0.1:${(mute.address() as AddressInfo).port}`, '--operator-secret', SECRET, '--timeout-ms', '300']);
+      expect(run.code).toBe(1);
+      expect(detailsOf(run.out, 'balance.read')).toMatch(/got: +no reply within the timeout \(300 ms\)\n/);
+    } finally {
+      mute.closeAllConnections();
+      await new Promise((r) => mute.close(r));
+    }
+  });
+
   it('fails when the operator secret is wrong: the wallet refuses the correctly formed calls', async () => {
     const w = await wallet();
     const run = await runCli(['--wallet-url', w.url, '--operator-secret', 'wrong-secret']);
@@ -268,7 +281,7 @@ describe('npm run conformance usage', () => {
     [['--wallet-url', 'ftp://x', '--operator-secret', 's'], /must be http or https/],
     [['--wallet-url', 'http://127.0.0.1:1', '--operator-secret', 's', '--timeout-ms', '1.5'], /--timeout-ms must be a whole number from 1 to 600000/],
     [['--wallet-url', 'http://127.0.0.1:1', '--operator-secret', 's', '--currency', 'eur'], /--currency must be an upper-case ISO-4217 code/],
-    [['--wallet-url', 'http://127.0.0.1:1', '--operator-secret', 's', '--bogus'], /Unknown option '--bogus'/],
+    [['--wallet-url', 'http://127.0.0.1:1', '--operator-secret', 's', '--bogus'], /unknown option --bogus\n/],
   ];
   it('exits 2 with a message naming the problem and the usage, calling nothing', async () => {
     const runs = await Promise.all(usage.map(([args]) => runCli(args)));

@@ -45,7 +45,7 @@ describe('npm run test:faults options', () => {
     [['--duration', '0'], '--duration must be a whole number'],
     [['--seed', '-1'], 'seed'],
     [['--seed', '1.5'], '--seed must be a whole number'],
-    [['--durations', '10'], "Unknown option '--durations'"],
+    [['--durations', '10'], 'unknown option --durations'],
     [['extra'], 'extra'],
     [['--store', 'mysql'], '--store must be postgres or esdb'],
   ])('refuses %j with exit 2 before running anything', (args, message) => {
