@@ -209,7 +209,11 @@ async function verifyChainCommand(pool: Pool, store: EventStore, where: string, 
   if (report.broken) {
     const b = report.broken;
     process.stdout.write(`chain broken at event #${b.count}${b.position !== undefined ? ` (position ${b.position}${b.stream !== undefined ? `, stream ${b.stream}` : ''})` : ''}: ${b.what}\n`);
-    process.stdout.write(`  ${report.events} event(s) read before the break, ${rate} events/s\n`);
+    process.stdout.write(
+      b.inCheckpoint
+        ? `  all ${report.events} event(s) link as recorded; the break is in checkpoint ${report.checkpoints} of those read (${rate} events/s)\n`
+        : `  ${report.events} event(s) read before the break, ${rate} events/s\n`,
+    );
     return 1;
   }
   if (report.events === 0) return fail('the chain links nothing yet: it is written by the projector role, which has not run on this history');

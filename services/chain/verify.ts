@@ -19,6 +19,8 @@ export interface ChainBreak {
   position: string | undefined;
   stream: string | undefined;
   what: string;
+  /** The break is in a signed checkpoint of that event, not in the events (which all link as recorded). */
+  inCheckpoint?: true;
 }
 
 export interface ChainReport {
@@ -75,7 +77,7 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
     unlinked,
     checkpoints: 0,
     seconds: (performance.now() - started) / 1000,
-    broken: { count: b.count ?? count, position: b.position, stream: b.stream, what: b.what },
+    broken: { count: b.count ?? count, position: b.position, stream: b.stream, what: b.what, ...(b.inCheckpoint ? { inCheckpoint: true as const } : {}) },
   });
 
   let linkedAll = true;
@@ -160,7 +162,7 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
     checkpoints += 1;
     const c = checkpointOf(r);
     const chain = chainName(r.chain);
-    if (r.at !== r.link || r.at_position !== r.position) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the checkpoint of ${chain} at count ${r.seq} (signed ${c.signedAt}) does not match the chain there` }), checkpoints };
+    if (r.at !== r.link || r.at_position !== r.position) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the checkpoint of ${chain} at count ${r.seq} (signed ${c.signedAt}) does not match the chain there`, inCheckpoint: true }), checkpoints };
     // Judged by how far the chain was linked when the key was retired, not by the time it claims.
     if (r.retired_at_seq !== null && r.global_seq !== null && Number(r.global_seq) > Number(r.retired_at_seq)) {
       return {
@@ -169,11 +171,12 @@ export async function verifyChain(pool: Pool, store: EventStore, progress?: (eve
           position: r.position,
           stream: undefined,
           what: `${chain}'s checkpoint at count ${r.seq} covers event #${r.global_seq}, signed with key ${r.key_id} after that key was retired (at event #${r.retired_at_seq}, ${r.retired_at?.toISOString()})`,
+          inCheckpoint: true,
         }),
         checkpoints,
       };
     }
-    if (!checkpointSignatureValid(c, r.public_key)) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the signature of ${chain}'s checkpoint at count ${r.seq} is not valid for key ${r.key_id}` }), checkpoints };
+    if (!checkpointSignatureValid(c, r.public_key)) return { ...report({ count: Number(r.seq), position: r.position, stream: undefined, what: `the signature of ${chain}'s checkpoint at count ${r.seq} is not valid for key ${r.key_id}`, inCheckpoint: true }), checkpoints };
   }
   return { events: count, unlinked, checkpoints, seconds: (performance.now() - started) / 1000, broken: undefined };
 }
