@@ -182,7 +182,7 @@ export async function runSandbox(exitAfterStory: boolean): Promise<number> {
     print(`Story FAILED: ${result.failures.length} of ${result.checks} checks did not behave as expected:`);
     for (const f of result.failures) print(`  - ${f}`);
   }
-  printWhereToLook(url, config, catalog, result, wallets);
+  printWhereToLook(url, config, catalog, result, wallets, exitAfterStory);
 
   if (exitAfterStory) {
     await stopAll();
@@ -285,14 +285,15 @@ async function waitReady(url: string, timeoutMs: number): Promise<boolean> {
   return false;
 }
 
-function printWhereToLook(url: string, config: Config, catalog: CatalogInput, result: StoryResult, wallets: ReadonlyMap<string, DemoWallet>): void {
+function printWhereToLook(url: string, config: Config, catalog: CatalogInput, result: StoryResult, wallets: ReadonlyMap<string, DemoWallet>, stopping: boolean): void {
   const { providerId, operatorId, roundId, playerRef, grantId } = result.examples;
   const op = catalog.operators.find((o) => o.id === operatorId)!;
   const prov = catalog.providers.find((p) => p.id === providerId)!;
   const game = prov.games[0]!;
   const bearer = `curl -s -H "Authorization: Bearer $ADMIN_TOKEN"`;
   print('');
-  print('Where to look next');
+  // With --exit, every address below closes a moment later: the commands are for a sandbox left running.
+  print(stopping ? 'Where to look next, in a sandbox left running (npm run sandbox, without --exit: this one stops now)' : 'Where to look next');
   print(`  export ADMIN_TOKEN=${config.adminToken}`);
   print('  The API, browsable:');
   print(`    ${url}/docs                     (open in a browser; the OpenAPI 3.1 document is ${url}/openapi.json)`);

@@ -122,7 +122,8 @@ describe('npm run sandbox', () => {
     expect(last).toContain('      demo-studio,demo-fruit,EUR,5,1400,3,26350,2,700,-25650\n');
   });
 
-  it('then says where to look, with commands ready to paste', () => {
+  it('then says where to look, with commands ready to paste, for a sandbox left running (this one, run with --exit, stops)', () => {
+    expect(run.out).toMatch(/^Where to look next, in a sandbox left running \(npm run sandbox, without --exit: this one stops now\)$/m);
     const url = /^ {2}service +(http:\/\/127\.0\.0\.1:\d+)/m.exec(run.out)?.[1];
     expect(url).toBeDefined();
     expect(run.out).toContain(`${url}/docs`);
