@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Agent, type Dispatcher, errors as undiciErrors, request } from 'undici';
+import { Agent, Dispatcher, errors as undiciErrors, request } from 'undici';
 import type { Operator, Provider } from '../catalog/schema.ts';
 import { HEADER, sign } from './signature.ts';
 
@@ -12,43 +12,64 @@ import { HEADER, sign } from './signature.ts';
  */
 const begun = new WeakSet<AbortSignal>();
 
-/** Wraps a call's handler to note when undici starts it on a connected socket (it is written right after). */
+/**
+ * A call's handler (undici's `request` gives its own, in undici's first handler interface), noting when
+ * undici starts the call on a connected socket: it calls onConnect right before writing it there.
+ */
 class NoteBegun implements Dispatcher.DispatchHandler {
   constructor(
     private readonly inner: Dispatcher.DispatchHandler,
     private readonly signal: AbortSignal,
   ) {}
-  onRequestStart(controller: Dispatcher.DispatchController, context: unknown): void {
+  onConnect(abort: (err?: Error) => void): void {
     begun.add(this.signal);
-    this.inner.onRequestStart?.(controller, context);
+    this.inner.onConnect?.(abort);
   }
-  onRequestUpgrade(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onRequestUpgrade']>>): void {
-    this.inner.onRequestUpgrade?.(...args);
+  onHeaders(statusCode: number, headers: Buffer[], resume: () => void, statusText: string): boolean {
+    return this.inner.onHeaders?.(statusCode, headers, resume, statusText) ?? true;
   }
-  onResponseStart(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseStart']>>): void {
-    this.inner.onResponseStart?.(...args);
+  onData(chunk: Buffer): boolean {
+    return this.inner.onData?.(chunk) ?? true;
   }
-  onResponseData(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseData']>>): void {
-    this.inner.onResponseData?.(...args);
+  onComplete(trailers: string[] | null): void {
+    this.inner.onComplete?.(trailers);
   }
-  onResponseEnd(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseEnd']>>): void {
-    this.inner.onResponseEnd?.(...args);
-  }
-  onResponseError(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseError']>>): void {
-    this.inner.onResponseError?.(...args);
+  onError(err: Error): void {
+    this.inner.onError?.(err);
   }
 }
 
-/** `request` passes its options on to the dispatcher, the call's signal among them (the types omit it). */
-const noteBegun: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => {
-  const { signal } = opts as { signal?: unknown };
-  return dispatch(opts, signal instanceof AbortSignal ? new NoteBegun(handler, signal) : handler);
-};
+/**
+ * An agent whose calls note when they begin (NoteBegun). Not undici's `compose`: its interceptors convert
+ * every handler to the newer interface and back, about 9 µs of CPU a call here against 2 for this.
+ */
+class NotingAgent extends Dispatcher {
+  constructor(private readonly agent: Agent) {
+    super();
+  }
+  override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    // `request` passes its options on to the dispatcher, the call's signal among them (the types omit it).
+    const { signal } = opts as { signal?: unknown };
+    if (!(signal instanceof AbortSignal)) return this.agent.dispatch(opts, handler);
+    // A handler of undici's newer interface cannot be watched this way: its call may have reached the peer.
+    if (handler.onRequestStart !== undefined) {
+      begun.add(signal);
+      return this.agent.dispatch(opts, handler);
+    }
+    return this.agent.dispatch(opts, new NoteBegun(handler, signal));
+  }
+  override close(): Promise<void> {
+    return this.agent.close();
+  }
+  override destroy(): Promise<void> {
+    return this.agent.destroy();
+  }
+}
 
 /** undici's own connect timeout, which a call's shorter timeout lowers (agentOf). */
 const CONNECT_TIMEOUT_MS = 10_000;
 const newAgent = (connectTimeoutMs = CONNECT_TIMEOUT_MS) =>
-  new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 128, connect: { timeout: connectTimeoutMs } }).compose(noteBegun);
+  new NotingAgent(new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 60_000, connections: 128, connect: { timeout: connectTimeoutMs } }));
 /** Keep-alive connection pools for calls that name no tenant. */
 const shared = newAgent();
 /**
