@@ -77,6 +77,43 @@ describe('npm run conformance against the demo wallet', () => {
     expect(w.balanceOf('p-conf')).toBe(100_000 - 2 * 245);
   });
 
+  it('never sends a BET or a WIN into a round it completed, as the service never does', async () => {
+    const inner = await wallet();
+    const bodies: Array<{ transactionId: string; type: string; roundId: string; roundComplete?: boolean }> = [];
+    // A proxy in front of the demo wallet that keeps every transaction body sent.
+    const proxy = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        if (req.url === '/v1/wallet/transaction' && body.length > 0) bodies.push(JSON.parse(body.toString()) as (typeof bodies)[number]);
+        const upstream = http.request(inner.url + (req.url ?? '/'), { method: req.method, headers: req.headers }, (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        });
+        upstream.end(body);
+      });
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    try {
+      const run = await runCli(['--wallet-url', `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, '--operator-secret', SECRET]);
+      expect(run.code, run.out).toBe(0);
+      const completed = new Map<string, string>();
+      const late: string[] = [];
+      for (const b of bodies) {
+        const closer = completed.get(b.roundId);
+        // A repeat of the transaction that completed it is a repeat, not a new play.
+        if (closer !== undefined && closer !== b.transactionId && (b.type === 'BET' || b.type === 'WIN')) late.push(`${b.type} ${b.transactionId} after ${closer}`);
+        if (b.roundComplete === true && !completed.has(b.roundId)) completed.set(b.roundId, b.transactionId);
+      }
+      expect(late).toEqual([]);
+      expect(completed.size).toBeGreaterThan(0);
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((r) => proxy.close(r));
+    }
+  });
+
   it('uses a fresh conformance-<random> player by default', async () => {
     const w = await wallet();
     const run = await runCli([`--wallet-url=${w.url}`, `--operator-secret=${SECRET}`]);
@@ -215,6 +252,8 @@ describe('npm run conformance against broken wallets', () => {
     expect(s.get('bet.debits')).toBe('SKIP');
     expect(s.get('signature.transaction.bad-signature')).toBe('PASS');
     expect(detailsOf(run.out, 'bet.debits')).toMatch(/note: +needs a working balance endpoint/);
+    // A balance endpoint that refuses every call refuses a badly signed one too: that proves nothing.
+    expect([s.get('signature.balance.bad-signature'), s.get('signature.balance.query-signed')]).toEqual(['SKIP', 'SKIP']);
   });
 
   it('fails a wallet that serves its replies as text/plain on the format check only', async () => {

@@ -192,6 +192,12 @@ describe('npm run audit -- verify on a history its read models have not applied'
 
   it('says it verified nothing and exits 2 while a read model has applied no event; once rebuilt, it names the newer events it did not verify', async () => {
     for (let i = 0; i < 3; i++) await h.launch();
+    // A row in tables no projector has written is a difference all the same: exit 1, named.
+    await h.svc.ctx.pool.query(`INSERT INTO rm_sessions (token, revoked_at) VALUES ('forged-token', now())`);
+    const forged = await audit('verify', '--projection', 'sessions');
+    expect([forged.code, forged.stdout], forged.stderr).toEqual([1, expect.stringContaining('forged-token')]);
+    expect(forged.stdout).not.toContain('nothing verified');
+    await h.svc.ctx.pool.query(`DELETE FROM rm_sessions WHERE token = 'forged-token'`);
     const before = await audit('verify', '--projection', 'sessions');
     const said = `exit ${before.code}\n${before.stdout}${before.stderr}`;
     expect(before.stdout, said).toContain('sessions: nothing verified: the read model has applied no event of the history yet');
@@ -205,7 +211,7 @@ describe('npm run audit -- verify on a history its read models have not applied'
     const after = await audit('verify', '--projection', 'sessions');
     const saidAfter = `exit ${after.code}\n${after.stdout}${after.stderr}`;
     expect(after.stdout, saidAfter).toContain('sessions: matches a rebuild from the history');
-    expect(after.stdout, saidAfter).toMatch(/^ {2}2 newer event\(s\) not applied by the read model yet \(the projector role applies them as they come\): not verified$/m);
+    expect(after.stdout, saidAfter).toMatch(/^ {2}2 newer event\(s\) after the position verified \(the projector role applies them as they come\): not verified$/m);
     expect(after.code, saidAfter).toBe(0);
   }, 120_000);
 });
