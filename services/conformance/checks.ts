@@ -136,14 +136,19 @@ function txReply(ex: Exchange): { status: 'OK' | 'DECLINED'; balance: number; te
 }
 
 /**
- * Moves the balance with a BET of its own, in a round of its own (the service never sends a BET into a
- * completed round), before a repeat, so that a wallet answering a repeat with today's balance instead
- * of its stored reply shows. The BET must be taken: one declined would move nothing.
+ * A repeat of `first` (identical body, fresh nonce and signature) after a BET of its own, in a round of
+ * its own (the service never sends a BET into a completed round), has moved the balance: the wallet must
+ * answer the stored reply, not today's balance, and apply nothing. The BET must be taken: one declined
+ * would move nothing. `needs`: the check that made `first`; `why`: what the unchanged balance shows.
  */
-async function betInBetween(ctx: Ctx): Promise<void> {
+async function expectRepeatReplayed(ctx: Ctx, first: { body: string; reply: string } | undefined, needs: string, how: string, why: string): Promise<void> {
+  if (!first) throw new CheckSkipped(`needs ${needs}`);
   const id = ctx.id('between');
-  const r = txReply(await ctx.send(ctx.tx({ transactionId: id, type: 'BET', roundId: ctx.round(id), amount: 50, roundComplete: false })));
-  if (r.status !== 'OK') throw new CheckSkipped('the BET that moves the balance before the repeat was declined: nothing to tell a stored reply from today\'s balance');
+  const between = txReply(await ctx.send(ctx.tx({ transactionId: id, type: 'BET', roundId: ctx.round(id), amount: 50, roundComplete: false })));
+  if (between.status !== 'OK') throw new CheckSkipped('the BET that moves the balance before the repeat was declined: nothing to tell a stored reply from today\'s balance');
+  const before = await ctx.balance('before the repeat');
+  expectReplay(await ctx.send(first.body, how), first.reply);
+  await ctx.expectBalance(before, 'after the repeat', why);
 }
 
 /** A transaction the wallet must apply: 200, status OK, balance as given. */
@@ -414,13 +419,7 @@ const CHECKS: Check[] = [
     title: 'a repeated BET (identical body, fresh nonce) replays the stored reply and is not applied again',
     needsBalance: true,
     async run(ctx) {
-      const bet = ctx.state.bet;
-      if (!bet) throw new CheckSkipped('needs the BET of bet.debits');
-      await betInBetween(ctx);
-      const before = await ctx.balance('before the repeat');
-      const ex = await ctx.send(bet.body, 'repeat of an earlier BET: identical body, fresh nonce and signature');
-      expectReplay(ex, bet.reply);
-      await ctx.expectBalance(before, 'after the repeat', 'a repeat is not applied again');
+      await expectRepeatReplayed(ctx, ctx.state.bet, 'the BET of bet.debits', 'repeat of an earlier BET: identical body, fresh nonce and signature', 'a repeat is not applied again');
     },
   },
   {
@@ -452,12 +451,7 @@ const CHECKS: Check[] = [
     title: 'a repeated WIN replays the stored reply and is not credited again',
     needsBalance: true,
     async run(ctx) {
-      const win = ctx.state.win;
-      if (!win) throw new CheckSkipped('needs the WIN of win.credits');
-      await betInBetween(ctx);
-      const before = await ctx.balance('before the repeat');
-      expectReplay(await ctx.send(win.body, 'repeat: identical body, fresh nonce and signature'), win.reply);
-      await ctx.expectBalance(before, 'after the repeat', 'a repeat is not applied again');
+      await expectRepeatReplayed(ctx, ctx.state.win, 'the WIN of win.credits', 'repeat: identical body, fresh nonce and signature', 'a repeat is not applied again');
     },
   },
   {
@@ -499,12 +493,7 @@ const CHECKS: Check[] = [
     title: 'a repeated ROLLBACK replays the stored reply and does not refund again',
     needsBalance: true,
     async run(ctx) {
-      const rb = ctx.state.rollback;
-      if (!rb) throw new CheckSkipped('needs the ROLLBACK of rollback.refunds-bet');
-      await betInBetween(ctx);
-      const before = await ctx.balance('before the repeat');
-      expectReplay(await ctx.send(rb.body, 'repeat: identical body, fresh nonce and signature'), rb.reply);
-      await ctx.expectBalance(before, 'after the repeat', 'a rollback refunds once');
+      await expectRepeatReplayed(ctx, ctx.state.rollback, 'the ROLLBACK of rollback.refunds-bet', 'repeat: identical body, fresh nonce and signature', 'a rollback refunds once');
     },
   },
   {
@@ -664,12 +653,7 @@ const CHECKS: Check[] = [
     title: 'a repeated stale-round ROLLBACK (the next sweep) replays the stored reply and does not refund again',
     needsBalance: true,
     async run(ctx) {
-      const rb = ctx.state.staleRollback;
-      if (!rb) throw new CheckSkipped('needs the ROLLBACK of stale-rollback.refunds');
-      await betInBetween(ctx);
-      const before = await ctx.balance('before the repeat');
-      expectReplay(await ctx.send(rb.body, 'repeat: identical body, fresh nonce and signature'), rb.reply);
-      await ctx.expectBalance(before, 'after the repeat', 'a rollback refunds once');
+      await expectRepeatReplayed(ctx, ctx.state.staleRollback, 'the ROLLBACK of stale-rollback.refunds', 'repeat: identical body, fresh nonce and signature', 'a rollback refunds once');
     },
   },
   {

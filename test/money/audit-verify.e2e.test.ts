@@ -11,6 +11,20 @@ import { entryArgs } from '../helpers/bundle.ts';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const run = promisify(execFile);
 
+/** `npm run audit -- <args>` on the harness's own database and store (the esdb test project runs this file on EventStoreDB). */
+async function auditOf(h: MoneyHarness, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [...entryArgs('audit'), ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
 describe('npm run audit -- verify | rebuild', () => {
   let h: MoneyHarness;
   beforeAll(async () => {
@@ -18,19 +32,7 @@ describe('npm run audit -- verify | rebuild', () => {
   });
   afterAll(async () => h?.close());
 
-  const audit = async (...args: string[]) => {
-    try {
-      const { stdout, stderr } = await run(process.execPath, [...entryArgs('audit'), ...args], {
-        cwd: ROOT,
-        // The service's own store (the esdb test project runs this file on EventStoreDB).
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' },
-      });
-      return { code: 0, stdout, stderr };
-    } catch (err) {
-      const e = err as { code: number; stdout: string; stderr: string };
-      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-    }
-  };
+  const audit = (...args: string[]) => auditOf(h, args);
 
   /** A busy history: rounds with bets, wins, rollbacks, a retried WIN, a decline, kicks and grants. */
   const traffic = async (n: number) => {
@@ -177,18 +179,7 @@ describe('npm run audit -- verify on a history its read models have not applied'
   });
   afterAll(async () => h?.close());
 
-  const audit = async (...args: string[]) => {
-    try {
-      const { stdout, stderr } = await run(process.execPath, [...entryArgs('audit'), ...args], {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' },
-      });
-      return { code: 0, stdout, stderr };
-    } catch (err) {
-      const e = err as { code: number; stdout: string; stderr: string };
-      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-    }
-  };
+  const audit = (...args: string[]) => auditOf(h, args);
 
   it('says it verified nothing and exits 2 while a read model has applied no event; once rebuilt, it names the newer events it did not verify', async () => {
     for (let i = 0; i < 3; i++) await h.launch();

@@ -341,28 +341,38 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
       expect((await get(h.id)).json.status).toBe('cancelled');
     });
 
-    it('a repeated key that waited for the first request\'s call answers once the list shows the grant, as the first does', async () => {
-      const body = direct({ playerRef: `fs-rep-${randomUUID().slice(0, 6)}` });
-      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-repeat-visible' }, delayMs: 300 });
+    /** What an answer said, and what the list said right after it: [status, the grant's status, the listed grant's status]. */
+    type Seen = [number, string | undefined, string | undefined];
+    /**
+     * Runs `calls` while the grants read model is held back for a second (its writes wait for a table
+     * lock; reads do not), each followed at once by the list; what each saw.
+     */
+    const whileReadModelHeld = async (calls: Array<() => Promise<Seen>>): Promise<Seen[]> => {
       const holder = await svc.ctx.pool.connect();
-      let outcomes: Array<[number, string | undefined, string | undefined]> = [];
       try {
         await holder.query('BEGIN');
         await holder.query('LOCK TABLE rm_grants IN SHARE MODE');
         const release = new Promise<void>((resolve) => setTimeout(() => void holder.query('COMMIT').then(() => resolve()), 1000));
-        const issueThenList = async (): Promise<[number, string | undefined, string | undefined]> => {
-          const res = await issue(body);
-          const listed = (await list(`?playerRef=${body.playerRef}`)).json.find((x) => x.id === res.json.id);
-          return [res.status, res.json.status, listed?.status];
-        };
+        let seen: Seen[] = [];
         await withProviderTimeout(5000, async () => {
-          outcomes = await Promise.all([issueThenList(), new Promise((r) => setTimeout(r, 100)).then(issueThenList), release.then(() => [0, undefined, undefined] as [number, undefined, undefined])]);
+          [seen] = await Promise.all([Promise.all(calls.map((call) => call())), release]);
         });
+        return seen;
       } finally {
         await holder.query('ROLLBACK').catch(() => undefined);
         holder.release();
       }
-      expect(outcomes.slice(0, 2)).toEqual([
+    };
+    const listedStatus = async (playerRef: string, id: string) => (await list(`?playerRef=${playerRef}`)).json.find((x) => x.id === id)?.status;
+
+    it('a repeated key that waited for the first request\'s call answers once the list shows the grant, as the first does', async () => {
+      const body = direct({ playerRef: `fs-rep-${randomUUID().slice(0, 6)}` });
+      provider.script('/v1/free-spins/grants', { status: 200, body: { externalRef: 'ext-repeat-visible' }, delayMs: 300 });
+      const issueThenList = async (): Promise<Seen> => {
+        const res = await issue(body);
+        return [res.status, res.json.status, await listedStatus(body.playerRef, res.json.id)];
+      };
+      expect(await whileReadModelHeld([issueThenList, () => new Promise((r) => setTimeout(r, 100)).then(issueThenList)])).toEqual([
         [201, 'active', 'active'],
         [200, 'active', 'active'],
       ]);
@@ -371,26 +381,11 @@ describe('free-spin grants (API document 2.7, 3.1, 4.1.5–4.1.8)', () => {
     it('a cancel that waited for another\'s call answers once the list shows the grant cancelled, as the one that called does', async () => {
       const g = (await issue(direct())).json;
       provider.script('/v1/free-spins/grants/', { status: 200, body: {}, delayMs: 300 });
-      // The grants read model is held back (its writes wait for this lock; reads do not) for a second.
-      const holder = await svc.ctx.pool.connect();
-      let outcomes: Array<[number, string | undefined, string | undefined]> = [];
-      try {
-        await holder.query('BEGIN');
-        await holder.query('LOCK TABLE rm_grants IN SHARE MODE');
-        const release = new Promise<void>((resolve) => setTimeout(() => void holder.query('COMMIT').then(() => resolve()), 1000));
-        const cancelThenList = async (): Promise<[number, string | undefined, string | undefined]> => {
-          const res = await cancel(g.id);
-          const listed = (await list(`?playerRef=${g.playerRef}`)).json.find((x) => x.id === g.id);
-          return [res.status, res.json.status, listed?.status];
-        };
-        await withProviderTimeout(5000, async () => {
-          outcomes = await Promise.all([cancelThenList(), cancelThenList(), release.then(() => [0, undefined, undefined] as [number, undefined, undefined])]);
-        });
-      } finally {
-        await holder.query('ROLLBACK').catch(() => undefined);
-        holder.release();
-      }
-      expect(outcomes.slice(0, 2)).toEqual([
+      const cancelThenList = async (): Promise<Seen> => {
+        const res = await cancel(g.id);
+        return [res.status, res.json.status, await listedStatus(g.playerRef, g.id)];
+      };
+      expect(await whileReadModelHeld([cancelThenList, cancelThenList])).toEqual([
         [200, 'cancelled', 'cancelled'],
         [200, 'cancelled', 'cancelled'],
       ]);
