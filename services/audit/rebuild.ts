@@ -319,6 +319,7 @@ export async function replayInto(
       // the tables' size, which a small sample gives (see SCRATCH_STATISTICS).
       // One part analyzes (two ANALYZEs of a table wait for each other): the others' rows count in it as they commit.
       const analyze = own && lane.part === 0 && ((lane.applied + 1) & lane.applied) === 0;
+      let applying = false;
       try {
         // apply() names its tables unqualified, found through the search path, where Postgres passes over
         // a schema that does not exist: were the scratch schema dropped (by hand, or as left by a dead run,
@@ -331,7 +332,9 @@ export async function replayInto(
         await client.query(
           `${own ? 'BEGIN; SET LOCAL synchronous_commit = off; ' : ''}SET LOCAL search_path TO ${schema}, public; LOCK TABLE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')} IN ROW EXCLUSIVE MODE`,
         );
+        applying = true;
         await projection.apply(events, client);
+        applying = false;
         if (analyze) {
           await client.query(`SET LOCAL default_statistics_target = ${SCRATCH_STATISTICS}`);
           await client.query(`ANALYZE ${projection.tables.map((t) => `${schema}.${t.name}`).join(', ')}`);
@@ -340,6 +343,9 @@ export async function replayInto(
         else await client.query('SET LOCAL search_path TO public');
       } catch (err) {
         if (own) await client.query('ROLLBACK').catch(() => undefined);
+        // A statement of the read model's own code refused an event: name it (a history's own event makes
+        // every later replay fail the same way).
+        if (applying && isDatabaseError(err)) throw await replayFailure(own ? client : undefined, schema, projection, events, err);
         throw err;
       }
       lane.applied += 1;
@@ -522,6 +528,46 @@ async function holders(pool: Pool, tables: string[]): Promise<string[]> {
 
 /** A rebuild that ended without swapping anything in, for a reason its message gives (the live read models are as they were). */
 export class NothingSwapped extends Error {}
+
+/** An event of the history a read model could not apply: the replay stops there (its message names the event). */
+export class ReplayFailed extends NothingSwapped {}
+
+/** An error the database answered with (a SQLSTATE code), not one of the connection or of this process. */
+const isDatabaseError = (err: unknown): err is Error => {
+  const code = err instanceof Error ? (err as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !code.startsWith('57');
+};
+
+/**
+ * The batch `events` failed to apply with `err`: applied again one event at a time on `client` (a
+ * connection of the replay's own; not in the swap, whose transaction the failure ended), each under a
+ * savepoint, in a transaction rolled back after, the first that fails is the one named (its position,
+ * stream and type), with the database's words. Otherwise the batch is named.
+ */
+async function replayFailure(client: PoolClient | undefined, schema: string, projection: Projection, events: RecordedEvent[], err: Error): Promise<ReplayFailed> {
+  const batch = `the ${projection.name} read model could not apply the events from position ${events[0]!.position} to ${events.at(-1)!.position}: ${err.message}`;
+  if (client === undefined) return new ReplayFailed(`${batch}. Nothing was swapped in; see whether the history was changed (npm run audit -- verify-chain)`);
+  try {
+    await client.query(`BEGIN; SET LOCAL search_path TO ${schema}, public`);
+    for (const e of events) {
+      await client.query('SAVEPOINT one_event');
+      try {
+        await projection.apply([e], client);
+      } catch (one) {
+        return new ReplayFailed(
+          `the ${projection.name} read model could not apply the event at position ${e.position} (stream ${e.streamId}, revision ${e.revision}, ${e.type}): ${(one as Error).message}. ` +
+            'Nothing was swapped in; see whether the history was changed (npm run audit -- verify-chain)',
+        );
+      }
+      await client.query('RELEASE SAVEPOINT one_event');
+    }
+  } catch {
+    // The search for the one event failed in its own way: the batch is named.
+  } finally {
+    await client.query('ROLLBACK').catch(() => undefined);
+  }
+  return new ReplayFailed(`${batch}. Nothing was swapped in; see whether the history was changed (npm run audit -- verify-chain)`);
+}
 
 /**
  * The session that created the scratch schema (and holds its lock) ended during the run. A server that

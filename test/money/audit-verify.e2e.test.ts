@@ -7,6 +7,8 @@ import { OP1 } from '../helpers/catalog.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
 import { entryArgs } from '../helpers/bundle.ts';
+import { playerSessionsStream } from '../../services/sessions/events.ts';
+import { comparePositions } from '../../shared/eventstore/port.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const run = promisify(execFile);
@@ -180,9 +182,25 @@ describe('npm run audit -- verify on a history its read models have not applied'
   afterAll(async () => h?.close());
 
   const audit = (...args: string[]) => auditOf(h, args);
+  /**
+   * Launches `n` sessions and waits until the log reads their events: a transaction left open anywhere on
+   * the server (another test file's) holds the log's head back a moment (ADR 3).
+   */
+  const launched = async (n: number) => {
+    const positions: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const player = `unapplied-${randomUUID().slice(0, 8)}`;
+      await h.launch(player);
+      positions.push((await h.svc.ctx.eventStore.readStream(playerSessionsStream('op-1', player))).at(-1)!.position);
+    }
+    await h.until(async () => {
+      const head = await h.svc.ctx.eventStore.headPosition();
+      return positions.every((p) => comparePositions(head, p) >= 0);
+    });
+  };
 
   it('says it verified nothing and exits 2 while a read model has applied no event; once rebuilt, it names the newer events it did not verify', async () => {
-    for (let i = 0; i < 3; i++) await h.launch();
+    await launched(3);
     // A row in tables no projector has written is a difference all the same: exit 1, named.
     await h.svc.ctx.pool.query(`INSERT INTO rm_sessions (token, revoked_at) VALUES ('forged-token', now())`);
     const forged = await audit('verify', '--projection', 'sessions');
@@ -198,11 +216,27 @@ describe('npm run audit -- verify on a history its read models have not applied'
 
     // A rebuild applies the history; what is recorded after it waits for a projector that does not run.
     expect((await audit('rebuild', '--projection', 'sessions')).code).toBe(0);
-    for (let i = 0; i < 2; i++) await h.launch();
+    await launched(2);
     const after = await audit('verify', '--projection', 'sessions');
     const saidAfter = `exit ${after.code}\n${after.stdout}${after.stderr}`;
     expect(after.stdout, saidAfter).toContain('sessions: matches a rebuild from the history');
     expect(after.stdout, saidAfter).toMatch(/^ {2}2 newer event\(s\) after the position verified \(the projector role applies them as they come\): not verified$/m);
     expect(after.code, saidAfter).toBe(0);
+  }, 120_000);
+
+  it('rebuild names the event a read model cannot apply (the history changed by hand), without a stack trace; nothing swapped in', async () => {
+    await launched(1);
+    const stream = playerSessionsStream('op-1', `forged-${randomUUID().slice(0, 6)}`);
+    // What no launch writes: a SessionStarted without its facts.
+    await h.svc.ctx.eventStore.append(stream, [{ id: randomUUID(), type: 'SessionStarted', data: {} }], 'no_stream');
+    const [forged] = await h.svc.ctx.eventStore.readStream(stream);
+    // Readable in the log once no transaction older than it is still open anywhere on the server (ADR 3).
+    await h.until(async () => comparePositions(await h.svc.ctx.eventStore.headPosition(), forged!.position) >= 0);
+    const result = await audit('rebuild', '--projection', 'sessions');
+    const said = `exit ${result.code}\n${result.stdout}${result.stderr}`;
+    expect(result.stdout, said).toContain(`the sessions read model could not apply the event at position ${forged!.position} (stream ${stream}, revision 0, SessionStarted): `);
+    expect(result.stdout, said).toContain('Nothing was swapped in; see whether the history was changed (npm run audit -- verify-chain)');
+    expect(result.stdout + result.stderr, said).not.toMatch(/^\s+at /m);
+    expect(result.code, said).toBe(1);
   }, 120_000);
 });
