@@ -428,6 +428,22 @@ export function attemptStatus(type: TransactionRequest['type'], outcome: WalletO
  * failure leaves it voided.
  */
 function decideOutcome(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, state: RoundState): RoundEvent[] {
+  const events = outcomeEvents(cmd, state);
+  // A rolled-back BET not voided when its ROLLBACK came, because a resubmission's call was announced then
+  // (it might have reached the wallet): that call's outcome says whether any did. None did: voided now,
+  // final, as if the ROLLBACK had come after it (contract section 8, rule 5).
+  const tx = state.txs.get(cmd.transactionId);
+  const [failure] = events;
+  if (tx?.rolledBackBy !== undefined && tx.status !== 'voided' && failure?.type === 'TransactionAttemptFailed') {
+    const after = evolve(state, failure, { revision: 0 }).txs.get(cmd.transactionId);
+    if (after && neverReachedWallet(after)) {
+      return [...events, { type: 'TransactionVoided', data: { transactionId: cmd.transactionId, rollbackTransactionId: tx.rolledBackBy, voidedAt: cmd.now.toISOString() } }];
+    }
+  }
+  return events;
+}
+
+function outcomeEvents(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, state: RoundState): RoundEvent[] {
   const { transactionId, attempt, outcome } = cmd;
   const tx = state.txs.get(transactionId);
   if (!tx) return [];

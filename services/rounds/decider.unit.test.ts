@@ -374,6 +374,32 @@ describe('rounds decider: recording a transaction (RecordTransaction)', () => {
         .then([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'failed', detail: 'wallet unreachable: connect ECONNREFUSED 127.0.0.1:1', notSent: true, attempt: 1, failedAt: NOW_ISO } }]);
     });
 
+    it('voids a rolled-back BET once the resubmission\'s call announced when its ROLLBACK came turns out not to have reached the wallet either', () => {
+      const rb = rollback('rb-1', 'bet-1');
+      const resent: RoundEvent = { type: 'TransactionResent', data: { transactionId: 'bet-1', attempt: 2, resentAt: NOW_ISO } };
+      // The ROLLBACK came while the resubmission's call was under way: not voided then (it might reach the wallet).
+      const rolledBack = [recorded(bet('bet-1')), unconnected('bet-1'), resent, recorded(rb)];
+      expect(txAfter('bet-1', ...rolledBack)).toMatchObject({ status: 'timed_out', rolledBackBy: 'rb-1' });
+      // That call did not reach it either: voided with its outcome, final.
+      spec
+        .given(...rolledBack)
+        .when(outcome('bet-1', { kind: 'timed_out', notSent: true }, 2))
+        .then([
+          { type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no connection to the wallet within the wallet timeout', notSent: true, attempt: 2, failedAt: NOW_ISO } },
+          { type: 'TransactionVoided', data: { transactionId: 'bet-1', rollbackTransactionId: 'rb-1', voidedAt: NOW_ISO } },
+        ]);
+      // It may have reached it: the BET stays as it is, and its ROLLBACK refunds whatever the wallet took.
+      spec
+        .given(...rolledBack)
+        .when(outcome('bet-1', { kind: 'timed_out' }, 2))
+        .then([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt: 2, failedAt: NOW_ISO } }]);
+      // A BET not rolled back is not voided by a call that did not reach the wallet.
+      spec
+        .given(recorded(bet('bet-1')), unconnected('bet-1'), resent)
+        .when(outcome('bet-1', { kind: 'timed_out', notSent: true }, 2))
+        .then([{ type: 'TransactionAttemptFailed', data: { transactionId: 'bet-1', outcome: 'timed_out', detail: 'no connection to the wallet within the wallet timeout', notSent: true, attempt: 2, failedAt: NOW_ISO } }]);
+    });
+
     it('voids a BET whose call timed out before a connection was made (a wallet host that drops packets) when its ROLLBACK is recorded', () => {
       const rb = rollback('rb-1', 'bet-1');
       const voids: RoundEvent[] = [recorded(rb, NOW_ISO), { type: 'TransactionVoided', data: { transactionId: 'bet-1', rollbackTransactionId: 'rb-1', voidedAt: NOW_ISO } }];

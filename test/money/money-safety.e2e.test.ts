@@ -101,6 +101,34 @@ describe('money safety', () => {
     await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided' AND attempts = 1", [bet.transactionId])).rowCount === 1);
   });
 
+  it('voids a BET whose resubmission was still connecting to a host that drops packets when its ROLLBACK came, once that call times out unsent too', async () => {
+    const r = await round();
+    const bet = r.bet(`${r.roundId}-silent-resent`);
+    const silent = await startSilentHost();
+    const catalog = (walletUrl: string) => h.svc.ctx.catalog.apply(testCatalog({ walletUrl, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, ...SCRIPTED_HANG_TIMEOUT }));
+    await catalog(silent.url);
+    const rb = { ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 };
+    try {
+      expect((await h.tx(bet)).status).toBe(504);
+      // The provider resubmits; while that call is still connecting, it rolls the BET back.
+      const resubmitted = h.tx(bet);
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      const rolledBack = h.tx(rb);
+      // That call timed out unconnected too: the resubmission is answered with what the BET now is.
+      const answered = await resubmitted;
+      expect([answered.status, answered.json]).toEqual([409, { error: 'bet was rolled back' }]);
+      await rolledBack;
+    } finally {
+      await catalog(h.wallet.url);
+      await silent.close();
+    }
+    // Neither call reached the wallet: the BET is voided, final.
+    await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided' AND attempts = 2", [bet.transactionId])).rowCount === 1);
+    const again = await h.tx(bet);
+    expect([again.status, again.json]).toEqual([409, { error: 'bet was rolled back' }]);
+    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(0);
+  });
+
   it('never sends a BET that was recorded but not sent (its process died) once it has been rolled back', async () => {
     const r = await round();
     const bet = r.bet(`${r.roundId}-orphan`);
