@@ -473,15 +473,11 @@ function outcomeEvents(cmd: Extract<RoundCommand, { type: 'RecordOutcome' }>, st
           },
         },
       ];
-    case 'timed_out':
-      return [
-        {
-          type: 'TransactionAttemptFailed',
-          data: outcome.notSent
-            ? { transactionId, outcome: 'timed_out', detail: 'no connection to the wallet within the wallet timeout', notSent: true, attempt, failedAt: at, ...duration, ...lost }
-            : { transactionId, outcome: 'timed_out', detail: 'no reply within the wallet timeout', attempt, failedAt: at, ...duration, ...lost },
-        },
-      ];
+    case 'timed_out': {
+      const detail = outcome.notSent ? 'no connection to the wallet within the wallet timeout' : 'no reply within the wallet timeout';
+      const notSent = outcome.notSent ? { notSent: true as const } : {};
+      return [{ type: 'TransactionAttemptFailed', data: { transactionId, outcome: 'timed_out', detail, ...notSent, attempt, failedAt: at, ...duration, ...lost } }];
+    }
     default: {
       const unknown: never = outcome;
       return unknown;

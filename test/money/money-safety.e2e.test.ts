@@ -40,6 +40,17 @@ describe('money safety', () => {
     return { r, bet, stream: roundStream('studio-a', 'op-1', r.roundId) };
   };
 
+  /** Runs `fn` with the operator's wallet at `walletUrl`, then puts the harness's wallet back. */
+  const withWalletAt = async (walletUrl: string, fn: () => Promise<void>) => {
+    const at = (url: string) => h.svc.ctx.catalog.apply(testCatalog({ walletUrl: url, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, ...SCRIPTED_HANG_TIMEOUT }));
+    await at(walletUrl);
+    try {
+      await fn();
+    } finally {
+      await at(h.wallet.url);
+    }
+  };
+
   it('never sends a BET again once it has been rolled back, even if the provider resubmits it', async () => {
     const r = await round();
     const bet = r.bet(`${r.roundId}-bet`);
@@ -57,14 +68,9 @@ describe('money safety', () => {
     const r = await round();
     const bet = r.bet(`${r.roundId}-refused`);
     // The operator's wallet cannot be reached: nothing listens on its port.
-    const catalog = (walletUrl: string) => h.svc.ctx.catalog.apply(testCatalog({ walletUrl, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, ...SCRIPTED_HANG_TIMEOUT }));
-    await catalog('http://127.0.0.1:1');
-    try {
-      const failed = await h.tx(bet);
-      expect(failed.status).toBe(502);
-    } finally {
-      await catalog(h.wallet.url);
-    }
+    await withWalletAt('http://127.0.0.1:1', async () => {
+      expect((await h.tx(bet)).status).toBe(502);
+    });
     const rb = { ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 };
     expect((await h.tx(rb)).status).toBe(200);
     // The wallet never saw the bet: the BET is voided (contract section 9), final, and never sent.
@@ -81,16 +87,15 @@ describe('money safety', () => {
     const r = await round();
     const bet = r.bet(`${r.roundId}-silent`);
     const silent = await startSilentHost();
-    const catalog = (walletUrl: string) => h.svc.ctx.catalog.apply(testCatalog({ walletUrl, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, ...SCRIPTED_HANG_TIMEOUT }));
-    await catalog(silent.url);
     try {
-      const started = performance.now();
-      const timedOut = await h.tx(bet);
-      expect([timedOut.status, timedOut.json]).toEqual([504, { error: 'wallet timeout' }]);
-      // Within the wallet timeout plus 5 s (contract 8.5), not undici's 10 s connect timeout.
-      expect(performance.now() - started).toBeLessThan(SCRIPTED_HANG_TIMEOUT.walletTimeoutMs + 5000);
+      await withWalletAt(silent.url, async () => {
+        const started = performance.now();
+        const timedOut = await h.tx(bet);
+        expect([timedOut.status, timedOut.json]).toEqual([504, { error: 'wallet timeout' }]);
+        // Within the wallet timeout plus 5 s (contract 8.5), not undici's 10 s connect timeout.
+        expect(performance.now() - started).toBeLessThan(SCRIPTED_HANG_TIMEOUT.walletTimeoutMs + 5000);
+      });
     } finally {
-      await catalog(h.wallet.url);
       await silent.close();
     }
     const rb = { ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 };
@@ -105,28 +110,30 @@ describe('money safety', () => {
     const r = await round();
     const bet = r.bet(`${r.roundId}-silent-resent`);
     const silent = await startSilentHost();
-    const catalog = (walletUrl: string) => h.svc.ctx.catalog.apply(testCatalog({ walletUrl, wallet2Url: h.wallet2.url, providerUrl: h.provider.url, ...SCRIPTED_HANG_TIMEOUT }));
-    await catalog(silent.url);
     const rb = { ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 };
     try {
-      expect((await h.tx(bet)).status).toBe(504);
-      // The provider resubmits; while that call is still connecting, it rolls the BET back.
-      const resubmitted = h.tx(bet);
-      await new Promise((resolve) => setTimeout(resolve, 150));
-      const rolledBack = h.tx(rb);
-      // That call timed out unconnected too: the resubmission is answered with what the BET now is.
-      const answered = await resubmitted;
-      expect([answered.status, answered.json]).toEqual([409, { error: 'bet was rolled back' }]);
-      await rolledBack;
+      await withWalletAt(silent.url, async () => {
+        expect((await h.tx(bet)).status).toBe(504);
+        // The provider resubmits; while that call is still connecting, it rolls the BET back.
+        const resubmitted = h.tx(bet);
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        const rolledBack = h.tx(rb);
+        // That call timed out unconnected too: the resubmission is answered with what the BET now is.
+        const answered = await resubmitted;
+        expect([answered.status, answered.json]).toEqual([409, { error: 'bet was rolled back' }]);
+        await rolledBack;
+      });
     } finally {
-      await catalog(h.wallet.url);
       await silent.close();
     }
-    // Neither call reached the wallet: the BET is voided, final.
+    // Neither call reached the wallet: the BET is voided, final, never sent; its ROLLBACK is, once the
+    // wallet answers again (it leaves the wallet its tombstone), and refunds nothing.
     await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided' AND attempts = 2", [bet.transactionId])).rowCount === 1);
     const again = await h.tx(bet);
     expect([again.status, again.json]).toEqual([409, { error: 'bet was rolled back' }]);
+    await h.until(async () => h.walletCallsFor(rb.transactionId).length > 0);
     expect(h.walletCallsFor(bet.transactionId)).toHaveLength(0);
+    expect(h.wallet.balances.get(r.playerRef) ?? 10_000).toBe(10_000);
   });
 
   it('never sends a BET that was recorded but not sent (its process died) once it has been rolled back', async () => {
