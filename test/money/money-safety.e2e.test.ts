@@ -51,6 +51,19 @@ describe('money safety', () => {
     }
   };
 
+  /**
+   * A rolled-back BET none of whose `attempts` calls reached the wallet: voided (contract section 9),
+   * final (409 on resubmission), never sent, and its ROLLBACK delivered to the wallet, refunding nothing.
+   */
+  const expectVoidedUnsent = async (r: Awaited<ReturnType<typeof round>>, bet: { transactionId: string }, rbId: string, attempts: number) => {
+    await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided' AND operator_status = 'voided' AND attempts = $2", [bet.transactionId, attempts])).rowCount === 1);
+    const again = await h.tx(bet);
+    expect([again.status, again.json]).toEqual([409, { error: 'bet was rolled back' }]);
+    await h.until(async () => h.walletCallsFor(rbId).length > 0);
+    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(0);
+    expect(h.wallet.balances.get(r.playerRef) ?? 10_000).toBe(10_000);
+  };
+
   it('never sends a BET again once it has been rolled back, even if the provider resubmits it', async () => {
     const r = await round();
     const bet = r.bet(`${r.roundId}-bet`);
@@ -73,14 +86,9 @@ describe('money safety', () => {
     });
     const rb = { ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 };
     expect((await h.tx(rb)).status).toBe(200);
-    // The wallet never saw the bet: the BET is voided (contract section 9), final, and never sent.
-    const again = await h.tx(bet);
-    expect([again.status, again.json]).toEqual([409, { error: 'bet was rolled back' }]);
-    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(0);
-    await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided' AND operator_status = 'voided' AND attempts = 1", [bet.transactionId])).rowCount === 1);
+    await expectVoidedUnsent(r, bet, rb.transactionId, 1);
     const unsettled = (await (await fetch(`${h.svc.url}/v1/audit/transactions?status=unsettled`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()) as { transactions: Array<{ transaction_id: string }> };
     expect(unsettled.transactions.map((t) => t.transaction_id)).not.toContain(bet.transactionId);
-    expect(h.wallet.balances.get(r.playerRef) ?? 10_000).toBe(10_000);
   });
 
   it('answers a BET to a wallet host that drops packets at the wallet timeout (504), and voids it once rolled back: no connection was ever made', async () => {
@@ -100,10 +108,7 @@ describe('money safety', () => {
     }
     const rb = { ...r.base, transactionId: `${r.roundId}-rb`, type: 'ROLLBACK', originalTransactionId: bet.transactionId, amount: 100 };
     expect((await h.tx(rb)).status).toBe(200);
-    const again = await h.tx(bet);
-    expect([again.status, again.json]).toEqual([409, { error: 'bet was rolled back' }]);
-    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(0);
-    await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided' AND attempts = 1", [bet.transactionId])).rowCount === 1);
+    await expectVoidedUnsent(r, bet, rb.transactionId, 1);
   });
 
   it('voids a BET whose resubmission was still connecting to a host that drops packets when its ROLLBACK came, once that call times out unsent too', async () => {
@@ -126,14 +131,8 @@ describe('money safety', () => {
     } finally {
       await silent.close();
     }
-    // Neither call reached the wallet: the BET is voided, final, never sent; its ROLLBACK is, once the
-    // wallet answers again (it leaves the wallet its tombstone), and refunds nothing.
-    await h.until(async () => (await h.svc.ctx.pool.query("SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'voided' AND attempts = 2", [bet.transactionId])).rowCount === 1);
-    const again = await h.tx(bet);
-    expect([again.status, again.json]).toEqual([409, { error: 'bet was rolled back' }]);
-    await h.until(async () => h.walletCallsFor(rb.transactionId).length > 0);
-    expect(h.walletCallsFor(bet.transactionId)).toHaveLength(0);
-    expect(h.wallet.balances.get(r.playerRef) ?? 10_000).toBe(10_000);
+    // Neither call reached the wallet; the ROLLBACK is sent once the wallet answers again.
+    await expectVoidedUnsent(r, bet, rb.transactionId, 2);
   });
 
   it('never sends a BET that was recorded but not sent (its process died) once it has been rolled back', async () => {
