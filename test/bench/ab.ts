@@ -19,7 +19,7 @@ import { cleaningUp, stopChildren } from './interrupt.ts';
 import { testCatalog, OP1 } from '../helpers/catalog.ts';
 import { entryArgs, NODE_FLAGS } from '../helpers/bundle.ts';
 import {
-  PLAYERS, ROOT, SATURATION_CONCURRENCY, SATURATION_SECONDS, WARM_UP_SECONDS, checkHistory, fixedRate, fmt, launchSessions, median, percent, saturate, start, startLedger,
+  PLAYERS, ROOT, SATURATION_CONCURRENCY, SATURATION_SECONDS, checkHistory, fixedRate, fmt, launchSessions, median, percent, saturate, start, startLedger,
   type PhaseResult, type Target,
 } from './load.ts';
 
@@ -30,6 +30,8 @@ export interface AbOptions {
   repeat: number;
   rates: number[];
   seconds: number;
+  /** Seconds of warm-up per deployment (0: none). */
+  warmUp: number;
   oneProcess: boolean;
 }
 
@@ -165,9 +167,9 @@ async function round(o: AbOptions, mains: Record<Label, { main: string[]; cwd: s
     ready();
 
     console.log(`\nround ${n} of ${o.repeat}: fresh deployments, ${first} deployed first`);
-    console.log(`warm-up (${WARM_UP_SECONDS} s each at the saturation concurrency) ...`);
+    if (o.warmUp > 0) console.log(`warm-up (${o.warmUp} s each at the saturation concurrency) ...`);
     for (const d of deployments) {
-      await saturate(d.target, WARM_UP_SECONDS, SATURATION_CONCURRENCY);
+      if (o.warmUp > 0) await saturate(d.target, o.warmUp, SATURATION_CONCURRENCY);
       d.warmedUp = d.target.ok;
     }
     const result: Round = { rates: { A: [], B: [] }, cpuPerTx: { A: [], B: [] }, ratios: [], latency: [], failed: false };

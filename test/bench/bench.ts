@@ -40,6 +40,9 @@ commit cost on the machine, back to back and after 10 ms idle.
                    fixed rates (after the warm-up)
   --one-process    run the ledger's api, worker and projector roles in one process
   --ledger-only    skip the forwarder
+  --warm-up N      seconds each target of a fresh deployment runs at the saturation concurrency before it
+                   is measured, 0..600 (default 5; also with --soak and --ab); 0 for a quick run whose
+                   figures include a fresh service's slower first seconds
   --floor          also run the floor, a reference: the forwarder plus the two writes the ledger's crash
                    safety needs and nothing else (the transaction inserted with a commit before the
                    wallet call, the reply inserted behind the answer, each batched across concurrent
@@ -86,6 +89,7 @@ const { values: opts } = cli.parse({
     repeat: { type: 'string' },
     'one-process': { type: 'boolean' },
     'ledger-only': { type: 'boolean' },
+    'warm-up': { type: 'string' },
     floor: { type: 'boolean' },
     'pause-read-models': { type: 'boolean' },
     isolation: { type: 'boolean' },
@@ -109,7 +113,7 @@ const REBUILD = opts.rebuild === true;
 const SOAK = opts.soak === true;
 const AB = opts.ab !== undefined;
 if ([ISOLATION, RECONCILIATION, CHAIN, REBUILD, SOAK, AB].filter(Boolean).length > 1) cli.fail('--isolation, --reconciliation, --chain, --rebuild, --soak and --ab are different benchmarks: one at a time');
-for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only', 'floor', 'pause-read-models'] as const) {
+for (const o of ['seconds', 'rates', 'repeat', 'one-process', 'ledger-only', 'floor', 'pause-read-models', 'warm-up'] as const) {
   if (ISOLATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --isolation`);
   if (RECONCILIATION && opts[o] !== undefined) cli.fail(`--${o} does not apply to --reconciliation`);
   if (CHAIN && opts[o] !== undefined) cli.fail(`--${o} does not apply to --chain`);
@@ -127,6 +131,7 @@ const SECONDS = opts.seconds !== undefined ? cli.whole('seconds', opts.seconds, 
 const RATES = (opts.rates ?? (SOAK ? '1000' : AB ? '100' : '100,500,1000')).split(',').map((r) => (/^\d{1,7}$/.test(r) && Number(r) >= 1 && Number(r) <= 1_000_000 ? Number(r) : cli.fail(`--rates must be whole numbers 1..1000000 separated by commas, not "${opts.rates}"`)));
 const REPEAT = opts.repeat !== undefined ? cli.whole('repeat', opts.repeat, AB ? 2 : 0, 100) : AB ? 6 : 3;
 const ONE_PROCESS = opts['one-process'] === true;
+const WARM_UP = opts['warm-up'] !== undefined ? cli.whole('warm-up', opts['warm-up'], 0, 600) : WARM_UP_SECONDS;
 const LEDGER_ONLY = opts['ledger-only'] === true || SOAK;
 const FLOOR = opts.floor === true;
 if (FLOOR && opts['ledger-only'] === true) cli.fail('--floor is measured against the forwarder: not with --ledger-only');
@@ -357,12 +362,15 @@ async function main(): Promise<number> {
     const deploy = async () => {
       const mine: ChildProcess[] = [];
       const started = <T extends { child: ChildProcess }>(x: T): T => (mine.push(x.child), x);
-      const { url: ledgerUrl, api: ledger, background } = await startLedger(children, { main: entryArgs('main'), cwd: ROOT, databaseUrl: db.url, redisUrl: redis.url, oneProcess: ONE_PROCESS, catalog });
+      // Started at once (each waits on its own start); the forwarder not at all with --ledger-only.
+      const [{ url: ledgerUrl, api: ledger, background }, forwarder, floor] = await Promise.all([
+        startLedger(children, { main: entryArgs('main'), cwd: ROOT, databaseUrl: db.url, redisUrl: redis.url, oneProcess: ONE_PROCESS, catalog }),
+        LEDGER_ONLY ? undefined : start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog) }, /(http:\/\/[\d.:]+)/).then(started),
+        FLOOR ? start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog), FLOOR_DATABASE_URL: db.url }, /(http:\/\/[\d.:]+)/).then(started) : undefined,
+      ]);
       mine.push(ledger, ...(background ? [background] : []));
-      const forwarder = started(await start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog) }, /(http:\/\/[\d.:]+)/));
-      const floor = FLOOR ? started(await start(children, 'test/bench/forwarder.ts', { REDIS_URL: redis.url, BENCH_CATALOG: JSON.stringify(catalog), FLOOR_DATABASE_URL: db.url }, /(http:\/\/[\d.:]+)/)) : undefined;
       const ledgerPool = new HttpPool(ledgerUrl, { connections: 128, pipelining: 1 });
-      const forwarderPool = new HttpPool(forwarder.line, { connections: 128, pipelining: 1 });
+      const forwarderPool = forwarder ? new HttpPool(forwarder.line, { connections: 128, pipelining: 1 }) : undefined;
       const floorPool = floor ? new HttpPool(floor.line, { connections: 128, pipelining: 1 }) : undefined;
       // The sessions are the ledger's, kept in its database: launched once, used by every deployment.
       if (sessions.length === 0) sessions = await launchSessions(ledgerPool, PLAYERS, OP1);
@@ -370,13 +378,13 @@ async function main(): Promise<number> {
       // writes have the forwarder's phase, which writes nothing, to settle in before the ledger's.
       const targets: Target[] = [
         ...(floorPool ? [{ name: 'floor' as const, pool: floorPool, sessions, ok: 0 }] : []),
-        ...(LEDGER_ONLY ? [] : [{ name: 'forwarder' as const, pool: forwarderPool, sessions, ok: 0 }]),
+        ...(forwarderPool ? [{ name: 'forwarder' as const, pool: forwarderPool, sessions, ok: 0 }] : []),
         { name: 'ledger', pool: ledgerPool, sessions, ok: 0 },
       ];
       const cpu = new CpuMeter({
         [ONE_PROCESS ? 'ledger' : 'ledger api']: ledger.pid,
         'ledger worker+projector': background?.pid,
-        forwarder: forwarder.child.pid,
+        forwarder: forwarder?.child.pid,
         floor: floor?.child.pid,
         wallet: wallet.child.pid,
         'load generator': process.pid,
@@ -385,7 +393,7 @@ async function main(): Promise<number> {
       // grow, new Postgres backends compile the functions, V8 optimizes); a 2 s warm-up at 16 rounds left
       // the first saturation pair measuring the ledger about a fifth low.
       const warmUp = async () => {
-        for (const t of targets) await saturate(t, WARM_UP_SECONDS, SATURATION_CONCURRENCY);
+        if (WARM_UP > 0) for (const t of targets) await saturate(t, WARM_UP, SATURATION_CONCURRENCY);
       };
       /** Stops its processes (the ledger's outcomes and the floor's replies written first) and closes its connections. */
       const stop = async () => {
@@ -411,13 +419,13 @@ async function main(): Promise<number> {
           : 'ledger: api in one process, worker and projector in another (compose.yaml gives each role a container)',
     );
     console.log(machine);
-    console.log(`warm-up (${WARM_UP_SECONDS} s per target at the saturation concurrency) ...`);
+    console.log(WARM_UP > 0 ? `warm-up (${WARM_UP} s per target at the saturation concurrency) ...` : 'no warm-up (--warm-up 0): the first figures include a fresh service\'s slower first seconds');
     await deployment.warmUp();
     if (SOAK) return await soak(deployment.targets[0]!, deployment.ledgerPid, deployment.background?.pid, deployment.cpu, db.url);
 
     // Pairs, one target right after the other: the machine's speed drifts over minutes, so a ratio is
     // only taken within a pair, and the median pair is the headline.
-    if (REPEAT > 0) console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} ${FLOOR ? 'triple' : 'pair'}(s), each on a fresh deployment warmed up ${WARM_UP_SECONDS} s)`);
+    if (REPEAT > 0) console.log(`\nsaturation (closed loop, ${SATURATION_CONCURRENCY} concurrent rounds, ${SATURATION_SECONDS} s each, ${REPEAT} ${FLOOR ? 'triple' : 'pair'}(s), each on a fresh deployment warmed up ${WARM_UP} s)`);
     const ratios: number[] = [];
     const floorRatios: number[] = [];
     const ledgerFloorRatios: number[] = [];
@@ -521,7 +529,7 @@ async function main(): Promise<number> {
       : REBUILD
         ? import('./rebuild.ts').then((m) => m.rebuildMain({ events: EVENTS, ...(REPLY_BYTES ? { replyBytes: REPLY_BYTES } : {}) }))
         : AB
-          ? import('./ab.ts').then((m) => m.abMain({ other: opts.ab!, repeat: REPEAT, rates: RATES, seconds: SECONDS, oneProcess: ONE_PROCESS }))
+          ? import('./ab.ts').then((m) => m.abMain({ other: opts.ab!, repeat: REPEAT, rates: RATES, seconds: SECONDS, warmUp: WARM_UP, oneProcess: ONE_PROCESS }))
           : main()).then(
   (code) => {
     if (!interrupted()) process.exit(code ?? 0);

@@ -72,8 +72,8 @@ async function startedBench(args = ['--ledger-only', '--repeat', '1', '--rates',
   return { child, exited, database, started, output: () => out };
 }
 
-async function expectCleanedUp(run: Awaited<ReturnType<typeof startedBench>>, expected = { processes: 4, databases: 1 }) {
-  // By default the wallet, the two service processes and the forwarder, and the bench's one database.
+async function expectCleanedUp(run: Awaited<ReturnType<typeof startedBench>>, expected = { processes: 3, databases: 1 }) {
+  // By default (--ledger-only, no forwarder) the wallet and the two service processes, and the bench's one database.
   expect(run.started.length).toBeGreaterThanOrEqual(expected.processes);
   expect(run.database).toHaveLength(expected.databases);
   await expect.poll(() => run.started.filter(alive), { timeout: 20_000 }).toEqual([]);
@@ -106,7 +106,7 @@ const rolesOf = (pid: number) => /(?:^|\0)ROLES=([^\0]*)/.exec(readFileSync(`/pr
 describe('npm run bench --pause-read-models', () => {
   it('pauses the worker and projector for the fixed rates, and still ends cleanly with nothing lost', async () => {
     // --repeat 0: no saturation pairs, the fixed rates right after the warm-up.
-    const run = await startedBench(['--ledger-only', '--repeat', '0', '--rates', '100', '--seconds', '3', '--pause-read-models'], 'the worker and projector paused');
+    const run = await startedBench(['--ledger-only', '--repeat', '0', '--warm-up', '0', '--rates', '100', '--seconds', '3', '--pause-read-models'], 'the worker and projector paused');
     // The service's two processes among what the bench started: only the worker and projector's is stopped.
     await expect.poll(() => run.started.filter((pid) => stateOf(pid) === 'T').map(rolesOf)).toEqual(['worker,projector']);
     expect(run.started.map(rolesOf)).toContain('api');
@@ -123,7 +123,7 @@ describe('npm run bench --pause-read-models', () => {
   }, 120_000);
 
   it('with --soak: pauses them for the soak, then resumes them and reports their catch-up on what it appended', async () => {
-    const run = await startedBench(['--soak', '--rates', '100', '--seconds', '3', '--pause-read-models'], 'paused (SIGSTOP) for the soak');
+    const run = await startedBench(['--soak', '--warm-up', '0', '--rates', '100', '--seconds', '3', '--pause-read-models'], 'paused (SIGSTOP) for the soak');
     await expect.poll(() => run.started.filter((pid) => stateOf(pid) === 'T').map(rolesOf)).toEqual(['worker,projector']);
     expect(await run.exited).toBe(0);
     const caughtUp = /catch-up: the worker and projector resumed with (\d+) projection\(s\) behind, up to ([\d,]+) events; all caught up in [\d.]+ s .*RSS \(MB\) \d+ when resumed, median \d+, peak \d+/.exec(run.output());
@@ -136,7 +136,7 @@ describe('npm run bench --pause-read-models', () => {
 
   // SIGINT to it alone (its own process group), as Ctrl-C in its terminal sends it.
   it('with --soak, interrupted while they are paused: resumes them to stop them, drops its database and exits 130', async () => {
-    const run = await startedBench(['--soak', '--rates', '100', '--seconds', '60', '--pause-read-models'], 'paused (SIGSTOP) for the soak');
+    const run = await startedBench(['--soak', '--warm-up', '0', '--rates', '100', '--seconds', '60', '--pause-read-models'], 'paused (SIGSTOP) for the soak');
     await expect.poll(() => run.started.filter((pid) => stateOf(pid) === 'T').map(rolesOf)).toEqual(['worker,projector']);
     run.child.kill('SIGINT');
     expect(await run.exited).toBe(130);

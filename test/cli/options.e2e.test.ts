@@ -132,6 +132,8 @@ const TOOLS: Tool[] = [
       [['--repeat', '-1'], "Option '--repeat' argument is ambiguous"],
       [['--repeat=-1'], '--repeat must be a whole number from 0 to 100'],
       [['--samples', '3'], '--samples applies only with --isolation'],
+      [['--warm-up', '601'], '--warm-up must be a whole number from 0 to 600'],
+      [['--chain', '--warm-up', '0'], '--warm-up does not apply to --chain'],
       [['--isolation', '--backlog', '1.5'], '--backlog must be a whole number'],
       [['--isolation', '--seconds', '3'], '--seconds does not apply to --isolation'],
       [['--isolation', '--reconciliation'], 'one at a time'],
