@@ -175,7 +175,10 @@ describe('the outcome recorded behind the answer', () => {
     worker = await spawnService({ ...common(), ROLES: 'worker,projector' });
     await until(async () => (await settledReply(stream, bet.transactionId)).length === 1);
     expect(await settledReply(stream, bet.transactionId)).toEqual([BET_REPLY]);
-    expect(callsFor(bet.transactionId)).toBe(2);
+    // The first call and the worker's ask (one more when an ask's reply came after the 500 ms wallet
+    // timeout, as on a loaded machine: asked again, the same body).
+    const calls = callsFor(bet.transactionId);
+    expect(calls).toBeGreaterThanOrEqual(2);
     expect(wallet.effects.get(bet.transactionId)).toBe(1);
     expect(wallet.balances.get('wb-1')).toBe(10_150);
 
@@ -183,7 +186,7 @@ describe('the outcome recorded behind the answer', () => {
     const again = await post(api!.url, bet);
     expect(again.status).toBe(200);
     expect(again.text).toBe(BET_REPLY);
-    expect(callsFor(bet.transactionId)).toBe(2);
+    expect(callsFor(bet.transactionId)).toBe(calls);
     await until(async () => (await db.query(`SELECT status FROM rm_transactions WHERE transaction_id = 'wb-bet-1'`)).rows[0]?.status === 'applied');
   }, 90_000);
 
