@@ -197,7 +197,11 @@ describe('console data and re-drive (admin routes)', () => {
     const adj = await admin<{ transactionId: string }>('/v1/admin/adjustments', { body: { operatorId: OP1.id, playerRef: adjusted, amount: 7, currency: 'EUR', direction: 'CREDIT', reason: 'console test' } });
     expect(adj.status).toBe(200);
     await h.until(async () => (await players(adjusted)).length === 1);
-    const page = await admin<{ adjustments: Array<Record<string, unknown>>; rounds: unknown[]; roundsTotal: number }>(`/v1/admin/console/players/${OP1.id}/${adjusted}`);
+    const playerPage = () => admin<{ adjustments: Array<Record<string, unknown>>; rounds: unknown[]; roundsTotal: number }>(`/v1/admin/console/players/${OP1.id}/${adjusted}`);
+    // Answered 200, it was applied; the page follows the log a moment behind (found by its recording, it
+    // may show it pending for that moment).
+    await h.until(async () => (await playerPage()).json.adjustments?.[0]?.status === 'applied');
+    const page = await playerPage();
     expect(page.status).toBe(200);
     expect(page.json.adjustments).toEqual([expect.objectContaining({ transactionId: adj.json.transactionId, direction: 'CREDIT', amount: 7, currency: 'EUR', status: 'applied' })]);
     expect([page.json.rounds, page.json.roundsTotal]).toEqual([[], 0]);
