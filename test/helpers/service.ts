@@ -48,8 +48,13 @@ async function testEventStore(): Promise<{ setting: string; server?: EsdbTestSer
  */
 export const TEST_POOL_SIZE = '6';
 
-export async function createTestEnv(label: string): Promise<TestEnv> {
-  const [db, redis, store] = await Promise.all([createTestDatabase(label), claimTestRedis(), testEventStore()]);
+/**
+ * A database, a Redis database and (TEST_EVENT_STORE=esdb) an event store of the file's own. The database
+ * comes with the service's migrations applied, as its first start leaves it (test/helpers/db.ts: a copy of
+ * the run's template); `empty` for a test that migrates it itself (an upgrade from an older release).
+ */
+export async function createTestEnv(label: string, o: { empty?: boolean } = {}): Promise<TestEnv> {
+  const [db, redis, store] = await Promise.all([createTestDatabase(label, { migrated: !o.empty }), claimTestRedis(), testEventStore()]);
   return {
     db,
     redis,

@@ -33,7 +33,7 @@ describe('wallet-key migration of an existing registry', () => {
   };
 
   beforeAll(async () => {
-    env = await createTestEnv('walletkeymig');
+    env = await createTestEnv('walletkeymig', { empty: true });
     wallet = await startFakeWallet(OP1.secret);
     const pool = createPool(env.db.url);
     // The release before the rule; the rest of its chain (the backfill) runs when it is upgraded below.
