@@ -501,7 +501,10 @@ describe('the tamper-evident history', () => {
     expect((await operatorScript()).code).toBe(0);
   }, 60_000);
 
-  it('after a key rotation, new checkpoints carry the new key and old ones still verify; an operator needs both public keys', async () => {
+  // On Postgres only: the signing keys and checkpoints are Postgres tables whichever store holds the
+  // events, and the service restarted on a new key reads the chain as on any start; the EventStoreDB run
+  // keeps to what the store changes (linking its positions, its pages of large events, the rebuild).
+  it.runIf(onPostgres)('after a key rotation, new checkpoints carry the new key and old ones still verify; an operator needs both public keys', async () => {
     const oldKeyId = (await adminGet('/v1/audit/chain/public-key')).headers.get('x-key-id')!;
     const oldPrivate = (await h.svc.ctx.pool.query<{ private_key: string }>('SELECT private_key FROM chain_keys WHERE key_id = $1', [oldKeyId])).rows[0]!.private_key;
     const { privateKey } = generateKeyPairSync('ed25519');
