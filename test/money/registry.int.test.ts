@@ -521,9 +521,19 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
     const player = await startedPlayer(store, 'lost');
     const appending = gate();
     const heldAppend = appendingAfter(store, appending);
-    const recorder = claimThenAppend(pool, heldAppend);
+    // 'bet recorded' once the transaction's append has landed in the store. (Not when record() resolves:
+    // it resolves after its fence is let go, which also lets the kick take it again, and on a loaded
+    // machine the kick's acknowledgement was seen first, one round trip apart, after the append.)
+    const order: string[] = [];
+    const noted = Object.assign(Object.create(heldAppend) as EventStore, {
+      append: async (...args: Parameters<EventStore['append']>) => {
+        const result = await heldAppend.append(...args);
+        if (args[0].startsWith('round|')) order.push('bet recorded');
+        return result;
+      },
+    });
+    const recorder = claimThenAppend(pool, noted);
     try {
-      const order: string[] = [];
       const kickGate = gate();
       const kicked = recorder.exclusive(player, async (fenced) => {
         await kickGate.pass();
@@ -533,7 +543,7 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
       await endFenceConnections();
       // The fence is gone: a transaction checks (no kick yet) and goes on to its append, where it waits.
       const txId = `tx-${randomUUID()}`;
-      const bet = recorder.record(guardedRequest(txId, player)).then((o) => (order.push('bet recorded'), o));
+      const bet = recorder.record(guardedRequest(txId, player));
       await appending.reached;
       kickGate.open();
       await new Promise((r) => setTimeout(r, 300));
@@ -733,7 +743,7 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
       await other.query('BEGIN');
       await other.query(`INSERT INTO tx_registry (provider_id, transaction_id, content_hash, round_stream, operator_id, player_ref) VALUES ('studio-a', $1, 'other', 'round|other', 'op-1', 'someone')`, [txId]);
       const order: string[] = [];
-      const bet = recorder.record(guardedRequest(txId, player)).then((o) => (order.push('bet recorded'), o));
+      const bet = recorder.record(guardedRequest(txId, player));
       const waiting = async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%ledger_claim_and_record%'`)).rowCount;
       expect(await eventually(waiting, (n) => n === 1)).toBe(1);
       const kicked = recorder.exclusive(player, async (fenced) => (await kick(fenced, player), order.push('kick acknowledged')));
