@@ -416,10 +416,11 @@ describe('the outcome recorded behind the answer', () => {
         // A transaction waiting for room that another api records meanwhile is answered from that record
         // when its wait ends, not refused: the provider already has its answer, and the wallet moved once.
         const meanwhile = await bet(44);
-        const waiting = post(small.url, meanwhile.body);
-        await until(async () => (await backlog(small.url)).waiting === 1);
+        // The other api started first: its start under a loaded machine took longer than the wait (5 s).
         const elsewhere = await spawnService({ ...common(), CATALOG_FILE: file, ROLES: 'api' });
+        const waiting = post(small.url, meanwhile.body);
         try {
+          await until(async () => (await backlog(small.url)).waiting === 1);
           const first = await post(elsewhere.url, meanwhile.body);
           expect([first.status, first.text]).toEqual([200, '{"status":"OK","balance":9900}']);
         } finally {
