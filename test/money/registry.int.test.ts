@@ -743,7 +743,7 @@ describe('transaction recorder in one statement (Postgres store): a kick is orde
       await other.query('BEGIN');
       await other.query(`INSERT INTO tx_registry (provider_id, transaction_id, content_hash, round_stream, operator_id, player_ref) VALUES ('studio-a', $1, 'other', 'round|other', 'op-1', 'someone')`, [txId]);
       const order: string[] = [];
-      const bet = recorder.record(guardedRequest(txId, player));
+      const bet = recorder.record(guardedRequest(txId, player)).then((o) => (order.push('bet recorded'), o));
       const waiting = async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%ledger_claim_and_record%'`)).rowCount;
       expect(await eventually(waiting, (n) => n === 1)).toBe(1);
       const kicked = recorder.exclusive(player, async (fenced) => (await kick(fenced, player), order.push('kick acknowledged')));
