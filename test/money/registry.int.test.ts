@@ -372,11 +372,14 @@ const checkedThenWaiting = (store: EventStore, guardStream: string, at: Gate): E
     },
   });
 /** `store`, but an append to a round waits at `at` before it is made: a transaction held between its kick check and its append. */
-const appendingAfter = (store: EventStore, at: Gate): EventStore =>
+const appendingAfter = (store: EventStore, at: Gate, landed?: () => void): EventStore =>
   Object.assign(Object.create(store) as EventStore, {
     append: async (...args: Parameters<EventStore['append']>) => {
-      if (args[0].startsWith('round|')) await at.pass();
-      return store.append(...args);
+      if (!args[0].startsWith('round|')) return store.append(...args);
+      await at.pass();
+      const result = await store.append(...args);
+      landed?.();
+      return result;
     },
   });
 
@@ -520,19 +523,11 @@ describe('transaction recorder as a claim then an append: a kick fence whose con
   it('a kick whose fence connection died during its append is acknowledged only after a transaction that checked before it landed is recorded', async () => {
     const player = await startedPlayer(store, 'lost');
     const appending = gate();
-    const heldAppend = appendingAfter(store, appending);
     // 'bet recorded' once the transaction's append has landed in the store. (Not when record() resolves:
     // it resolves after its fence is let go, which also lets the kick take it again, and on a loaded
     // machine the kick's acknowledgement was seen first, one round trip apart, after the append.)
     const order: string[] = [];
-    const noted = Object.assign(Object.create(heldAppend) as EventStore, {
-      append: async (...args: Parameters<EventStore['append']>) => {
-        const result = await heldAppend.append(...args);
-        if (args[0].startsWith('round|')) order.push('bet recorded');
-        return result;
-      },
-    });
-    const recorder = claimThenAppend(pool, noted);
+    const recorder = claimThenAppend(pool, appendingAfter(store, appending, () => order.push('bet recorded')));
     try {
       const kickGate = gate();
       const kicked = recorder.exclusive(player, async (fenced) => {
