@@ -30,17 +30,17 @@ export async function createTestDatabase(label = 'test', o: { migrated?: boolean
   const name = `t_${label.replace(/[^a-z0-9]/gi, '').toLowerCase().slice(0, 20)}_${randomBytes(5).toString('hex')}`;
   const template = o.migrated ? process.env[TEMPLATE_ENV] : undefined;
   if (template !== undefined && !TEMPLATE_NAME.test(template)) throw new Error(`${TEMPLATE_ENV} is not a template this suite made: ${template}`);
-  return await makeDatabase(name, o.migrated ? (template ?? 'migrate') : 'empty');
+  return await makeDatabase(name, o.migrated ? (template !== undefined ? { template } : { migrate: true }) : {});
 }
 
 const TEMPLATE_NAME = /^t_tmpl_\d+_[0-9a-f]+$/;
 
-/** Database `name`: empty, migrated here, or a copy of a template. */
-async function makeDatabase(name: string, from: 'empty' | 'migrate' | string): Promise<TestDatabase> {
+/** Database `name`: a copy of `template`, else empty, and then with `migrate` every migration applied here. */
+async function makeDatabase(name: string, from: { template?: string; migrate?: boolean }): Promise<TestDatabase> {
   const admin = new pg.Client({ connectionString: TEST_PG_ADMIN_URL });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE ${name}${from !== 'empty' && from !== 'migrate' ? ` TEMPLATE ${from}` : ''}`);
+    await admin.query(`CREATE DATABASE ${name}${from.template !== undefined ? ` TEMPLATE ${from.template}` : ''}`);
   } finally {
     await admin.end();
   }
@@ -57,7 +57,7 @@ async function makeDatabase(name: string, from: 'empty' | 'migrate' | string): P
       }
     },
   };
-  if (from === 'migrate') {
+  if (from.migrate) {
     const { allMigrations } = await import('../../services/migrations.ts');
     const pool = createPool(db.url);
     try {
@@ -96,7 +96,7 @@ export async function migratedTemplate(): Promise<() => Promise<void>> {
   } finally {
     await admin.end();
   }
-  const db = await makeDatabase(`t_tmpl_${Math.floor(Date.now() / 1000)}_${randomBytes(5).toString('hex')}`, 'migrate');
+  const db = await makeDatabase(`t_tmpl_${Math.floor(Date.now() / 1000)}_${randomBytes(5).toString('hex')}`, { migrate: true });
   process.env[TEMPLATE_ENV] = db.name;
   return async () => {
     if (process.env[TEMPLATE_ENV] === db.name) delete process.env[TEMPLATE_ENV];
