@@ -101,12 +101,20 @@ export interface SpawnedService {
   exited: Promise<number | null>;
 }
 
+/**
+ * Node's compile cache (V8's code for the bundle, kept on disk, keyed by its content) for the service
+ * processes tests start: a start then compiles little of the 8 MB bundle again, about 0.2 s of CPU less
+ * each (1.1 s against 0.9 s to "service started", 2026-12-02), some hundreds of starts a run on a
+ * machine the suite keeps busy. What runs is the same bundle; only its compilation is cached.
+ */
+const COMPILE_CACHE = path.join(tmpdir(), 'seamless-wallet-test-compile-cache');
+
 /** Runs the service as its own OS process, as `npm start` does (its bundle, test/helpers/bundle.ts), and waits until it listens. */
 export async function spawnService(env: Record<string, string>, opts: { waitReady?: boolean } = {}): Promise<SpawnedService> {
   const child = spawn(process.execPath, entryArgs('main'), {
     cwd: ROOT,
     // info level: the start-up line carries the URL the test connects to.
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env, LOG_LEVEL: 'info' },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', NODE_COMPILE_CACHE: COMPILE_CACHE, ...env, LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
