@@ -206,7 +206,7 @@ describe('the tamper-evident history', () => {
     const logRows = async () =>
       (
         await h.svc.ctx.pool.query<{ global_position: string; transaction_id: string; stream_id: string; event_id: string; data: unknown }>(
-          `SELECT global_position::text, transaction_id::text, stream_id, event_id, data FROM es_events ORDER BY transaction_id, global_position`,
+          `SELECT global_position::text, transaction_id::text, stream_id, event_id, data FROM es_events e ORDER BY e.transaction_id, e.global_position`,
         )
       ).rows;
     const position = (r: { transaction_id: string; global_position: string }) => `${r.transaction_id}.${r.global_position}`;
