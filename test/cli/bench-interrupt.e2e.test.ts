@@ -5,6 +5,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { TEST_PG_ADMIN_URL } from '../helpers/db.ts';
 import { TEST_POOL_SIZE } from '../helpers/service.ts';
+import { childEnv } from '../helpers/bundle.ts';
 
 /**
  * `npm run bench` starts a wallet, the service's processes and a forwarder, and makes a database of its
@@ -50,12 +51,12 @@ const alive = (pid: number) => {
  * Starts the bench (its own process group, so a signal reaches it alone) and waits for its first line,
  * printed once its processes and database are up and before any load (the suite runs beside it).
  */
-async function startedBench(args = ['--ledger-only', '--repeat', '1', '--rates', '100', '--seconds', '1'], firstLine = 'seamless-wallet ledger benchmark') {
+async function startedBench(args = ['--ledger-only', '--repeat', '0', '--warm-up', '0', '--rates', '100', '--seconds', '1'], firstLine = 'seamless-wallet ledger benchmark') {
   const before = new Set(await benchDatabases());
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/bench.ts', ...args], {
     cwd: ROOT,
     detached: true,
-    env: { PATH: process.env.PATH ?? '', DATABASE_POOL_SIZE: TEST_POOL_SIZE, ...(process.env.TEST_PG_URL ? { TEST_PG_URL: process.env.TEST_PG_URL } : {}), ...(process.env.TEST_REDIS_URL ? { TEST_REDIS_URL: process.env.TEST_REDIS_URL } : {}) },
+    env: childEnv({ DATABASE_POOL_SIZE: TEST_POOL_SIZE, ...(process.env.TEST_PG_URL ? { TEST_PG_URL: process.env.TEST_PG_URL } : {}), ...(process.env.TEST_REDIS_URL ? { TEST_REDIS_URL: process.env.TEST_REDIS_URL } : {}) }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { signedRequest } from '../helpers/signing.ts';
+import { childEnv } from '../helpers/bundle.ts';
 
 /**
  * The bench's wallet (`test/bench/wallet-server.ts`), which `npm run bench -- --soak --reply-bytes N` runs
@@ -15,7 +16,7 @@ const started: ChildProcess[] = [];
 async function wallet(env: Record<string, string>): Promise<string> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/bench/wallet-server.ts'], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', WALLET_SECRET: SECRET, ...env },
+    env: childEnv({ WALLET_SECRET: SECRET, ...env }),
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   started.push(child);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../shared/db/migrations.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { allMigrations } from '../../services/migrations.ts';
-import { entryArgs, type Entry } from '../helpers/bundle.ts';
+import { childEnv, entryArgs, type Entry } from '../helpers/bundle.ts';
 import { createTestDatabase, TEST_PG_ADMIN_URL, type TestDatabase } from '../helpers/db.ts';
 
 /**
@@ -32,7 +32,7 @@ const run = (file: string, args: string[], env: Record<string, string> = {}) => 
     encoding: 'utf8',
     timeout: 60_000,
     // A Postgres nobody listens on: a tool that tried to do its work anyway would fail differently.
-    env: { PATH: process.env.PATH ?? '', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nothing', REDIS_URL: 'redis://127.0.0.1:1/0', LOG_LEVEL: 'silent', ...env },
+    env: childEnv({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nothing', REDIS_URL: 'redis://127.0.0.1:1/0', LOG_LEVEL: 'silent', ...env }),
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 };
@@ -315,7 +315,7 @@ describe('scripts/verify-history.mjs reports nothing verified (exit 2) rather th
     new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
       const child = execFile(process.execPath, ['scripts/verify-history.mjs', '--url', url, '--operator-id', 'op-1', '--public-key', keyFile, ...extra], {
         cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', OPERATOR_SECRET: 's' },
+        env: childEnv({ OPERATOR_SECRET: 's' }),
       });
       let stdout = '';
       let stderr = '';
@@ -359,7 +359,7 @@ describe('scripts/verify-history.mjs reports nothing verified (exit 2) rather th
 
 describe('npm run lockfile and npm run setup:browser options', () => {
   const sh = (cmd: string, args: string[]) => {
-    const r = spawnSync(cmd, args, { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { PATH: process.env.PATH ?? '' } });
+    const r = spawnSync(cmd, args, { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: childEnv() });
     return { code: r.status, stdout: r.stdout, stderr: r.stderr };
   };
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CHECK_IDS } from '../../services/conformance/checks.ts';
 import { startDemoWallet, type DemoWallet, type DemoWalletDefects } from '../../services/sandbox/demo-wallet.ts';
-import { entryArgs } from '../helpers/bundle.ts';
+import { childEnv, entryArgs } from '../helpers/bundle.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const SECRET = 'conformance-test-secret';
@@ -14,7 +14,7 @@ const SECRET = 'conformance-test-secret';
 function runCli(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
   const child = spawn(process.execPath, [...entryArgs('conformance'), ...args], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp' },
+    env: childEnv({ HOME: process.env.HOME ?? '/tmp' }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

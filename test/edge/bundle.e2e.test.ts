@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from '../helpers/service.ts';
+import { childEnv } from '../helpers/bundle.ts';
 
 /**
  * npm run build (scripts/build.mjs): npm start, the image and the tools run the service from one bundled
@@ -30,7 +31,7 @@ describe('the service built by npm run build', () => {
   it('serves the files that lie beside its sources, whatever the working directory', async () => {
     const child = spawn(process.execPath, [path.join(dist, 'main.mjs')], {
       cwd: tmpdir(),
-      env: { PATH: process.env.PATH ?? '', ...env.env({ ROLES: 'api', LOG_LEVEL: 'info' }) },
+      env: childEnv(env.env({ ROLES: 'api', LOG_LEVEL: 'info' })),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

@@ -9,7 +9,7 @@ import { loadConfig } from '../../shared/config.ts';
 import { createLogger } from '../../shared/logger.ts';
 import { startService } from '../../services/service.ts';
 import { createTestEnv, spawnService, startInProcess, writeCatalogFile, type TestEnv } from '../helpers/service.ts';
-import { entryArgs } from '../helpers/bundle.ts';
+import { childEnv, entryArgs } from '../helpers/bundle.ts';
 
 describe('the service process', () => {
   let env: TestEnv;
@@ -100,7 +100,7 @@ describe('the service process', () => {
     return r.status === 0 && Number(r.stdout.split('.')[0]) < 22;
   });
   it.skipIf(oldNode === undefined)('refuses to start on a Node.js whose JSON.parse does not give a number its source text (exit 1), where metadata numbers would reach the wallet changed', async () => {
-    const child = spawnSync(oldNode!, entryArgs('main'), { env: { PATH: process.env.PATH ?? '', ...env.env() }, encoding: 'utf8', timeout: 20_000 });
+    const child = spawnSync(oldNode!, entryArgs('main'), { env: childEnv(env.env()), encoding: 'utf8', timeout: 20_000 });
     expect(child.status).toBe(1);
     expect(child.stderr).toContain('does not give JSON.parse\'s reviver a number\'s source text');
   });

@@ -10,7 +10,7 @@ import { signedRequest } from '../helpers/signing.ts';
 import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { startMoneyHarness, type MoneyHarness } from '../money/harness.ts';
 import { startEsdbTestServer } from './esdb-server.ts';
-import { entryArgs } from '../helpers/bundle.ts';
+import { childEnv, entryArgs } from '../helpers/bundle.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const run = promisify(execFile);
@@ -66,7 +66,7 @@ describe('npm run audit -- migrate-events', () => {
     try {
       const { stdout, stderr } = await run(process.execPath, [...entryArgs('audit'), ...args], {
         cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: eventStore, LOG_LEVEL: 'silent' },
+        env: childEnv({ DATABASE_URL: h.env.db.url, EVENT_STORE: eventStore, LOG_LEVEL: 'silent' }),
       });
       return { code: 0, stdout, stderr };
     } catch (err) {
@@ -229,7 +229,7 @@ describe('npm run audit -- migrate-events to a store that holds something else',
   const moveToEsdb = () =>
     run(process.execPath, [...entryArgs('audit'), 'migrate-events', '--to', esdb.connectionString], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' },
+      env: childEnv({ DATABASE_URL: h.env.db.url, EVENT_STORE: 'postgres', LOG_LEVEL: 'silent' }),
     }).then(
       (r) => ({ code: 0, stdout: r.stdout }),
       (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),

@@ -7,7 +7,7 @@ import { createLogger } from '../../shared/logger.ts';
 import { startService, type RunningService } from '../../services/service.ts';
 import { createTestDatabase, type TestDatabase } from './db.ts';
 import { claimTestRedis, type TestRedis } from './redis.ts';
-import { entryArgs } from './bundle.ts';
+import { childEnv, entryArgs } from './bundle.ts';
 import type { EsdbTestServer } from '../eventstore/esdb-server.ts';
 
 export const ADMIN_TOKEN = 'test-admin-token';
@@ -29,11 +29,14 @@ export interface TestEnv {
  * ESDB_CONNECTION_STRING is set, that real server: its log is shared, which the suites that run there
  * tolerate because every stream they write is new).
  */
+/** Whether this run's services keep their events in EventStoreDB (the esdb test project, vitest.config.ts). */
+export const onEsdb = process.env.TEST_EVENT_STORE === 'esdb';
+
 /** EVENTSTORE_MAX_APPEND_SIZE of compose.yaml (test/docs/compose.unit.test.ts checks they agree). */
 export const ESDB_MAX_APPEND_SIZE = 4 * 1024 * 1024;
 
 async function testEventStore(): Promise<{ setting: string; server?: EsdbTestServer; close(): Promise<void> } | undefined> {
-  if (process.env.TEST_EVENT_STORE !== 'esdb') return undefined;
+  if (!onEsdb) return undefined;
   if (process.env.ESDB_CONNECTION_STRING) return { setting: process.env.ESDB_CONNECTION_STRING, close: async () => undefined };
   const { startEsdbTestServer } = await import('../eventstore/esdb-server.ts');
   // As compose.yaml configures EventStoreDB: writes up to 4 MiB (a TransactionSettled carries a wallet reply of up to 1 MiB).
@@ -101,20 +104,12 @@ export interface SpawnedService {
   exited: Promise<number | null>;
 }
 
-/**
- * Node's compile cache (V8's code for the bundle, kept on disk, keyed by its content) for the service
- * processes tests start: a start then compiles little of the 8 MB bundle again, about 0.2 s of CPU less
- * each (1.1 s against 0.9 s to "service started", 2026-12-02), some hundreds of starts a run on a
- * machine the suite keeps busy. What runs is the same bundle; only its compilation is cached.
- */
-const COMPILE_CACHE = path.join(tmpdir(), 'seamless-wallet-test-compile-cache');
-
 /** Runs the service as its own OS process, as `npm start` does (its bundle, test/helpers/bundle.ts), and waits until it listens. */
 export async function spawnService(env: Record<string, string>, opts: { waitReady?: boolean } = {}): Promise<SpawnedService> {
   const child = spawn(process.execPath, entryArgs('main'), {
     cwd: ROOT,
     // info level: the start-up line carries the URL the test connects to.
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', NODE_COMPILE_CACHE: COMPILE_CACHE, ...env, LOG_LEVEL: 'info' },
+    env: childEnv({ HOME: process.env.HOME ?? '/tmp', ...env, LOG_LEVEL: 'info' }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP1 } from '../helpers/catalog.ts';
 import { signedRequest } from '../helpers/signing.ts';
 import { startMoneyHarness, type MoneyHarness } from './harness.ts';
-import { entryArgs } from '../helpers/bundle.ts';
+import { childEnv, entryArgs } from '../helpers/bundle.ts';
 import { playerSessionsStream } from '../../services/sessions/events.ts';
 import { comparePositions } from '../../shared/eventstore/port.ts';
 
@@ -18,7 +18,7 @@ async function auditOf(h: MoneyHarness, args: string[]): Promise<{ code: number;
   try {
     const { stdout, stderr } = await run(process.execPath, [...entryArgs('audit'), ...args], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' },
+      env: childEnv({ DATABASE_URL: h.env.db.url, EVENT_STORE: h.env.env().EVENT_STORE ?? 'postgres', LOG_LEVEL: 'silent' }),
     });
     return { code: 0, stdout, stderr };
   } catch (err) {

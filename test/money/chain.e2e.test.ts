@@ -12,7 +12,7 @@ import { catchUpChain } from '../../services/chain/archive.ts';
 import { parseExposition, total } from '../metrics/exposition.ts';
 import { GENESIS, nextLink } from '../../services/chain/link.ts';
 import type { HistoryEvent } from '../../services/chain/routes.ts';
-import { entryArgs } from '../helpers/bundle.ts';
+import { childEnv, entryArgs } from '../helpers/bundle.ts';
 import { OP1, OP2 } from '../helpers/catalog.ts';
 import { ADMIN_TOKEN, startInProcess } from '../helpers/service.ts';
 import { signedRequest } from '../helpers/signing.ts';
@@ -44,7 +44,7 @@ describe('the tamper-evident history', () => {
   /** 'audit': npm run audit (its bundle); otherwise a script of scripts/. */
   const exec = async (file: string, args: string[], env: Record<string, string>) => {
     try {
-      const { stdout, stderr } = await run(process.execPath, [...(file === 'audit' ? entryArgs('audit') : [file]), ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } });
+      const { stdout, stderr } = await run(process.execPath, [...(file === 'audit' ? entryArgs('audit') : [file]), ...args], { cwd: ROOT, env: childEnv(env) });
       return { code: 0, stdout, stderr };
     } catch (err) {
       const e = err as { code: number; stdout: string; stderr: string };

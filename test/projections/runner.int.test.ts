@@ -10,6 +10,7 @@ import { START, type ReadPageOptions } from '../../shared/eventstore/port.ts';
 import { eventStoreMigrations, PostgresEventStore } from '../../shared/eventstore/postgres.ts';
 import { TALLY_TABLE_SQL, tallyProjection } from '../fixtures/tally-projection.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { childEnv } from '../helpers/bundle.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -147,7 +148,7 @@ describe('projection runner', () => {
     const ids = await appendEvents(150);
     const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/projection-child.ts'], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url },
+      env: childEnv({ DATABASE_URL: db.url }),
       stdio: 'ignore',
     });
     const exited = new Promise((r) => child.once('exit', r));

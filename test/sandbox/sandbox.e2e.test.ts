@@ -10,7 +10,7 @@ import { signedCall } from '../../shared/http/outbound.ts';
 import { sign } from '../../shared/http/signature.ts';
 import type { CatalogInput } from '../../shared/catalog/schema.ts';
 import { ADMIN_TOKEN, createTestEnv, startInProcess, writeCatalogFile, type TestEnv } from '../helpers/service.ts';
-import { entryArgs } from '../helpers/bundle.ts';
+import { childEnv, entryArgs } from '../helpers/bundle.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -18,7 +18,7 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 function runSandbox(args: string[], env: Record<string, string>, timeoutMs = 50_000): Promise<{ code: number | null; out: string }> {
   const child = spawn(process.execPath, [...entryArgs('sandbox'), ...args], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    env: childEnv({ HOME: process.env.HOME ?? '/tmp', ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
