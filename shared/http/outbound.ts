@@ -75,16 +75,22 @@ const shared = newAgent();
 /**
  * Keep-alive connection pools per tenant (an operator's wallet, a provider): up to 128 connections per
  * origin each, so a partner that hangs holds only its own and never makes another partner's calls
- * queue for a connection, even when both are served from one host (contract section 8, rule 8). One per
- * tenant and call timeout: a connect gives up when its call does, so the calls a host that drops packets
- * timed out do not go on holding connections (and connecting, only to be dropped) for undici's 10 s.
+ * queue for a connection, even when both are served from one host (contract section 8, rule 8). Made
+ * for the tenant's call timeout: a connect gives up when its call does, so the calls a host that drops
+ * packets timed out do not go on holding connections (and connecting, only to be dropped) for undici's
+ * 10 s. When the catalog changes the timeout, the tenant gets new pools and the old ones are closed once
+ * their calls under way have ended (undici's close lets them finish): neither their idle connections nor
+ * the pools themselves outlive the timeout they were made for.
  */
-const agents = new Map<string, Dispatcher>();
+const agents = new Map<string, { timeoutMs: number; agent: Dispatcher }>();
 const agentOf = (tenant: string | undefined, timeoutMs: number): Dispatcher => {
   if (tenant === undefined) return shared;
-  const key = `${tenant}\n${timeoutMs}`;
-  let agent = agents.get(key);
-  if (!agent) agents.set(key, (agent = newAgent(Math.min(timeoutMs, CONNECT_TIMEOUT_MS))));
+  const held = agents.get(tenant);
+  if (held?.timeoutMs === timeoutMs) return held.agent;
+  const agent = newAgent(Math.min(timeoutMs, CONNECT_TIMEOUT_MS));
+  agents.set(tenant, { timeoutMs, agent });
+  // The caller dispatches on the agent it is given before anything else runs, so none is closed under it.
+  if (held) void held.agent.close().catch(() => undefined);
   return agent;
 };
 
