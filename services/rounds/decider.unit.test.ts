@@ -457,7 +457,8 @@ describe('rounds decider: recording a transaction (RecordTransaction)', () => {
         attempts: 2,
         lastError: 'no reply within the wallet timeout',
       });
-      expect(txAfter('win-1', recorded(win('win-1')), failed('win-1', 1), settled('win-1', 'applied', 2))).toMatchObject({ status: 'applied', attempts: 2, reply: OK });
+      // Settled after a failure, it keeps that failure's error: with its attempts, the retries it took (docs/auditors.md).
+      expect(txAfter('win-1', recorded(win('win-1')), failed('win-1', 1), settled('win-1', 'applied', 2))).toMatchObject({ status: 'applied', attempts: 2, reply: OK, lastError: 'wallet answered 503' });
       expect(txAfter('win-1', recorded(win('win-1')), failed('win-1', 4), deadLettered('win-1'))).toMatchObject({ status: 'dead', attempts: 4 });
     });
   });
