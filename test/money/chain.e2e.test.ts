@@ -488,6 +488,33 @@ describe('the tamper-evident history', () => {
       }
       expect((await audit('verify-chain')).code).toBe(0);
     });
+
+    it("a checkpoint deleted from the table: verify-chain does not see it (docs/auditors.md), an operator who kept it does", async () => {
+      // A checkpoint of the operator's, and a newer one after more traffic.
+      await signedUpToDate();
+      await traffic('del');
+      await caughtUp();
+      await signedUpToDate();
+      const kept = path.join(path.dirname(keyFile), 'kept-before-delete.json');
+      const first = await operatorScript(OP1, '--save', kept);
+      expect(first.code, first.stdout + first.stderr).toBe(0);
+      // The operator's oldest checkpoint: newer ones stand, so no signing round signs its count again.
+      const { rows } = await h.svc.ctx.pool.query(`SELECT * FROM chain_checkpoints WHERE chain = $1 ORDER BY seq`, [OP1.id]);
+      expect(rows.length).toBeGreaterThanOrEqual(2);
+      const gone = rows[0];
+      await h.svc.ctx.pool.query('DELETE FROM chain_checkpoints WHERE chain = $1 AND seq = $2', [OP1.id, gone.seq]);
+      try {
+        expect((await audit('verify-chain')).code).toBe(0);
+        const seen = await operatorScript(OP1, '--kept', kept);
+        expect(seen.code, seen.stdout + seen.stderr).toBe(1);
+        expect(seen.stdout).toMatch(new RegExp(`^history broken: the checkpoint you kept at count ${gone.seq} \\(signed .*\\) is no longer served$`, 'm'));
+      } finally {
+        await h.svc.ctx.pool.query('INSERT INTO chain_checkpoints (chain, seq, position, link, signed_at, key_id, signature) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+          gone.chain, gone.seq, gone.position, gone.link, gone.signed_at, gone.key_id, gone.signature,
+        ]);
+      }
+      expect((await operatorScript(OP1, '--kept', kept)).code).toBe(0);
+    }, 60_000);
   });
 
   it('goes on linking new traffic after all that, with no gap and no link twice', async () => {
