@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { request } from 'undici';
 import { ADMIN_SESSION, RECONCILER_SESSION, STALE_ROLLBACK_PREFIX, type TransactionRequest } from '../rounds/events.ts';
-import { joinUrl, readCapped, REPLY_LIMIT_BYTES, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
+import { joinUrl, sendCall, signedCall, type OutboundResult } from '../../shared/http/outbound.ts';
 import { HEADER, sign } from '../../shared/http/signature.ts';
 import { classify } from '../rounds/wallet-reply.ts';
 
@@ -278,26 +277,10 @@ class Ctx {
     return url.pathname + url.search;
   }
 
-  /** Sends exactly these headers (a replay sends the same ones twice). */
+  /** Sends exactly these headers (a replay sends the same ones twice), bounded as the service's calls are (sendCall). */
   async raw(how: string, method: 'GET' | 'POST', target: string, body: string | undefined, headers: Record<string, string>): Promise<Exchange> {
-    const timeout = AbortSignal.timeout(this.options.timeoutMs);
-    let outcome: OutboundResult;
-    try {
-      const res = await request(joinUrl(this.options.walletUrl, target), {
-        method,
-        signal: timeout,
-        headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-        ...(body !== undefined ? { body } : {}),
-      });
-      const text = await readCapped(res.body, REPLY_LIMIT_BYTES);
-      const ct = res.headers['content-type'];
-      outcome =
-        text === undefined
-          ? { kind: 'oversized', status: res.statusCode, limitBytes: REPLY_LIMIT_BYTES }
-          : { kind: 'response', status: res.statusCode, body: text, contentType: Array.isArray(ct) ? ct[0] : ct };
-    } catch (err) {
-      outcome = timeout.aborted ? { kind: 'timeout' } : { kind: 'unreachable', error: (err as Error).message };
-    }
+    const url = joinUrl(this.options.walletUrl, target);
+    const outcome = await sendCall({ url, method, headers, ...(body !== undefined ? { body } : {}), timeoutMs: this.options.timeoutMs });
     return this.record({ method, target, ...(body !== undefined ? { body } : {}), how, outcome, timeoutMs: this.options.timeoutMs });
   }
 

@@ -166,27 +166,47 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
   const url = joinUrl(req.baseUrl, req.pathAndQuery);
   const target = url.pathname + url.search;
   const body = req.rawBody ?? (req.body === undefined ? '' : JSON.stringify(req.body));
-  const hasBody = body !== '';
   const timestamp = String(Math.floor(Date.now() / 1000));
   // 32 hex characters (docs/signing.md), 122 of their bits random, from the cache randomUUID is served
   // from (randomBytes goes into OpenSSL on every call: about 2 µs here).
   const nonce = randomUUID().replaceAll('-', '');
   const signature = sign(req.secret, { timestamp, nonce, method: req.method, target, body });
+  return await sendCall({
+    url,
+    method: req.method,
+    headers: { [HEADER.timestamp]: timestamp, [HEADER.nonce]: nonce, [HEADER.signature]: signature },
+    ...(body !== '' ? { body } : {}),
+    timeoutMs: req.timeoutMs,
+    ...(req.signal ? { signal: req.signal } : {}),
+    ...(req.tenant !== undefined ? { tenant: req.tenant } : {}),
+  });
+}
+
+/**
+ * A call with exactly these headers (the signature's among them) and body, bounded as signedCall's are:
+ * timeoutMs for the whole exchange, its connect included (whenAborted), and the reply by
+ * REPLY_LIMIT_BYTES. signedCall signs with it; the conformance checker sends its deliberately wrong
+ * calls with it. Never throws for network trouble.
+ */
+export async function sendCall(req: {
+  url: URL;
+  method: 'GET' | 'POST';
+  headers: Record<string, string>;
+  body?: string;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  tenant?: string;
+}): Promise<OutboundResult> {
   const timeout = AbortSignal.timeout(req.timeoutMs);
   const signal = req.signal ? AbortSignal.any([timeout, req.signal]) : timeout;
   const stop = whenAborted(signal);
   try {
-    const res = await stop.race(request(url, {
+    const res = await stop.race(request(req.url, {
       method: req.method,
       dispatcher: agentOf(req.tenant, req.timeoutMs),
       signal,
-      headers: {
-        [HEADER.timestamp]: timestamp,
-        [HEADER.nonce]: nonce,
-        [HEADER.signature]: signature,
-        ...(hasBody ? { 'content-type': 'application/json' } : {}),
-      },
-      ...(hasBody ? { body } : {}),
+      headers: { ...req.headers, ...(req.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(req.body !== undefined ? { body: req.body } : {}),
     }));
     const declared = Number(res.headers['content-length']);
     const text = declared > REPLY_LIMIT_BYTES ? undefined : await readCapped(res.body, REPLY_LIMIT_BYTES);

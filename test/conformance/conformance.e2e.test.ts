@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { CHECK_IDS } from '../../services/conformance/checks.ts';
 import { startDemoWallet, type DemoWallet, type DemoWalletDefects } from '../../services/sandbox/demo-wallet.ts';
 import { childEnv, entryArgs } from '../helpers/bundle.ts';
+import { startSilentHost } from '../helpers/silent-host.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const SECRET = 'conformance-test-secret';
@@ -300,6 +301,20 @@ describe('npm run conformance against broken wallets', () => {
     } finally {
       mute.closeAllConnections();
       await new Promise((r) => mute.close(r));
+    }
+  });
+
+  it('gives up on each call to a host that drops connection attempts at the timeout, its deliberately wrong calls too', async () => {
+    const silent = await startSilentHost();
+    try {
+      // Each connect waits; the run must still end, every call given up at 300 ms (undici's own connect
+      // timeout is 10 s: the signature checks' calls waited for it, and the run for minutes).
+      const run = await runCli(['--wallet-url', silent.url, '--operator-secret', SECRET, '--timeout-ms', '300']);
+      expect(run.code, run.out + run.err).toBe(1);
+      expect(detailsOf(run.out, 'balance.read')).toMatch(/got: +no reply within the timeout \(300 ms\)\n/);
+      expect(detailsOf(run.out, 'signature.transaction.tampered-body')).toMatch(/got: +no reply within the timeout \(300 ms\)\n/);
+    } finally {
+      await silent.close();
     }
   });
 
