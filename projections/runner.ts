@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Migration } from '../shared/db/migrations.ts';
 import { withTransaction, type Pool, type PoolClient } from '../shared/db/pool.ts';
-import { comparePositions, START, type EventStore, type Position, type RecordedEvent } from '../shared/eventstore/port.ts';
+import { comparePositions, IdleWait, START, type EventStore, type Position, type RecordedEvent } from '../shared/eventstore/port.ts';
 import type { Logger } from '../shared/logger.ts';
 import type { SharedLogReads } from './shared-reads.ts';
 import { BATCH_BYTES } from '../shared/eventstore/text-size.ts';
@@ -457,6 +457,7 @@ export class ProjectionRunner {
     let stored = await readCheckpoint(this.pool, name); // what the checkpoint row holds
     let position = stored; // how far this runner has read: ahead of `stored` only by events of no use to it
     let passed: { count: number; last: RecordedEvent | undefined; since: number } = { count: 0, last: undefined, since: Date.now() };
+    const idle = new IdleWait(this.store);
     while (!this.signal.aborted && this.owned) {
       const seq = this.store.appendSeq();
       // At most BATCH_BYTES of events however large they are (an outcome keeps its wallet's reply, up to 1 MiB).
@@ -483,7 +484,7 @@ export class ProjectionRunner {
         }
       }
       if (!more) {
-        await this.store.waitForAppend(seq, events.length === 0 ? 100 : 10, this.signal);
+        await idle.wait(seq, events.length === 0, this.signal);
         if (this.gatherMs > 0) await sleep(this.gatherMs, this.signal);
       }
     }

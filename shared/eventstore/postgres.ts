@@ -226,7 +226,7 @@ export const eventStoreMigrations: Migration[] = [
     // every outcome, while under load the projector reads the log every ~100 ms whatever it is told. So a
     // connection notifies the first append after a quiet moment at once (an idle service's read models
     // follow without waiting for the projector's poll) and at most one every NOTIFY_EVERY_MS after that;
-    // an append it does not notify is read by the projector's next poll (port.ts, waitForMore; the
+    // an append it does not notify is read by the projector's next poll (port.ts, IdleWait; the
     // runner's wait and gather), within about 200 ms. The time of the connection's last notification is a setting of its session
     // (es.notified_at), which a rolled-back transaction takes back with its notification. A process of the
     // release before needs nothing of this: its projector polls as this one's does.
