@@ -244,35 +244,54 @@ export async function* pollingSubscription(
   }
 }
 
-/** A caught-up reader's first wait for an append, and its longest (IdleWait). */
+/** A caught-up reader's wait for an append while anything happened lately, and its longest (IdleWait). */
 export const IDLE_WAIT_MIN_MS = 100;
 export const IDLE_WAIT_MAX_MS = 1000;
+/** How long after anything happened a caught-up reader still reads again every IDLE_WAIT_MIN_MS (IdleWait). */
+export const IDLE_GRACE_MS = 2000;
 
 /**
  * How a reader that has read the log to its end waits for more: until the store signals an append
  * (appendSeq, taken before the read), or at most a while, then it reads again. That fallback read is what
  * catches an append whose notification was lost (a dropped LISTEN connection) or not sent (a connection
- * notifies at most one append in 50 ms), or that was not yet readable when notified (Postgres holds
- * events back while an older transaction is still open). It comes IDLE_WAIT_MIN_MS after anything
- * happened (events read, an append signalled), then each quiet read waits twice as long, up to
- * IDLE_WAIT_MAX_MS: an idle service's read models read the log about once a second each instead of ten
- * times (53 queries a second for an idle service's five, 2026-12-02), and what follows a signal or a read
- * is caught within ~100 ms as before. After a read that found events, it waits 10 ms at most.
+ * notifies at most one append in 50 ms), or that was not yet readable when signalled (Postgres holds
+ * events back while an older transaction is open anywhere on the server, and nothing signals its end).
+ *
+ * For IDLE_GRACE_MS after anything happened (events read, an append signalled: during a wait, or
+ * between two, such as while the runner gathers), it reads again every IDLE_WAIT_MIN_MS, as it always
+ * did; after that each quiet read waits twice as long, up to IDLE_WAIT_MAX_MS. So what comes within two
+ * seconds of the last activity is read within ~100 ms as before, and an idle service's read models read
+ * the log about once a second each instead of ten times (an idle `npm start`: 10 queries a second
+ * against 60, 2026-12-02). Only an append whose reading waits longer than that (an open transaction
+ * holding it back for seconds, a lost notification) is read up to a second late. After a read that found
+ * events, it waits 10 ms at most.
  */
 export class IdleWait {
   private ms = IDLE_WAIT_MIN_MS;
+  /** appendSeq() as the last wait ended: a different one at the next wait is an append signalled between the two. */
+  private seen: number | undefined;
+  private activeAt = 0;
 
   constructor(private readonly store: Pick<EventStore, 'appendSeq' | 'waitForAppend'>) {}
 
   async wait(seq: number, emptyRead: boolean, signal?: AbortSignal): Promise<void> {
+    if (!emptyRead || seq !== this.seen) this.active();
     if (!emptyRead) {
-      this.ms = IDLE_WAIT_MIN_MS;
       await this.store.waitForAppend(seq, 10, signal);
+      this.seen = this.store.appendSeq();
       return;
     }
-    const ms = this.ms;
+    const settled = Date.now() - this.activeAt >= IDLE_GRACE_MS;
+    const ms = settled ? this.ms : IDLE_WAIT_MIN_MS;
     await this.store.waitForAppend(seq, ms, signal);
-    this.ms = this.store.appendSeq() !== seq ? IDLE_WAIT_MIN_MS : Math.min(ms * 2, IDLE_WAIT_MAX_MS);
+    this.seen = this.store.appendSeq();
+    if (this.seen !== seq) this.active();
+    else if (settled) this.ms = Math.min(ms * 2, IDLE_WAIT_MAX_MS);
+  }
+
+  private active(): void {
+    this.activeAt = Date.now();
+    this.ms = IDLE_WAIT_MIN_MS;
   }
 }
 

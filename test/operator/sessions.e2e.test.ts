@@ -4,6 +4,9 @@ import { OP1, OP2, PROV_A, PROV_B, testCatalog } from '../helpers/catalog.ts';
 import { startFakeProvider, startFakeWallet, type FakeProvider, type FakeWallet } from '../helpers/fakes.ts';
 import { ADMIN_TOKEN, createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
 import { sessionsOfPlayer, type SessionRow } from '../../services/sessions/queries.ts';
+import { playerSessionsStream } from '../../services/sessions/events.ts';
+import { sessionsProjection } from '../../services/sessions/projection.ts';
+import { waitForProjection } from '../../projections/runner.ts';
 import { signedRequest } from '../helpers/signing.ts';
 
 interface Launched {
@@ -284,15 +287,14 @@ describe('session expiry', () => {
     expect((await signedRequest(svc.url, { path: '/v1/wallet/balance', body: { sessionToken: token }, as: PROV_A })).status).toBe(401);
     const kicked = await signedRequest<{ revokedCount: number }>(svc.url, { path: '/v1/operator/players/kick', body: { playerRef: 'p' }, as: OP1 });
     expect(kicked.json).toEqual({ revokedCount: 0 });
-    // Support's console says the same: expired, not kicked (the kick ended nothing), once its read model has the kick.
-    for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
-      if ((await Promise.all(svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0)) break;
-    }
-    // (Polled too: the log is read up to the oldest transaction open in the whole cluster, which another
-    // file's test may hold open past the launch, and the runners' lag counts only what can be read.)
-    const player = async () => (await fetch(`${svc.url}/v1/admin/console/players/${OP1.id}/p`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
-    await expect.poll(async () => ((await player()) as { sessions?: unknown[] }).sessions?.length).toBe(1);
-    const { sessions } = (await player()) as { sessions: Array<Record<string, unknown>> };
+    // Support's console says the same: expired, not kicked (the kick ended nothing), once its read model has
+    // the kick (the last event of the player's sessions stream; waited for by position, as the log may hold
+    // it back a moment while another file's test keeps a transaction open).
+    const kick = (await svc.ctx.eventStore.readStream(playerSessionsStream(OP1.id, 'p'))).at(-1)!;
+    expect(kick.type).toBe('SessionsRevoked');
+    expect(await waitForProjection(svc.ctx.pool, sessionsProjection.name, kick.position, 10_000)).toBe(true);
+    const player = await fetch(`${svc.url}/v1/admin/console/players/${OP1.id}/p`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const { sessions } = (await player.json()) as { sessions: Array<Record<string, unknown>> };
     expect(sessions).toEqual([expect.objectContaining({ token, status: 'expired' })]);
     expect(sessions[0]).not.toHaveProperty('revokedAt');
   });
