@@ -407,6 +407,9 @@ export class ProjectionRunner {
     return { ...(await projectionLag(this.pool, this.store, this.projection.name)), owned: this.owned };
   }
 
+  /** When a batch last found the checkpoint moved under it (run). */
+  private checkpointMovedAt = 0;
+
   private get signal(): AbortSignal {
     return this.controller.signal;
   }
@@ -421,6 +424,14 @@ export class ProjectionRunner {
         }
         await this.follow();
       } catch (err) {
+        if (err instanceof CheckpointMovedError && Date.now() - this.checkpointMovedAt > 1000) {
+          // A rebuild or a reset moved the checkpoint after this runner last read it (an idle one reads it
+          // again only at its next quiet read): nothing was written; follow it from where it is now. Again
+          // within a second, something else writes it (another owner?): give the lock up, as below.
+          this.checkpointMovedAt = Date.now();
+          this.options.logger?.info({ projection: this.projection.name }, 'projection checkpoint moved (a rebuild or a reset): following it from there');
+          continue;
+        }
         if (err instanceof ProjectionApplyError) {
           // Never silent: the event is named in the log, on /readyz (any process) and in the metrics.
           this.failures++;

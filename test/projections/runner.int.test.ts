@@ -334,6 +334,24 @@ describe('projection runner', () => {
     await expectExactlyOnce(ids);
   });
 
+  it('follows a checkpoint moved under it while it was idle (a reset, then an append at once): no error, no pause, every event once', async () => {
+    const ids = await appendEvents(10);
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = createLogger('info', {}, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    // A lock retry far longer than the test waits: a runner that gave its lock up would not be back in time.
+    const runner = new TestRunner(pool, db.url, store, tallyProjection(), { batchSize: 10, lockRetryMs: 60_000, logger });
+    runner.start();
+    await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 10);
+    // Idle: the runner only reads the checkpoint again at its next quiet read. The append wakes it first,
+    // from where it was, and its batch finds the checkpoint moved.
+    await resetProjection(pool, tallyProjection());
+    ids.push(...(await appendEvents(1)));
+    await until(async () => (await pool.query('SELECT 1 FROM tally')).rowCount === 11, 10_000);
+    await runner.stop();
+    expect(lines.filter((l) => (l.level as number) >= 50)).toEqual([]);
+    await expectExactlyOnce(ids);
+  });
+
   it('refuses to apply a batch from a checkpoint that has moved (compare-and-set), writing nothing', async () => {
     await appendEvents(3);
     let events = await store.readAll({ from: START });
