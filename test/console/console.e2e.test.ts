@@ -47,7 +47,7 @@ describe('the back-office console in a real browser (headless Chromium)', () => 
   /** A 401 the test provokes on purpose (a wrong token on the login form). */
   let expecting401 = false;
 
-  const caughtUp = () => h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0), 20_000);
+  const caughtUp = () => h.caughtUp(20_000);
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM}: run \`npm run setup:browser\` (scripts/install-browser.sh) first`);

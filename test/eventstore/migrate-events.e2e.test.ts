@@ -52,7 +52,7 @@ describe('npm run audit -- migrate-events', () => {
       body: { playerRef: 'm-grant', idempotencyKey: randomUUID(), gameId: 'fruit-1', spins: 3, currency: 'EUR' },
       as: OP1,
     });
-    await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
+    await h.caughtUp();
     await h.svc.stop();
   }, 60_000);
   afterAll(async () => {
@@ -215,7 +215,7 @@ describe('npm run audit -- migrate-events to a store that holds something else',
     expect((await h.tx(bet)).status).toBe(200);
     // The outcome is recorded behind the answer: wait for it, then for every runner (the chain's too) to have it.
     await h.until(async () => (await h.svc.ctx.pool.query(`SELECT 1 FROM rm_transactions WHERE transaction_id = $1 AND status = 'applied'`, [bet.transactionId])).rowCount === 1);
-    await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
+    await h.caughtUp();
     await h.svc.stop();
   }, 60_000);
   afterAll(async () => {

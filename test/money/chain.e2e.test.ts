@@ -56,7 +56,7 @@ describe('the tamper-evident history', () => {
   const operatorScript = (as = OP1, ...extra: string[]) =>
     exec('scripts/verify-history.mjs', ['--url', h.svc.url, '--operator-id', as.id, '--public-key', keyFile, ...extra], { OPERATOR_SECRET: as.secret });
   const adminGet = (p: string) => fetch(`${h.svc.url}${p}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
-  const caughtUp = () => h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0), 30_000);
+  const caughtUp = () => h.caughtUp(30_000);
   /** Waits until the latest checkpoints cover everything linked (they are signed every second here). */
   const signedUpToDate = () =>
     h.until(async () => {

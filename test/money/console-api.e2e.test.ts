@@ -46,7 +46,7 @@ describe('console data and re-drive (admin routes)', () => {
       const { rows } = await h.svc.ctx.pool.query(`SELECT operator_status AS status FROM rm_transactions WHERE transaction_id = $1`, [winId]);
       return rows[0]?.status === 'dead';
     }, 20_000);
-    await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
+    await h.caughtUp();
   }, 60_000);
   afterAll(async () => h?.close());
 
@@ -128,7 +128,7 @@ describe('console data and re-drive (admin routes)', () => {
   });
 
   it('gives the overview: transactions per minute, wallet calls with failures and latency per operator, unsettled counts, projection lag, the chain', async () => {
-    await h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
+    await h.caughtUp();
     for (const window of ['hour', 'day'] as const) {
       const res = await admin<{
         bucketSeconds: number;

@@ -3,6 +3,8 @@ import type { RunningService } from '../../services/service.ts';
 import { OP1, OP2, PROV_A, testCatalog, type TestCatalogOptions } from '../helpers/catalog.ts';
 import { startFakeProvider, startFakeWallet, type FakeProvider, type FakeWallet } from '../helpers/fakes.ts';
 import { describeHoldBack } from '../helpers/db.ts';
+import { waitForProjection } from '../../projections/runner.ts';
+import { START } from '../../shared/eventstore/port.ts';
 import { createTestEnv, startInProcess, type TestEnv } from '../helpers/service.ts';
 import { signedRequest, type TestResponse } from '../helpers/signing.ts';
 
@@ -18,6 +20,13 @@ export interface MoneyHarness {
   bet(token: string, over?: Record<string, unknown>): Record<string, unknown>;
   walletCallsFor(transactionId: string): Array<{ body: unknown; nonce: string | undefined; rawBody: string; signatureValid: boolean }>;
   until(check: () => Promise<boolean> | boolean, timeoutMs?: number): Promise<void>;
+  /**
+   * Every read model of the service has applied everything committed to the log so far, by position: the
+   * runners' lag counts only what the log can be read to now, and Postgres reads it up to the oldest
+   * transaction open anywhere on the server (another file's test's too), so "no lag" can come before an
+   * event the log holds back a moment.
+   */
+  caughtUp(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -77,6 +86,18 @@ export async function startMoneyHarness(label: string, env: Record<string, strin
       while (!(await check())) {
         if (Date.now() > deadline) throw new Error(`condition not met in time; ${await describeHoldBack(testEnv.db.url).catch((e: unknown) => String(e))}`);
         await new Promise((r) => setTimeout(r, 25));
+      }
+    },
+    async caughtUp(timeoutMs = 20_000) {
+      const head =
+        svc.ctx.eventStore.kind === 'postgres'
+          ? (await svc.ctx.pool.query<{ p: string }>(`SELECT e.transaction_id::text || '.' || e.global_position AS p FROM es_events e ORDER BY e.transaction_id DESC, e.global_position DESC LIMIT 1`)).rows[0]?.p
+          : await svc.ctx.eventStore.headPosition();
+      if (head === undefined || head === START) return;
+      for (const runner of svc.runners) {
+        if (!(await waitForProjection(svc.ctx.pool, runner.projection.name, head, timeoutMs))) {
+          throw new Error(`read model ${runner.projection.name} did not reach ${head} in time; ${await describeHoldBack(testEnv.db.url).catch((e: unknown) => String(e))}`);
+        }
       }
     },
     async close() {

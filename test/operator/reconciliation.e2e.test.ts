@@ -41,7 +41,7 @@ describe('operator reconciliation routes', () => {
     } while (cursor);
     return out;
   };
-  const caughtUp = () => h.until(async () => (await Promise.all(h.svc.runners.map((r) => r.lag()))).every((l) => l.eventsBehind === 0));
+  const caughtUp = () => h.caughtUp();
   const range = () => `from=${encodeURIComponent(startedAt)}&to=${encodeURIComponent(new Date(Date.now() + 3_600_000).toISOString())}`;
 
   beforeAll(async () => {
