@@ -280,7 +280,7 @@ class Ctx {
   /** Sends exactly these headers (a replay sends the same ones twice), bounded as the service's calls are (sendCall). */
   async raw(how: string, method: 'GET' | 'POST', target: string, body: string | undefined, headers: Record<string, string>): Promise<Exchange> {
     const url = joinUrl(this.options.walletUrl, target);
-    const outcome = await sendCall({ url, method, headers, ...(body !== undefined ? { body } : {}), timeoutMs: this.options.timeoutMs });
+    const outcome = await sendCall({ url, method, headers, body, timeoutMs: this.options.timeoutMs });
     return this.record({ method, target, ...(body !== undefined ? { body } : {}), how, outcome, timeoutMs: this.options.timeoutMs });
   }
 

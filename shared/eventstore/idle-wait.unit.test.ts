@@ -56,7 +56,6 @@ describe('IdleWait: how a caught-up reader waits for more', () => {
     const idle = new IdleWait(store);
     for (let i = 0; i < inGrace + 7; i++) await quiet(idle, store);
     expect(store.allowed).toEqual([...Array<number>(inGrace).fill(100), 100, 200, 400, 800, 1000, 1000, 1000]);
-    expect([IDLE_WAIT_MIN_MS, IDLE_WAIT_MAX_MS, IDLE_GRACE_MS]).toEqual([100, 1000, 2000]);
   });
 
   it('starts over once an append is signalled during a wait, even when the reads after it find nothing yet (an event held back)', async () => {

@@ -261,7 +261,7 @@ export const IDLE_GRACE_MS = 2000;
  * between two, such as while the runner gathers), it reads again every IDLE_WAIT_MIN_MS, as it always
  * did; after that each quiet read waits twice as long, up to IDLE_WAIT_MAX_MS. So what comes within two
  * seconds of the last activity is read within ~100 ms as before, and an idle service's read models read
- * the log about once a second each instead of ten times (an idle `npm start`: 10 queries a second
+ * the log about once a second each instead of ten times (an idle `npm start`: 12 queries a second
  * against 60, 2026-12-02). Only an append whose reading waits longer than that (an open transaction
  * holding it back for seconds, a lost notification) is read up to a second late. After a read that found
  * events, it waits 10 ms at most.

@@ -175,10 +175,10 @@ export async function signedCall(req: OutboundRequest): Promise<OutboundResult> 
     url,
     method: req.method,
     headers: { [HEADER.timestamp]: timestamp, [HEADER.nonce]: nonce, [HEADER.signature]: signature },
-    ...(body !== '' ? { body } : {}),
+    body: body !== '' ? body : undefined,
     timeoutMs: req.timeoutMs,
-    ...(req.signal ? { signal: req.signal } : {}),
-    ...(req.tenant !== undefined ? { tenant: req.tenant } : {}),
+    signal: req.signal,
+    tenant: req.tenant,
   });
 }
 
